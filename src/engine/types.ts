@@ -1,0 +1,73 @@
+/**
+ * The engine's vocabulary: what the Worker asks Redis to decide, and what comes back.
+ * The limiting logic itself lives in `lua/floodgate.lua`; these types only describe its inputs and outputs.
+ */
+
+/** Every algorithm the script implements. */
+export type Algorithm =
+  | "fixed-window"
+  | "sliding-window"
+  | "sliding-log"
+  | "token-bucket"
+  | "gcra"
+  | "concurrency";
+
+/** `on` enforces, `monitor` counts and reports but never denies, `off` is never sent to Redis. */
+export type Mode = "on" | "off" | "monitor";
+
+/** What a rule does when Redis cannot answer in time. */
+export type FailurePolicy = "open" | "closed";
+
+/** One rule's share of a decision, fully resolved by the edge (tier applied; overrides are read in Lua). */
+export interface RuleCall {
+  /** Rule name, `[A-Za-z0-9_-]{1,64}`; part of the Redis key. */
+  rule: string;
+  algorithm: Algorithm;
+  /** Requests (or cost units) per period; for `concurrency`, requests in flight. */
+  limit: number;
+  /** Window length; for `concurrency`, the lease after which an unreleased slot is freed. */
+  periodMs: number;
+  /** Token-bucket capacity / GCRA burst (requests a fresh identity may send at once). */
+  burst: number;
+  /** Units this request consumes (always 1 for `concurrency`). */
+  cost: number;
+  /** `on` rules can deny; `monitor` rules are counted and reported only. */
+  mode: Exclude<Mode, "off">;
+  failure: FailurePolicy;
+  /** The identity, already hashed (never a raw API key, token or IP). */
+  identityHash: string;
+}
+
+/** How one rule judged the request. */
+export type Outcome = "allowed" | "denied" | "cost-exceeds-capacity";
+
+/** Where a rule's result came from; anything but `redis` is a degraded answer and says why. */
+export type Source = "redis" | "deny-cache" | "fallback" | "undecided";
+
+/** Why a result did not come from Redis. */
+export type DegradedReason = "timeout" | "redis_error" | "breaker_open" | "auth" | "deny_cache";
+
+/** One rule's verdict. Times are milliseconds from now, as measured by Redis's clock. */
+export interface RuleResult {
+  call: RuleCall;
+  outcome: Outcome;
+  /** The limit in force after tier and override. */
+  limit: number;
+  /** Quota left after this request (or that would be left, had it been allowed), never negative. */
+  remaining: number;
+  /** Until the rule is fully reset: window end, or bucket full. 0 when already full. */
+  resetAfterMs: number;
+  /** For a denied rule: when the same request would be allowed. For an allowed one: until more quota is available (0 when full). */
+  retryAfterMs: number;
+  source: Source;
+  reason?: DegradedReason;
+}
+
+/** The answer to one request: allowed only if every `on` rule allows it. */
+export interface Decision {
+  allowed: boolean;
+  /** One per rule sent, in the same order. */
+  results: RuleResult[];
+  /** How long the decision took at the edge, for `Server-Timing`. */
+  durationMs: number;
+}

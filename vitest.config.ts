@@ -1,0 +1,42 @@
+import { cloudflareTest } from "@cloudflare/vitest-plugin";
+import { defineConfig } from "vitest/config";
+
+// Two projects: Node-side tests (the local REST server, the Lua script on real Redis, process-level
+// failure tests) and the Worker's tests, which run inside workerd. One global setup starts a real
+// redis-server and the local Upstash-compatible REST server for both.
+export default defineConfig({
+  test: {
+    globalSetup: ["test/global-setup.ts"],
+    reporters: ["default", ["json", { outputFile: "test-results.json" }]],
+    projects: [
+      {
+        test: {
+          name: "node",
+          include: ["test/node/**/*.test.ts"],
+          environment: "node",
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        plugins: [
+          cloudflareTest(({ inject }) => ({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              bindings: {
+                UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
+                UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
+                ORIGIN_URL: inject("originUrl"),
+              },
+            },
+          })),
+        ],
+        test: {
+          name: "worker",
+          include: ["test/worker/**/*.test.ts"],
+          testTimeout: 30_000,
+        },
+      },
+    ],
+  },
+});
