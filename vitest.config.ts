@@ -1,5 +1,13 @@
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
-import { defineConfig } from "vitest/config";
+import { defineConfig, type Plugin } from "vitest/config";
+
+/** Imports `*.lua` as text in the Node-side tests, as wrangler's Text rule does in the Worker. */
+const luaAsText: Plugin = {
+  name: "lua-as-text",
+  transform(code, id) {
+    return id.endsWith(".lua") ? { code: `export default ${JSON.stringify(code)};`, map: null } : null;
+  },
+};
 
 // Two projects: Node-side tests (the local REST server, the Lua script on real Redis, process-level
 // failure tests) and the Worker's tests, which run inside workerd. One global setup starts a real
@@ -10,6 +18,7 @@ export default defineConfig({
     reporters: ["default", ["json", { outputFile: "test-results.json" }]],
     projects: [
       {
+        plugins: [luaAsText],
         test: {
           name: "node",
           include: ["test/node/**/*.test.ts"],
@@ -23,6 +32,8 @@ export default defineConfig({
           cloudflareTest(({ inject }) => ({
             wrangler: { configPath: "./wrangler.toml" },
             miniflare: {
+              // vitest's own runner imports node:* modules inside workerd.
+              compatibilityFlags: ["nodejs_compat"],
               bindings: {
                 UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
                 UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
