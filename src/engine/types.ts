@@ -71,3 +71,13 @@ export interface Decision {
   /** How long the decision took at the edge, for `Server-Timing`. */
   durationMs: number;
 }
+
+/**
+ * Decides a request's rules. Never throws: a rule Redis could not decide comes back with
+ * `source: "undecided"` (or `fallback` / `deny-cache`) and a `reason`; the caller applies its `failure` policy.
+ */
+export interface Decider {
+  decide(calls: RuleCall[], requestId: string): Promise<Decision>;
+  /** Frees a `concurrency` slot held by `requestId`. Not bound by the decision budget. */
+  release(call: RuleCall, requestId: string): Promise<void>;
+}
