@@ -1,0 +1,232 @@
+/**
+ * The never-throwing Decider: the store's one Redis call, wrapped so that Redis being slow, down,
+ * restarted or misconfigured never becomes the reason the API goes down (CONTRACT §9, issue 5).
+ *
+ * Order per decision: the deny cache (a recent Redis denial answers without a call) → the circuit
+ * breaker (open: no call) → the store, bounded by the budget → on failure, the local fallback limiter
+ * for fail-open rules and `undecided` for the rest. The caller applies each rule's failure policy.
+ */
+import type { Decider, Decision, DegradedReason, RuleCall, RuleResult } from "../engine/types";
+import { type BreakerOptions, type BreakerState, CircuitBreaker } from "./breaker";
+import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache } from "./deny-cache";
+import { AUTH_LOG_LINE, classifyFailure, type DecisionFailure, type StoreFailureKind } from "./failure";
+import { DEFAULT_FALLBACK_ENTRIES, FallbackLimiter } from "./fallback";
+
+/** What the decider needs from the store (`createStore` in src/engine/store.ts). */
+export interface DecisionStore {
+  /** One atomic decision; throws a `StoreError` (with `kind`) when Redis cannot answer. */
+  decide(calls: RuleCall[], requestId: string): Promise<Decision>;
+  release(call: RuleCall, requestId: string): Promise<void>;
+}
+
+/** Options of `createDecider`. */
+export interface DeciderOptions {
+  /**
+   * The decision budget the store enforces (`RATE_LIMIT_TIMEOUT_MS`), ms. The decider gives up itself
+   * `guardMs` later, should the store not keep it.
+   * @default 200
+   */
+  timeoutMs?: number;
+  /** Grace beyond `timeoutMs` before the decider stops waiting on the store, ms. @default 50 */
+  guardMs?: number;
+  /** Circuit breaker tuning (CONTRACT §9 defaults). */
+  breaker?: BreakerOptions;
+  /** Most identities held by the deny cache; 0 disables it. @default 10000 */
+  denyCacheEntries?: number;
+  /** Most windows held by the fallback limiter; 0 disables it (fail-open rules then pass unlimited). @default 10000 */
+  fallbackEntries?: number;
+  /** Where transitions and credential problems are logged. Never receives a secret. @default console.warn */
+  log?: (line: string) => void;
+  /** Clock, ms. @default Date.now */
+  now?: () => number;
+}
+
+/** What `/__floodgate/health` reports about deciding. Contains no secret and no identity. */
+export interface DeciderHealth {
+  /** `degraded` while the breaker is not closed, the last decision failed, or the credentials were rejected. */
+  status: "ok" | "degraded";
+  breaker: BreakerState;
+  /** Ms until the breaker lets a probe through; 0 unless open. */
+  breakerRemainingMs: number;
+  /** Failed decisions in a row. */
+  consecutiveFailures: number;
+  /** The most recent failure, if any since the isolate started. */
+  lastFailure: { reason: DegradedReason; kind: StoreFailureKind; agoMs: number } | null;
+  /** `rejected` after a REST 401 until Redis accepts a decision again. */
+  credentials: "unknown" | "accepted" | "rejected";
+}
+
+/** A Decider that also reports its health and can drop one identity's cached denial. */
+export interface ResilientDecider extends Decider {
+  health(): DeciderHealth;
+  /** Forgets this isolate's cached denial of one identity (call after an admin reset or override). */
+  forget(rule: string, identityHash: string): void;
+}
+
+/**
+ * Wraps a store into a Decider that never throws. Create it once per isolate (the breaker, deny cache
+ * and fallback counts live in it), lazily inside a request: nothing here does I/O or uses timers until
+ * `decide` is called.
+ *
+ * Results not from Redis carry `source` and `reason`. An `undecided` result's `outcome` is `allowed`
+ * and means nothing: apply the rule's `failure` policy; its `retryAfterMs` is the breaker's remaining
+ * cool-down (at least 1000), for the 503's `Retry-After`.
+ *
+ * @example
+ * const decider = createDecider(createStore({ url, token, prefix, timeoutMs }), { timeoutMs });
+ * const decision = await decider.decide(calls, crypto.randomUUID());
+ */
+export function createDecider(store: DecisionStore, options: DeciderOptions = {}): ResilientDecider {
+  const now = options.now ?? Date.now;
+  const log = options.log ?? ((line: string) => console.warn(line));
+  const waitMs = (options.timeoutMs ?? 200) + (options.guardMs ?? 50);
+  const breaker = new CircuitBreaker(options.breaker, now);
+  const denyCache = new DenyCache(options.denyCacheEntries ?? DEFAULT_DENY_CACHE_ENTRIES, now);
+  const fallbackEntries = options.fallbackEntries ?? DEFAULT_FALLBACK_ENTRIES;
+  const fallback = new FallbackLimiter(fallbackEntries, now);
+
+  let lastFailure: (DecisionFailure & { atMs: number }) | null = null;
+  let credentials: DeciderHealth["credentials"] = "unknown";
+  let authLogged = false;
+
+  function undecided(call: RuleCall, reason: DegradedReason): RuleResult {
+    const retryAfterMs = Math.max(1000, breaker.remainingOpenMs());
+    return {
+      call,
+      outcome: "allowed",
+      limit: call.limit,
+      remaining: 0,
+      resetAfterMs: 0,
+      retryAfterMs,
+      source: "undecided",
+      reason,
+    };
+  }
+
+  /** Redis could not be asked or could not answer: fallback for fail-open `on` rules, undecided otherwise. */
+  function degraded(calls: RuleCall[], reason: DegradedReason): RuleResult[] {
+    const results = calls.map((call): RuleResult => {
+      if (call.mode !== "on" || call.failure !== "open" || fallbackEntries <= 0)
+        return undecided(call, reason);
+      return { ...fallback.judge(call), source: "fallback", reason };
+    });
+    if (results.every((r) => r.source !== "fallback" || r.outcome === "allowed")) {
+      for (const r of results) if (r.source === "fallback") fallback.commit(r.call);
+    }
+    return results;
+  }
+
+  function recordFailure(error: unknown, probe: boolean): DegradedReason {
+    const failure = classifyFailure(error);
+    lastFailure = { ...failure, atMs: now() };
+    if (failure.kind === "auth") {
+      credentials = "rejected";
+      if (!authLogged) log(AUTH_LOG_LINE);
+      authLogged = true;
+    }
+    if (breaker.failure(probe)) {
+      log(
+        `floodgate: circuit breaker open for ${breaker.remainingOpenMs()} ms after ${breaker.failures} ` +
+          `failed Redis decision(s) in a row (last: ${failure.reason}); rules follow their failure policy`,
+      );
+    }
+    return failure.reason;
+  }
+
+  async function decide(calls: RuleCall[], requestId: string): Promise<Decision> {
+    const startedMs = performance.now();
+    const finish = (allowed: boolean, results: RuleResult[]): Decision => ({
+      allowed,
+      results,
+      durationMs: performance.now() - startedMs,
+    });
+    if (calls.length === 0) return finish(true, []);
+
+    const cached = calls.map((call) => denyCache.lookup(call));
+    if (cached.some((r) => r !== undefined)) {
+      // Denied already: the rules not in the cache were not evaluated, so they carry no figures.
+      return finish(
+        false,
+        calls.map((call, i) => cached[i] ?? undecided(call, "deny_cache")),
+      );
+    }
+
+    const admission = breaker.admit();
+    if (admission === "skip") return degradedDecision(calls, "breaker_open", finish);
+
+    try {
+      const decision = await withDeadline(store.decide(calls, requestId), waitMs);
+      if (breaker.state !== "closed") log("floodgate: Redis answers again; circuit breaker closed");
+      breaker.success();
+      credentials = "accepted";
+      authLogged = false;
+      for (const result of decision.results) denyCache.remember(result);
+      return decision;
+    } catch (error) {
+      return degradedDecision(calls, recordFailure(error, admission === "probe"), finish);
+    }
+  }
+
+  function degradedDecision(
+    calls: RuleCall[],
+    reason: DegradedReason,
+    finish: (allowed: boolean, results: RuleResult[]) => Decision,
+  ): Decision {
+    const results = degraded(calls, reason);
+    const denied = results.some(
+      (r) => r.call.mode === "on" && r.source === "fallback" && r.outcome !== "allowed",
+    );
+    return finish(!denied, results);
+  }
+
+  return {
+    decide,
+    async release(call, requestId) {
+      // A slot we cannot free now is freed by its lease in Redis; releases never touch the breaker.
+      if (breaker.state === "open") return;
+      try {
+        await store.release(call, requestId);
+      } catch {
+        // Same: the lease expires on its own.
+      }
+    },
+    health() {
+      const state = breaker.state;
+      const failing = breaker.failures > 0;
+      return {
+        status: state !== "closed" || failing || credentials === "rejected" ? "degraded" : "ok",
+        breaker: state,
+        breakerRemainingMs: breaker.remainingOpenMs(),
+        consecutiveFailures: breaker.failures,
+        lastFailure:
+          lastFailure === null
+            ? null
+            : {
+                reason: lastFailure.reason,
+                kind: lastFailure.kind,
+                agoMs: Math.max(0, now() - lastFailure.atMs),
+              },
+        credentials,
+      };
+    },
+    forget(rule, identityHash) {
+      denyCache.forget(rule, identityHash);
+    },
+  };
+}
+
+/** Settles like `promise`, or rejects as a timeout after `ms` (the store's own abort should come first). */
+async function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(Object.assign(new Error("decision deadline passed"), { kind: "timeout" })),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([promise, deadline]);
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * Ephemeral deny cache: an identity that Redis denied under a rule is answered from isolate memory until
+ * its `retryAfterMs` has passed, with the same figures Redis gave (times counted down), and without a
+ * Redis call. Hot abusive keys then stop costing Redis round trips.
+ *
+ * Safe because a denied request consumes nothing: until `retryAfterMs` the same request (same cost or
+ * more) would be denied by Redis too. The exception is an admin reset or a raised override, which other
+ * isolates see only once their cached denial runs out (at most one retryAfter later). Not cached:
+ * `concurrency` (a slot may free at any moment) and `cost-exceeds-capacity` (no wait would help).
+ */
+import type { RuleCall, RuleResult } from "../engine/types";
+
+/** Most entries kept; the oldest is dropped first. @default 10000 */
+export const DEFAULT_DENY_CACHE_ENTRIES = 10_000;
+
+interface Entry {
+  result: RuleResult;
+  /** When Redis gave the answer, ms. */
+  atMs: number;
+  /** When the identity may be allowed again, ms. */
+  untilMs: number;
+}
+
+const entryKey = (call: RuleCall): string => `${call.rule}\u0000${call.identityHash}`;
+
+/** The cache. Plain values only (workerd: nothing request-bound survives a request). */
+export class DenyCache {
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(
+    private readonly maxEntries: number = DEFAULT_DENY_CACHE_ENTRIES,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Entries held right now (expired ones included until touched). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Remembers a rule Redis denied for an enforcing (`on`) call. */
+  remember(result: RuleResult): void {
+    const { call } = result;
+    if (this.maxEntries <= 0 || call.mode !== "on" || result.outcome !== "denied") return;
+    if (call.algorithm === "concurrency" || result.retryAfterMs <= 0) return;
+    const key = entryKey(call);
+    const atMs = this.now();
+    this.entries.delete(key); // re-insert at the end: Map order is our eviction order
+    this.entries.set(key, { result, atMs, untilMs: atMs + result.retryAfterMs });
+    if (this.entries.size > this.maxEntries) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.entries.delete(oldest);
+    }
+  }
+
+  /**
+   * The cached denial for this call, times counted down to now, or `undefined` if none applies.
+   * A call with a smaller cost than the denied one is not answered here: it may fit sooner.
+   */
+  lookup(call: RuleCall): RuleResult | undefined {
+    if (call.mode !== "on" || call.algorithm === "concurrency") return undefined;
+    const key = entryKey(call);
+    const entry = this.entries.get(key);
+    if (entry === undefined) return undefined;
+    const now = this.now();
+    if (now >= entry.untilMs) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    if (call.cost < entry.result.call.cost || call.limit !== entry.result.call.limit) return undefined;
+    const elapsedMs = now - entry.atMs;
+    return {
+      ...entry.result,
+      call,
+      resetAfterMs: Math.max(0, entry.result.resetAfterMs - elapsedMs),
+      retryAfterMs: entry.untilMs - now,
+      source: "deny-cache",
+      reason: "deny_cache",
+    };
+  }
+
+  /** Drops what is known about one identity under one rule (e.g. after an admin reset in this isolate). */
+  forget(rule: string, identityHash: string): void {
+    this.entries.delete(`${rule}\u0000${identityHash}`);
+  }
+
+  /** Drops everything. */
+  clear(): void {
+    this.entries.clear();
+  }
+}

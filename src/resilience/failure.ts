@@ -1,0 +1,39 @@
+/**
+ * What went wrong when Redis could not decide, in the words the rest of Floodgate uses
+ * (`DegradedReason`), and the one-time log line for rejected credentials.
+ */
+import type { DegradedReason } from "../engine/types";
+
+/** The store's failure kinds (`StoreError.kind` in src/engine/store.ts). */
+export type StoreFailureKind = "timeout" | "unavailable" | "auth" | "script";
+
+/** A decision that did not come back from Redis, reduced to what may be shown and logged. */
+export interface DecisionFailure {
+  kind: StoreFailureKind;
+  reason: DegradedReason;
+}
+
+/**
+ * Classifies anything the store threw. Only `kind` is read, never the message: an error text may quote
+ * the command (identity hashes) and must not reach a response. Anything without a known kind (a bug,
+ * a malformed reply) is treated as `unavailable`, so it still follows the failure policy.
+ */
+export function classifyFailure(error: unknown): DecisionFailure {
+  const kind = (error as { kind?: unknown } | null)?.kind;
+  switch (kind) {
+    case "timeout":
+      return { kind, reason: "timeout" };
+    case "auth":
+      return { kind, reason: "auth" };
+    case "script":
+      return { kind, reason: "redis_error" };
+    default:
+      return { kind: "unavailable", reason: "redis_error" };
+  }
+}
+
+/** The log line for a REST 401: names the bindings to check, never their values. */
+export const AUTH_LOG_LINE =
+  "floodgate: the Redis REST endpoint rejected our credentials (HTTP 401): check UPSTASH_REDIS_REST_TOKEN " +
+  "(and that UPSTASH_REDIS_REST_URL is the database it belongs to); every rule follows its failure policy " +
+  "until Redis accepts them";
