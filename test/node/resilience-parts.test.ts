@@ -1,0 +1,206 @@
+// The resilience building blocks on their own, with a hand-driven clock: breaker timing, the deny
+// cache's countdown and bounds, the fallback limiter's approximation and bounds.
+import { describe, expect, it } from "vitest";
+import type { RuleCall, RuleResult } from "../../src/engine/types";
+import { CircuitBreaker } from "../../src/resilience/breaker";
+import { DenyCache } from "../../src/resilience/deny-cache";
+import { FallbackLimiter } from "../../src/resilience/fallback";
+
+function clock(startMs = 1_000_000) {
+  const c = { ms: startMs, now: () => c.ms };
+  return c;
+}
+
+const call = (overrides: Partial<RuleCall> = {}): RuleCall => ({
+  rule: "r",
+  algorithm: "fixed-window",
+  limit: 3,
+  periodMs: 10_000,
+  burst: 3,
+  cost: 1,
+  mode: "on",
+  failure: "open",
+  identityHash: "id-1",
+  ...overrides,
+});
+
+const denial = (c: RuleCall, retryAfterMs: number): RuleResult => ({
+  call: c,
+  outcome: "denied",
+  limit: c.limit,
+  remaining: 0,
+  resetAfterMs: retryAfterMs + 1000,
+  retryAfterMs,
+  source: "redis",
+});
+
+describe("circuit breaker", () => {
+  it("opens after 5 consecutive failures and stays open for 1 s", () => {
+    const t = clock();
+    const b = new CircuitBreaker({}, t.now);
+    for (let i = 0; i < 4; i++) {
+      expect(b.admit()).toBe("call");
+      expect(b.failure(false)).toBe(false);
+    }
+    expect(b.state).toBe("closed");
+    expect(b.failure(false)).toBe(true);
+    expect(b.state).toBe("open");
+    expect(b.remainingOpenMs()).toBe(1000);
+    expect(b.admit()).toBe("skip");
+    t.ms += 999;
+    expect(b.admit()).toBe("skip");
+    t.ms += 1;
+    expect(b.state).toBe("half-open");
+  });
+
+  it("lets exactly one probe through when half-open, and closes when it succeeds", () => {
+    const t = clock();
+    const b = new CircuitBreaker({ failureThreshold: 1 }, t.now);
+    b.failure(false);
+    t.ms += 1000;
+    expect(b.admit()).toBe("probe");
+    expect(b.admit()).toBe("skip");
+    expect(b.admit()).toBe("skip");
+    b.success();
+    expect(b.state).toBe("closed");
+    expect(b.admit()).toBe("call");
+  });
+
+  it("doubles the cool-down after each failed probe, up to 10 s, and resets after a success", () => {
+    const t = clock();
+    const b = new CircuitBreaker({ failureThreshold: 1 }, t.now);
+    b.failure(false);
+    const cooldowns: number[] = [b.remainingOpenMs()];
+    for (let i = 0; i < 6; i++) {
+      t.ms += cooldowns[cooldowns.length - 1] ?? 0;
+      expect(b.admit()).toBe("probe");
+      b.failure(true);
+      cooldowns.push(b.remainingOpenMs());
+    }
+    expect(cooldowns).toEqual([1000, 2000, 4000, 8000, 10_000, 10_000, 10_000]);
+    t.ms += 10_000;
+    b.admit();
+    b.success();
+    expect(b.state).toBe("closed");
+    b.failure(false);
+    expect(b.remainingOpenMs()).toBe(1000); // the next outage starts again from the shortest cool-down
+  });
+
+  it("does not extend the cool-down for late failures of calls admitted before it opened", () => {
+    const t = clock();
+    const b = new CircuitBreaker({}, t.now);
+    for (let i = 0; i < 5; i++) b.failure(false);
+    t.ms += 300;
+    for (let i = 0; i < 20; i++) expect(b.failure(false)).toBe(false);
+    expect(b.remainingOpenMs()).toBe(700);
+  });
+
+  it("lets another request probe if the first probe never reports back", () => {
+    const t = clock();
+    const b = new CircuitBreaker({ failureThreshold: 1, probeLeaseMs: 500 }, t.now);
+    b.failure(false);
+    t.ms += 1000;
+    expect(b.admit()).toBe("probe");
+    t.ms += 499;
+    expect(b.admit()).toBe("skip");
+    t.ms += 1;
+    expect(b.admit()).toBe("probe");
+  });
+});
+
+describe("deny cache", () => {
+  it("answers a denied identity until its retryAfter, counting the times down", () => {
+    const t = clock();
+    const cache = new DenyCache(100, t.now);
+    const c = call();
+    cache.remember(denial(c, 4000));
+    t.ms += 1500;
+    const hit = cache.lookup(call());
+    expect(hit).toMatchObject({
+      outcome: "denied",
+      retryAfterMs: 2500,
+      resetAfterMs: 3500,
+      source: "deny-cache",
+    });
+    expect(hit?.reason).toBe("deny_cache");
+    t.ms += 2500;
+    expect(cache.lookup(call())).toBeUndefined();
+    expect(cache.size).toBe(0);
+  });
+
+  it("keeps identities and rules apart, and lets a cheaper request ask Redis", () => {
+    const cache = new DenyCache(100, clock().now);
+    cache.remember(denial(call({ cost: 5 }), 4000));
+    expect(cache.lookup(call({ cost: 5 }))).toBeDefined();
+    expect(cache.lookup(call({ cost: 9 }))).toBeDefined();
+    expect(cache.lookup(call({ cost: 1 }))).toBeUndefined();
+    expect(cache.lookup(call({ cost: 5, identityHash: "id-2" }))).toBeUndefined();
+    expect(cache.lookup(call({ cost: 5, rule: "other" }))).toBeUndefined();
+  });
+
+  it("never caches monitor rules, concurrency rules or allowed results", () => {
+    const cache = new DenyCache(100, clock().now);
+    cache.remember(denial(call({ mode: "monitor" }), 4000));
+    cache.remember(denial(call({ algorithm: "concurrency" }), 1000));
+    cache.remember({ ...denial(call(), 4000), outcome: "allowed" });
+    cache.remember({ ...denial(call(), 4000), outcome: "cost-exceeds-capacity" });
+    expect(cache.size).toBe(0);
+  });
+
+  it("holds at most its bound, dropping the oldest identity first", () => {
+    const cache = new DenyCache(3, clock().now);
+    for (let i = 0; i < 10; i++) cache.remember(denial(call({ identityHash: `id-${i}` }), 4000));
+    expect(cache.size).toBe(3);
+    expect(cache.lookup(call({ identityHash: "id-6" }))).toBeUndefined();
+    expect(cache.lookup(call({ identityHash: "id-9" }))).toBeDefined();
+  });
+
+  it("forgets an identity on request", () => {
+    const cache = new DenyCache(10, clock().now);
+    cache.remember(denial(call(), 4000));
+    cache.forget("r", "id-1");
+    expect(cache.lookup(call())).toBeUndefined();
+  });
+});
+
+describe("fallback limiter (approximate, per isolate)", () => {
+  it("admits `limit` units per window and denies the rest until the window ends", () => {
+    const t = clock(1_000_000); // a multiple of the 10 s period: a window starts here
+    const f = new FallbackLimiter(100, t.now);
+    const outcomes: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = f.judge(call());
+      if (r.outcome === "allowed") f.commit(call());
+      outcomes.push(r.outcome);
+    }
+    expect(outcomes).toEqual(["allowed", "allowed", "allowed", "denied", "denied"]);
+    t.ms += 4000;
+    expect(f.judge(call())).toMatchObject({ outcome: "denied", retryAfterMs: 6000, remaining: 0 });
+    t.ms += 6000;
+    expect(f.judge(call()).outcome).toBe("allowed");
+  });
+
+  it("counts cost units and says when a cost can never fit", () => {
+    const f = new FallbackLimiter(100, clock().now);
+    expect(f.judge(call({ cost: 2 }))).toMatchObject({ outcome: "allowed", remaining: 1 });
+    f.commit(call({ cost: 2 }));
+    expect(f.judge(call({ cost: 2 })).outcome).toBe("denied");
+    expect(f.judge(call({ cost: 4 })).outcome).toBe("cost-exceeds-capacity");
+  });
+
+  it("does not limit concurrency rules (their slots live in Redis)", () => {
+    const f = new FallbackLimiter(100, clock().now);
+    const c = call({ algorithm: "concurrency", limit: 1 });
+    for (let i = 0; i < 5; i++) {
+      expect(f.judge(c).outcome).toBe("allowed");
+      f.commit(c);
+    }
+    expect(f.size).toBe(0);
+  });
+
+  it("holds at most its bound of windows", () => {
+    const f = new FallbackLimiter(50, clock().now);
+    for (let i = 0; i < 1000; i++) f.commit(call({ identityHash: `id-${i}` }));
+    expect(f.size).toBe(50);
+  });
+});
