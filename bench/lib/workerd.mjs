@@ -38,6 +38,7 @@ export async function bundle(entry) {
         conditions: ["workerd", "worker", "browser"],
         mainFields: ["module", "main"],
         loader: { ".lua": "text" },
+        external: ["cloudflare:*", "node:*"],
         minify: false,
         logLevel: "silent",
       }).then(() => outfile),

@@ -1,0 +1,197 @@
+/**
+ * Part 1, overhead: what a Redis-decided request costs under `workerd serve`, each target in its own
+ * workerd process, measured interleaved (a, b, b', c, d, e, then again) so drift on this shared machine
+ * hits every target alike; the median of the repetitions is reported. Ratios are to (b'), the bare proxy
+ * plus one hand-written EVALSHA fetch: the physical limit of a request decided by Redis over REST.
+ */
+import { readFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { IP_HEADER, startProxyingFloodgate } from "./lib/floodgate.mjs";
+import { fmt, median, table } from "./lib/report.mjs";
+import { restCommand, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
+import { startWorker } from "./lib/workerd.mjs";
+import { ensureWrk, runWrk } from "./lib/wrk.mjs";
+
+/** Generous limits: every request of the throughput runs is allowed and proxied. */
+const HUGE_LIMIT = 1_000_000;
+const LOAD_HEADERS = { [IP_HEADER]: "203.0.113.7", "x-api-key": "bench-key" };
+const DENIED_HEADERS = { [IP_HEADER]: "198.51.100.9", "x-api-key": "bench-key" };
+
+const oneRule = [
+  { name: "bench-ip", key: "ip", algorithm: "sliding-window", limit: HUGE_LIMIT, period: "60s" },
+];
+const threeRules = [
+  ...oneRule,
+  { name: "bench-key", key: "header:x-api-key", algorithm: "token-bucket", limit: HUGE_LIMIT, period: "60s" },
+  { name: "bench-global", key: "global", algorithm: "gcra", limit: HUGE_LIMIT, period: "60s" },
+];
+const deniedRule = [{ name: "bench-denied", key: "ip", algorithm: "fixed-window", limit: 1, period: "1h" }];
+
+/**
+ * Runs the overhead part. `durationS` per target per repetition; `repetitions` interleaved rounds.
+ * Returns `{ markdown, json }`.
+ */
+export async function runOverhead({ durationS = 5, repetitions = 3, warmupS = 1, log = console.error } = {}) {
+  ensureWrk();
+  const redis = await startRedis();
+  const rest = await startRest(redis.url);
+  const origin = await startOrigin();
+  const sha = await restCommand(rest, [
+    "SCRIPT",
+    "LOAD",
+    readFileSync(new URL("workers/fixed-window.lua", import.meta.url), "utf8"),
+  ]);
+  const common = {
+    ORIGIN_URL: origin.url,
+    UPSTASH_REDIS_REST_URL: rest.url,
+    UPSTASH_REDIS_REST_TOKEN: rest.token,
+    LIMIT: String(HUGE_LIMIT),
+  };
+  const floodgate = (rules, prefix) => ({ rest, origin, rules, prefix });
+
+  /** Each target: how to start it and which identity the load uses. */
+  const specs = [
+    { id: "a", label: "(a) origin direct", start: async () => origin, headers: LOAD_HEADERS },
+    {
+      id: "b",
+      label: "(b) bare Hono proxy",
+      start: () => startWorker("b", "bench/workers/bare-proxy.mjs", common),
+    },
+    {
+      id: "b'",
+      label: "(b') proxy + one raw EVALSHA fetch",
+      start: () => startWorker("bp", "bench/workers/evalsha-proxy.mjs", { ...common, EVALSHA_SHA: sha }),
+    },
+    { id: "c", label: "(c) Floodgate, 1 rule", floodgate: floodgate(oneRule, "bench-c") },
+    { id: "d", label: "(d) Floodgate, 3 rules", floodgate: floodgate(threeRules, "bench-d") },
+    {
+      id: "e",
+      label: "(e) @upstash/ratelimit slidingWindow",
+      start: () => startWorker("e", "bench/workers/upstash-ratelimit.mjs", common),
+    },
+    {
+      id: "c-denied",
+      label: "(c) Floodgate, identity already denied",
+      floodgate: floodgate(deniedRule, "bench-cd"),
+      headers: DENIED_HEADERS,
+      denied: true,
+    },
+  ];
+
+  const targets = [];
+  const skipped = [];
+  for (const spec of specs) {
+    const headers = spec.headers ?? LOAD_HEADERS;
+    if (spec.floodgate) {
+      const { worker, skipped: reason } = await startProxyingFloodgate(
+        `fg-${spec.id}`,
+        spec.floodgate,
+        LOAD_HEADERS,
+      );
+      if (!worker) {
+        log(`overhead: skipping ${spec.label}: ${reason}`);
+        skipped.push({ ...spec, reason });
+        continue;
+      }
+      if (spec.denied) {
+        // Use up the identity's single request; every later one is denied (and answered from the deny cache).
+        for (let i = 0; i < 3; i++) await (await fetch(`${worker.url}/`, { headers })).arrayBuffer();
+      }
+      targets.push({ ...spec, headers, proc: worker });
+    } else {
+      targets.push({ ...spec, headers, proc: await spec.start() });
+    }
+  }
+
+  const pidsOf = (target) => ({
+    ...(target.id === "a" ? {} : { workerd: target.proc.pid }),
+    origin: origin.pid,
+    rest: rest.pid,
+    redis: redis.pid,
+  });
+  const runs = Object.fromEntries(targets.map((t) => [t.id, []]));
+  for (const target of targets) {
+    await runWrk(`${target.proc.url}/`, { durationS: warmupS, headers: target.headers });
+  }
+  for (let round = 1; round <= repetitions; round++) {
+    for (const target of targets) {
+      const result = await runWrk(`${target.proc.url}/`, {
+        durationS,
+        headers: target.headers,
+        pids: pidsOf(target),
+      });
+      log(`overhead round ${round} ${target.label}: ${fmt(result.rps)} req/s, non-2xx ${result.non2xx}`);
+      runs[target.id].push(result);
+      await sleep(200);
+    }
+  }
+  for (const target of targets) if (target.id !== "a") await target.proc.stop();
+  await Promise.all([origin.stop(), rest.stop(), redis.stop()]);
+  return summarize(targets, runs, skipped, { durationS, repetitions });
+}
+
+function summarize(targets, runs, skipped, { durationS, repetitions }) {
+  const rows = targets.map((t) => {
+    const r = runs[t.id];
+    const cpu = (name, key) => median(r.map((x) => x.cpu[name]?.[key] ?? Number.NaN));
+    return {
+      id: t.id,
+      label: t.label,
+      rps: median(r.map((x) => x.rps)),
+      rawRps: r.map((x) => x.rps),
+      p50Ms: median(r.map((x) => x.p50Ms)),
+      p99Ms: median(r.map((x) => x.p99Ms)),
+      non2xx: r.reduce((sum, x) => sum + x.non2xx + x.socketErrors, 0),
+      requests: r.reduce((sum, x) => sum + x.requests, 0),
+      workerdUs: cpu("workerd", "usPerRequest"),
+      workerdPercent: cpu("workerd", "percent"),
+      originPercent: cpu("origin", "percent"),
+      restPercent: cpu("rest", "percent"),
+      redisPercent: cpu("redis", "percent"),
+    };
+  });
+  const byId = Object.fromEntries(rows.map((row) => [row.id, row]));
+  const ref = byId["b'"];
+  for (const row of rows) {
+    row.rpsRatio = ref ? row.rps / ref.rps : Number.NaN;
+    // CPU ratio as efficiency: (b')'s µs per request over this target's, so ≥ 1 means cheaper than (b').
+    row.cpuRatio = ref && row.id !== "a" ? ref.workerdUs / row.workerdUs : Number.NaN;
+  }
+  const denied = byId["c-denied"];
+  const bare = byId.b;
+  const deniedVsBare = denied && bare ? denied.rps / bare.rps : Number.NaN;
+
+  const markdown = [
+    `Each target ${durationS} s per repetition, ${repetitions} repetitions interleaved, \`wrk -t2 -c32\`, median shown (raw req/s in brackets). ` +
+      "workerd CPU is read from /proc over each run; CPU ratio = (b') µs per request ÷ the target's (≥ 1 is cheaper).",
+    "",
+    table(
+      [
+        "target",
+        "req/s (raw)",
+        "p50 ms",
+        "p99 ms",
+        "workerd CPU µs/req",
+        "× (b') req/s",
+        "× (b') CPU",
+        "non-2xx",
+        "CPU % workerd / origin / REST / redis",
+      ],
+      rows.map((r) => [
+        r.label,
+        `${fmt(r.rps)} (${r.rawRps.map((x) => fmt(x)).join(", ")})`,
+        fmt(r.p50Ms, 2),
+        fmt(r.p99Ms, 2),
+        fmt(r.workerdUs),
+        fmt(r.rpsRatio, 2),
+        fmt(r.cpuRatio, 2),
+        r.id === "c-denied" ? `${r.non2xx} (429, expected)` : String(r.non2xx),
+        [r.workerdPercent, r.originPercent, r.restPercent, r.redisPercent].map((x) => fmt(x)).join(" / "),
+      ]),
+    ),
+    "",
+    `Already-denied identity: (c) answers at **${fmt(deniedVsBare, 2)}×** the bare proxy's (b) req/s (goal ≥ 0.90).`,
+    ...skipped.map((s) => `\nNot measured: ${s.label}: ${s.reason}`),
+  ].join("\n");
+  return { markdown, json: { durationS, repetitions, rows, deniedVsBare, skipped, runs } };
+}
