@@ -1,0 +1,70 @@
+/**
+ * The admin API (CONTRACT §6) as its own Hono app, mounted by the Worker at `ADMIN_PREFIX`:
+ *
+ *   app.route(ADMIN_PREFIX, createAdminApp((c) => adminContextFor(c)));
+ *
+ * `/health` is always served; everything else needs `RATE_LIMIT_ADMIN_TOKEN` (404 without it) and
+ * `Authorization: Bearer <token>` (401 otherwise, checked before routing, so an unknown admin path is 401
+ * before it is 404). Requests here are never rate-limited and never proxied.
+ */
+import { Hono } from "hono";
+import { authorize } from "./auth";
+import type { AdminContext, AdminContextResolver } from "./context";
+import { healthReport } from "./health";
+import { AdminError, adminProblem, notFound } from "./problem";
+import { keyRoutes } from "./routes-keys";
+import { liveRoutes } from "./routes-live";
+import { overrideRoutes } from "./routes-overrides";
+
+/** Where the Worker mounts the admin API. */
+export const ADMIN_PREFIX = "/__floodgate";
+
+/** The admin app's Hono environment: the resolved context travels in `c.var.admin`. */
+export type AdminEnv = { Variables: { admin: AdminContext } };
+
+/** Builds the admin app; `resolve` gives it the Worker's config, Redis client, store and decider. */
+export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
+  const app = new Hono<AdminEnv>();
+
+  app.get("/health", async (c) => {
+    const admin = await resolve(c);
+    const report = await healthReport(admin.redis, admin.scriptSha, admin.health(), admin.config.prefix);
+    return c.json(report, 200, { "Cache-Control": "no-store" });
+  });
+
+  app.use("*", async function adminGate(c, next) {
+    const admin = await resolve(c);
+    await authorize(c.req.header("Authorization"), admin.config.adminToken);
+    c.set("admin", admin);
+    await next();
+    c.header("Cache-Control", "no-store");
+  });
+
+  liveRoutes(app);
+  keyRoutes(app);
+  overrideRoutes(app);
+
+  // Registered last and for every method: an admin path nobody handles must not fall through to the proxy.
+  app.all("*", (c) => {
+    throw notFound(`No admin endpoint ${c.req.method} ${new URL(c.req.url).pathname}.`);
+  });
+
+  app.onError((error) => {
+    if (error instanceof AdminError) return adminProblem(error);
+    // Anything else is a bug or Redis failing. Its message may quote a command (hashed identities only,
+    // never a token), so it goes to the log and not on the wire.
+    const { name, message } = error as Error;
+    console.error(
+      JSON.stringify({ event: "admin_error", error: name, message: String(message).slice(0, 300) }),
+    );
+    return adminProblem(
+      new AdminError(
+        503,
+        "Service Unavailable",
+        "The admin request could not be completed; see the Worker's logs.",
+      ),
+    );
+  });
+
+  return app;
+}

@@ -1,0 +1,29 @@
+/**
+ * The admin API's gate: off (404) without `RATE_LIMIT_ADMIN_TOKEN`, otherwise `Authorization: Bearer <token>`
+ * compared in constant time. It runs before routing to a handler, so with a token set an unknown admin path
+ * is 401 before it is 404 (nothing about which paths exist leaks to a caller without the token).
+ */
+import { timingSafeEqual } from "hono/utils/buffer";
+import { AdminError, notFound } from "./problem";
+
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+/**
+ * Checks one request against the admin token; throws the `AdminError` to answer with (404 when the API is
+ * off, 401 when the token is missing or wrong).
+ */
+export async function authorize(
+  authorization: string | undefined,
+  adminToken: string | undefined,
+): Promise<void> {
+  if (!adminToken)
+    throw notFound("The admin API is off: set the RATE_LIMIT_ADMIN_TOKEN secret to enable it.");
+  const presented = authorization ? BEARER.exec(authorization)?.[1] : undefined;
+  if (!presented) {
+    throw new AdminError(401, "Unauthorized", "Send the admin token as `Authorization: Bearer <token>`.");
+  }
+  // Both sides are hashed before comparing, so neither the length nor a prefix of the token leaks by timing.
+  if (!(await timingSafeEqual(presented, adminToken))) {
+    throw new AdminError(401, "Unauthorized", "The admin token is wrong.");
+  }
+}

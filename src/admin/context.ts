@@ -1,0 +1,42 @@
+/**
+ * What the admin API needs from the rest of the Worker, resolved per request by the factory's caller
+ * (the config is parsed once per isolate; the store and decider are per isolate too).
+ */
+
+import type { Redis } from "@upstash/redis";
+import type { Context } from "hono";
+import type { FloodgateConfig } from "../config";
+import type { RuleConfig } from "../config/rules";
+import type { Decision, RuleCall } from "../engine/types";
+import type { LiveModeCache } from "../live/cache";
+import type { DeciderHealth } from "../resilience/decider";
+import { notFound } from "./problem";
+
+/** The admin API's view of the Worker. */
+export interface AdminContext {
+  config: Pick<FloodgateConfig, "rules" | "prefix" | "adminToken" | "mode" | "failure">;
+  /** A client for admin reads and writes (not bound by the decision budget). */
+  redis: Redis;
+  /** Evaluates `calls` without writing anything (the store's peek), so a look never costs the client quota. */
+  peek(calls: RuleCall[]): Promise<Decision>;
+  /** Every Redis key holding one identity's counters under one rule (the engine's layout, suffixes included). */
+  stateKeys(rule: RuleConfig, identityHash: string): string[];
+  /** SHA-1 of the decision script, to ask Redis whether it is loaded. */
+  scriptSha(): Promise<string>;
+  /** The decider's health (breaker state, credentials). */
+  health(): DeciderHealth;
+  /** Drops this isolate's cached denial of an identity after a reset or a new override. */
+  forget(rule: string, identityHash: string): void;
+  /** This isolate's copy of the live modes, refreshed at once after a switch made here. */
+  liveModes?: LiveModeCache;
+}
+
+/** Resolves the admin context of one request; may throw (e.g. a config error) to answer 500. */
+export type AdminContextResolver = (c: Context) => AdminContext | Promise<AdminContext>;
+
+/** The rule named in a path, or a 404 naming it. */
+export function findRule(context: AdminContext, name: string): RuleConfig {
+  const rule = context.config.rules.find((r) => r.name === name);
+  if (!rule) throw notFound(`There is no rule named ${JSON.stringify(name)}.`);
+  return rule;
+}

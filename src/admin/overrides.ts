@@ -1,0 +1,138 @@
+/**
+ * Per-identity overrides in Redis (CONTRACT §5): a hash at `<prefix>:override:<rule>:<hash>` with fields
+ * `limit`, `period` (ms) and `burst`, read by the decision script in the same call as the limit it changes,
+ * so an override is in force from the very next request. Override keys carry no TTL unless the operator
+ * gave one: the `ttl` is the override's own lifetime, independent of the rule's period.
+ */
+import type { Redis } from "@upstash/redis";
+import { overrideKey } from "../engine/keys";
+
+/** One override as stored and shown. */
+export interface Override {
+  limit: number;
+  /** Absent: the rule's own period applies. */
+  periodMs?: number;
+  /** Token-bucket capacity / GCRA burst; set to `limit` when the operator gave none. */
+  burst: number;
+}
+
+/** An override with the time it has left. */
+export interface StoredOverride extends Override {
+  /** Seconds until the override expires; `null` = it lasts until deleted. */
+  ttlSeconds: number | null;
+}
+
+/**
+ * Replaces the whole override in one transaction (a reader never sees half of an old and half of a new one).
+ * With `ttlSeconds` the key expires then; without, it lasts until deleted.
+ */
+export async function putOverride(
+  key: string,
+  override: Override,
+  ttlSeconds: number | undefined,
+  redis: Redis,
+) {
+  const fields: Record<string, number> = { limit: override.limit, burst: override.burst };
+  if (override.periodMs !== undefined) fields.period = override.periodMs;
+  const tx = redis.multi().del(key).hset(key, fields);
+  if (ttlSeconds !== undefined) tx.expire(key, ttlSeconds);
+  await tx.exec();
+}
+
+/** Reads one override, or `null` when there is none. */
+export async function getOverride(key: string, redis: Redis): Promise<StoredOverride | null> {
+  const pipeline = redis.pipeline().hgetall(key).ttl(key);
+  const [fields, ttl] = (await pipeline.exec()) as [Record<string, unknown> | null, number];
+  return toStoredOverride(fields, ttl);
+}
+
+/** Removes one override; `true` if there was one. */
+export async function deleteOverride(key: string, redis: Redis): Promise<boolean> {
+  return (await redis.del(key)) > 0;
+}
+
+/** One page of a rule's overrides. */
+export interface OverridePage {
+  items: Array<StoredOverride & { identityHash: string }>;
+  /** Pass back as `cursor` for the next page; `null` after the last page. */
+  nextCursor: string | null;
+}
+
+/** Keys examined per SCAN call. Constant, so a cursor can replay the same batch (see `listOverrides`). */
+const SCAN_COUNT = 1000;
+/** SCAN calls one page may make before it answers with what it has (bounds an admin call's duration). */
+const MAX_SCANS_PER_PAGE = 50;
+
+/**
+ * Lists a rule's overrides with `SCAN` (never `KEYS`, which blocks Redis), at most `pageSize` per page.
+ * The cursor is `<scan cursor>` or `<scan cursor>.<skip>`: when a SCAN batch holds more than the page can
+ * take, the next page replays that batch and skips what was already returned. Like SCAN itself, an override
+ * present for the whole listing is listed; one added or removed meanwhile may or may not be.
+ */
+export async function listOverrides(
+  redis: Redis,
+  prefix: string,
+  rule: string,
+  cursor: string,
+  pageSize: number,
+): Promise<OverridePage> {
+  const keyPrefix = overrideKey(prefix, rule, "");
+  const match = `${escapeGlob(keyPrefix)}*`;
+  let [scanCursor, skip] = parseCursor(cursor);
+  const keys: string[] = [];
+  for (let scans = 0; scans < MAX_SCANS_PER_PAGE; scans++) {
+    const [next, batch] = await redis.scan(scanCursor, { match, count: SCAN_COUNT });
+    const fresh = batch.map(String).slice(skip);
+    const room = pageSize - keys.length;
+    if (fresh.length > room) {
+      keys.push(...fresh.slice(0, room));
+      return { items: await details(redis, keys, keyPrefix), nextCursor: `${scanCursor}.${skip + room}` };
+    }
+    keys.push(...fresh);
+    skip = 0;
+    scanCursor = String(next);
+    if (scanCursor === "0") return { items: await details(redis, keys, keyPrefix), nextCursor: null };
+    if (keys.length === pageSize) break;
+  }
+  return { items: await details(redis, keys, keyPrefix), nextCursor: scanCursor };
+}
+
+/** True for a cursor `listOverrides` can continue from. */
+export const isCursor = (cursor: string): boolean => /^\d{1,20}(\.\d{1,9})?$/.test(cursor);
+
+function parseCursor(cursor: string): [string, number] {
+  const [scanCursor = "0", skip = "0"] = cursor.split(".");
+  return [scanCursor, Number(skip)];
+}
+
+async function details(redis: Redis, keys: string[], keyPrefix: string): Promise<OverridePage["items"]> {
+  if (keys.length === 0) return [];
+  const pipeline = redis.pipeline();
+  for (const key of keys) pipeline.hgetall(key).ttl(key);
+  const replies = (await pipeline.exec()) as unknown[];
+  const items: OverridePage["items"] = [];
+  keys.forEach((key, i) => {
+    const stored = toStoredOverride(
+      replies[2 * i] as Record<string, unknown> | null,
+      replies[2 * i + 1] as number,
+    );
+    // Deleted or expired between SCAN and read: not an override any more.
+    if (stored) items.push({ identityHash: key.slice(keyPrefix.length), ...stored });
+  });
+  return items;
+}
+
+function toStoredOverride(fields: Record<string, unknown> | null, ttl: number): StoredOverride | null {
+  if (!fields || fields.limit === undefined) return null;
+  const limit = Number(fields.limit);
+  const stored: StoredOverride = {
+    limit,
+    burst: Number(fields.burst ?? limit),
+    ttlSeconds: ttl >= 0 ? ttl : null,
+  };
+  if (fields.period !== undefined) stored.periodMs = Number(fields.period);
+  return stored;
+}
+
+/** Escapes Redis glob characters, so a prefix like `rl*` matches only itself. */
+const escapeGlob = (text: string): string => text.replace(/[*?[\]\\]/g, "\\$&");

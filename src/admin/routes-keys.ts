@@ -1,0 +1,70 @@
+/**
+ * `/keys/:rule/:identity`: what one client is experiencing under one rule (GET, evaluated by the decision
+ * script without writing, so looking never costs the client anything) and a reset of its counters (DELETE;
+ * an override stays).
+ */
+import type { Hono } from "hono";
+import { formatSeconds } from "../config/duration";
+import { overrideKey } from "../engine/keys";
+import type { RuleCall } from "../engine/types";
+import type { AdminEnv } from "./app";
+import { findRule } from "./context";
+import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
+import { getOverride } from "./overrides";
+
+const seconds = (ms: number): number => Math.ceil(ms / 1000);
+
+/** Registers the key routes on the admin app. */
+export function keyRoutes(app: Hono<AdminEnv>): void {
+  app.get("/keys/:rule/*", async (c) => {
+    const admin = c.get("admin");
+    const rule = findRule(admin, c.req.param("rule"));
+    const identityHash = await resolveIdentityHash(rawIdentity(c.req.url, "keys", rule.name));
+    const call: RuleCall = {
+      rule: rule.name,
+      algorithm: rule.algorithm,
+      limit: rule.limit,
+      periodMs: rule.periodMs,
+      burst: rule.burst,
+      cost: 1,
+      mode: "on",
+      failure: rule.failure ?? admin.config.failure,
+      identityHash,
+    };
+    const [decision, override] = await Promise.all([
+      admin.peek([call]),
+      getOverride(overrideKey(admin.config.prefix, rule.name, identityHash), admin.redis),
+    ]);
+    const result = decision.results[0];
+    if (!result) throw new Error("the store returned no result for the peeked rule");
+    return c.json({
+      rule: rule.name,
+      identity: showHash(identityHash),
+      algorithm: rule.algorithm,
+      // What the next request of cost 1 would get; nothing was counted to find out.
+      allowed: result.outcome === "allowed",
+      limit: result.limit,
+      remaining: result.remaining,
+      reset_after: seconds(result.resetAfterMs),
+      retry_after: result.outcome === "allowed" ? 0 : Math.max(1, seconds(result.retryAfterMs)),
+      override: override
+        ? {
+            limit: override.limit,
+            period: override.periodMs === undefined ? null : formatSeconds(override.periodMs),
+            burst: override.burst,
+            ttl: override.ttlSeconds,
+          }
+        : null,
+    });
+  });
+
+  app.delete("/keys/:rule/*", async (c) => {
+    const admin = c.get("admin");
+    const rule = findRule(admin, c.req.param("rule"));
+    const identityHash = await resolveIdentityHash(rawIdentity(c.req.url, "keys", rule.name));
+    const keys = admin.stateKeys(rule, identityHash);
+    const deleted = keys.length > 0 ? await admin.redis.del(...keys) : 0;
+    admin.forget(rule.name, identityHash);
+    return c.json({ rule: rule.name, identity: showHash(identityHash), reset: deleted > 0 });
+  });
+}

@@ -1,0 +1,74 @@
+/**
+ * `PUT /mode` (the live switch) and `GET /rules` (the effective rules, and where each value came from).
+ */
+import type { Hono } from "hono";
+import type { FloodgateConfig } from "../config";
+import { formatSeconds } from "../config/duration";
+import type { RuleConfig } from "../config/rules";
+import type { Mode } from "../engine/types";
+import { explainMode } from "../live/effective";
+import { type LiveModes, readLiveModes, writeLiveMode } from "../live/modes";
+import type { AdminEnv } from "./app";
+import { findRule } from "./context";
+import { ModeBody, parseBody } from "./schemas";
+
+/** Registers `/mode` and `/rules` on the admin app. */
+export function liveRoutes(app: Hono<AdminEnv>): void {
+  app.put("/mode", async (c) => {
+    const admin = c.get("admin");
+    const body = await parseBody(c.req.raw, ModeBody);
+    if (body.rule !== undefined) findRule(admin, body.rule);
+    await writeLiveMode(admin.redis, admin.config.prefix, body.rule, body.mode);
+    // This isolate sees its own switch on its next request; every other one within its refresh interval.
+    admin.liveModes?.invalidate();
+    const live = await readLiveModes(admin.redis, admin.config.prefix);
+    return c.json(describe(admin.config, live));
+  });
+
+  app.get("/rules", async (c) => {
+    const admin = c.get("admin");
+    const live = await readLiveModes(admin.redis, admin.config.prefix);
+    return c.json(describe(admin.config, live));
+  });
+}
+
+type Config = Pick<FloodgateConfig, "rules" | "mode" | "failure">;
+
+/** The effective configuration: every rule as configured (`source: "binding"`), modes with their source. */
+function describe(config: Config, live: LiveModes) {
+  const global = live.global ?? config.mode;
+  return {
+    mode: {
+      effective: global,
+      source: live.global ? "live" : "binding",
+      binding: config.mode,
+      live: live.global ?? null,
+    },
+    failure: config.failure,
+    rules: config.rules.map((rule) => describeRule(rule, config, live)),
+  };
+}
+
+function describeRule(rule: RuleConfig, config: Config, live: LiveModes) {
+  const mode = explainMode(rule, config.mode, live);
+  return {
+    name: rule.name,
+    source: "binding",
+    match: rule.match,
+    key: rule.keyText,
+    algorithm: rule.algorithm,
+    limit: rule.limit,
+    period: formatSeconds(rule.periodMs),
+    burst: rule.burst,
+    cost: rule.cost.kind === "units" ? rule.cost.units : `header:${rule.cost.name}`,
+    tiers: Object.keys(rule.tiers).length > 0 ? rule.tiers : undefined,
+    missing: rule.missing,
+    failure: rule.failure ?? config.failure,
+    mode: {
+      effective: mode.mode,
+      source: mode.source,
+      configured: rule.mode ?? null,
+      live: (live.rules[rule.name] as Mode | undefined) ?? null,
+    },
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * `/overrides/:rule/:identity` (PUT, GET, DELETE) and `/overrides/:rule` (list). An override replaces the
+ * rule's `limit`, `period` and `burst` for one identity; the decision script reads it in the same call, so
+ * it applies from the very next request.
+ */
+import type { Hono } from "hono";
+import { formatSeconds } from "../config/duration";
+import { overrideKey } from "../engine/keys";
+import type { AdminEnv } from "./app";
+import { findRule } from "./context";
+import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
+import {
+  deleteOverride,
+  getOverride,
+  isCursor,
+  listOverrides,
+  putOverride,
+  type StoredOverride,
+} from "./overrides";
+import { badRequest, notFound } from "./problem";
+import { OverrideBody, parseBody } from "./schemas";
+
+const DEFAULT_PAGE_SIZE = 100;
+const MAX_PAGE_SIZE = 1000;
+
+/** An override as the API shows it: `period` in the rule syntax (`null` = the rule's own), `ttl` in seconds. */
+const show = (identityHash: string, stored: StoredOverride) => ({
+  identity: showHash(identityHash),
+  limit: stored.limit,
+  period: stored.periodMs === undefined ? null : formatSeconds(stored.periodMs),
+  burst: stored.burst,
+  ttl: stored.ttlSeconds,
+});
+
+/** Registers the override routes on the admin app. */
+export function overrideRoutes(app: Hono<AdminEnv>): void {
+  app.get("/overrides/:rule", async (c) => {
+    const admin = c.get("admin");
+    const rule = findRule(admin, c.req.param("rule"));
+    const cursor = c.req.query("cursor") ?? "0";
+    if (!isCursor(cursor)) throw badRequest("cursor: pass back the `next_cursor` of the previous page.");
+    const pageSize = Number(c.req.query("limit") ?? DEFAULT_PAGE_SIZE);
+    if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
+      throw badRequest(`limit: must be a whole number from 1 to ${MAX_PAGE_SIZE}.`);
+    }
+    const page = await listOverrides(admin.redis, admin.config.prefix, rule.name, cursor, pageSize);
+    return c.json({
+      rule: rule.name,
+      overrides: page.items.map((item) => show(item.identityHash, item)),
+      next_cursor: page.nextCursor,
+    });
+  });
+
+  app.put("/overrides/:rule/*", async (c) => {
+    const admin = c.get("admin");
+    const rule = findRule(admin, c.req.param("rule"));
+    const identityHash = await resolveIdentityHash(rawIdentity(c.req.url, "overrides", rule.name));
+    const body = await parseBody(c.req.raw, OverrideBody);
+    const override = { limit: body.limit, periodMs: body.period, burst: body.burst ?? body.limit };
+    const key = overrideKey(admin.config.prefix, rule.name, identityHash);
+    await putOverride(key, override, body.ttl, admin.redis);
+    admin.forget(rule.name, identityHash);
+    return c.json({ rule: rule.name, ...show(identityHash, { ...override, ttlSeconds: body.ttl ?? null }) });
+  });
+
+  app.get("/overrides/:rule/*", async (c) => {
+    const admin = c.get("admin");
+    const rule = findRule(admin, c.req.param("rule"));
+    const identityHash = await resolveIdentityHash(rawIdentity(c.req.url, "overrides", rule.name));
+    const stored = await getOverride(overrideKey(admin.config.prefix, rule.name, identityHash), admin.redis);
+    if (!stored) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
+    return c.json({ rule: rule.name, ...show(identityHash, stored) });
+  });
+
+  app.delete("/overrides/:rule/*", async (c) => {
+    const admin = c.get("admin");
+    const rule = findRule(admin, c.req.param("rule"));
+    const identityHash = await resolveIdentityHash(rawIdentity(c.req.url, "overrides", rule.name));
+    const existed = await deleteOverride(
+      overrideKey(admin.config.prefix, rule.name, identityHash),
+      admin.redis,
+    );
+    if (!existed) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
+    admin.forget(rule.name, identityHash);
+    return c.body(null, 204);
+  });
+}

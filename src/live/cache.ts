@@ -1,0 +1,115 @@
+/**
+ * The isolate's copy of the live modes. A request never waits for Redis to learn the mode, except the very
+ * first one(s) of a fresh isolate: those wait for one read (bounded by `coldLoadTimeoutMs`), so a new isolate
+ * never ignores a switch made long ago. After that the copy is refreshed at most once per
+ * `refreshIntervalMs`, in the background (`waitUntil`), so a switch is in effect everywhere within about
+ * one interval plus one Redis read, at no extra Redis round trip on the request path.
+ *
+ * Why not read the mode inside the decision script: a key that every request's script touches is locked by
+ * every call on Upstash (key locking), which would serialize all clients of all rules behind one key.
+ */
+import { type LiveModes, NO_LIVE_MODES } from "./modes";
+
+/** Schedules work that may outlive the response (`executionCtx.waitUntil`). */
+export type WaitUntil = (promise: Promise<unknown>) => void;
+
+/** How the isolate's copy of the live modes is kept. */
+export interface LiveModeCacheOptions {
+  /** Reads the live modes from Redis. */
+  load: () => Promise<LiveModes>;
+  /** Minimum time between two refreshes of one isolate, ms. @default 1000 */
+  refreshIntervalMs?: number;
+  /** How long the first request of a fresh isolate waits for the live modes before it goes on without them, ms. @default 200 */
+  coldLoadTimeoutMs?: number;
+  /** A refresh still running after this long is presumed lost (its request was cancelled) and retried, ms. @default 5000 */
+  staleRefreshMs?: number;
+  /** Clock, ms. @default Date.now */
+  now?: () => number;
+}
+
+/** Counters for measuring what live modes cost (reads per isolate). */
+export interface LiveModeCacheStats {
+  /** Reads made while a request waited (fresh isolate). */
+  coldLoads: number;
+  /** Reads made in the background. */
+  backgroundRefreshes: number;
+  /** Reads that failed or timed out (the previous copy, or no live switch, stayed in force). */
+  failures: number;
+}
+
+/** One isolate's copy of the live modes; see the module comment for the freshness guarantee. */
+export class LiveModeCache {
+  readonly stats: LiveModeCacheStats = { coldLoads: 0, backgroundRefreshes: 0, failures: 0 };
+  private snapshot: LiveModes | undefined;
+  private loadedAt = Number.NEGATIVE_INFINITY;
+  private refreshStartedAt: number | undefined;
+  private readonly load: () => Promise<LiveModes>;
+  private readonly refreshIntervalMs: number;
+  private readonly coldLoadTimeoutMs: number;
+  private readonly staleRefreshMs: number;
+  private readonly now: () => number;
+
+  constructor(options: LiveModeCacheOptions) {
+    this.load = options.load;
+    this.refreshIntervalMs = options.refreshIntervalMs ?? 1000;
+    this.coldLoadTimeoutMs = options.coldLoadTimeoutMs ?? 200;
+    this.staleRefreshMs = options.staleRefreshMs ?? 5000;
+    this.now = options.now ?? Date.now;
+  }
+
+  /**
+   * The live modes for this request. Warm: answers at once and, when the copy is older than the refresh
+   * interval, starts one background refresh through `waitUntil`. Cold: waits for one read.
+   */
+  async current(waitUntil: WaitUntil): Promise<LiveModes> {
+    if (this.snapshot === undefined) return this.coldLoad();
+    const now = this.now();
+    const refreshing =
+      this.refreshStartedAt !== undefined && now - this.refreshStartedAt < this.staleRefreshMs;
+    if (!refreshing && now - this.loadedAt >= this.refreshIntervalMs) {
+      this.refreshStartedAt = now;
+      this.stats.backgroundRefreshes++;
+      waitUntil(this.refresh());
+    }
+    return this.snapshot;
+  }
+
+  /** Forgets the copy, so the next request reads Redis again (after a live switch made by this isolate). */
+  invalidate(): void {
+    this.loadedAt = Number.NEGATIVE_INFINITY;
+  }
+
+  private async coldLoad(): Promise<LiveModes> {
+    this.stats.coldLoads++;
+    const modes = await this.read(this.coldLoadTimeoutMs);
+    // A failed first read still counts as loaded: the next try happens in the background, never on the path.
+    this.snapshot ??= modes ?? NO_LIVE_MODES;
+    if (modes) this.snapshot = modes;
+    this.loadedAt = this.now();
+    return this.snapshot;
+  }
+
+  private async refresh(): Promise<void> {
+    const modes = await this.read(this.staleRefreshMs);
+    if (modes) this.snapshot = modes;
+    this.loadedAt = this.now();
+    this.refreshStartedAt = undefined;
+  }
+
+  private async read(timeoutMs: number): Promise<LiveModes | undefined> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<undefined>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    try {
+      const modes = await Promise.race([this.load(), timeout]);
+      if (!modes) this.stats.failures++;
+      return modes;
+    } catch {
+      this.stats.failures++;
+      return undefined;
+    } finally {
+      if (timer !== undefined) clearTimeout(timer);
+    }
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * Live modes in Redis: one hash at `<prefix>:mode` (no TTL, like overrides: a switch lasts until cleared).
+ * Field `global` holds the live global mode, field `rule:<name>` a live per-rule mode. Rule names are
+ * `[A-Za-z0-9_-]`, so the two kinds of field can never collide.
+ */
+import type { Redis } from "@upstash/redis";
+import type { Mode } from "../engine/types";
+
+/** What live switches are in force; absent = no live switch, the configured mode applies. */
+export interface LiveModes {
+  /** The live global mode (below a rule's configured `mode`, above `RATE_LIMIT_MODE`). */
+  global?: Mode;
+  /** Live per-rule modes, by rule name (above everything else). */
+  rules: Record<string, Mode>;
+}
+
+/** No live switch at all: what an isolate assumes when Redis cannot tell it otherwise. */
+export const NO_LIVE_MODES: LiveModes = Object.freeze({ rules: Object.freeze({}) }) as LiveModes;
+
+const MODES: readonly Mode[] = ["on", "off", "monitor"];
+const GLOBAL_FIELD = "global";
+const RULE_FIELD_PREFIX = "rule:";
+
+/** The Redis key of the live-mode hash. */
+export const liveModeKey = (prefix: string): string => `${prefix}:mode`;
+
+/** True for `on` | `off` | `monitor`. */
+export const isMode = (value: unknown): value is Mode => MODES.includes(value as Mode);
+
+/** Reads every live switch. Unknown fields or values (written by hand) are ignored, never obeyed. */
+export async function readLiveModes(redis: Redis, prefix: string): Promise<LiveModes> {
+  const fields = await redis.hgetall<Record<string, unknown>>(liveModeKey(prefix));
+  const modes: LiveModes = { rules: {} };
+  for (const [field, value] of Object.entries(fields ?? {})) {
+    if (!isMode(value)) continue;
+    if (field === GLOBAL_FIELD) modes.global = value;
+    else if (field.startsWith(RULE_FIELD_PREFIX)) modes.rules[field.slice(RULE_FIELD_PREFIX.length)] = value;
+  }
+  return modes;
+}
+
+/**
+ * Sets (or with `mode: null` clears) the live mode of one rule, or the global one when `rule` is absent.
+ * The hash never gets a TTL: a live switch lasts until it is cleared.
+ */
+export async function writeLiveMode(
+  redis: Redis,
+  prefix: string,
+  rule: string | undefined,
+  mode: Mode | null,
+): Promise<void> {
+  const field = rule === undefined ? GLOBAL_FIELD : `${RULE_FIELD_PREFIX}${rule}`;
+  if (mode === null) await redis.hdel(liveModeKey(prefix), field);
+  else await redis.hset(liveModeKey(prefix), { [field]: mode });
+}
