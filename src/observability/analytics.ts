@@ -1,0 +1,59 @@
+/**
+ * Workers Analytics Engine: one data point per rule decided per request, written when the
+ * `RATE_LIMIT_ANALYTICS` binding exists (`writeDataPoint` is fire-and-forget: no await, no I/O on the path).
+ *
+ * Layout (query it with the SQL API; the README has charts):
+ *   index1  rule name (sampling key)
+ *   blob1   rule        blob2 verdict (allowed | denied | would-deny | unavailable)
+ *   blob3   mode (on | monitor)          blob4 source (redis | deny-cache | fallback | undecided)
+ *   blob5   degraded reason ("" from Redis; timeout | redis_error | breaker_open | auth | deny_cache)
+ *   blob6   algorithm   blob7 HTTP method   blob8 Cloudflare colo ("" locally)
+ *   double1 decision latency (ms)        double2 limit      double3 remaining
+ *   double4 retry after (ms, 0 when allowed)
+ * No identity (raw or hashed), token, path or query is written.
+ */
+import type { Decision } from "../engine/types";
+import { verdictOf } from "./verdict";
+
+/** The data points of one decision, in the layout above. */
+export function dataPointsOf(decision: Decision, method: string, colo: string): AnalyticsEngineDataPoint[] {
+  return decision.results.map((result) => {
+    const { call } = result;
+    const verdict = verdictOf(result);
+    return {
+      indexes: [call.rule],
+      blobs: [
+        call.rule,
+        verdict,
+        call.mode,
+        result.source,
+        result.reason ?? "",
+        call.algorithm,
+        method,
+        colo,
+      ],
+      doubles: [
+        decision.durationMs,
+        result.limit,
+        result.remaining,
+        verdict === "allowed" ? 0 : result.retryAfterMs,
+      ],
+    };
+  });
+}
+
+/** Writes the decision's data points; a failing binding never fails the request. */
+export function writeDecision(
+  dataset: AnalyticsEngineDataset,
+  decision: Decision,
+  method: string,
+  colo: string,
+): void {
+  for (const point of dataPointsOf(decision, method, colo)) {
+    try {
+      dataset.writeDataPoint(point);
+    } catch {
+      // Analytics are best effort: a full buffer or a local stub must not turn into a 500.
+    }
+  }
+}

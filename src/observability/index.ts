@@ -1,0 +1,44 @@
+/**
+ * The decision observer the Worker hands to the pipeline's `onDecision`: Analytics Engine data points
+ * (when `RATE_LIMIT_ANALYTICS` is bound) and a log line per denial / would-deny. Synchronous and
+ * never throwing, so observing a decision can neither slow nor fail the request.
+ */
+import type { Decision } from "../engine/types";
+import { writeDecision } from "./analytics";
+import { decisionLogLine } from "./log";
+
+/** What the pipeline reports about one decided request. */
+export interface DecisionEvent {
+  decision: Decision;
+  request: Request;
+  /** The id the decision was made under (also the concurrency slot's id). */
+  requestId: string;
+}
+
+/** Where observations go. */
+export interface ObserverOptions {
+  /** The `RATE_LIMIT_ANALYTICS` binding, if any. */
+  analytics?: AnalyticsEngineDataset;
+  /** Where log lines go. @default console.log */
+  log?: (line: string) => void;
+}
+
+/** Builds the `onDecision` callback. */
+export function createDecisionObserver(options: ObserverOptions): (event: DecisionEvent) => void {
+  const log = options.log ?? ((line: string) => console.log(line));
+  return function onDecision({ decision, request, requestId }) {
+    try {
+      if (decision.results.length === 0) return;
+      const colo = (request.cf as { colo?: string } | undefined)?.colo ?? "";
+      if (options.analytics) writeDecision(options.analytics, decision, request.method, colo);
+      const line = decisionLogLine(decision, request.method, requestId);
+      if (line) log(line);
+    } catch {
+      // Observability must never be the reason a request fails.
+    }
+  };
+}
+
+export { dataPointsOf } from "./analytics";
+export { decisionLogLine } from "./log";
+export { type Verdict, verdictOf } from "./verdict";

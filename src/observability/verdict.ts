@@ -1,0 +1,18 @@
+/**
+ * What one rule did to one request, in the words charts and logs use: `allowed`, `denied` (this rule
+ * blocked it), `would-deny` (a `monitor` rule that would have blocked it), or `unavailable` (Redis could not
+ * decide and the rule fails closed).
+ */
+import type { RuleResult } from "../engine/types";
+
+/** One rule's verdict on one request. */
+export type Verdict = "allowed" | "denied" | "would-deny" | "unavailable";
+
+/** The verdict of one rule's result. */
+export function verdictOf(result: RuleResult): Verdict {
+  if (result.source === "undecided") {
+    return result.call.mode === "on" && result.call.failure === "closed" ? "unavailable" : "allowed";
+  }
+  if (result.outcome === "allowed") return "allowed";
+  return result.call.mode === "on" ? "denied" : "would-deny";
+}
