@@ -1,0 +1,129 @@
+#!/usr/bin/env node
+// Validates the Worker's configuration before deploy, with the very schema the Worker uses at runtime
+// (src/config, bundled on the fly with esbuild). Usage: npm run check-config [-- --env <name>] [-- --config <path>]
+// Bindings come from wrangler.toml's [vars] (or [env.<name>.vars]), overlaid by .dev.vars(.<env>) and the
+// environment for the names of CONTRACT §2. A secret that is not set locally is assumed to be set with
+// `wrangler secret put` (it is listed, never printed).
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+import { parse as parseToml } from "smol-toml";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const args = process.argv.slice(2);
+const option = (name) => {
+  const at = args.indexOf(`--${name}`);
+  return at === -1 ? undefined : args[at + 1];
+};
+const envName = option("env");
+const configPath = resolve(root, option("config") ?? "wrangler.toml");
+
+const BINDINGS = [
+  "ORIGIN_URL",
+  "UPSTASH_REDIS_REST_URL",
+  "UPSTASH_REDIS_REST_TOKEN",
+  "RATE_LIMIT_RULES",
+  "RATE_LIMIT_MODE",
+  "RATE_LIMIT_FAILURE",
+  "RATE_LIMIT_TIMEOUT_MS",
+  "ORIGIN_TIMEOUT_MS",
+  "RATE_LIMIT_PREFIX",
+  "RATE_LIMIT_ADMIN_TOKEN",
+  "RATE_LIMIT_CLIENT_IP_HEADER",
+  "RATE_LIMIT_JWT_SECRET",
+  "RATE_LIMIT_JWKS_URL",
+];
+
+function fail(message) {
+  console.error(`check-config: ${message}`);
+  process.exit(1);
+}
+
+if (!existsSync(configPath)) fail(`${configPath} not found`);
+let toml;
+try {
+  toml = parseToml(readFileSync(configPath, "utf8"));
+} catch (error) {
+  fail(`${configPath}: not valid TOML (${error.message})`);
+}
+let vars = toml.vars ?? {};
+if (envName !== undefined) {
+  const section = toml.env?.[envName];
+  if (!section) fail(`${configPath}: no [env.${envName}] section`);
+  vars = section.vars ?? {}; // wrangler: vars are not inherited by environments
+}
+
+/** Minimal dotenv: KEY=value, optional quotes, # comments. */
+function readDevVars(path) {
+  if (!existsSync(path)) return {};
+  const out = {};
+  for (const line of readFileSync(path, "utf8").split(/\r?\n/)) {
+    const match = /^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
+    if (!match || line.trimStart().startsWith("#")) continue;
+    out[match[1]] = match[2].replace(/^(["'])(.*)\1$/, "$2");
+  }
+  return out;
+}
+const devVars = readDevVars(join(dirname(configPath), envName ? `.dev.vars.${envName}` : ".dev.vars"));
+
+const env = {};
+for (const name of BINDINGS) {
+  const value = process.env[name] ?? devVars[name] ?? vars[name];
+  if (value !== undefined && value !== "") env[name] = value;
+}
+const assumed = [];
+for (const name of ["UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"]) {
+  if (env[name] === undefined) {
+    assumed.push(name);
+    env[name] = name === "UPSTASH_REDIS_REST_URL" ? "https://assumed-secret.invalid" : "assumed-secret";
+  }
+}
+
+const bundle = await build({
+  entryPoints: [join(root, "src/config/index.ts")],
+  bundle: true,
+  format: "esm",
+  platform: "neutral",
+  mainFields: ["module", "main"],
+  write: false,
+  logLevel: "silent",
+});
+const { parseEnv } = await import(
+  `data:text/javascript;base64,${Buffer.from(bundle.outputFiles[0].text).toString("base64")}`
+);
+
+const where = envName ? `${configPath} [env.${envName}]` : configPath;
+/** parseEnv, assuming RATE_LIMIT_JWT_SECRET is a deployed secret when jwt keys need it and it is not set here. */
+function parseAssumingJwtSecret() {
+  try {
+    return parseEnv(env);
+  } catch (error) {
+    const needsJwt = error?.name === "ConfigError" && error.message.includes("needs RATE_LIMIT_JWT_SECRET");
+    if (!needsJwt || env.RATE_LIMIT_JWT_SECRET !== undefined || env.RATE_LIMIT_JWKS_URL !== undefined)
+      throw error;
+    assumed.push("RATE_LIMIT_JWT_SECRET");
+    env.RATE_LIMIT_JWT_SECRET = "assumed-secret";
+    return parseEnv(env);
+  }
+}
+
+try {
+  const config = parseAssumingJwtSecret();
+  console.log(
+    `check-config: ${where}: OK, ${config.rules.length} rule(s): ${config.rules.map((r) => r.name).join(", ")}`,
+  );
+  console.log(
+    `  mode ${config.mode}, failure ${config.failure}, origin ${config.originUrl.origin}, prefix ${config.prefix}`,
+  );
+  if (assumed.length > 0) {
+    console.log(
+      `  not set here, assumed to be secrets (check \`wrangler secret list\`): ${assumed.join(", ")}`,
+    );
+  }
+} catch (error) {
+  if (error?.name !== "ConfigError") throw error;
+  console.error(`check-config: ${where}: invalid configuration`);
+  for (const line of error.message.split("; ")) console.error(`  ${line}`);
+  process.exit(1);
+}

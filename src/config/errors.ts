@@ -1,0 +1,33 @@
+/**
+ * Misconfiguration is an `Error` that names the binding and the field (STYLE §8), e.g.
+ * `RATE_LIMIT_RULES[2].period: "1 fortnight" is not a duration`. The Worker answers every request with
+ * a 500 problem+json carrying this message, and `npm run check-config` prints it before deploy.
+ */
+import type * as v from "valibot";
+
+/** A configuration that cannot run. `message` is safe to show: it never contains a secret's value. */
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+
+/** Turns valibot issues into one `ConfigError`, each line prefixed by the binding and field path. */
+export function configErrorFrom(label: string, issues: readonly v.BaseIssue<unknown>[]): ConfigError {
+  const lines = issues.map((issue) => {
+    const where = `${label}${formatPath(issue)}`;
+    return where ? `${where}: ${leafMessage(issue)}` : leafMessage(issue);
+  });
+  return new ConfigError([...new Set(lines)].join("; "));
+}
+
+function formatPath(issue: v.BaseIssue<unknown>): string {
+  let path = "";
+  for (const item of issue.path ?? []) {
+    const key = (item as { key?: unknown }).key;
+    path += typeof key === "number" ? `[${key}]` : `.${String(key)}`;
+  }
+  return path;
+}
+
+function leafMessage(issue: v.BaseIssue<unknown>): string {
+  return issue.message;
+}

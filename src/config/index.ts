@@ -1,0 +1,192 @@
+/**
+ * Parses the Worker's bindings (CONTRACT §2) once per isolate. Every binding may arrive as a string;
+ * numbers and `RATE_LIMIT_RULES` also in their TOML types. An invalid binding throws a `ConfigError`
+ * naming it; the Worker then answers 500 (never unlimited) and `npm run check-config` reports the same.
+ */
+import * as v from "valibot";
+import type { FailurePolicy, Mode } from "../engine/types";
+import type { Env } from "../env";
+import { ConfigError, configErrorFrom } from "./errors";
+import { parseRules, type RuleConfig } from "./rules";
+import { FAILURES, HEADER_NAME, MODES } from "./schema";
+
+export { ConfigError } from "./errors";
+export {
+  DEFAULT_LEASE_MS,
+  type KeyPart,
+  parseKey,
+  parseRules,
+  type RuleConfig,
+  type TierLimits,
+} from "./rules";
+export type { RuleInput } from "./schema";
+
+/** Everything the Worker needs, validated, with defaults applied. */
+export interface FloodgateConfig {
+  /** Absent only where no proxy is needed (check-config of a library-only setup reports it). */
+  originUrl: URL;
+  redis: { url: string; token: string };
+  rules: RuleConfig[];
+  /** The rules as written, for the middleware (which validates them again, cheaply, once). */
+  rulesInput: unknown[];
+  mode: Mode;
+  failure: FailurePolicy;
+  timeoutMs: number;
+  originTimeoutMs: number;
+  prefix: string;
+  adminToken?: string;
+  clientIpHeader: string;
+  jwtSecret?: string;
+  jwksUrl?: URL;
+}
+
+const show = (input: unknown) => JSON.stringify(input) ?? String(input);
+
+const text = (binding: string) => v.string(`${binding}: expected a string`);
+const wholeMs = (binding: string, max: number) =>
+  v.pipe(
+    v.union(
+      [v.number(), v.pipe(v.string(), v.regex(/^\s*\d+\s*$/), v.transform(Number))],
+      (i) => `${binding}: ${show(i.input)} is not a whole number of milliseconds`,
+    ),
+    v.check(
+      (n) => Number.isInteger(n) && n >= 1 && n <= max,
+      (i) => `${binding}: ${show(i.input)} is not from 1 to ${max}`,
+    ),
+  );
+const httpUrl = (binding: string) =>
+  v.pipe(
+    text(binding),
+    v.check(
+      (value) => {
+        try {
+          const url = new URL(value);
+          return (url.protocol === "https:" || url.protocol === "http:") && !url.search && !url.hash;
+        } catch {
+          return false;
+        }
+      },
+      (i) => `${binding}: ${show(i.input)} is not an http(s) URL without query or fragment`,
+    ),
+  );
+
+const bindingsSchema = v.object({
+  ORIGIN_URL: v.optional(httpUrl("ORIGIN_URL")),
+  UPSTASH_REDIS_REST_URL: v.pipe(
+    v.string("UPSTASH_REDIS_REST_URL: required (the Redis REST endpoint)"),
+    v.check(
+      (value) => URL.canParse(value),
+      (i) => `UPSTASH_REDIS_REST_URL: ${show(i.input)} is not a URL`,
+    ),
+  ),
+  UPSTASH_REDIS_REST_TOKEN: v.pipe(
+    v.string("UPSTASH_REDIS_REST_TOKEN: required (a secret)"),
+    v.minLength(1, "UPSTASH_REDIS_REST_TOKEN: is empty"),
+  ),
+  RATE_LIMIT_MODE: v.optional(
+    v.picklist(MODES, (i) => `RATE_LIMIT_MODE: ${show(i.input)} is not one of on | off | monitor`),
+    "on",
+  ),
+  RATE_LIMIT_FAILURE: v.optional(
+    v.picklist(FAILURES, (i) => `RATE_LIMIT_FAILURE: ${show(i.input)} is not one of open | closed`),
+    "open",
+  ),
+  RATE_LIMIT_TIMEOUT_MS: v.optional(wholeMs("RATE_LIMIT_TIMEOUT_MS", 60_000), 200),
+  ORIGIN_TIMEOUT_MS: v.optional(wholeMs("ORIGIN_TIMEOUT_MS", 600_000), 30_000),
+  RATE_LIMIT_PREFIX: v.optional(
+    v.pipe(
+      text("RATE_LIMIT_PREFIX"),
+      v.regex(
+        /^[A-Za-z0-9_.:-]{1,64}$/,
+        (i) => `RATE_LIMIT_PREFIX: ${show(i.input)} is not [A-Za-z0-9_.:-]{1,64}`,
+      ),
+    ),
+    "rl",
+  ),
+  // A secret: messages never echo its value.
+  RATE_LIMIT_ADMIN_TOKEN: v.optional(v.string("RATE_LIMIT_ADMIN_TOKEN: expected a string")),
+  RATE_LIMIT_CLIENT_IP_HEADER: v.optional(
+    v.pipe(
+      text("RATE_LIMIT_CLIENT_IP_HEADER"),
+      v.regex(HEADER_NAME, (i) => `RATE_LIMIT_CLIENT_IP_HEADER: ${show(i.input)} is not a header name`),
+    ),
+    "CF-Connecting-IP",
+  ),
+  RATE_LIMIT_JWT_SECRET: v.optional(v.string("RATE_LIMIT_JWT_SECRET: expected a string")),
+  RATE_LIMIT_JWKS_URL: v.optional(httpUrl("RATE_LIMIT_JWKS_URL")),
+});
+
+/** Empty strings (an unset `.dev.vars` line) count as unset. */
+function presentBindings(env: Env): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== "" && value !== null && value !== undefined) out[name] = value;
+  }
+  return out;
+}
+
+/** Parses and validates every binding. Throws `ConfigError` naming the binding and field. */
+export function parseEnv(
+  env: Env,
+  { requireOrigin = true }: { requireOrigin?: boolean } = {},
+): FloodgateConfig {
+  // Collect binding and rule errors together, so one run of check-config shows everything wrong.
+  const problems: string[] = [];
+  const result = v.safeParse(bindingsSchema, presentBindings(env));
+  if (!result.success) problems.push(configErrorFrom("", result.issues.map(stripPath)).message);
+  if (requireOrigin && result.success && result.output.ORIGIN_URL === undefined) {
+    problems.push("ORIGIN_URL: required (where allowed requests go, e.g. https://origin.example.com)");
+  }
+  let rulesInput: unknown[] = [];
+  let rules: RuleConfig[] = [];
+  try {
+    rulesInput = rulesFrom(env.RATE_LIMIT_RULES);
+    rules = parseRules(rulesInput, {
+      label: "RATE_LIMIT_RULES",
+      jwtVerifiable: Boolean(env.RATE_LIMIT_JWT_SECRET) || Boolean(env.RATE_LIMIT_JWKS_URL),
+    });
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push(error.message);
+  }
+  if (!result.success || problems.length > 0) throw new ConfigError(problems.join("; "));
+  const b = result.output;
+  return {
+    originUrl: new URL(b.ORIGIN_URL ?? "http://origin.invalid"),
+    redis: { url: b.UPSTASH_REDIS_REST_URL, token: b.UPSTASH_REDIS_REST_TOKEN },
+    rules,
+    rulesInput,
+    mode: b.RATE_LIMIT_MODE,
+    failure: b.RATE_LIMIT_FAILURE,
+    timeoutMs: b.RATE_LIMIT_TIMEOUT_MS,
+    originTimeoutMs: b.ORIGIN_TIMEOUT_MS,
+    prefix: b.RATE_LIMIT_PREFIX,
+    adminToken: b.RATE_LIMIT_ADMIN_TOKEN,
+    clientIpHeader: b.RATE_LIMIT_CLIENT_IP_HEADER,
+    jwtSecret: b.RATE_LIMIT_JWT_SECRET,
+    jwksUrl: b.RATE_LIMIT_JWKS_URL === undefined ? undefined : new URL(b.RATE_LIMIT_JWKS_URL),
+  };
+}
+
+/** `RATE_LIMIT_RULES` is a TOML array of tables (already an array) or the same as a JSON string. */
+function rulesFrom(value: unknown): unknown[] {
+  if (value === undefined || value === "")
+    throw new ConfigError("RATE_LIMIT_RULES: required (at least one rule)");
+  if (typeof value !== "string") {
+    if (Array.isArray(value)) return value;
+    throw new ConfigError(
+      "RATE_LIMIT_RULES: expected an array of rules (a TOML array of tables, or a JSON array)",
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch (error) {
+    throw new ConfigError(`RATE_LIMIT_RULES: not valid JSON (${(error as Error).message})`);
+  }
+  if (!Array.isArray(parsed)) throw new ConfigError("RATE_LIMIT_RULES: expected a JSON array of rules");
+  return parsed;
+}
+
+/** Binding messages already start with the binding's name; drop valibot's path so it is not repeated. */
+const stripPath = (issue: v.BaseIssue<unknown>): v.BaseIssue<unknown> => ({ ...issue, path: undefined });

@@ -1,0 +1,160 @@
+/**
+ * The shape of one rule (CONTRACT §3), as a valibot schema. Each check carries its own message, so a
+ * config error reads like `RATE_LIMIT_RULES[2].period: "1 fortnight" is not a duration`.
+ * Semantic checks that need more than one field (unique names, jwt keys need a verifier) live in `rules.ts`.
+ */
+import * as v from "valibot";
+import { MAX_PERIOD_MS, MIN_PERIOD_MS, parseDurationMs } from "./duration";
+
+const show = (input: unknown): string => {
+  const text = JSON.stringify(input);
+  return text === undefined ? String(input) : text.length > 80 ? `${text.slice(0, 77)}...` : text;
+};
+
+/** A header name per RFC 9110 `token`. */
+export const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** `ip` | `ip/64` | `global` | `header:<name>` | `query:<name>` | `jwt:<claim>`. */
+export const KEY_SOURCE = /^(?:ip|ip\/64|global|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+|query:.+|jwt:[^\s]+)$/;
+
+const keySource = v.pipe(
+  v.string(
+    (i) => `${show(i.input)} is not a key (ip | ip/64 | header:<name> | query:<name> | jwt:<claim> | global)`,
+  ),
+  v.regex(
+    KEY_SOURCE,
+    (i) => `${show(i.input)} is not a key (ip | ip/64 | header:<name> | query:<name> | jwt:<claim> | global)`,
+  ),
+);
+
+const keyField = v.union(
+  [
+    keySource,
+    v.pipe(
+      v.array(keySource),
+      v.minLength(1, "an empty array is not a key"),
+      v.maxLength(8, "at most 8 parts"),
+    ),
+  ],
+  (i) =>
+    `${show(i.input)} is not a key (ip | ip/64 | header:<name> | query:<name> | jwt:<claim> | global, or an array of those)`,
+);
+
+const positiveInt = (max: number) =>
+  v.pipe(
+    v.union(
+      [v.number(), v.pipe(v.string(), v.regex(/^\s*\d+\s*$/), v.transform(Number))],
+      (i) => `${show(i.input)} is not a whole number`,
+    ),
+    v.check(
+      (n) => Number.isInteger(n) && n >= 1 && n <= max,
+      (i) => `${show(i.input)} is not a whole number from 1 to ${max}`,
+    ),
+  );
+
+/** A period: `"30s"`, `"1m"`, `"1h"`, `"1d"` or whole seconds, 1s..30d; parsed into milliseconds. */
+export const periodMs = v.pipe(
+  v.unknown(),
+  v.rawTransform(({ dataset, addIssue, NEVER }) => {
+    const ms = parseDurationMs(dataset.value);
+    if (ms === undefined) {
+      addIssue({ message: `${show(dataset.value)} is not a duration` });
+      return NEVER;
+    }
+    if (ms < MIN_PERIOD_MS || ms > MAX_PERIOD_MS) {
+      addIssue({ message: `${show(dataset.value)} is outside 1s..30d` });
+      return NEVER;
+    }
+    return ms;
+  }),
+);
+
+/** The largest limit, burst or cost (keeps every Redis integer exact). */
+export const MAX_UNITS = 1_000_000_000;
+
+const picklist = <T extends string>(options: readonly [T, ...T[]]) =>
+  v.picklist(options, (i) => `${show(i.input)} is not one of ${options.join(" | ")}`);
+
+export const MODES = ["on", "off", "monitor"] as const;
+export const FAILURES = ["open", "closed"] as const;
+export const ALGORITHMS = [
+  "fixed-window",
+  "sliding-window",
+  "sliding-log",
+  "token-bucket",
+  "gcra",
+  "concurrency",
+] as const;
+
+const unknownField = (i: v.BaseIssue<unknown>) => `unknown field ${show(i.input)}`;
+
+const matchSchema = v.strictObject(
+  {
+    methods: v.optional(
+      v.pipe(
+        v.array(
+          v.pipe(
+            v.string("a method is a string"),
+            v.regex(/^[A-Za-z]+$/, (i) => `${show(i.input)} is not a method`),
+          ),
+        ),
+        v.transform((methods) => methods.map((m) => m.toUpperCase())),
+      ),
+    ),
+    path: v.optional(
+      v.pipe(
+        v.string("a path is a string"),
+        v.startsWith("/", (i) => `${show(i.input)} does not start with "/"`),
+      ),
+    ),
+    host: v.optional(
+      v.pipe(
+        v.string("a host is a string"),
+        v.regex(/^(\*\.)?[A-Za-z0-9.-]+(:\d+)?$/, (i) => `${show(i.input)} is not a host`),
+      ),
+    ),
+  },
+  unknownField,
+);
+
+const tierSchema = v.strictObject(
+  {
+    limit: v.optional(positiveInt(MAX_UNITS)),
+    period: v.optional(periodMs),
+    burst: v.optional(positiveInt(MAX_UNITS)),
+  },
+  unknownField,
+);
+
+/** One rule as written in `RATE_LIMIT_RULES` (or passed to `rateLimit({ rules })`). */
+export const ruleSchema = v.strictObject(
+  {
+    name: v.pipe(
+      v.string("the name is required"),
+      v.regex(/^[A-Za-z0-9_-]{1,64}$/, (i) => `${show(i.input)} is not a name ([A-Za-z0-9_-]{1,64})`),
+    ),
+    match: v.optional(matchSchema),
+    key: keyField,
+    algorithm: picklist(ALGORITHMS),
+    limit: positiveInt(MAX_UNITS),
+    period: v.optional(periodMs),
+    burst: v.optional(positiveInt(MAX_UNITS)),
+    cost: v.optional(
+      v.union(
+        [positiveInt(MAX_UNITS), v.pipe(v.string(), v.regex(/^header:[!#$%&'*+.^_`|~0-9A-Za-z-]+$/))],
+        (i) => `${show(i.input)} is not a cost (a whole number, or "header:<name>")`,
+      ),
+    ),
+    tier: v.optional(keyField),
+    tiers: v.optional(v.record(v.string(), tierSchema)),
+    mode: v.optional(picklist(MODES)),
+    failure: v.optional(picklist(FAILURES)),
+    missing: v.optional(picklist(["ip", "skip", "deny"] as const)),
+  },
+  unknownField,
+);
+
+/** A rule after schema validation (periods in ms, methods upper-cased), before defaults are applied. */
+export type RuleOutput = v.InferOutput<typeof ruleSchema>;
+/** A rule as a user writes it. */
+export type RuleInput = v.InferInput<typeof ruleSchema>;

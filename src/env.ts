@@ -1,0 +1,35 @@
+/**
+ * The Worker's bindings (CONTRACT §2). `[vars]` arrive as strings, numbers or (for `RATE_LIMIT_RULES`)
+ * TOML tables; secrets and `.dev.vars` always as strings. Everything is validated once per isolate by
+ * `parseEnv` in `src/config`, so this type is deliberately loose.
+ */
+export interface Env {
+  /** Where allowed requests go: scheme + host [+ port] [+ base path]. */
+  ORIGIN_URL?: string;
+  /** The Upstash (or local Upstash-compatible) REST endpoint. */
+  UPSTASH_REDIS_REST_URL?: string;
+  /** Secret: the REST token. */
+  UPSTASH_REDIS_REST_TOKEN?: string;
+  /** The rules: a TOML array of tables in `[vars]`, or the same as a JSON string. */
+  RATE_LIMIT_RULES?: unknown;
+  /** `on` | `off` | `monitor`. @default "on" */
+  RATE_LIMIT_MODE?: string;
+  /** `open` | `closed`. @default "open" */
+  RATE_LIMIT_FAILURE?: string;
+  /** Budget for one whole Redis decision, in ms. @default 200 */
+  RATE_LIMIT_TIMEOUT_MS?: string | number;
+  /** How long to wait for the origin's response headers, in ms. @default 30000 */
+  ORIGIN_TIMEOUT_MS?: string | number;
+  /** Prefix of every Redis key. @default "rl" */
+  RATE_LIMIT_PREFIX?: string;
+  /** Secret: enables the admin API at `/__floodgate`. */
+  RATE_LIMIT_ADMIN_TOKEN?: string;
+  /** The one header trusted for the client IP. @default "CF-Connecting-IP" */
+  RATE_LIMIT_CLIENT_IP_HEADER?: string;
+  /** Secret: HS256/384/512 key for `jwt:<claim>` keys. */
+  RATE_LIMIT_JWT_SECRET?: string;
+  /** JWKS URL for `jwt:<claim>` keys signed with RS*, ES* or EdDSA. */
+  RATE_LIMIT_JWKS_URL?: string;
+  /** Optional Analytics Engine dataset (written by the admin/observability module). */
+  RATE_LIMIT_ANALYTICS?: AnalyticsEngineDataset;
+}

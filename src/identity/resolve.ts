@@ -1,0 +1,124 @@
+/**
+ * Who is this? Turns a rule's key (and tier) into the identity string that is hashed into the Redis key.
+ * The admin API names identities the same way, so `identityOf` is the one function that defines them:
+ * a single part is its raw value (an API key, a claim, a canonical IP, an `ip/64` prefix);
+ * a composite key joins its percent-encoded parts with `|`.
+ */
+import type { JWTPayload } from "jose";
+import type { KeyPart, RuleConfig } from "../config";
+import { canonicalIp, clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
+import { bearerToken, claimValue, type JwtVerifier } from "./jwt";
+
+/** What identity resolution needs besides the request; built once per isolate or middleware. */
+export interface IdentityOptions {
+  /** The one header trusted for the client IP. */
+  clientIpHeader: string;
+  /** Verifies bearer tokens for `jwt:` parts (absent = such parts are always missing). */
+  verifyJwt?: JwtVerifier | undefined;
+  /** Called the first time a request arrives without the trusted IP header (log once per isolate). */
+  onUnknownIp?: (() => void) | undefined;
+}
+
+/**
+ * One request's view for identity resolution. Values that are costly or shared by several rules (the
+ * verified JWT, the client IP) are computed at most once per request.
+ */
+export class RequestIdentity {
+  private payload?: Promise<JWTPayload | undefined>;
+  readonly url: URL;
+
+  constructor(
+    readonly request: Request,
+    private readonly options: IdentityOptions,
+    url?: URL,
+  ) {
+    this.url = url ?? new URL(request.url);
+  }
+
+  /** The canonical client IP, or `unknown` (one shared bucket) when the trusted header is absent. */
+  clientIp(): string {
+    const ip = clientIpFrom(this.request.headers, this.options.clientIpHeader);
+    if (ip === undefined) this.options.onUnknownIp?.();
+    return ip ?? UNKNOWN_IP;
+  }
+
+  /** The value of one key part, or `undefined` when the request has none. */
+  async part(part: KeyPart): Promise<string | undefined> {
+    switch (part.kind) {
+      case "ip":
+        return this.clientIp();
+      case "ip64":
+        return ipPrefix64(this.clientIp());
+      case "global":
+        return "global";
+      case "header":
+        return nonEmpty(this.request.headers.get(part.name));
+      case "query":
+        return nonEmpty(this.url.searchParams.get(part.name));
+      case "jwt": {
+        const payload = await this.jwtPayload();
+        return payload === undefined ? undefined : claimValue(payload, part.claim);
+      }
+    }
+  }
+
+  private jwtPayload(): Promise<JWTPayload | undefined> {
+    if (this.payload === undefined) {
+      const token = bearerToken(this.request.headers);
+      const verify = this.options.verifyJwt;
+      this.payload = token === undefined || verify === undefined ? Promise.resolve(undefined) : verify(token);
+    }
+    return this.payload;
+  }
+}
+
+/** The identity of a key (all its parts), or `undefined` if any part is missing. */
+export async function identityOfKey(
+  parts: readonly KeyPart[],
+  request: RequestIdentity,
+): Promise<string | undefined> {
+  const values = await Promise.all(parts.map((part) => request.part(part)));
+  if (values.some((value) => value === undefined)) return undefined;
+  if (values.length === 1) return values[0];
+  return (values as string[]).map(encodeURIComponent).join("|");
+}
+
+/** How a rule sees a request: an identity (maybe the IP fallback), skip it, or deny it (401). */
+export type RuleIdentity =
+  | { kind: "identity"; identity: string; fallback: boolean }
+  | { kind: "skip" }
+  | { kind: "deny" };
+
+/**
+ * THE function that turns (rule, request) into the identity string to hash with `hashIdentity`.
+ * A missing key follows the rule's `missing`: `ip` (default) falls back to the client IP.
+ */
+export async function identityOf(rule: RuleConfig, request: RequestIdentity): Promise<RuleIdentity> {
+  const identity = await identityOfKey(rule.key, request);
+  if (identity !== undefined) return { kind: "identity", identity, fallback: false };
+  if (rule.missing === "skip") return { kind: "skip" };
+  if (rule.missing === "deny") return { kind: "deny" };
+  return { kind: "identity", identity: request.clientIp(), fallback: true };
+}
+
+/** The client's tier for a rule with `tier`/`tiers`, or `undefined` (the rule's own limits apply). */
+export async function tierOf(rule: RuleConfig, request: RequestIdentity): Promise<string | undefined> {
+  if (rule.tier === undefined) return undefined;
+  const tier = await identityOfKey(rule.tier, request);
+  return tier !== undefined && Object.hasOwn(rule.tiers, tier) ? tier : undefined;
+}
+
+/**
+ * An identity as an operator types it (admin API paths), in the form the proxy would compute:
+ * IPs are canonicalised and `ip/64` accepts an address or a prefix. Everything else is used as given.
+ */
+export function canonicalIdentity(rule: RuleConfig, identity: string): string {
+  if (rule.key.length !== 1) return identity;
+  const kind = rule.key[0]?.kind;
+  if (kind === "ip") return canonicalIp(identity);
+  if (kind === "ip64") return ipPrefix64(identity);
+  return identity;
+}
+
+const nonEmpty = (value: string | null): string | undefined =>
+  value === null || value.trim() === "" ? undefined : value;
