@@ -1,0 +1,59 @@
+#!/usr/bin/env node
+// `npm run redis-rest -- --port <p> --token <t> [--redis redis://host:port]`
+// Runs the local Upstash-compatible REST server alone, in front of the given Redis or of a redis-server it
+// starts itself (ephemeral, nothing on disk). Prints `listening on http://127.0.0.1:<p>` once ready.
+import { randomBytes } from "node:crypto";
+import { parseArgs } from "node:util";
+import { startRedis } from "./redis-server.mjs";
+import { startRestServer } from "./server.mjs";
+
+const usage = "usage: npm run redis-rest -- [--port <p>] [--token <t>] [--redis redis://host:port]";
+/** @type {{ port?: string, token?: string, redis?: string, help?: boolean }} */
+let options;
+try {
+  ({ values: options } = parseArgs({
+    options: {
+      port: { type: "string" },
+      token: { type: "string" },
+      redis: { type: "string" },
+      help: { type: "boolean" },
+    },
+  }));
+} catch (error) {
+  console.error(`${error instanceof Error ? error.message : error}\n${usage}`);
+  process.exit(2);
+}
+if (options.help) {
+  console.log(usage);
+  process.exit(0);
+}
+const port = options.port === undefined ? 0 : Number(options.port);
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  console.error(`--port must be a port number, got ${options.port}\n${usage}`);
+  process.exit(2);
+}
+
+const token = options.token ?? randomBytes(24).toString("base64url");
+const redis = options.redis ? undefined : await startRedis();
+let server;
+try {
+  server = await startRestServer({ redisUrl: options.redis ?? /** @type {any} */ (redis).url, token, port });
+} catch (error) {
+  console.error(`cannot start the REST server: ${error instanceof Error ? error.message : error}`);
+  await redis?.close();
+  process.exit(1);
+}
+if (redis) console.error(`redis-server (ephemeral) at ${redis.url}`);
+if (!options.token) console.error(`token: ${token}`);
+console.log(`listening on ${server.url}`);
+
+let stopping = false;
+const stop = async () => {
+  if (stopping) return;
+  stopping = true;
+  await server.close();
+  await redis?.close();
+  process.exit(0);
+};
+process.on("SIGINT", stop);
+process.on("SIGTERM", stop);

@@ -1,0 +1,122 @@
+// Child-process helpers shared by the REST server's redis-server launcher, the local stack (local/start.mjs)
+// and the test harness: free ports, children that die with their parent, waiting for a ready line.
+import { spawn, spawnSync } from "node:child_process";
+import { createServer } from "node:net";
+
+/**
+ * Asks the OS for a free TCP port on 127.0.0.1. There is a short race between closing the probe socket and
+ * the caller binding the port; callers that spawn a server retry on a bind failure.
+ * @returns {Promise<number>}
+ */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.unref();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Whether something already listens on 127.0.0.1:port (a bind attempt fails).
+ * @param {number} port
+ * @returns {Promise<boolean>}
+ */
+export function portTaken(port) {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once("error", () => resolve(true));
+    probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(false)));
+  });
+}
+
+// util-linux's setpriv sets PR_SET_PDEATHSIG and then execs the program, so the child keeps its own pid
+// (SIGSTOP/SIGCONT reach the real process) and the kernel kills it if this process dies, even by SIGKILL.
+const hasSetpriv = spawnSync("sh", ["-c", "command -v setpriv"], { stdio: "ignore" }).status === 0;
+
+/**
+ * Spawns a child that is killed with SIGKILL when this process dies (where setpriv exists; otherwise only a
+ * clean exit of this process stops it, through the caller's close()).
+ * @param {string} command
+ * @param {string[]} args
+ * @param {import("node:child_process").SpawnOptions} [options]
+ * @returns {import("node:child_process").ChildProcess}
+ */
+export function spawnTied(command, args, options = {}) {
+  return hasSetpriv
+    ? spawn("setpriv", ["--pdeathsig", "KILL", command, ...args], options)
+    : spawn(command, args, options);
+}
+
+/**
+ * Resolves once `pattern` appears in the child's stdout/stderr; rejects if the child exits first or the
+ * timeout passes. The rejection carries the output seen so far, which usually names the cause.
+ * @param {import("node:child_process").ChildProcess} child
+ * @param {RegExp} pattern
+ * @param {number} timeoutMs
+ * @returns {Promise<RegExpMatchArray>}
+ */
+export function waitForOutput(child, pattern, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    let seen = "";
+    const streams = [child.stdout, child.stderr].filter((s) => s != null);
+    const done = (/** @type {() => void} */ settle) => {
+      clearTimeout(timer);
+      for (const s of streams) s.off("data", onData);
+      child.off("exit", onExit);
+      settle();
+    };
+    const onData = (/** @type {Buffer} */ chunk) => {
+      seen += chunk.toString("utf8");
+      const match = seen.match(pattern);
+      if (match) done(() => resolve(match));
+    };
+    const onExit = (/** @type {number|null} */ code, /** @type {string|null} */ signal) =>
+      done(() => reject(new Error(`process exited (${signal ?? code}) before ${pattern}; output:\n${seen}`)));
+    const timer = setTimeout(
+      () =>
+        done(() =>
+          reject(new Error(`timed out after ${timeoutMs} ms waiting for ${pattern}; output:\n${seen}`)),
+        ),
+      timeoutMs,
+    );
+    for (const s of streams) s.on("data", onData);
+    child.on("exit", onExit);
+  });
+}
+
+/**
+ * Sends `signal`, then SIGKILL after `graceMs` if the child is still alive; resolves when it has exited.
+ * With `group: true` the whole process group is signalled (the child must have been spawned detached).
+ * @param {import("node:child_process").ChildProcess} child
+ * @param {{ signal?: NodeJS.Signals, graceMs?: number, group?: boolean }} [options]
+ * @returns {Promise<void>}
+ */
+export function stopChild(child, { signal = "SIGTERM", graceMs = 3000, group = false } = {}) {
+  if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined)
+    return Promise.resolve();
+  const pid = /** @type {number} */ (child.pid);
+  const send = (/** @type {NodeJS.Signals} */ sig) => {
+    try {
+      process.kill(group ? -pid : pid, sig);
+    } catch {
+      // Already gone.
+    }
+  };
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => send("SIGKILL"), graceMs);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      // A group leader's exit does not end its children; make sure none outlive it.
+      if (group) send("SIGKILL");
+      resolve();
+    });
+    // A stopped process cannot act on SIGTERM until it is continued.
+    send("SIGCONT");
+    send(signal);
+  });
+}

@@ -1,0 +1,258 @@
+// The HTTP side of the local Upstash-compatible REST server: routes, auth, bodies, status codes.
+// Behaviour follows Upstash's REST docs (redis/features/restapi.mdx) and what @upstash/redis expects.
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createServer } from "node:http";
+import { Redis } from "ioredis";
+import { BadCommand, createExecutor, parseCommand, Unavailable } from "./commands.mjs";
+import { toJson } from "./encoding.mjs";
+import { ScriptTranslator } from "./scripts.mjs";
+
+const METHODS = "GET, HEAD, POST, PUT";
+
+/**
+ * @typedef {object} RestServer
+ * @property {string} url `http://127.0.0.1:<port>`, for UPSTASH_REDIS_REST_URL
+ * @property {string} token for UPSTASH_REDIS_REST_TOKEN
+ * @property {number} port
+ * @property {() => Promise<void>} close stops listening and disconnects from Redis (not Redis itself)
+ */
+
+/**
+ * Starts the REST server in this process, in front of the Redis at `redisUrl`.
+ *
+ * While Redis is unreachable every request is answered at once with 503 `{"error"}` (nothing is queued,
+ * so nothing runs late), and the connection is re-established on its own when Redis is back.
+ * @param {object} options
+ * @param {string} options.redisUrl e.g. `redis://127.0.0.1:6379`
+ * @param {string} [options.token] the bearer token clients must send (default: a random one)
+ * @param {number} [options.port] default: a free port the OS picks
+ * @param {string} [options.host] default `127.0.0.1`
+ * @param {number} [options.commandTimeoutMs] a Redis reply slower than this answers 503 (default 5000)
+ * @param {number} [options.maxBodyBytes] larger request bodies get 413 (default 10 MB, Upstash's limit)
+ * @returns {Promise<RestServer>}
+ */
+export async function startRestServer({
+  redisUrl,
+  token = randomBytes(24).toString("base64url"),
+  port = 0,
+  host = "127.0.0.1",
+  commandTimeoutMs = 5000,
+  maxBodyBytes = 10 * 1024 * 1024,
+}) {
+  const redis = new Redis(redisUrl, {
+    // Fail fast instead of queueing: a limiter decision that runs seconds late is worse than an error.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    // Never resend after a reconnect: EVALSHA of a limiter is not idempotent.
+    autoResendUnfulfilledCommands: false,
+    commandTimeout: commandTimeoutMs,
+    retryStrategy: (attempt) => Math.min(attempt * 50, 500),
+    stringNumbers: true,
+    lazyConnect: true,
+  });
+  redis.on("error", () => {}); // connection errors surface per request as 503; reconnecting is automatic
+  await redis.connect().catch(() => {}); // Redis may come up later; requests get 503 until then
+
+  const exec = createExecutor(redis, new ScriptTranslator());
+  const tokenDigest = digest(token);
+  let syncToken = 0;
+
+  const server = createServer((req, res) => {
+    handle(req).then(
+      ({ status, body, headers = {} }) => {
+        res.writeHead(status, {
+          "content-type": "application/json",
+          // Read-your-writes token; a single Redis has nothing to wait for, so any increasing value works.
+          "upstash-sync-token": String(++syncToken),
+          ...headers,
+        });
+        res.end(JSON.stringify(body));
+      },
+      () => {
+        res.writeHead(500, { "content-type": "application/json" });
+        res.end(JSON.stringify({ error: "ERR internal error in the local REST server" }));
+      },
+    );
+  });
+
+  /**
+   * @param {import("node:http").IncomingMessage} req
+   * @returns {Promise<{ status: number, body: unknown, headers?: Record<string, string> }>}
+   */
+  async function handle(req) {
+    const method = req.method ?? "GET";
+    if (!METHODS.split(", ").includes(method)) {
+      req.resume();
+      return {
+        status: 405,
+        body: { error: `ERR method ${method} is not allowed` },
+        headers: { allow: METHODS },
+      };
+    }
+    const url = new URL(req.url ?? "/", "http://localhost");
+    if (!authorized(req.headers.authorization, url.searchParams.get("_token"), tokenDigest)) {
+      req.resume();
+      return { status: 401, body: { error: "Unauthorized: missing or invalid auth token" } };
+    }
+    const format = String(req.headers["upstash-response-format"] ?? "json").toLowerCase();
+    if (format !== "json")
+      return { status: 400, body: { error: `ERR Upstash-Response-Format ${format} is not supported here` } };
+    const base64 = String(req.headers["upstash-encoding"] ?? "").toLowerCase() === "base64";
+
+    const body = await readBody(req, maxBodyBytes);
+    if (body === null)
+      return { status: 413, body: { error: `ERR request body larger than ${maxBodyBytes} bytes` } };
+
+    try {
+      const path = url.pathname.replace(/\/+$/, "");
+      if (path === "/pipeline" || path === "/multi-exec") {
+        if (method !== "POST" && method !== "PUT") {
+          return { status: 405, body: { error: `ERR ${path} needs POST` }, headers: { allow: "POST, PUT" } };
+        }
+        const batch = parseJson(body);
+        if (!Array.isArray(batch) || batch.length === 0 || !batch.every(Array.isArray)) {
+          throw new BadCommand(
+            'ERR the body must be a non-empty JSON array of commands, like [["SET","k","v"],["GET","k"]]',
+          );
+        }
+        if (path === "/multi-exec") {
+          const outcomes = await exec.transaction(batch.map((c, i) => parseCommand(c, `command ${i}`)));
+          return { status: 200, body: outcomes.map((o) => encode(o, base64)) };
+        }
+        const commands = batch.map((c, i) => {
+          try {
+            return parseCommand(c, `command ${i}`);
+          } catch (e) {
+            if (e instanceof BadCommand) return e;
+            throw e;
+          }
+        });
+        return { status: 200, body: (await exec.pipeline(commands)).map((o) => encode(o, base64)) };
+      }
+      const command = path === "" ? rootCommand(method, body) : pathCommand(path, url, method, body);
+      const outcome = await exec.run(command);
+      return { status: "error" in outcome ? 400 : 200, body: encode(outcome, base64) };
+    } catch (e) {
+      if (e instanceof BadCommand) return { status: 400, body: { error: e.message } };
+      if (e instanceof Unavailable) return { status: 503, body: { error: e.message } };
+      throw e;
+    }
+  }
+
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve(undefined));
+  });
+  const address = server.address();
+  const actualPort = typeof address === "object" && address ? address.port : port;
+  return {
+    url: `http://${host}:${actualPort}`,
+    token,
+    port: actualPort,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(() => resolve(undefined)));
+      redis.disconnect();
+    },
+  };
+}
+
+/**
+ * `POST /` with a JSON command array.
+ * @param {string} method
+ * @param {Buffer} body
+ */
+function rootCommand(method, body) {
+  if (method !== "POST" && method !== "PUT") {
+    throw new BadCommand('ERR no command: POST a JSON array like ["GET","key"], or use /<command>/<arg>/…');
+  }
+  return parseCommand(parseJson(body));
+}
+
+/**
+ * Path style: `/<command>/<arg>/…`, then a POST body (raw bytes) as the next argument, then the query's
+ * arguments: `POST /set/foo?EX=100` with body `v` is `SET foo v EX 100` (Upstash's REST docs).
+ * @param {string} path the URL path without trailing slashes
+ * @param {URL} url
+ * @param {string} method
+ * @param {Buffer} body
+ */
+function pathCommand(path, url, method, body) {
+  /** @type {Array<string | Buffer>} */
+  const args = path.slice(1).split("/").map(decodeSegment);
+  if ((method === "POST" || method === "PUT") && body.length > 0) args.push(body);
+  for (const pair of url.search.slice(1).split("&")) {
+    if (pair === "") continue;
+    const [name = "", ...value] = pair.split("=");
+    const key = decodeSegment(name.replace(/\+/g, " "));
+    if (key === "_token") continue;
+    args.push(key);
+    if (value.length > 0 && value.join("=") !== "")
+      args.push(decodeSegment(value.join("=").replace(/\+/g, " ")));
+  }
+  return parseCommand(args);
+}
+
+/** @param {string} segment */
+function decodeSegment(segment) {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new BadCommand(`ERR invalid percent-encoding in ${JSON.stringify(segment)}`);
+  }
+}
+
+/** @param {Buffer} body */
+function parseJson(body) {
+  try {
+    return JSON.parse(body.toString("utf8"));
+  } catch {
+    throw new BadCommand("ERR the request body is not valid JSON");
+  }
+}
+
+/**
+ * @param {import("./commands.mjs").Outcome} outcome
+ * @param {boolean} base64
+ */
+function encode(outcome, base64) {
+  // Error texts are never encoded: the client reads them as they are.
+  return "error" in outcome ? { error: outcome.error } : { result: toJson(outcome.result, base64) };
+}
+
+/**
+ * Reads the whole body, or returns null once it exceeds `limit` bytes.
+ * @param {import("node:http").IncomingMessage} req
+ * @param {number} limit
+ * @returns {Promise<Buffer | null>}
+ */
+function readBody(req, limit) {
+  return new Promise((resolve, reject) => {
+    /** @type {Buffer[]} */
+    const chunks = [];
+    let size = 0;
+    // Past the limit the rest is read and dropped, so the 413 can still be written on this connection.
+    req.on("data", (/** @type {Buffer} */ chunk) => {
+      size += chunk.length;
+      if (size <= limit) chunks.push(chunk);
+    });
+    req.on("end", () => resolve(size > limit ? null : Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+/** @param {string} value */
+const digest = (value) => createHash("sha256").update(value).digest();
+
+/**
+ * `Authorization: Bearer <token>` or `?_token=<token>`, compared in constant time (both sides hashed first,
+ * so neither the content nor the length of the token leaks through timing).
+ * @param {string | undefined} header
+ * @param {string | null} queryToken
+ * @param {Buffer} expected
+ */
+function authorized(header, queryToken, expected) {
+  const bearer = /^Bearer\s+(.+)$/i.exec(header ?? "")?.[1]?.trim();
+  const given = bearer ?? queryToken;
+  return given != null && timingSafeEqual(digest(given), expected);
+}

@@ -1,0 +1,109 @@
+// An origin for tests: it answers every request with a JSON description of what it received, so a test can
+// check what the proxy forwarded. A few paths misbehave on purpose (slow, streaming, redirecting, failing).
+import { createServer } from "node:http";
+
+/**
+ * @typedef {object} EchoOrigin
+ * @property {string} url `http://127.0.0.1:<port>`
+ * @property {number} port
+ * @property {() => Promise<void>} close
+ */
+
+/**
+ * Starts the echo origin on 127.0.0.1.
+ *
+ * - any path: 200 JSON `{ method, url, path, query, headers, bodyLength, bodyText? }` (bodyText when the body
+ *   is valid UTF-8 and at most 64 KiB)
+ * - `/slow?ms=N`: the same, with response headers delayed by N ms
+ * - `/stream?chunks=N&delayMs=M`: N text chunks (`chunk <i>\n`), M ms apart
+ * - `/redirect`: 302 with `Location: /elsewhere` (a proxy must pass it on, not follow it)
+ * - `/status/<code>`: that status, with the usual JSON body (none for 204/304)
+ * @param {{ port?: number }} [options] default port: a free one the OS picks
+ * @returns {Promise<EchoOrigin>}
+ */
+export async function startEchoOrigin({ port = 0 } = {}) {
+  const server = createServer(async (req, res) => {
+    const url = new URL(req.url ?? "/", "http://origin.invalid");
+    /** @type {Buffer[]} */
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const body = Buffer.concat(chunks);
+    const echo = describe(req, url, body);
+
+    if (url.pathname === "/slow") {
+      await sleep(Number(url.searchParams.get("ms") ?? 1000));
+      if (res.destroyed) return;
+    }
+    if (url.pathname === "/stream") {
+      const count = Number(url.searchParams.get("chunks") ?? 5);
+      const delayMs = Number(url.searchParams.get("delayMs") ?? 100);
+      res.writeHead(200, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" });
+      for (let i = 0; i < count && !res.destroyed; i++) {
+        if (i > 0) await sleep(delayMs);
+        res.write(`chunk ${i}\n`);
+      }
+      res.end();
+      return;
+    }
+    if (url.pathname === "/redirect") {
+      res.writeHead(302, { location: "/elsewhere", "content-type": "application/json" });
+      res.end(JSON.stringify(echo));
+      return;
+    }
+    const status = /^\/status\/(\d{3})$/.exec(url.pathname);
+    const code = status ? Number(status[1]) : 200;
+    if (code === 204 || code === 304) {
+      res.writeHead(code);
+      res.end();
+      return;
+    }
+    res.writeHead(code, { "content-type": "application/json" });
+    res.end(JSON.stringify(echo));
+  });
+
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => resolve(undefined));
+  });
+  const address = server.address();
+  const actualPort = typeof address === "object" && address ? address.port : port;
+  return {
+    url: `http://127.0.0.1:${actualPort}`,
+    port: actualPort,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(() => resolve(undefined)));
+    },
+  };
+}
+
+/**
+ * @param {import("node:http").IncomingMessage} req
+ * @param {URL} url
+ * @param {Buffer} body
+ */
+function describe(req, url, body) {
+  /** @type {Record<string, string | string[]>} */
+  const query = {};
+  for (const [name, value] of url.searchParams) {
+    const prior = query[name];
+    query[name] = prior === undefined ? value : [...(Array.isArray(prior) ? prior : [prior]), value];
+  }
+  /** @type {Record<string, unknown>} */
+  const echo = {
+    method: req.method,
+    url: req.url,
+    path: url.pathname,
+    query,
+    headers: req.headers,
+    bodyLength: body.length,
+  };
+  if (body.length > 0 && body.length <= 65_536) {
+    const text = body.toString("utf8");
+    if (!text.includes("\uFFFD")) echo.bodyText = text;
+  }
+  return echo;
+}
+
+/** @param {number} ms */
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
