@@ -1,0 +1,132 @@
+/**
+ * The Lua script's wire contract, defined once: its source and SHA-1, how a decision's rules become
+ * KEYS/ARGV, and the one decoder that turns its integer reply into typed results.
+ * The limiting logic itself lives only in `lua/floodgate.lua`.
+ */
+import source from "../../lua/floodgate.lua";
+import { overrideKey, stateKey } from "./keys";
+import type { Algorithm, Outcome, RuleCall, RuleResult } from "./types";
+
+/** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
+export const SCRIPT_SOURCE: string = source;
+
+/** Algorithm codes as the script reads them (ARGV per rule, position 1). */
+export const ALGORITHM_CODE: Readonly<Record<Algorithm, number>> = {
+  "fixed-window": 1,
+  "sliding-window": 2,
+  "sliding-log": 3,
+  "token-bucket": 4,
+  gcra: 5,
+  concurrency: 6,
+};
+
+/** Outcome codes of the reply. */
+export const OUTCOME: Readonly<Record<number, Outcome>> = {
+  0: "denied",
+  1: "allowed",
+  2: "cost-exceeds-capacity",
+};
+
+/** Reply layout: one head element, then a fixed-size group per rule. */
+export const REPLY = {
+  /** Index of the head element: 1 if the request as a whole is allowed. */
+  allowed: 0,
+  /** Elements per rule after the head. */
+  fieldsPerRule: 5,
+  /** Offsets inside one rule's group. */
+  outcome: 0,
+  limit: 1,
+  remaining: 2,
+  resetAfterMs: 3,
+  retryAfterMs: 4,
+} as const;
+
+let shaPromise: Promise<string> | undefined;
+
+/**
+ * SHA-1 (hex) of {@link SCRIPT_SOURCE}, what `EVALSHA` names. Computed once per isolate, lazily: Workers
+ * forbid crypto work in global scope, and most isolates never need it before the first request.
+ */
+export function scriptSha(): Promise<string> {
+  shaPromise ??= crypto.subtle.digest("SHA-1", new TextEncoder().encode(SCRIPT_SOURCE)).then((digest) => {
+    let hex = "";
+    for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, "0");
+    return hex;
+  });
+  return shaPromise;
+}
+
+/** Options of one script call. */
+export interface CallOptions {
+  /** Test-only: milliseconds added to Redis's clock inside the script. Production always sends 0. @default 0 */
+  timeOffsetMs?: number;
+  /** Evaluate with the given cost but write nothing (the admin API's view of an identity). @default false */
+  peek?: boolean;
+}
+
+/** KEYS and ARGV of one script call; every key the script touches is in `keys` (Upstash key locking). */
+export function scriptArguments(
+  prefix: string,
+  calls: readonly RuleCall[],
+  requestId: string,
+  opts: CallOptions = {},
+): { keys: string[]; args: string[] } {
+  const keys: string[] = [];
+  const args: string[] = [String(Math.trunc(opts.timeOffsetMs ?? 0)), requestId, opts.peek ? "1" : "0"];
+  for (const call of calls) {
+    keys.push(
+      stateKey(prefix, call.rule, call.identityHash),
+      overrideKey(prefix, call.rule, call.identityHash),
+    );
+    args.push(
+      String(ALGORITHM_CODE[call.algorithm]),
+      String(call.limit),
+      String(call.periodMs),
+      String(call.burst),
+      String(call.cost),
+      call.mode === "on" ? "1" : "0",
+    );
+  }
+  return { keys, args };
+}
+
+/** Thrown when a reply does not have the script's shape (a different script under the same SHA?). */
+export class ReplyShapeError extends Error {
+  constructor(detail: string) {
+    super(`unexpected reply from the Floodgate script: ${detail}`);
+    this.name = "ReplyShapeError";
+  }
+}
+
+/** The one decoder: the script's raw integer reply → whether the request is allowed, and one result per call. */
+export function decodeReply(
+  raw: unknown,
+  calls: readonly RuleCall[],
+): { allowed: boolean; results: RuleResult[] } {
+  const expected = 1 + calls.length * REPLY.fieldsPerRule;
+  if (!Array.isArray(raw) || raw.length !== expected) {
+    throw new ReplyShapeError(
+      `expected ${expected} integers, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
+    );
+  }
+  const at = (i: number): number => {
+    const value = Number(raw[i]);
+    if (!Number.isFinite(value)) throw new ReplyShapeError(`element ${i} is not a number`);
+    return value;
+  };
+  const results = calls.map((call, r): RuleResult => {
+    const base = 1 + r * REPLY.fieldsPerRule;
+    const outcome = OUTCOME[at(base + REPLY.outcome)];
+    if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
+    return {
+      call,
+      outcome,
+      limit: at(base + REPLY.limit),
+      remaining: Math.max(0, at(base + REPLY.remaining)),
+      resetAfterMs: Math.max(0, at(base + REPLY.resetAfterMs)),
+      retryAfterMs: Math.max(0, at(base + REPLY.retryAfterMs)),
+      source: "redis",
+    };
+  });
+  return { allowed: at(REPLY.allowed) === 1, results };
+}

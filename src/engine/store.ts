@@ -1,0 +1,152 @@
+/**
+ * The store: a request's rules decided in ONE `EVALSHA` through Upstash's REST API, within one time budget.
+ * It throws a small typed {@link StoreError} when Redis cannot answer; the resilience layer turns that
+ * into a never-throwing `Decider` (failure policies, breaker, fallback).
+ */
+import { Redis } from "@upstash/redis/cloudflare";
+import { stateKey } from "./keys";
+import { type CallOptions, decodeReply, SCRIPT_SOURCE, scriptArguments, scriptSha } from "./script";
+import type { Decision, RuleCall } from "./types";
+
+/** Why Redis could not decide. */
+export type StoreErrorKind = "timeout" | "unavailable" | "auth" | "script";
+
+/** Redis could not decide. Its message may quote the command (identity hashes): log `kind`, not the message. */
+export class StoreError extends Error {
+  constructor(
+    readonly kind: StoreErrorKind,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = "StoreError";
+  }
+}
+
+/** Options of {@link createStore}. */
+export interface StoreOptions {
+  /** Upstash REST URL (`UPSTASH_REDIS_REST_URL`). */
+  url: string;
+  /** Upstash REST token (`UPSTASH_REDIS_REST_TOKEN`). */
+  token: string;
+  /** Prefix of every Redis key. @default "rl" */
+  prefix?: string;
+  /** Budget for one whole decision, NOSCRIPT reload included, ms (`RATE_LIMIT_TIMEOUT_MS`). @default 200 */
+  timeoutMs?: number;
+  /** Budget for one admin command or concurrency release (not bound by `timeoutMs`), ms. @default 5000 */
+  adminTimeoutMs?: number;
+}
+
+/** Decides rules on Redis. */
+export interface Store {
+  /** The key prefix in use. */
+  readonly prefix: string;
+  /** A client for admin commands (no retries, no auto-pipelining, `adminTimeoutMs` per command). */
+  readonly redis: Redis;
+  /**
+   * Decides all `calls` in one atomic script call: allowed only if every `on` rule allows, and then every
+   * allowing rule is counted; otherwise nothing is. With `peek`, evaluates but writes nothing.
+   * @throws {StoreError} when Redis cannot answer within `timeoutMs`.
+   */
+  decide(calls: RuleCall[], requestId: string, opts?: CallOptions): Promise<Decision>;
+  /** Frees the `concurrency` slot `requestId` holds under `call` (ZREM). */
+  release(call: RuleCall, requestId: string): Promise<void>;
+}
+
+// Redis errors meaning "cannot answer right now" (CONTRACT §9), as opposed to a broken script.
+const UNAVAILABLE = /^(BUSY|LOADING|READONLY|OOM|MASTERDOWN|TRYAGAIN|CLUSTERDOWN)\b/;
+// What a REST 401 (or SRH's 400 for a malformed header) says; the SDK hides the status code.
+const AUTH = /WRONGPASS|NOAUTH|unauthori[sz]ed|invalid token|authorization header/i;
+const REDIS_ERROR = /^(ERR|WRONGTYPE|NOSCRIPT)\b/;
+
+/** Maps anything the client threw to a {@link StoreError}. */
+export function toStoreError(error: unknown): StoreError {
+  if (error instanceof StoreError) return error;
+  const name = (error as { name?: unknown } | null)?.name;
+  const message = error instanceof Error ? error.message : String(error);
+  if (name === "TimeoutError" || name === "AbortError") {
+    return new StoreError("timeout", "the Redis decision exceeded its budget", { cause: error });
+  }
+  if (name === "UpstashError") {
+    if (AUTH.test(message))
+      return new StoreError("auth", "the Redis REST endpoint rejected the token", { cause: error });
+    if (UNAVAILABLE.test(message)) return new StoreError("unavailable", message, { cause: error });
+    if (REDIS_ERROR.test(message)) return new StoreError("script", message, { cause: error });
+  }
+  // Network errors, unparseable (proxy/5xx) bodies, anything else: Redis did not answer.
+  return new StoreError("unavailable", message, { cause: error });
+}
+
+const isNoScript = (error: unknown): boolean =>
+  error instanceof Error && error.message.startsWith("NOSCRIPT");
+
+/**
+ * Creates a store. Validates its options once; no I/O until the first call.
+ * @example
+ * const store = createStore({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, timeoutMs: 200 });
+ * const decision = await store.decide(calls, crypto.randomUUID());
+ */
+export function createStore(options: StoreOptions): Store {
+  const { url, token, prefix = "rl", timeoutMs = 200, adminTimeoutMs = 5000 } = options;
+  if (!url || !token) throw new Error("createStore: `url` and `token` are required");
+  if (!(timeoutMs > 0)) throw new Error("createStore: `timeoutMs` must be a positive number of milliseconds");
+
+  const clientOptions = {
+    url,
+    token,
+    // `retry: false` still makes two fetches; a decision must never be sent twice.
+    retry: { retries: 0 },
+    enableTelemetry: false,
+    enableAutoPipelining: false,
+    // The script returns integers only; nothing to decode.
+    responseEncoding: false,
+    automaticDeserialization: false,
+    readYourWrites: false,
+  } as const;
+
+  // A signal given as a FUNCTION: a plain signal that is already aborted makes the client invent a result.
+  const redis = new Redis({ ...clientOptions, signal: () => AbortSignal.timeout(adminTimeoutMs) });
+
+  async function decide(calls: RuleCall[], requestId: string, opts: CallOptions = {}): Promise<Decision> {
+    const startedAt = Date.now();
+    if (calls.length === 0) return { allowed: true, results: [], durationMs: 0 };
+    const deadline = startedAt + timeoutMs;
+    // One client per decision (~6 µs) so that every fetch it makes, the NOSCRIPT reload included,
+    // shares this decision's deadline.
+    const client = new Redis({
+      ...clientOptions,
+      signal: () => AbortSignal.timeout(Math.max(1, deadline - Date.now())),
+    });
+    const { keys, args } = scriptArguments(prefix, calls, requestId, opts);
+    let raw: unknown;
+    try {
+      try {
+        raw = await client.evalsha(await scriptSha(), keys, args);
+      } catch (error) {
+        if (!isNoScript(error)) throw error;
+        // Redis restarted or flushed its scripts: EVAL runs it once and caches it again.
+        if (Date.now() >= deadline) throw new StoreError("timeout", "the Redis decision exceeded its budget");
+        raw = await client.eval(SCRIPT_SOURCE, keys, args);
+      }
+    } catch (error) {
+      throw toStoreError(error);
+    }
+    let decoded: ReturnType<typeof decodeReply>;
+    try {
+      decoded = decodeReply(raw, calls);
+    } catch (error) {
+      throw new StoreError("script", (error as Error).message, { cause: error });
+    }
+    return { ...decoded, durationMs: Date.now() - startedAt };
+  }
+
+  async function release(call: RuleCall, requestId: string): Promise<void> {
+    try {
+      await redis.zrem(stateKey(prefix, call.rule, call.identityHash), requestId);
+    } catch (error) {
+      throw toStoreError(error);
+    }
+  }
+
+  return { prefix, redis, decide, release };
+}
