@@ -1,0 +1,280 @@
+// The decider against the real store, the real REST server and this file's own redis-server, which the
+// tests kill, freeze (SIGSTOP), flush and restart: decisions never throw, never hang past the budget,
+// never count twice, and the breaker, deny cache and fallback do what CONTRACT §9 says.
+import { createServer, request as httpRequest, type Server } from "node:http";
+import { Redis as IORedis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createStore } from "../../src/engine/store";
+import type { Decision, RuleCall } from "../../src/engine/types";
+import { createDecider, type DeciderOptions } from "../../src/resilience/decider";
+import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
+
+const TIMEOUT_MS = 200;
+/** What a decision may take beyond the budget on this shared 2-core machine. */
+const MARGIN_MS = 150;
+
+let redis: Awaited<ReturnType<typeof startRedis>>;
+let rest: Awaited<ReturnType<typeof startRestServer>>;
+let direct: IORedis;
+let seq = 0;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  rest = await startRestServer({ redisUrl: redis.url });
+  direct = new IORedis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  direct.on("error", () => {});
+});
+
+afterAll(async () => {
+  direct?.disconnect();
+  await rest?.close();
+  await redis?.close();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A rule call with a name of its own, so tests never share state. */
+function rule(overrides: Partial<RuleCall> = {}): RuleCall {
+  seq += 1;
+  return {
+    rule: `res-${seq}`,
+    algorithm: "fixed-window",
+    limit: 3,
+    periodMs: 60_000,
+    burst: 3,
+    cost: 1,
+    mode: "on",
+    failure: "open",
+    identityHash: `client-${seq}`,
+    ...overrides,
+  };
+}
+
+function setup(
+  options: DeciderOptions = {},
+  store = createStore({ url: rest.url, token: rest.token, timeoutMs: TIMEOUT_MS }),
+) {
+  const logs: string[] = [];
+  const decider = createDecider(store, { timeoutMs: TIMEOUT_MS, log: (line) => logs.push(line), ...options });
+  return { decider, logs, store };
+}
+
+/** EVALSHA + EVAL calls Redis has served since it started. */
+async function scriptCalls(): Promise<number> {
+  const info = await direct.info("commandstats");
+  let calls = 0;
+  for (const match of info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) calls += Number(match[2]);
+  return calls;
+}
+
+async function timed(run: () => Promise<Decision>): Promise<{ decision: Decision; ms: number }> {
+  const started = performance.now();
+  const decision = await run();
+  return { decision, ms: performance.now() - started };
+}
+
+async function waitForRest(): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const res = await fetch(rest.url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${rest.token}` },
+      body: JSON.stringify(["PING"]),
+    }).catch(() => undefined);
+    if (res?.status === 200) return;
+    await sleep(50);
+  }
+  throw new Error("the REST server never reached Redis again");
+}
+
+describe("with Redis healthy", () => {
+  it("decides from Redis and reports ok", async () => {
+    const { decider } = setup();
+    const call = rule();
+    const { decision } = await timed(() => decider.decide([call], "r1"));
+    expect(decision.allowed).toBe(true);
+    expect(decision.results[0]).toMatchObject({ source: "redis", outcome: "allowed", remaining: 2 });
+    expect(decider.health()).toMatchObject({ status: "ok", breaker: "closed", credentials: "accepted" });
+  });
+
+  it("answers a denied client from memory until retryAfter, without a Redis call, and lets it in right after", async () => {
+    const { decider } = setup();
+    const call = rule({ algorithm: "token-bucket", limit: 2, burst: 2, periodMs: 1000 });
+    for (let i = 0; i < 2; i++) expect((await decider.decide([call], `a${i}`)).allowed).toBe(true);
+    const denied = await decider.decide([call], "d0");
+    expect(denied.allowed).toBe(false);
+    expect(denied.results[0]).toMatchObject({ source: "redis", outcome: "denied" });
+    const retryAfterMs = denied.results[0]?.retryAfterMs ?? 0;
+    expect(retryAfterMs).toBeGreaterThan(100);
+    const deniedAt = Date.now();
+
+    const callsBefore = await scriptCalls();
+    let cached = 0;
+    while (Date.now() - deniedAt < retryAfterMs - 60) {
+      const again = await decider.decide([call], `c${cached}`);
+      expect(again.allowed).toBe(false);
+      expect(again.results[0]).toMatchObject({
+        source: "deny-cache",
+        reason: "deny_cache",
+        outcome: "denied",
+      });
+      expect(again.results[0]?.retryAfterMs).toBeLessThanOrEqual(retryAfterMs);
+      cached += 1;
+      await sleep(20);
+    }
+    expect(cached).toBeGreaterThan(3);
+    expect(await scriptCalls()).toBe(callsBefore);
+
+    await sleep(Math.max(0, deniedAt + retryAfterMs + 5 - Date.now()));
+    const after = await decider.decide([call], "after");
+    expect(after.allowed).toBe(true);
+    expect(after.results[0]?.source).toBe("redis");
+    expect(await scriptCalls()).toBe(callsBefore + 1);
+  });
+
+  it("survives SCRIPT FLUSH between every decision without a failed one", async () => {
+    const { decider } = setup();
+    const call = rule({ limit: 100, burst: 100 });
+    for (let i = 0; i < 5; i++) {
+      await direct.script("FLUSH");
+      const decision = await decider.decide([call], `f${i}`);
+      expect(decision.results[0]).toMatchObject({ source: "redis", remaining: 100 - 1 - i });
+    }
+    expect(decider.health().consecutiveFailures).toBe(0);
+  });
+});
+
+describe("never counting a decision twice", () => {
+  let dropper: Server;
+  let forwarded = 0;
+
+  beforeAll(async () => {
+    // Forwards each request to the REST server, waits for Redis's answer, then drops the connection
+    // instead of answering: the decision was counted, but the client never hears about it.
+    dropper = createServer((req, res) => {
+      forwarded += 1;
+      const upstream = httpRequest(
+        `${rest.url}${req.url}`,
+        { method: req.method, headers: req.headers },
+        (up) => {
+          up.resume();
+          up.on("end", () => res.socket?.destroy());
+        },
+      );
+      req.pipe(upstream);
+    });
+    await new Promise<void>((resolve) => dropper.listen(0, "127.0.0.1", resolve));
+  });
+  afterAll(() => new Promise<void>((resolve) => dropper.close(() => resolve())));
+
+  it("does not resend a decision whose response was lost after Redis counted it", async () => {
+    const address = dropper.address();
+    const port = typeof address === "object" && address ? address.port : 0;
+    const lossy = createStore({ url: `http://127.0.0.1:${port}`, token: rest.token, timeoutMs: 2000 });
+    const { decider } = setup({ timeoutMs: 2000 }, lossy);
+    const call = rule({ limit: 10, burst: 10 });
+    const { decider: healthy } = setup();
+    await healthy.decide([rule()], "load"); // the script is in Redis's cache: one EVALSHA does it all
+
+    const lost = await decider.decide([call], "lost");
+    expect(lost.results[0]).toMatchObject({ source: "fallback", reason: "redis_error" });
+    await sleep(300); // @upstash/redis's default retries would resend after ~50 ms
+    expect(forwarded).toBe(1);
+
+    const next = await healthy.decide([call], "next");
+    expect(next.results[0]).toMatchObject({ source: "redis", remaining: 10 - 2 });
+  });
+});
+
+describe("when Redis is frozen (SIGSTOP)", () => {
+  it("answers every decision within the budget, then opens the breaker and stops calling Redis", async () => {
+    const { decider, logs } = setup();
+    const call = rule();
+    await decider.decide([call], "warm");
+    redis.stop();
+    try {
+      const durations: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const { decision, ms } = await timed(() => decider.decide([call], `s${i}`));
+        durations.push(ms);
+        expect(decision.results[0]).toMatchObject({ source: "fallback", reason: "timeout" });
+      }
+      expect(Math.max(...durations)).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+      expect(decider.health()).toMatchObject({ status: "degraded", breaker: "open" });
+      expect(logs.some((l) => l.includes("circuit breaker open"))).toBe(true);
+
+      const { decision, ms } = await timed(() => decider.decide([call], "open"));
+      expect(decision.results[0]).toMatchObject({ source: "fallback", reason: "breaker_open" });
+      expect(ms).toBeLessThan(20);
+    } finally {
+      redis.cont();
+    }
+    await sleep(decider.health().breakerRemainingMs + 10);
+    const back = await decider.decide([call], "back");
+    expect(back.results[0]?.source).toBe("redis");
+    expect(decider.health()).toMatchObject({ status: "ok", breaker: "closed" });
+  });
+});
+
+describe("when Redis is killed", () => {
+  it("bounds fail-open rules locally, leaves fail-closed ones undecided, and resumes within one cool-down", async () => {
+    const { decider } = setup();
+    const open = rule({ limit: 3, burst: 3 });
+    const closed = rule({ failure: "closed", limit: 100, burst: 100 });
+    await decider.decide([open, closed], "warm");
+    await redis.kill();
+    let reopened = false;
+    try {
+      const outcomes: string[] = [];
+      for (let i = 0; i < 8; i++) {
+        const decision = await decider.decide([open, closed], `k${i}`);
+        const [o, c] = decision.results;
+        expect(o?.source).toBe("fallback");
+        expect(c).toMatchObject({ source: "undecided" });
+        expect(c?.retryAfterMs).toBeGreaterThanOrEqual(1000);
+        outcomes.push(decision.allowed ? "allowed" : "denied");
+      }
+      // The local window is approximate and per isolate: 3 per period here, as configured.
+      expect(outcomes).toEqual(["allowed", "allowed", "allowed", ...Array(5).fill("denied")]);
+      expect(decider.health().breaker).toBe("open");
+
+      await redis.restart();
+      reopened = true;
+      await waitForRest();
+      const restartedAt = Date.now();
+      const coolDownMs = decider.health().breakerRemainingMs;
+      let decision: Decision;
+      do {
+        decision = await decider.decide([open, closed], "resume");
+        if (decision.results[0]?.source !== "redis") await sleep(25);
+      } while (decision.results[0]?.source !== "redis" && Date.now() - restartedAt < 12_000);
+      expect(decision.results[0]?.source).toBe("redis");
+      expect(Date.now() - restartedAt).toBeLessThanOrEqual(coolDownMs + 200);
+      // A fresh Redis: counting starts over, the script was reloaded without a failed decision.
+      expect(decision.results[0]).toMatchObject({ outcome: "allowed", remaining: 2 });
+    } finally {
+      if (!reopened) await redis.restart();
+    }
+  });
+});
+
+describe("with a wrong token", () => {
+  it("logs the problem once without the token, reports it in health and applies the failure policy", async () => {
+    const token = "wrong-token-3f9a1c7e5b";
+    const badStore = createStore({ url: rest.url, token, timeoutMs: TIMEOUT_MS });
+    const { decider, logs } = setup({}, badStore);
+    const open = rule();
+    const closed = rule({ failure: "closed" });
+    for (let i = 0; i < 3; i++) {
+      const decision = await decider.decide([open, closed], `w${i}`);
+      expect(decision.results[0]).toMatchObject({ source: "fallback", reason: "auth" });
+      expect(decision.results[1]).toMatchObject({ source: "undecided", reason: "auth" });
+    }
+    const authLines = logs.filter((l) => l.includes("UPSTASH_REDIS_REST_TOKEN"));
+    expect(authLines).toHaveLength(1);
+    expect(authLines[0]).toContain("401");
+    for (const line of logs) expect(line).not.toContain(token);
+    const health = decider.health();
+    expect(health).toMatchObject({ status: "degraded", credentials: "rejected" });
+    expect(JSON.stringify(health)).not.toContain(token);
+  });
+});
