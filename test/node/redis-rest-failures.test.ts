@@ -1,0 +1,168 @@
+// The REST server when Redis fails: it answers fast with 503 instead of queueing, recovers on its own, and
+// its CLI leaves no process behind. Each test owns its redis-server, since it kills or freezes it.
+import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { Redis } from "@upstash/redis";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  freePort,
+  type RedisHandle,
+  type RestServer,
+  startRedis,
+  startRestServer,
+  stopChild,
+  waitForOutput,
+} from "../../redis-rest/index.mjs";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function stack(options: { commandTimeoutMs?: number } = {}) {
+  const redis = await startRedis();
+  const rest = await startRestServer({ redisUrl: redis.url, ...options });
+  cleanups.push(
+    () => redis.close(),
+    () => rest.close(),
+  );
+  return { redis, rest };
+}
+
+async function command(rest: RestServer, body: unknown[]) {
+  const started = performance.now();
+  const res = await fetch(rest.url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${rest.token}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json(), elapsedMs: performance.now() - started };
+}
+
+/** Polls until Redis answers through the REST server again. */
+async function untilAnswering(rest: RestServer, timeoutMs = 5000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if ((await command(rest, ["PING"])).status === 200) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error("Redis did not come back");
+}
+
+/** Whether the process runs (a zombie, killed but not yet reaped by its new parent, counts as gone). */
+const alive = (pid: number | undefined) => {
+  if (pid === undefined) return false;
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+};
+
+describe("when Redis goes away", () => {
+  it("answers 503 at once while Redis is down, and serves again after it restarts", async () => {
+    const { redis, rest } = await stack();
+    expect((await command(rest, ["SET", "f:k", "1"])).status).toBe(200);
+    await redis.kill();
+    const down = await Promise.all(Array.from({ length: 20 }, () => command(rest, ["INCR", "f:k"])));
+    for (const res of down) {
+      expect(res.status).toBe(503);
+      expect(res.body.error).toMatch(/unavailable/i);
+      expect(res.elapsedMs).toBeLessThan(500);
+    }
+    await redis.restart();
+    await untilAnswering(rest);
+    expect((await command(rest, ["INCR", "f:k"])).body).toEqual({ result: 1 }); // a fresh, empty Redis
+  });
+
+  it("fails a command in flight when Redis dies, instead of hanging or resending it", async () => {
+    const { redis, rest } = await stack();
+    const busy =
+      "local t = redis.call('TIME'); repeat until tonumber(redis.call('TIME')[1]) > tonumber(t[1]) + 1";
+    const pending = command(rest, ["EVAL", busy, 0]);
+    await new Promise((r) => setTimeout(r, 200));
+    await redis.kill();
+    const res = await pending;
+    expect(res.status).toBe(503);
+    expect(res.elapsedMs).toBeLessThan(1500);
+  });
+
+  it("times out against a frozen Redis (SIGSTOP) and recovers after SIGCONT", async () => {
+    const { redis, rest } = await stack({ commandTimeoutMs: 300 });
+    redis.stop();
+    const frozen = await command(rest, ["PING"]);
+    expect(frozen.status).toBe(503);
+    expect(frozen.elapsedMs).toBeLessThan(1000);
+    redis.cont();
+    await untilAnswering(rest);
+  });
+
+  it("lets NOSCRIPT through after a restart, so a flagged script reloads", async () => {
+    const { redis, rest } = await stack();
+    const body = "#!lua flags=allow-key-locking\nreturn redis.call('INCR', KEYS[1])";
+    const sha = createHash("sha1").update(body).digest("hex");
+    const client = new Redis({
+      url: rest.url,
+      token: rest.token,
+      enableTelemetry: false,
+      retry: { retries: 0 },
+    });
+    const script = client.createScript<number>(body);
+    expect(await script.exec(["f:n"], [])).toBe(1);
+    await redis.restart();
+    await untilAnswering(rest);
+    await expect(client.evalsha(sha, ["f:n"], [])).rejects.toThrow(/NOSCRIPT/);
+    expect(await script.exec(["f:n"], [])).toBe(1);
+  });
+});
+
+describe("npm run redis-rest (the CLI)", () => {
+  async function startCli(extra: string[] = []) {
+    const port = await freePort();
+    const child = spawn(
+      process.execPath,
+      ["redis-rest/cli.mjs", "--port", String(port), "--token", "cli-token", ...extra],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    cleanups.push(() => stopChild(child, { signal: "SIGKILL" }));
+    await waitForOutput(child, new RegExp(`listening on http://127\\.0\\.0\\.1:${port}\\n`), 15_000);
+    const rest = { url: `http://127.0.0.1:${port}`, token: "cli-token" } as RestServer;
+    const info = await command(rest, ["INFO", "server"]);
+    const redisPid = Number(/process_id:(\d+)/.exec(String(info.body.result))?.[1]);
+    return { child, rest, redisPid };
+  }
+  const exited = (child: ChildProcess) =>
+    new Promise<number | null>((resolve) => {
+      if (child.exitCode !== null) resolve(child.exitCode);
+      else child.once("exit", (code) => resolve(code));
+    });
+
+  it("serves its own redis-server and stops it on SIGTERM", async () => {
+    const { child, rest, redisPid } = await startCli();
+    expect((await command(rest, ["SET", "cli:k", "v"])).body).toEqual({ result: "OK" });
+    expect(alive(redisPid)).toBe(true);
+    child.kill("SIGTERM");
+    expect(await exited(child)).toBe(0);
+    expect(alive(redisPid)).toBe(false);
+  });
+
+  it("takes its redis-server down with it even when killed with SIGKILL", async () => {
+    const { child, redisPid } = await startCli();
+    child.kill("SIGKILL");
+    await exited(child);
+    const deadline = Date.now() + 2000;
+    while (alive(redisPid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(alive(redisPid)).toBe(false);
+  });
+
+  it("fronts an existing Redis with --redis and starts none of its own", async () => {
+    const redis: RedisHandle = await startRedis();
+    cleanups.push(() => redis.close());
+    const { rest, redisPid } = await startCli(["--redis", redis.url]);
+    expect(redisPid).toBe(redis.pid());
+    expect((await command(rest, ["PING"])).body).toEqual({ result: "PONG" });
+  });
+});
