@@ -4,10 +4,10 @@
 import { createServer, request as httpRequest, type Server } from "node:http";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { createStore } from "../../src/engine/store";
 import type { Decision, RuleCall } from "../../src/engine/types";
 import { createDecider, type DeciderOptions } from "../../src/resilience/decider";
-import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
 
 const TIMEOUT_MS = 200;
 /** What a decision may take beyond the budget on this shared 2-core machine. */
