@@ -37,7 +37,8 @@ async function command(rest: RestServer, body: unknown[]) {
     headers: { authorization: `Bearer ${rest.token}`, "content-type": "application/json" },
     body: JSON.stringify(body),
   });
-  return { status: res.status, body: await res.json(), elapsedMs: performance.now() - started };
+  const json = (await res.json()) as { result?: unknown; error?: string };
+  return { status: res.status, body: json, elapsedMs: performance.now() - started };
 }
 
 /** Polls until Redis answers through the REST server again. */
