@@ -1,0 +1,181 @@
+/**
+ * Part 2, exactness across instances: separate `workerd serve` processes (separate isolates, separate
+ * deny caches) share one Redis through the REST server, and many connections hammer them at once for ONE
+ * identity with a limit of N. Every admitted request is a 200 from the origin; the goal is exactly N for
+ * every algorithm, i.e. zero over-admission. Then the same with Redis unreachable, where the local
+ * fallback limiter is all that bounds fail-open traffic: per isolate, so up to instances × N by design.
+ */
+import { IP_HEADER, startProxyingFloodgate } from "./lib/floodgate.mjs";
+import { table } from "./lib/report.mjs";
+import { freePort } from "./lib/procs.mjs";
+import { startOrigin, startRedis, startRest } from "./lib/stack.mjs";
+import { startWorker } from "./lib/workerd.mjs";
+
+const ALGORITHMS = ["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra"];
+/** Long enough that no window ends and no token refills while the test runs (seconds). */
+const PERIOD = "30d";
+
+/**
+ * Sends `total` requests, at most `concurrency` in flight, round-robin over `urls`; counts statuses,
+ * overall and per instance.
+ */
+export async function hammer(urls, { total, concurrency, headers }) {
+  const statuses = {};
+  const admittedPerInstance = urls.map(() => 0);
+  let next = 0;
+  const worker = async () => {
+    while (next < total) {
+      const i = next++;
+      const instance = i % urls.length;
+      let status;
+      try {
+        const response = await fetch(urls[instance], { headers });
+        await response.arrayBuffer();
+        status = String(response.status);
+      } catch {
+        status = "error";
+      }
+      statuses[status] = (statuses[status] ?? 0) + 1;
+      if (status === "200") admittedPerInstance[instance]++;
+    }
+  };
+  const startedAt = Date.now();
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return { statuses, admitted: statuses["200"] ?? 0, admittedPerInstance, elapsedMs: Date.now() - startedAt };
+}
+
+const rulesFor = (limit) =>
+  ALGORITHMS.map((algorithm) => ({
+    name: `exact-${algorithm}`,
+    match: { path: `/${algorithm}/*` },
+    key: "ip",
+    algorithm,
+    limit,
+    period: PERIOD,
+  }));
+
+/** Starts `count` instances with `start(i)`; resolves to the workers or `{ skipped }`. */
+async function startInstances(count, start) {
+  const workers = [];
+  for (let i = 0; i < count; i++) {
+    const { worker, skipped } = await start(i);
+    if (!worker) {
+      await Promise.all(workers.map((w) => w.stop()));
+      return { skipped };
+    }
+    workers.push(worker);
+  }
+  return { workers };
+}
+
+/**
+ * Runs the exactness part: `instances` workerd processes, limit `limit`, `offeredFactor` × limit requests
+ * per algorithm with `concurrency` in flight. Returns `{ markdown, json }`.
+ */
+export async function runExactness({
+  instances = 2,
+  limit = 300,
+  offeredFactor = 3,
+  concurrency = 64,
+  log = console.error,
+} = {}) {
+  const redis = await startRedis();
+  const rest = await startRest(redis.url);
+  const origin = await startOrigin();
+  const total = limit * offeredFactor;
+  const probeHeaders = { [IP_HEADER]: "192.0.2.250" };
+  const rows = [];
+  const notes = [];
+  const record = (label, expected, result) => {
+    const over = result.admitted - expected;
+    rows.push({ label, limit, expected, offered: total, ...result, over });
+    log(`exactness ${label}: admitted ${result.admitted} of ${total} (expected ${expected})`);
+  };
+
+  // Floodgate, Redis reachable: every algorithm, a fresh identity each.
+  const floodgate = await startInstances(instances, (i) =>
+    startProxyingFloodgate(
+      `exact-${i}`,
+      { rest, origin, rules: rulesFor(limit), prefix: "bench-exact" },
+      probeHeaders,
+    ),
+  );
+  if (floodgate.workers) {
+    for (const [n, algorithm] of ALGORITHMS.entries()) {
+      const urls = floodgate.workers.map((w) => `${w.url}/${algorithm}/x`);
+      const result = await hammer(urls, { total, concurrency, headers: { [IP_HEADER]: `192.0.2.${n + 1}` } });
+      record(`Floodgate ${algorithm}`, limit, result);
+    }
+    await Promise.all(floodgate.workers.map((w) => w.stop()));
+  } else {
+    notes.push(`Floodgate not measured: ${floodgate.skipped}`);
+  }
+
+  // For comparison: @upstash/ratelimit's sliding window, also one atomic script per request.
+  const upstash = await startInstances(instances, async (i) => ({
+    worker: await startWorker(`exact-e-${i}`, "bench/workers/upstash-ratelimit.mjs", {
+      ORIGIN_URL: origin.url,
+      UPSTASH_REDIS_REST_URL: rest.url,
+      UPSTASH_REDIS_REST_TOKEN: rest.token,
+      LIMIT: String(limit),
+      WINDOW: "30 d",
+      PREFIX: "bench-exact-e",
+    }),
+  }));
+  const upstashResult = await hammer(
+    upstash.workers.map((w) => `${w.url}/x`),
+    { total, concurrency, headers: { [IP_HEADER]: "192.0.2.100" } },
+  );
+  record("@upstash/ratelimit slidingWindow", limit, upstashResult);
+  await Promise.all(upstash.workers.map((w) => w.stop()));
+
+  // Redis unreachable (nothing listens on the REST port): fail-open, bounded by the fallback limiter.
+  const deadRest = { url: `http://127.0.0.1:${await freePort()}`, token: "unreachable" };
+  const fallback = await startInstances(instances, async (i) => {
+    try {
+      return {
+        worker: await startWorker(`exact-fallback-${i}`, "src/worker.ts", {
+          ORIGIN_URL: origin.url,
+          UPSTASH_REDIS_REST_URL: deadRest.url,
+          UPSTASH_REDIS_REST_TOKEN: deadRest.token,
+          RATE_LIMIT_RULES: JSON.stringify(rulesFor(limit)),
+          RATE_LIMIT_PREFIX: "bench-exact-fallback",
+        }),
+      };
+    } catch (error) {
+      return { skipped: error.message.split("\n")[0] };
+    }
+  });
+  if (fallback.workers && floodgate.workers) {
+    const urls = fallback.workers.map((w) => `${w.url}/sliding-window/x`);
+    const result = await hammer(urls, { total, concurrency, headers: { [IP_HEADER]: "192.0.2.200" } });
+    record("Floodgate, Redis down (fallback limiter, fail-open)", limit, result);
+    rows.at(-1).bound = instances * limit;
+    await Promise.all(fallback.workers.map((w) => w.stop()));
+  } else {
+    notes.push(`Fallback not measured: ${fallback.skipped ?? floodgate.skipped}`);
+  }
+  await Promise.all([origin.stop(), rest.stop(), redis.stop()]);
+
+  const markdown = [
+    `${instances} separate \`workerd serve\` processes, one shared Redis (through the REST server), one identity, ` +
+      `limit N = ${limit} per ${PERIOD}, ${total} requests offered with ${concurrency} in flight, round-robin over the instances.`,
+    "",
+    table(
+      ["limiter", "N", "offered", "admitted (per instance)", "over-admitted", "statuses", "time ms"],
+      rows.map((r) => [
+        r.label,
+        String(r.limit),
+        String(r.offered),
+        `**${r.admitted}** (${r.admittedPerInstance.join(" + ")})`,
+        r.bound ? `${r.over} (design bound: ≤ ${r.bound - r.limit})` : String(r.over),
+        Object.entries(r.statuses)
+          .map(([status, count]) => `${status}×${count}`)
+          .join(", "),
+        String(r.elapsedMs),
+      ]),
+    ),
+    ...notes.map((note) => `\n${note}`),
+  ].join("\n");
+  return { markdown, json: { instances, limit, total, concurrency, rows, notes } };
+}
