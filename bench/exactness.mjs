@@ -6,8 +6,8 @@
  * fallback limiter is all that bounds fail-open traffic: per isolate, so up to instances × N by design.
  */
 import { IP_HEADER, startProxyingFloodgate } from "./lib/floodgate.mjs";
-import { table } from "./lib/report.mjs";
 import { freePort } from "./lib/procs.mjs";
+import { table } from "./lib/report.mjs";
 import { startOrigin, startRedis, startRest } from "./lib/stack.mjs";
 import { startWorker } from "./lib/workerd.mjs";
 
