@@ -131,6 +131,21 @@ describe("with Redis healthy", () => {
     expect(await scriptCalls()).toBe(callsBefore + 1);
   });
 
+  it("denies from the deny cache even when other rules match too, giving them no made-up figures", async () => {
+    const { decider } = setup();
+    const strict = rule({ algorithm: "gcra", limit: 1, burst: 1, periodMs: 5000 });
+    const loose = rule({ limit: 100, burst: 100 });
+    expect((await decider.decide([strict, loose], "first")).allowed).toBe(true);
+    expect((await decider.decide([strict, loose], "second")).allowed).toBe(false);
+    const cached = await decider.decide([strict, loose], "third");
+    expect(cached.allowed).toBe(false);
+    expect(cached.results[0]).toMatchObject({ source: "deny-cache", outcome: "denied" });
+    expect(cached.results[1]).toMatchObject({ source: "undecided", reason: "deny_cache" });
+    // A denied request consumes nothing: the loose rule was counted once, by the first request.
+    const other = await setup().decider.decide([loose], "check");
+    expect(other.results[0]?.remaining).toBe(100 - 2);
+  });
+
   it("survives SCRIPT FLUSH between every decision without a failed one", async () => {
     const { decider } = setup();
     const call = rule({ limit: 100, burst: 100 });
@@ -236,6 +251,12 @@ describe("when Redis is killed", () => {
       // The local window is approximate and per isolate: 3 per period here, as configured.
       expect(outcomes).toEqual(["allowed", "allowed", "allowed", ...Array(5).fill("denied")]);
       expect(decider.health().breaker).toBe("open");
+      // Monitor rules are never limited by the fallback: they are left undecided.
+      const watched = await decider.decide([rule({ mode: "monitor", limit: 1 })], "monitor");
+      expect(watched).toMatchObject({
+        allowed: true,
+        results: [{ source: "undecided", reason: "breaker_open" }],
+      });
 
       await redis.restart();
       reopened = true;
