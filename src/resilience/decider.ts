@@ -70,7 +70,9 @@ export interface ResilientDecider extends Decider {
  *
  * Results not from Redis carry `source` and `reason`. An `undecided` result's `outcome` is `allowed`
  * and means nothing: apply the rule's `failure` policy; its `retryAfterMs` is the breaker's remaining
- * cool-down (at least 1000), for the 503's `Retry-After`.
+ * cool-down (at least 1000), for the 503's `Retry-After`; it has no figures for `RateLimit` headers.
+ * `allowed: false` is always a real denial (by Redis, the deny cache or the fallback limiter): answer
+ * 429 before looking at undecided rules (a deny-cache answer leaves the other matched rules undecided).
  *
  * @example
  * const decider = createDecider(createStore({ url, token, prefix, timeoutMs }), { timeoutMs });
