@@ -94,7 +94,7 @@ export function createExecutor(redis, scripts) {
   async function run(args) {
     const { command, reply, error } = scripts.prepare(args);
     try {
-      const result = await redis.callBuffer(String(command[0]), ...command.slice(1));
+      const result = await redis.callBuffer(wireName(command[0]), ...command.slice(1));
       return { result: reply ? reply(result) : result };
     } catch (e) {
       if (e instanceof ReplyError) return { error: error ? error(e.message) : e.message };
@@ -126,7 +126,7 @@ export function createExecutor(redis, scripts) {
   async function transaction(commands) {
     const prepared = commands.map((c) => scripts.prepare(c));
     const multi = redis.multi();
-    for (const { command } of prepared) multi.callBuffer(String(command[0]), ...command.slice(1));
+    for (const { command } of prepared) multi.callBuffer(wireName(command[0]), ...command.slice(1));
     /** @type {Array<[Error | null, unknown]> | null} */
     let results;
     try {
@@ -149,6 +149,14 @@ export function createExecutor(redis, scripts) {
 
   return { run, pipeline, transaction };
 }
+
+/**
+ * The command name as sent to Redis. Upper case on purpose: ioredis looks up its reply transformers by the
+ * exact lower-case name (it would turn HGETALL's flat array into an object and lose binary field names),
+ * and Redis itself does not care.
+ * @param {string | Buffer | undefined} name
+ */
+const wireName = (name) => String(name).toUpperCase();
 
 /**
  * @param {unknown} e

@@ -28,14 +28,6 @@ export function toJson(reply, base64, topLevel = true) {
   if (Array.isArray(reply)) return reply.map((item) => toJson(item, base64, false));
   // An error reply nested in an array (a script returning redis.error_reply inside a table): its text.
   if (reply instanceof Error) return toJson(Buffer.from(reply.message), base64, topLevel);
-  // ioredis turns HGETALL's flat array into an object (and an empty hash into {}): flatten it back,
-  // since Upstash answers HGETALL with the flat array (an empty hash: []).
-  if (typeof reply === "object") {
-    return Object.entries(reply).flatMap(([field, value]) => [
-      toJson(Buffer.from(field), base64, false),
-      toJson(value, base64, false),
-    ]);
-  }
   return null;
 }
 

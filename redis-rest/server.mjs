@@ -178,14 +178,15 @@ function rootCommand(method, body) {
  * @param {Buffer} body
  */
 function pathCommand(path, url, method, body) {
+  const [command = "", ...rest] = path.slice(1).split("/").map(decodeSegment);
   /** @type {Array<string | Buffer>} */
-  const args = path.slice(1).split("/").map(decodeSegment);
+  const args = [command.toString(), ...rest];
   if ((method === "POST" || method === "PUT") && body.length > 0) args.push(body);
   for (const pair of url.search.slice(1).split("&")) {
     if (pair === "") continue;
     const [name = "", ...value] = pair.split("=");
     const key = decodeSegment(name.replace(/\+/g, " "));
-    if (key === "_token") continue;
+    if (key.toString() === "_token") continue;
     args.push(key);
     if (value.length > 0 && value.join("=") !== "")
       args.push(decodeSegment(value.join("=").replace(/\+/g, " ")));
@@ -193,13 +194,22 @@ function pathCommand(path, url, method, body) {
   return parseCommand(args);
 }
 
-/** @param {string} segment */
+/**
+ * Percent-decodes to raw bytes, so a path can carry any binary key or value (`%FF` is the byte 0xFF).
+ * @param {string} segment
+ * @returns {string | Buffer}
+ */
 function decodeSegment(segment) {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
+  if (!segment.includes("%")) return segment;
+  if (/%(?![0-9a-fA-F]{2})/.test(segment)) {
     throw new BadCommand(`ERR invalid percent-encoding in ${JSON.stringify(segment)}`);
   }
+  const parts = segment.split(/(%[0-9a-fA-F]{2})/);
+  return Buffer.concat(
+    parts.map((part) =>
+      part.startsWith("%") ? Buffer.from([Number.parseInt(part.slice(1), 16)]) : Buffer.from(part),
+    ),
+  );
 }
 
 /** @param {Buffer} body */

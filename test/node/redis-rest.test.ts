@@ -93,6 +93,15 @@ describe.each(modes)("@upstash/redis (auto-pipelining $autoPipelining, encoding 
     await expect(c.eval("return redis.error_reply('MYERR custom')", [], [])).rejects.toThrow(/MYERR custom/);
   });
 
+  it("reads a hash back with HGETALL, and a missing hash as null", async () => {
+    const c = client();
+    await c.hset(`${prefix}h`, { limit: "ten", ünï: "v" });
+    expect(await c.hgetall(`${prefix}h`)).toEqual(["limit", "ten", "ünï", "v"]); // flat without deserialization
+    const deserializing = new Redis({ url: rest.url, token: rest.token, responseEncoding: mode.encoding });
+    expect(await deserializing.hgetall(`${prefix}h`)).toEqual({ limit: "ten", ünï: "v" });
+    expect(await deserializing.hgetall(`${prefix}nohash`)).toBeNull();
+  });
+
   it("runs a pipeline in order, with per-command errors", async () => {
     const c = client();
     const p = c.pipeline();
@@ -184,6 +193,13 @@ describe("the wire, byte for byte", () => {
     const back = await raw("/get/w:bin", { headers: { "upstash-encoding": "base64" } });
     expect(Buffer.from(String(back.body.result), "base64")).toEqual(bytes);
     expect((await raw("/strlen/w:bin")).body).toEqual({ result: 6 });
+  });
+
+  it("answers HGETALL as the flat array Upstash sends, binary field names included", async () => {
+    await raw("/hset/w:h/%FF%00f", { method: "POST", body: "v" });
+    const res = await raw("/hgetall/w:h", { headers: { "upstash-encoding": "base64" } });
+    expect(res.body).toEqual({ result: [Buffer.from([0xff, 0x00, 0x66]).toString("base64"), "dg=="] });
+    expect((await post("/", ["HGETALL", "w:none"])).body).toEqual({ result: [] });
   });
 
   it("takes path-style commands with encoded segments and query arguments after the body", async () => {
