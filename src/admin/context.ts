@@ -7,9 +7,12 @@ import type { Redis } from "@upstash/redis";
 import type { Context } from "hono";
 import type { FloodgateConfig } from "../config";
 import type { RuleConfig } from "../config/rules";
+import { stateKey } from "../engine/keys";
+import { scriptSha } from "../engine/script";
+import type { Store } from "../engine/store";
 import type { Decision, RuleCall } from "../engine/types";
 import type { LiveModeCache } from "../live/cache";
-import type { DeciderHealth } from "../resilience/decider";
+import type { DeciderHealth, ResilientDecider } from "../resilience/decider";
 import { notFound } from "./problem";
 
 /** The admin API's view of the Worker. */
@@ -39,4 +42,30 @@ export function findRule(context: AdminContext, name: string): RuleConfig {
   const rule = context.config.rules.find((r) => r.name === name);
   if (!rule) throw notFound(`There is no rule named ${JSON.stringify(name)}.`);
   return rule;
+}
+
+/** The per-isolate parts the admin context is made of. */
+export interface AdminParts {
+  config: AdminContext["config"];
+  /** The engine's store (`createStore`): its admin client and its peek. */
+  store: Pick<Store, "redis" | "decide">;
+  /** The resilient decider (`createDecider`): health and the deny cache. */
+  decider: Pick<ResilientDecider, "health" | "forget">;
+  liveModes?: LiveModeCache;
+}
+
+/** Wires the admin context from the Worker's per-isolate parts. */
+export function adminContextOf({ config, store, decider, liveModes }: AdminParts): AdminContext {
+  return {
+    config,
+    redis: store.redis,
+    // A peek never writes, so the id it runs under is never stored.
+    peek: (calls) => store.decide(calls, "admin-peek", { peek: true }),
+    // The engine keeps one state key per identity and rule, whatever the algorithm (lua/floodgate.lua).
+    stateKeys: (rule, identityHash) => [stateKey(config.prefix, rule.name, identityHash)],
+    scriptSha,
+    health: () => decider.health(),
+    forget: (rule, identityHash) => decider.forget(rule, identityHash),
+    liveModes,
+  };
 }

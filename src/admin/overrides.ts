@@ -6,6 +6,7 @@
  */
 import type { Redis } from "@upstash/redis";
 import { overrideKey } from "../engine/keys";
+import { fieldMap } from "../live/modes";
 
 /** One override as stored and shown. */
 export interface Override {
@@ -42,8 +43,8 @@ export async function putOverride(
 /** Reads one override, or `null` when there is none. */
 export async function getOverride(key: string, redis: Redis): Promise<StoredOverride | null> {
   const pipeline = redis.pipeline().hgetall(key).ttl(key);
-  const [fields, ttl] = (await pipeline.exec()) as [Record<string, unknown> | null, number];
-  return toStoredOverride(fields, ttl);
+  const [fields, ttl] = (await pipeline.exec()) as [unknown, number];
+  return toStoredOverride(fieldMap(fields), Number(ttl));
 }
 
 /** Removes one override; `true` if there was one. */
@@ -112,18 +113,15 @@ async function details(redis: Redis, keys: string[], keyPrefix: string): Promise
   const replies = (await pipeline.exec()) as unknown[];
   const items: OverridePage["items"] = [];
   keys.forEach((key, i) => {
-    const stored = toStoredOverride(
-      replies[2 * i] as Record<string, unknown> | null,
-      replies[2 * i + 1] as number,
-    );
+    const stored = toStoredOverride(fieldMap(replies[2 * i]), Number(replies[2 * i + 1]));
     // Deleted or expired between SCAN and read: not an override any more.
     if (stored) items.push({ identityHash: key.slice(keyPrefix.length), ...stored });
   });
   return items;
 }
 
-function toStoredOverride(fields: Record<string, unknown> | null, ttl: number): StoredOverride | null {
-  if (!fields || fields.limit === undefined) return null;
+function toStoredOverride(fields: Record<string, unknown>, ttl: number): StoredOverride | null {
+  if (fields.limit === undefined) return null;
   const limit = Number(fields.limit);
   const stored: StoredOverride = {
     limit,

@@ -27,11 +27,23 @@ export const liveModeKey = (prefix: string): string => `${prefix}:mode`;
 /** True for `on` | `off` | `monitor`. */
 export const isMode = (value: unknown): value is Mode => MODES.includes(value as Mode);
 
+/**
+ * A hash reply as field → value, whatever the client's settings: with `automaticDeserialization: false`
+ * (the store's admin client) HGETALL comes back as the flat `[field, value, …]` array Redis sends.
+ */
+export function fieldMap(reply: unknown): Record<string, unknown> {
+  if (!reply) return {};
+  if (!Array.isArray(reply)) return reply as Record<string, unknown>;
+  const fields: Record<string, unknown> = {};
+  for (let i = 0; i + 1 < reply.length; i += 2) fields[String(reply[i])] = reply[i + 1];
+  return fields;
+}
+
 /** Reads every live switch. Unknown fields or values (written by hand) are ignored, never obeyed. */
 export async function readLiveModes(redis: Redis, prefix: string): Promise<LiveModes> {
-  const fields = await redis.hgetall<Record<string, unknown>>(liveModeKey(prefix));
+  const fields = fieldMap(await redis.hgetall(liveModeKey(prefix)));
   const modes: LiveModes = { rules: {} };
-  for (const [field, value] of Object.entries(fields ?? {})) {
+  for (const [field, value] of Object.entries(fields)) {
     if (!isMode(value)) continue;
     if (field === GLOBAL_FIELD) modes.global = value;
     else if (field.startsWith(RULE_FIELD_PREFIX)) modes.rules[field.slice(RULE_FIELD_PREFIX.length)] = value;

@@ -1,0 +1,99 @@
+/**
+ * Shared by the admin tests: an env with the admin token, rules and a unique prefix; a Redis client on the
+ * same REST server; and `admin()` to call the Worker's admin API like an operator's curl would.
+ */
+
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { Redis } from "@upstash/redis/cloudflare";
+import { Hono } from "hono";
+import { ADMIN_PREFIX, createAdminApp } from "../../src/admin/app";
+import { adminContextOf } from "../../src/admin/context";
+import { parseEnv } from "../../src/config";
+import { createStore } from "../../src/engine/store";
+import type { Env } from "../../src/env";
+import { createLiveModes } from "../../src/live";
+import { createDecider } from "../../src/resilience/decider";
+
+// TEMPORARY until the Worker pipeline mounts the admin app: the same app, wired with the real config
+// parser, store, decider and live-mode copy, one set per prefix (as an isolate would hold them).
+const isolates = new Map<string, ReturnType<typeof adminContextOf>>();
+const local = new Hono<{ Bindings: Env }>();
+local.route(
+  ADMIN_PREFIX,
+  createAdminApp((c) => {
+    const config = parseEnv(c.env as Env, { requireOrigin: false });
+    const key = `${config.prefix}|${config.adminToken ?? ""}`;
+    let admin = isolates.get(key);
+    if (!admin) {
+      const store = createStore({ ...config.redis, prefix: config.prefix, timeoutMs: config.timeoutMs });
+      const decider = createDecider(store, { timeoutMs: config.timeoutMs });
+      admin = adminContextOf({
+        config,
+        store,
+        decider,
+        liveModes: createLiveModes(store.redis, config.prefix),
+      });
+      isolates.set(key, admin);
+    }
+    return admin;
+  }),
+);
+const worker = {
+  fetch: (request: Request, e: unknown, ctx: ExecutionContext) => local.fetch(request, e as Env, ctx),
+};
+
+export const ADMIN_TOKEN = "test-admin-token-0123456789";
+
+/** Bindings from vitest.config.ts (real Redis through the local REST server, the echo origin). */
+export const baseEnv = env as unknown as Record<string, unknown> & {
+  UPSTASH_REDIS_REST_URL: string;
+  UPSTASH_REDIS_REST_TOKEN: string;
+};
+
+/** A Redis client for setting up and checking state directly. */
+export const redis = new Redis({
+  url: baseEnv.UPSTASH_REDIS_REST_URL,
+  token: baseEnv.UPSTASH_REDIS_REST_TOKEN,
+  enableTelemetry: false,
+  enableAutoPipelining: false,
+});
+
+/** A test env: unique prefix, the admin token, the given rules. */
+export function makeEnv(prefix: string, rules: unknown[], extra: Record<string, unknown> = {}) {
+  return {
+    ...baseEnv,
+    RATE_LIMIT_PREFIX: prefix,
+    RATE_LIMIT_ADMIN_TOKEN: ADMIN_TOKEN,
+    RATE_LIMIT_RULES: JSON.stringify(rules),
+    ...extra,
+  };
+}
+
+/** Calls the Worker (waiting for its background work), as `curl` would. */
+export async function call(
+  testEnv: Record<string, unknown>,
+  path: string,
+  init: RequestInit & { token?: string | null; ip?: string } = {},
+): Promise<Response> {
+  const headers = new Headers(init.headers);
+  const token = init.token === undefined ? ADMIN_TOKEN : init.token;
+  if (token !== null && path.startsWith("/__floodgate")) headers.set("Authorization", `Bearer ${token}`);
+  if (init.ip) headers.set("CF-Connecting-IP", init.ip);
+  const ctx = createExecutionContext();
+  const response = await worker.fetch(
+    new Request(`http://floodgate.test${path}`, { ...init, headers }),
+    testEnv,
+    ctx,
+  );
+  await waitOnExecutionContext(ctx);
+  return response;
+}
+
+/** A JSON admin call with a body. */
+export const send = (testEnv: Record<string, unknown>, method: string, path: string, body: unknown) =>
+  call(testEnv, path, {
+    method,
+    headers: { "Content-Type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });

@@ -1,0 +1,173 @@
+import { describe, expect, it } from "vitest";
+import { hashIdentity, overrideKey } from "../../src/engine/keys";
+import { call, makeEnv, redis, send } from "./admin-harness";
+
+const PREFIX = "t-admin-ovr";
+const RULES = [
+  { name: "api", key: "header:x-api-key", algorithm: "token-bucket", limit: 10, period: "1m", burst: 5 },
+  { name: "by-net", key: "ip/64", algorithm: "fixed-window", limit: 10, period: "1m" },
+  { name: "many", key: "header:x-api-key", algorithm: "fixed-window", limit: 10, period: "1m" },
+];
+const testEnv = makeEnv(PREFIX, RULES);
+
+interface ShownOverride {
+  rule: string;
+  identity: string;
+  limit: number;
+  period: string | null;
+  burst: number;
+  ttl: number | null;
+}
+
+describe("overrides", () => {
+  it("sets, reads and removes one client's override, stored under the proxy's hash of its key", async () => {
+    const put = await send(testEnv, "PUT", "/__floodgate/overrides/api/key-alice", {
+      limit: 1000,
+      period: "1h",
+      burst: 200,
+    });
+    expect(put.status).toBe(200);
+    const hash = await hashIdentity("key-alice");
+    const shown = {
+      rule: "api",
+      identity: `hash:${hash}`,
+      limit: 1000,
+      period: "3600s",
+      burst: 200,
+      ttl: null,
+    };
+    expect(await put.json()).toEqual(shown);
+
+    // Exactly the fields the decision script reads, period in ms, and no expiry.
+    const key = overrideKey(PREFIX, "api", hash);
+    expect(await redis.hgetall(key)).toEqual({ limit: 1000, period: 3_600_000, burst: 200 });
+    expect(await redis.ttl(key)).toBe(-1);
+
+    const got = await call(testEnv, "/__floodgate/overrides/api/key-alice");
+    expect(got.status).toBe(200);
+    expect(await got.json()).toEqual(shown);
+    // The hashed form names the same override.
+    expect(await (await call(testEnv, `/__floodgate/overrides/api/hash:${hash}`)).json()).toEqual(shown);
+
+    expect((await call(testEnv, "/__floodgate/overrides/api/key-alice", { method: "DELETE" })).status).toBe(
+      204,
+    );
+    expect(await redis.exists(key)).toBe(0);
+    expect((await call(testEnv, "/__floodgate/overrides/api/key-alice")).status).toBe(404);
+    expect((await call(testEnv, "/__floodgate/overrides/api/key-alice", { method: "DELETE" })).status).toBe(
+      404,
+    );
+  });
+
+  it("defaults burst to the override's limit and period to the rule's own", async () => {
+    const put = await send(testEnv, "PUT", "/__floodgate/overrides/api/key-bob", { limit: 42 });
+    expect(await put.json()).toMatchObject({ limit: 42, burst: 42, period: null, ttl: null });
+    const hash = await hashIdentity("key-bob");
+    expect(await redis.hgetall(overrideKey(PREFIX, "api", hash))).toEqual({ limit: 42, burst: 42 });
+  });
+
+  it("replaces the whole override on PUT, and a ttl makes it expire on its own", async () => {
+    await send(testEnv, "PUT", "/__floodgate/overrides/api/key-carol", {
+      limit: 5,
+      period: 30,
+      burst: 9,
+      ttl: 3600,
+    });
+    const key = overrideKey(PREFIX, "api", await hashIdentity("key-carol"));
+    expect(await redis.ttl(key)).toBeGreaterThan(3590);
+    const replaced = await send(testEnv, "PUT", "/__floodgate/overrides/api/key-carol", { limit: 7 });
+    expect(await replaced.json()).toMatchObject({ limit: 7, burst: 7, period: null, ttl: null });
+    expect(await redis.hgetall(key)).toEqual({ limit: 7, burst: 7 });
+    expect(await redis.ttl(key)).toBe(-1);
+  });
+
+  it("accepts an ip/64 prefix with its slash, raw or percent-encoded, and composite identities decoded once", async () => {
+    await send(testEnv, "PUT", "/__floodgate/overrides/by-net/2001:db8:1:2::/64", { limit: 3 });
+    const encoded = await call(testEnv, "/__floodgate/overrides/by-net/2001%3Adb8%3A1%3A2%3A%3A%2F64");
+    expect(await encoded.json()).toMatchObject({
+      identity: `hash:${await hashIdentity("2001:db8:1:2::/64")}`,
+    });
+
+    // A composite part containing `|` is percent-encoded by the proxy (a%7Cb); in a URL that is a%257Cb.
+    const put = await send(testEnv, "PUT", "/__floodgate/overrides/api/a%257Cb%7Cc", { limit: 4 });
+    expect(await put.json()).toMatchObject({ identity: `hash:${await hashIdentity("a%7Cb|c")}` });
+  });
+
+  it("rejects malformed bodies with 400 problem+json naming the field", async () => {
+    const cases: Array<[unknown, string]> = [
+      ["not json", "JSON"],
+      [{}, "limit"],
+      [{ limit: "ten" }, "limit"],
+      [{ limit: 0 }, "limit"],
+      [{ limit: 1.5 }, "limit"],
+      [{ limit: 10, period: "1 fortnight" }, "period"],
+      [{ limit: 10, period: "0s" }, "period"],
+      [{ limit: 10, burst: -1 }, "burst"],
+      [{ limit: 10, ttl: "1h" }, "ttl"],
+      [{ limit: 10, colour: "red" }, "colour"],
+    ];
+    for (const [body, field] of cases) {
+      const response = await send(testEnv, "PUT", "/__floodgate/overrides/api/key-dave", body);
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      expect(response.headers.get("Content-Type")).toBe("application/problem+json");
+      expect(((await response.json()) as { detail: string }).detail).toContain(field);
+    }
+    expect((await call(testEnv, "/__floodgate/overrides/api/key-dave")).status).toBe(404);
+  });
+
+  it("answers 404 for an unknown rule and 400 for a malformed hash", async () => {
+    expect((await send(testEnv, "PUT", "/__floodgate/overrides/nope/key", { limit: 1 })).status).toBe(404);
+    expect((await call(testEnv, "/__floodgate/overrides/nope/key")).status).toBe(404);
+    expect((await call(testEnv, "/__floodgate/overrides/nope")).status).toBe(404);
+    expect((await call(testEnv, "/__floodgate/overrides/api/hash:short")).status).toBe(400);
+  });
+
+  it("answers 401 on every override endpoint without the right token", async () => {
+    for (const token of [null, "wrong"]) {
+      for (const [method, path] of <Array<[string, string]>>[
+        ["PUT", "/__floodgate/overrides/api/key-x"],
+        ["GET", "/__floodgate/overrides/api/key-x"],
+        ["DELETE", "/__floodgate/overrides/api/key-x"],
+        ["GET", "/__floodgate/overrides/api"],
+      ]) {
+        const response = await call(testEnv, path, {
+          method,
+          token,
+          body: method === "PUT" ? "{}" : undefined,
+        });
+        expect(response.status, `${method} ${path}`).toBe(401);
+      }
+    }
+  });
+
+  it("lists 1,000 overrides of a rule page by page, each exactly once, never more than the page size", async () => {
+    const hashes = await Promise.all(Array.from({ length: 1000 }, (_, i) => hashIdentity(`client-${i}`)));
+    const pipeline = redis.pipeline();
+    for (const hash of hashes) pipeline.hset(overrideKey(PREFIX, "many", hash), { limit: 50, burst: 50 });
+    await pipeline.exec();
+
+    const seen: string[] = [];
+    let cursor: string | null = "0";
+    let pages = 0;
+    while (cursor !== null) {
+      const response = await call(testEnv, `/__floodgate/overrides/many?limit=100&cursor=${cursor}`);
+      expect(response.status).toBe(200);
+      const page = (await response.json()) as { overrides: ShownOverride[]; next_cursor: string | null };
+      expect(page.overrides.length).toBeLessThanOrEqual(100);
+      for (const item of page.overrides) expect(item).toMatchObject({ limit: 50, burst: 50, ttl: null });
+      seen.push(...page.overrides.map((o) => o.identity));
+      cursor = page.next_cursor;
+      pages++;
+      expect(pages).toBeLessThan(200);
+    }
+    expect(seen.length).toBe(1000);
+    expect(new Set(seen)).toEqual(new Set(hashes.map((h) => `hash:${h}`)));
+    expect(pages).toBeGreaterThanOrEqual(10);
+  });
+
+  it("rejects a page size or cursor it cannot use", async () => {
+    expect((await call(testEnv, "/__floodgate/overrides/many?limit=0")).status).toBe(400);
+    expect((await call(testEnv, "/__floodgate/overrides/many?limit=5000")).status).toBe(400);
+    expect((await call(testEnv, "/__floodgate/overrides/many?cursor=abc")).status).toBe(400);
+  });
+});
