@@ -53,11 +53,19 @@ export interface RuleResult {
   outcome: Outcome;
   /** The limit in force after tier and override. */
   limit: number;
-  /** Quota left after this request (or that would be left, had it been allowed), never negative. */
+  /**
+   * Quota available after this decision, never negative: after this request's consumption when it was
+   * counted; as it stands now when nothing was written (denied, peeked, or another rule denied).
+   */
   remaining: number;
   /** Until the rule is fully reset: window end, or bucket full. 0 when already full. */
   resetAfterMs: number;
-  /** For a denied rule: when the same request would be allowed. For an allowed one: until more quota is available (0 when full). */
+  /**
+   * For a denied rule: when the same request (same cost) would be allowed, absent other traffic (a cost above
+   * what the rule can ever grant: one period; concurrency: when the earliest lease runs out). For an allowed
+   * one: until more quota is available (window end; next whole unit for token-bucket/gcra; 0 when full or
+   * for concurrency).
+   */
   retryAfterMs: number;
   source: Source;
   reason?: DegradedReason;

@@ -5,7 +5,6 @@
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashIdentity, overrideKey, stateKey } from "../../src/engine/keys";
-import type { Store } from "../../src/engine/store";
 import {
   ALGORITHMS,
   directRedis,
