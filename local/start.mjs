@@ -1,0 +1,142 @@
+#!/usr/bin/env node
+// `npm start`: the whole stack on this machine (CONTRACT §8). An ephemeral redis-server and the local
+// Upstash-compatible REST server (unless UPSTASH_REDIS_REST_URL/_TOKEN are given), a demo origin (unless
+// ORIGIN_URL is given) and the Worker in `wrangler dev` on 127.0.0.1:PORT. stdout carries only the ready
+// line and a curl loop to try; everything else goes to stderr. SIGINT/SIGTERM stop every process started.
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  freePort,
+  portTaken,
+  spawnTied,
+  startRedis,
+  startRestServer,
+  stopChild,
+} from "../redis-rest/index.mjs";
+import { startDemoOrigin } from "./demo-origin.mjs";
+import { formatEnvFile, mergeBindings } from "./env-file.mjs";
+import { waitUntilServing } from "./ready.mjs";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const readyTimeoutMs = 90_000;
+const log = (/** @type {string} */ message) => console.error(`[floodgate] ${message}`);
+
+/** @type {Array<() => Promise<void> | void>} run in reverse order on the way out */
+const cleanups = [];
+let exiting = false;
+/** @param {number} code */
+async function shutdown(code) {
+  if (exiting) return;
+  exiting = true;
+  for (const cleanup of cleanups.reverse()) {
+    try {
+      await cleanup();
+    } catch (error) {
+      log(`while stopping: ${error instanceof Error ? error.message : error}`);
+    }
+  }
+  process.exit(code);
+}
+process.on("SIGINT", () => shutdown(0));
+process.on("SIGTERM", () => shutdown(0));
+
+/** @param {string} message */
+function fail(message) {
+  log(message);
+  return shutdown(1);
+}
+
+const port = Number(process.env.PORT ?? 8787);
+if (!Number.isInteger(port) || port < 1 || port > 65535) {
+  await fail(`PORT must be a TCP port number, got ${JSON.stringify(process.env.PORT)}`);
+}
+if (await portTaken(port)) {
+  await fail(
+    `127.0.0.1:${port} is already in use. Stop what listens there, or choose another port: PORT=8788 npm start`,
+  );
+}
+
+const { vars, from } = mergeBindings(join(root, ".dev.vars"), process.env);
+
+if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
+  log(`using the Redis REST endpoint ${vars.UPSTASH_REDIS_REST_URL} (from ${from.UPSTASH_REDIS_REST_URL})`);
+} else {
+  const redis = await startRedis().catch((error) => fail(`cannot start redis-server: ${error.message}`));
+  if (!redis) process.exit(1);
+  cleanups.push(() => redis.close());
+  const rest = await startRestServer({ redisUrl: redis.url });
+  cleanups.push(() => rest.close());
+  vars.UPSTASH_REDIS_REST_URL = rest.url;
+  vars.UPSTASH_REDIS_REST_TOKEN = rest.token;
+  log(`redis-server (ephemeral) at ${redis.url}; Upstash-compatible REST server at ${rest.url}`);
+}
+
+if (vars.ORIGIN_URL) {
+  log(`origin: ${vars.ORIGIN_URL} (from ${from.ORIGIN_URL})`);
+} else {
+  const origin = await startDemoOrigin();
+  cleanups.push(() => origin.close());
+  vars.ORIGIN_URL = origin.url;
+  log(`demo origin at ${origin.url}`);
+}
+
+// The bindings reach wrangler in a file only this user can read, deleted on exit: no secret in `ps`.
+const envDir = mkdtempSync(join(tmpdir(), "floodgate-env-"));
+const envFile = join(envDir, "bindings.env");
+cleanups.push(() => rmSync(envDir, { recursive: true, force: true }));
+process.on("exit", () => rmSync(envDir, { recursive: true, force: true }));
+writeFileSync(envFile, formatEnvFile(vars), { mode: 0o600 });
+chmodSync(envFile, 0o600);
+
+const inspectorPort = await freePort();
+/** @type {NodeJS.ProcessEnv} */
+const wranglerEnv = { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
+// Only the env file may feed bindings; secrets from this environment stay out of wrangler's own env.
+delete wranglerEnv.CLOUDFLARE_INCLUDE_PROCESS_ENV;
+delete wranglerEnv.CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV;
+for (const key of Object.keys(vars)) delete wranglerEnv[key];
+
+// Its own process group, so stopping it also stops the workerd it spawns.
+const wrangler = spawnTied(
+  process.execPath,
+  [
+    join(root, "node_modules/wrangler/bin/wrangler.js"),
+    "dev",
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--inspector-port",
+    String(inspectorPort),
+    "--env-file",
+    envFile,
+    "--show-interactive-dev-session=false",
+  ],
+  { cwd: root, env: wranglerEnv, detached: true, stdio: ["ignore", "pipe", "pipe"] },
+);
+cleanups.push(() => stopChild(wrangler, { signal: "SIGTERM", graceMs: 5000, group: true }));
+// wrangler's own output is noise for this command's stdout: all of it goes to stderr.
+wrangler.stdout?.pipe(process.stderr);
+wrangler.stderr?.pipe(process.stderr);
+wrangler.on("exit", (code, signal) => {
+  if (!exiting) fail(`wrangler dev exited (${signal ?? code}); see its output above`);
+});
+
+const url = `http://127.0.0.1:${port}`;
+try {
+  const health = await waitUntilServing(url, readyTimeoutMs, () => exiting);
+  if (health) log(health);
+} catch (error) {
+  await fail(error instanceof Error ? error.message : String(error));
+}
+if (!exiting) {
+  console.log(`Floodgate listening on ${url}`);
+  log(
+    "try it: the loop below shows 200s, then 429 with Retry-After (example rule per-ip: 10 requests per 10 s)",
+  );
+  console.log(
+    `for i in $(seq 12); do curl -s -o /dev/null -w "%{http_code} retry-after=%header{retry-after}\\n" ${url}/; done`,
+  );
+}
