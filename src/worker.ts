@@ -1,6 +1,93 @@
+/**
+ * The Floodgate Worker: the admin API at `/__floodgate`, then the `rateLimit` middleware, then the proxy
+ * to `ORIGIN_URL`. Everything is built once per isolate from the bindings, on the first request (Workers
+ * forbid I/O, timers and randomness at module scope). An invalid configuration answers every request
+ * with a 500 naming the binding and field; it never proxies unlimited.
+ */
 import { Hono } from "hono";
-import script from "../lua/floodgate.lua";
+import { ADMIN_PREFIX, createAdminApp } from "./admin/app";
+import { adminContextOf } from "./admin/context";
+import { ConfigError, type FloodgateConfig, parseEnv } from "./config";
+import { createStore } from "./engine/store";
+import type { Env } from "./env";
+import { MisconfiguredError, onError, ProblemError, problemResponse } from "./http/problems";
+import { proxyRequest } from "./http/proxy";
+import { clientIpFrom } from "./identity";
+import { createLiveModes } from "./live";
+import { type RuleOptions, rateLimit } from "./middleware";
+import { createDecisionObserver } from "./observability";
+import { createDecider } from "./resilience/decider";
 
-const app = new Hono();
-app.get("/__smoke", (c) => c.text(`lua bytes: ${script.length}`));
-export default app;
+type AppEnv = { Bindings: Env };
+
+/** Builds the isolate's app from validated bindings. */
+function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
+  const store = createStore({ ...config.redis, prefix: config.prefix, timeoutMs: config.timeoutMs });
+  const decider = createDecider(store, { timeoutMs: config.timeoutMs });
+  const liveModes = createLiveModes(store.redis, config.prefix);
+  const admin = adminContextOf({ config, store, decider, liveModes });
+
+  const app = new Hono<AppEnv>();
+  app.onError(onError);
+  // First, so that admin requests are never rate-limited; the admin app answers every path under its
+  // prefix itself (unknown ones with 401/404), so none falls through to the proxy.
+  app.route(
+    ADMIN_PREFIX,
+    createAdminApp(() => admin),
+  );
+
+  app.use(
+    "*",
+    rateLimit<AppEnv>({
+      rules: config.rulesInput as RuleOptions<AppEnv>[],
+      decider,
+      mode: config.mode,
+      failure: config.failure,
+      timeoutMs: config.timeoutMs,
+      clientIpHeader: config.clientIpHeader,
+      jwt: { secret: config.jwtSecret, jwksUrl: config.jwksUrl },
+      liveModes: (c) => liveModes.current((promise) => c.executionCtx.waitUntil(promise)),
+      onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS }),
+    }),
+  );
+
+  app.all("*", (c) => {
+    const path = new URL(c.req.url).pathname;
+    if (path === ADMIN_PREFIX || path.startsWith(`${ADMIN_PREFIX}/`)) {
+      // Unreachable while the admin app is mounted; the prefix must never reach the origin regardless.
+      throw new ProblemError(404, "about:blank", "Not Found", "No such admin endpoint.");
+    }
+    return proxyRequest(c.req.raw, {
+      originUrl: config.originUrl,
+      timeoutMs: config.originTimeoutMs,
+      clientIp: clientIpFrom(c.req.raw.headers, config.clientIpHeader),
+    });
+  });
+  return app;
+}
+
+// One app per bindings object: in production that is one per isolate; tests may pass several envs.
+const apps = new WeakMap<object, Hono<AppEnv> | ConfigError>();
+
+function appFor(env: Env): Hono<AppEnv> | ConfigError {
+  let app = apps.get(env);
+  if (app === undefined) {
+    try {
+      app = buildApp(parseEnv(env), env);
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      console.error(JSON.stringify({ event: "invalid_configuration", detail: error.message }));
+      app = error;
+    }
+    apps.set(env, app);
+  }
+  return app;
+}
+
+export default {
+  fetch(request: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
+    const app = appFor(env);
+    if (app instanceof ConfigError) return problemResponse(new MisconfiguredError(app));
+    return app.fetch(request, env, ctx);
+  },
+} satisfies ExportedHandler<Env>;

@@ -1,18 +1,14 @@
 /**
  * A rule's effective mode (CONTRACT §6): live per-rule > the rule's configured `mode` > live global >
- * the configured global mode (`RATE_LIMIT_MODE`). Live modes come from the admin API's isolate-local
- * snapshot, so resolving them costs no Redis round trip.
+ * the configured global mode (`RATE_LIMIT_MODE`). Live modes come from an isolate-local snapshot
+ * (src/live), so resolving them costs no Redis round trip. The precedence itself is defined once, in
+ * `explainMode` (src/live/effective.ts), which the admin API also uses to say where a mode came from.
  */
 import type { Mode } from "../engine/types";
+import { explainMode } from "../live/effective";
+import type { LiveModes } from "../live/modes";
 
-/** A snapshot of the live mode switches set through `PUT /__floodgate/mode`. */
-export interface LiveModes {
-  global?: Mode | undefined;
-  rules: Record<string, Mode>;
-}
-
-/** No live switch set. */
-export const NO_LIVE_MODES: LiveModes = Object.freeze({ rules: Object.freeze({}) }) as LiveModes;
+export { type LiveModes, NO_LIVE_MODES } from "../live/modes";
 
 /** The mode a rule runs in right now. */
 export function effectiveMode(
@@ -20,5 +16,5 @@ export function effectiveMode(
   live: LiveModes,
   configuredGlobal: Mode,
 ): Mode {
-  return live.rules[rule.name] ?? rule.mode ?? live.global ?? configuredGlobal;
+  return explainMode(rule as { name: string; mode?: Mode }, configuredGlobal, live).mode;
 }

@@ -18,12 +18,24 @@ import { createServer } from "node:http";
  * - `/stream?chunks=N&delayMs=M`: N text chunks (`chunk <i>\n`), M ms apart
  * - `/redirect`: 302 with `Location: /elsewhere` (a proxy must pass it on, not follow it)
  * - `/status/<code>`: that status, with the usual JSON body (none for 204/304)
+ * - requests with an `x-count-tag` header are counted per tag; `GET /__counts/<tag>` answers `{ "count": n }`
+ *   (so a test can count how many requests the proxy really let through)
  * @param {{ port?: number }} [options] default port: a free one the OS picks
  * @returns {Promise<EchoOrigin>}
  */
 export async function startEchoOrigin({ port = 0 } = {}) {
+  /** @type {Map<string, number>} */
+  const counts = new Map();
   const server = createServer(async (req, res) => {
     const url = new URL(req.url ?? "/", "http://origin.invalid");
+    const counted = /^\/__counts\/(.+)$/.exec(url.pathname);
+    if (counted) {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ count: counts.get(decodeURIComponent(counted[1] ?? "")) ?? 0 }));
+      return;
+    }
+    const tag = req.headers["x-count-tag"];
+    if (typeof tag === "string") counts.set(tag, (counts.get(tag) ?? 0) + 1);
     /** @type {Buffer[]} */
     const chunks = [];
     for await (const chunk of req) chunks.push(chunk);

@@ -1,0 +1,96 @@
+/**
+ * Forwards an allowed request to `ORIGIN_URL` and streams the answer back (CONTRACT §4).
+ * - Only ever `ORIGIN_URL`: the target is built from the origin's scheme/host/port/base path plus the
+ *   request's path and query; the client's `Host`, an absolute-form request URL or `//host` paths cannot
+ *   change where it goes (no open proxy).
+ * - Bodies stream both ways (never buffered); hop-by-hop headers are dropped; redirects are passed back.
+ * - `Upgrade: websocket` passes through (the one case where `Upgrade`/`Connection` are kept).
+ * - No response headers within `timeoutMs` → 504; a network failure → 502.
+ * Hand-rolled rather than `hono/proxy` because that helper drops `Upgrade` (no WebSockets) and follows redirects.
+ */
+import { OriginTimeoutError, OriginUnreachableError } from "./problems";
+
+/** RFC 9110 §7.6.1 hop-by-hop fields, plus the non-standard ones proxies commonly see. */
+const HOP_BY_HOP = [
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+];
+
+/** Where and how to proxy. */
+export interface ProxyOptions {
+  /** Scheme + host [+ port] [+ base path]. */
+  originUrl: URL;
+  /** Wait at most this long for the origin's response headers, ms. */
+  timeoutMs: number;
+  /** The client IP from the trusted header (sets `X-Forwarded-For`); `undefined` = not known. */
+  clientIp?: string | undefined;
+}
+
+/** The origin URL for a request: base path + request path, request query. Never another host. */
+export function targetUrl(originUrl: URL, requestUrl: URL): URL {
+  const target = new URL(originUrl.origin);
+  const basePath = originUrl.pathname.replace(/\/+$/, "");
+  target.pathname = `${basePath}${requestUrl.pathname}`;
+  target.search = requestUrl.search;
+  return target;
+}
+
+function dropHopByHop(headers: Headers, keepUpgrade: boolean): void {
+  // Fields named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
+  for (const name of (headers.get("connection") ?? "").split(",")) {
+    const field = name.trim().toLowerCase();
+    if (field && !(keepUpgrade && field === "upgrade")) headers.delete(field);
+  }
+  for (const name of HOP_BY_HOP) {
+    if (!(keepUpgrade && (name === "upgrade" || name === "connection"))) headers.delete(name);
+  }
+}
+
+/** Proxies one request to the origin. Throws `OriginTimeoutError` (504) or `OriginUnreachableError` (502). */
+export async function proxyRequest(request: Request, options: ProxyOptions): Promise<Response> {
+  const url = new URL(request.url);
+  const target = targetUrl(options.originUrl, url);
+  const websocket = request.headers.get("upgrade")?.toLowerCase() === "websocket";
+
+  const headers = new Headers(request.headers);
+  dropHopByHop(headers, websocket);
+  headers.delete("host"); // fetch sets Host from the target URL: the origin's host
+  if (options.clientIp !== undefined) headers.set("X-Forwarded-For", options.clientIp);
+  else headers.delete("X-Forwarded-For"); // a client-supplied chain is never passed on as if we vouched for it
+  headers.set("X-Forwarded-Proto", url.protocol.replace(/:$/, ""));
+  headers.set("X-Forwarded-Host", url.host);
+
+  const controller = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort();
+  }, options.timeoutMs);
+  let response: Response;
+  try {
+    response = await fetch(target, {
+      method: request.method,
+      headers,
+      body: request.method === "GET" || request.method === "HEAD" ? null : request.body,
+      redirect: "manual",
+      signal: controller.signal,
+    });
+  } catch {
+    throw timedOut ? new OriginTimeoutError(options.timeoutMs) : new OriginUnreachableError();
+  } finally {
+    // Only the wait for headers is bounded; the body then streams for as long as it takes.
+    clearTimeout(timer);
+  }
+
+  if (response.status === 101) return response; // the WebSocket itself rides on this response
+  const out = new Response(response.body, response);
+  dropHopByHop(out.headers, false);
+  return out;
+}

@@ -1,0 +1,29 @@
+/**
+ * When a `concurrency` slot is given back (CONTRACT §3): once the Worker has finished writing the
+ * response body, or the client went away; at once for bodiless responses (and WebSocket upgrades, whose
+ * lifetime the Worker does not see). The release runs in the background (`waitUntil`), never before the
+ * client's response.
+ */
+
+/** Schedules work that may outlive the response. */
+export type WaitUntil = (promise: Promise<unknown>) => void;
+
+/**
+ * Returns a response whose body, once fully written or cancelled, calls `release`.
+ * `release` is called exactly once and its failure is swallowed (the lease frees the slot anyway).
+ */
+export function releaseWhenWritten(
+  response: Response,
+  release: () => Promise<void>,
+  waitUntil: WaitUntil,
+): Response {
+  const safeRelease = () => release().catch(() => undefined);
+  if (response.body === null || response.status === 101 || response.webSocket) {
+    waitUntil(safeRelease());
+    return response;
+  }
+  const { readable, writable } = new TransformStream();
+  // pipeTo settles when the last chunk is written (resolve) or the client cancels the body (reject).
+  waitUntil(response.body.pipeTo(writable).then(safeRelease, safeRelease));
+  return new Response(readable, response);
+}

@@ -1,0 +1,81 @@
+/**
+ * The options of `rateLimit(options)` (CONTRACT §7): the same rules as `RATE_LIMIT_RULES`, with keys and
+ * costs also as functions of the Hono context, and the engine either as Upstash credentials or as a ready
+ * `Decider`.
+ */
+import type { Context, Env as HonoEnv } from "hono";
+import type { Algorithm, Decider, FailurePolicy, Mode } from "../engine/types";
+import type { JwtOptions } from "../identity/jwt";
+import type { DecisionEvent } from "../observability";
+import type { LiveModes } from "../rules/modes";
+
+export type { DecisionEvent } from "../observability";
+
+/** `ip` | `ip/64` | `global` | `header:<name>` | `query:<name>` | `jwt:<claim>`. */
+export type KeySource = "ip" | "ip/64" | "global" | `header:${string}` | `query:${string}` | `jwt:${string}`;
+
+/** Computes an identity (or tier) from the request; `undefined` = no value (the rule's `missing` applies). */
+export type KeyFunction<E extends HonoEnv = HonoEnv> = (
+  c: Context<E>,
+) => string | undefined | Promise<string | undefined>;
+
+/** Computes a request's cost; must return a whole number from 1 to 1e9 (otherwise 400). */
+export type CostFunction<E extends HonoEnv = HonoEnv> = (c: Context<E>) => number | Promise<number>;
+
+/** A period: `"30s"`, `"1m"`, `"1h"`, `"1d"`, or whole seconds; 1s..30d. */
+export type Period = `${number}${"s" | "m" | "h" | "d"}` | number;
+
+/** One rule (CONTRACT §3). */
+export interface RuleOptions<E extends HonoEnv = HonoEnv> {
+  /** `[A-Za-z0-9_-]{1,64}`, unique; appears in headers and Redis keys. */
+  name: string;
+  /** Which requests the rule applies to; absent = every request. `*` spans `/`; `:name` is one segment. */
+  match?: { methods?: string[]; path?: string; host?: string };
+  /** Whose quota a request uses: a source, a composite (array), or a function. */
+  key: KeySource | KeySource[] | KeyFunction<E>;
+  algorithm: Algorithm;
+  /** Requests (or cost units) per period; for `concurrency`, requests in flight. */
+  limit: number;
+  /** Window; for `concurrency`, the slot lease. Required except for `concurrency`. @default "60s" (concurrency) */
+  period?: Period;
+  /** Token-bucket capacity / GCRA burst. @default limit */
+  burst?: number;
+  /** Units per request: a number, `"header:<name>"` (absent header = 1), or a function. @default 1 */
+  cost?: number | `header:${string}` | CostFunction<E>;
+  /** Where the client's tier comes from (same forms as `key`). */
+  tier?: KeySource | KeySource[] | KeyFunction<E>;
+  /** Per-tier limits; an unknown tier gets the rule's own. A tier's `burst` defaults to its `limit`. */
+  tiers?: Record<string, { limit?: number; period?: Period; burst?: number }>;
+  /** Per-rule override of `mode`. */
+  mode?: Mode;
+  /** Per-rule override of `failure`. */
+  failure?: FailurePolicy;
+  /** No value for the key: `"ip"` falls back to the client IP, `"skip"` ignores the rule, `"deny"` answers 401. @default "ip" */
+  missing?: "ip" | "skip" | "deny";
+}
+
+/** Options of `rateLimit`. */
+export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
+  /** The rules; every rule that matches a request is decided in one Redis call. */
+  rules: RuleOptions<E>[];
+  /** Upstash REST credentials (same names as `Redis.fromEnv()`); or give `decider`. */
+  redis?: { url: string; token: string };
+  /** A ready engine (e.g. `createDecider(createStore(…))`); takes precedence over `redis`. */
+  decider?: Decider;
+  /** Prefix of every Redis key. @default "rl" */
+  prefix?: string;
+  /** `on` enforces, `monitor` only counts and sets headers, `off` does nothing. @default "on" */
+  mode?: Mode;
+  /** What a rule does when Redis cannot answer in time. @default "open" */
+  failure?: FailurePolicy;
+  /** Budget for one whole Redis decision, ms. @default 200 */
+  timeoutMs?: number;
+  /** The one header trusted for the client IP. @default "CF-Connecting-IP" */
+  clientIpHeader?: string;
+  /** How `jwt:<claim>` keys are verified; required by rules that use them. */
+  jwt?: JwtOptions;
+  /** The live mode switches in force (the Worker reads them from the admin API's isolate copy). @default none */
+  liveModes?: (c: Context<E>) => LiveModes | Promise<LiveModes>;
+  /** Called once per decided request (analytics, logs). Must not throw; it is not awaited. */
+  onDecision?: (event: DecisionEvent) => void;
+}
