@@ -6,42 +6,8 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Redis } from "@upstash/redis/cloudflare";
-import { Hono } from "hono";
-import { ADMIN_PREFIX, createAdminApp } from "../../src/admin/app";
-import { adminContextOf } from "../../src/admin/context";
-import { parseEnv } from "../../src/config";
-import { createStore } from "../../src/engine/store";
 import type { Env } from "../../src/env";
-import { createLiveModes } from "../../src/live";
-import { createDecider } from "../../src/resilience/decider";
-
-// TEMPORARY until the Worker pipeline mounts the admin app: the same app, wired with the real config
-// parser, store, decider and live-mode copy, one set per prefix (as an isolate would hold them).
-const isolates = new Map<string, ReturnType<typeof adminContextOf>>();
-const local = new Hono<{ Bindings: Env }>();
-local.route(
-  ADMIN_PREFIX,
-  createAdminApp((c) => {
-    const config = parseEnv(c.env as Env, { requireOrigin: false });
-    const key = `${config.prefix}|${config.adminToken ?? ""}`;
-    let admin = isolates.get(key);
-    if (!admin) {
-      const store = createStore({ ...config.redis, prefix: config.prefix, timeoutMs: config.timeoutMs });
-      const decider = createDecider(store, { timeoutMs: config.timeoutMs });
-      admin = adminContextOf({
-        config,
-        store,
-        decider,
-        liveModes: createLiveModes(store.redis, config.prefix),
-      });
-      isolates.set(key, admin);
-    }
-    return admin;
-  }),
-);
-const worker = {
-  fetch: (request: Request, e: unknown, ctx: ExecutionContext) => local.fetch(request, e as Env, ctx),
-};
+import worker from "../../src/worker";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
 

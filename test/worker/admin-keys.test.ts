@@ -1,0 +1,119 @@
+import { describe, expect, it } from "vitest";
+import { hashIdentity } from "../../src/engine/keys";
+import { call, makeEnv, send } from "./admin-harness";
+
+const PREFIX = "t-admin-keys";
+const RULES = [
+  { name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 3, period: "1m" },
+  { name: "burst", key: "header:x-api-key", algorithm: "token-bucket", limit: 2, period: "1h", burst: 2 },
+];
+const testEnv = makeEnv(PREFIX, [RULES[0]]);
+const bucketEnv = makeEnv(`${PREFIX}-tb`, [RULES[1]]);
+
+const request = (env: Record<string, unknown>, apiKey: string) =>
+  call(env, "/anything", { headers: { "x-api-key": apiKey }, ip: "198.51.100.7" });
+
+interface KeyState {
+  rule: string;
+  identity: string;
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  reset_after: number;
+  retry_after: number;
+  override: null | { limit: number };
+}
+const state = async (env: Record<string, unknown>, rule: string, identity: string) => {
+  const response = await call(env, `/__floodgate/keys/${rule}/${identity}`);
+  expect(response.status).toBe(200);
+  return (await response.json()) as KeyState;
+};
+
+describe("keys: what one client is experiencing", () => {
+  it("shows a client's state without counting the look", async () => {
+    const fresh = await state(testEnv, "api", "key-look");
+    expect(fresh).toMatchObject({ rule: "api", allowed: true, limit: 3, remaining: 3, override: null });
+    expect(fresh.identity).toBe(`hash:${await hashIdentity("key-look")}`);
+    await state(testEnv, "api", "key-look");
+    expect((await request(testEnv, "key-look")).status).toBe(200);
+    expect(await state(testEnv, "api", "key-look")).toMatchObject({ allowed: true, remaining: 2 });
+    // Three looks did not use the client's quota: it still has exactly two requests.
+    expect((await request(testEnv, "key-look")).status).toBe(200);
+    expect((await request(testEnv, "key-look")).status).toBe(200);
+    expect((await request(testEnv, "key-look")).status).toBe(429);
+  });
+
+  it("explains why a blocked client is blocked, and a reset lets it through at once", async () => {
+    for (let i = 0; i < 3; i++) expect((await request(testEnv, "key-blocked")).status).toBe(200);
+    const denied = await request(testEnv, "key-blocked");
+    expect(denied.status).toBe(429);
+    const blocked = await state(testEnv, "api", "key-blocked");
+    expect(blocked).toMatchObject({ allowed: false, limit: 3, remaining: 0 });
+    expect(blocked.retry_after).toBeGreaterThanOrEqual(1);
+    expect(blocked.retry_after).toBeLessThanOrEqual(60);
+
+    const reset = await call(testEnv, "/__floodgate/keys/api/key-blocked", { method: "DELETE" });
+    expect(reset.status).toBe(200);
+    expect(await reset.json()).toMatchObject({ rule: "api", reset: true });
+    const after = await request(testEnv, "key-blocked");
+    expect(after.status).toBe(200);
+    expect(after.headers.get("X-RateLimit-Remaining")).toBe("2");
+  });
+
+  it("resets counters only: the override stays", async () => {
+    await send(testEnv, "PUT", "/__floodgate/overrides/api/key-kept", { limit: 10 });
+    await request(testEnv, "key-kept");
+    await call(testEnv, "/__floodgate/keys/api/key-kept", { method: "DELETE" });
+    expect(await state(testEnv, "api", "key-kept")).toMatchObject({
+      limit: 10,
+      remaining: 10,
+      override: { limit: 10 },
+    });
+  });
+
+  it("works for every algorithm's state (token bucket here)", async () => {
+    for (let i = 0; i < 2; i++) expect((await request(bucketEnv, "key-tb")).status).toBe(200);
+    expect((await request(bucketEnv, "key-tb")).status).toBe(429);
+    expect(await state(bucketEnv, "burst", "key-tb")).toMatchObject({ allowed: false, remaining: 0 });
+    await call(bucketEnv, "/__floodgate/keys/burst/key-tb", { method: "DELETE" });
+    expect((await request(bucketEnv, "key-tb")).status).toBe(200);
+  });
+
+  it("answers 404 for an unknown rule, 400 for a malformed hash, 401 without the token", async () => {
+    expect((await call(testEnv, "/__floodgate/keys/ghost/key")).status).toBe(404);
+    expect((await call(testEnv, "/__floodgate/keys/ghost/key", { method: "DELETE" })).status).toBe(404);
+    expect((await call(testEnv, "/__floodgate/keys/api/hash:!!")).status).toBe(400);
+    for (const token of [null, "wrong"]) {
+      expect((await call(testEnv, "/__floodgate/keys/api/key", { token })).status).toBe(401);
+      expect((await call(testEnv, "/__floodgate/keys/api/key", { token, method: "DELETE" })).status).toBe(
+        401,
+      );
+    }
+  });
+});
+
+describe("an override raises a client's limit, then (after its TTL) drops it again", () => {
+  it("takes effect on the very next request and expires on its own", async () => {
+    for (let i = 0; i < 3; i++) expect((await request(testEnv, "key-vip")).status).toBe(200);
+    expect((await request(testEnv, "key-vip")).status).toBe(429);
+
+    const put = await send(testEnv, "PUT", "/__floodgate/overrides/api/key-vip", { limit: 6, ttl: 1 });
+    expect(put.status).toBe(200);
+    const raised = await request(testEnv, "key-vip");
+    expect(raised.status).toBe(200);
+    expect(raised.headers.get("X-RateLimit-Limit")).toBe("6");
+    expect(raised.headers.get("X-RateLimit-Remaining")).toBe("2");
+    expect((await request(testEnv, "key-vip")).status).toBe(200);
+    expect(await state(testEnv, "api", "key-vip")).toMatchObject({
+      limit: 6,
+      remaining: 1,
+      override: { limit: 6 },
+    });
+
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const dropped = await request(testEnv, "key-vip");
+    expect(dropped.status).toBe(429);
+    expect(dropped.headers.get("X-RateLimit-Limit")).toBe("3");
+    expect(await state(testEnv, "api", "key-vip")).toMatchObject({ limit: 3, override: null });
+  });
+});
