@@ -11,15 +11,20 @@ export const IP_HEADER = "CF-Connecting-IP";
  * Starts Floodgate with `rules` in front of `origin`, deciding through `rest`. `prefix` isolates its Redis
  * keys from every other target's.
  */
-export function startFloodgate(name, { rest, origin, rules, prefix, bindings = {} }) {
-  return startWorker(name, "src/worker.ts", {
-    ORIGIN_URL: origin.url,
-    UPSTASH_REDIS_REST_URL: rest.url,
-    UPSTASH_REDIS_REST_TOKEN: rest.token,
-    RATE_LIMIT_RULES: rules,
-    RATE_LIMIT_PREFIX: prefix,
-    ...bindings,
-  });
+export function startFloodgate(name, { rest, origin, rules, prefix, bindings = {}, extraArgs = [] }) {
+  return startWorker(
+    name,
+    "src/worker.ts",
+    {
+      ORIGIN_URL: origin.url,
+      UPSTASH_REDIS_REST_URL: rest.url,
+      UPSTASH_REDIS_REST_TOKEN: rest.token,
+      RATE_LIMIT_RULES: rules,
+      RATE_LIMIT_PREFIX: prefix,
+      ...bindings,
+    },
+    extraArgs,
+  );
 }
 
 /**

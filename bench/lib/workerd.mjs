@@ -77,9 +77,10 @@ const config :Workerd.Config = (
 
 /**
  * Starts `workerd serve` for one Worker. `bindings` are text bindings (objects are passed as JSON, the
- * way `RATE_LIMIT_RULES` may arrive as a secret string). Resolves once the socket answers HTTP.
+ * way `RATE_LIMIT_RULES` may arrive as a secret string); `extraArgs` go to `workerd serve` (e.g. an
+ * inspector address). Resolves once the socket answers HTTP.
  */
-export async function startWorker(name, entry, bindings) {
+export async function startWorker(name, entry, bindings, extraArgs = []) {
   const modulePath = await bundle(entry);
   const port = await freePort();
   const dir = join(scratch, name);
@@ -94,7 +95,7 @@ export async function startWorker(name, entry, bindings) {
   // capnp resolves `embed` relative to the config file.
   writeFileSync(configPath, config({ modulePath: relative(dir, modulePath), port, bindings: text }));
   const url = `http://127.0.0.1:${port}`;
-  const proc = await startProcess(name, workerdBinary, ["serve", configPath], {
+  const proc = await startProcess(name, workerdBinary, ["serve", configPath, ...extraArgs], {
     ready: httpAnswers(`${url}/__floodgate/health`),
   });
   return { ...proc, port, url };

@@ -1,0 +1,122 @@
+#!/usr/bin/env node
+/**
+ * Where a target's workerd CPU goes: runs one overhead target under `workerd serve --inspector-addr`,
+ * loads it with wrk while the V8 sampling profiler runs, and prints the functions with the most self
+ * time (by bundled module). A diagnostic, not part of `npm run bench`; the inspector itself adds overhead,
+ * so read the shares, not the absolute times.
+ *
+ *   node bench/profile.mjs [c|d|b'|e] [seconds]
+ */
+import { readFileSync } from "node:fs";
+import { IP_HEADER, startFloodgate } from "./lib/floodgate.mjs";
+import { freePort, stopAll } from "./lib/procs.mjs";
+import { restCommand, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
+import { startWorker } from "./lib/workerd.mjs";
+import { ensureWrk, runWrk } from "./lib/wrk.mjs";
+
+const target = process.argv[2] ?? "c";
+const seconds = Number(process.argv[3] ?? 4);
+const HEADERS = { [IP_HEADER]: "203.0.113.7", "x-api-key": "bench-key" };
+const rule = (name, key, algorithm) => ({ name, key, algorithm, limit: 1_000_000, period: "60s" });
+
+/** A minimal Chrome DevTools Protocol client over the inspector's WebSocket. */
+async function connect(inspectorPort) {
+  const list = await (await fetch(`http://127.0.0.1:${inspectorPort}/json/list`)).json();
+  const socket = new WebSocket(list[0].webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve;
+    socket.onerror = reject;
+  });
+  let id = 0;
+  const waiting = new Map();
+  socket.onmessage = (event) => {
+    const message = JSON.parse(event.data);
+    if (message.id && waiting.has(message.id)) {
+      waiting.get(message.id)(message);
+      waiting.delete(message.id);
+    }
+  };
+  const send = (method, params = {}) =>
+    new Promise((resolve) => {
+      const messageId = ++id;
+      waiting.set(messageId, resolve);
+      socket.send(JSON.stringify({ id: messageId, method, params }));
+    });
+  return { send, close: () => socket.close() };
+}
+
+/** Self time per function from a V8 CPU profile, in % of all samples. */
+function selfTimes(profile) {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const counts = new Map();
+  for (const id of profile.samples) {
+    const { functionName, url, lineNumber } = byId.get(id).callFrame;
+    const name = `${functionName || "(anonymous)"} ${url.split("/").at(-1)}:${lineNumber + 1}`;
+    counts.set(name, (counts.get(name) ?? 0) + 1);
+  }
+  const total = profile.samples.length;
+  return [...counts].sort((a, b) => b[1] - a[1]).map(([name, n]) => [name, (100 * n) / total]);
+}
+
+try {
+  ensureWrk();
+  const redis = await startRedis();
+  const rest = await startRest(redis.url);
+  const origin = await startOrigin();
+  const inspectorPort = await freePort();
+  const extraArgs = [`--inspector-addr=127.0.0.1:${inspectorPort}`];
+  const common = {
+    ORIGIN_URL: origin.url,
+    UPSTASH_REDIS_REST_URL: rest.url,
+    UPSTASH_REDIS_REST_TOKEN: rest.token,
+  };
+  let worker;
+  if (target === "c" || target === "d") {
+    const rules =
+      target === "c"
+        ? [rule("bench-ip", "ip", "sliding-window")]
+        : [
+            rule("bench-ip", "ip", "sliding-window"),
+            rule("bench-key", "header:x-api-key", "token-bucket"),
+            rule("bench-global", "global", "gcra"),
+          ];
+    worker = await startFloodgate("profile", { rest, origin, rules, prefix: "profile", extraArgs });
+  } else if (target === "b'") {
+    const script = readFileSync(new URL("workers/fixed-window.lua", import.meta.url), "utf8");
+    const sha = await restCommand(rest, ["SCRIPT", "LOAD", script]);
+    worker = await startWorker(
+      "profile",
+      "bench/workers/evalsha-proxy.mjs",
+      { ...common, EVALSHA_SHA: sha, LIMIT: "1000000" },
+      extraArgs,
+    );
+  } else {
+    worker = await startWorker(
+      "profile",
+      "bench/workers/upstash-ratelimit.mjs",
+      { ...common, LIMIT: "1000000" },
+      extraArgs,
+    );
+  }
+  await runWrk(`${worker.url}/`, { durationS: 1, headers: HEADERS });
+  const inspector = await connect(inspectorPort);
+  await inspector.send("Profiler.enable");
+  await inspector.send("Profiler.setSamplingInterval", { interval: 100 });
+  await inspector.send("Profiler.start");
+  const load = await runWrk(`${worker.url}/`, {
+    durationS: seconds,
+    headers: HEADERS,
+    pids: { workerd: worker.pid },
+  });
+  const { result } = await inspector.send("Profiler.stop");
+  inspector.close();
+  console.log(
+    `target ${target}: ${Math.round(load.rps)} req/s, ${Math.round(load.cpu.workerd.usPerRequest)} µs workerd CPU per request (inspector attached)`,
+  );
+  console.log("self time, % of samples:");
+  for (const [name, percent] of selfTimes(result.profile).slice(0, 30)) {
+    console.log(`${percent.toFixed(1).padStart(6)}  ${name}`);
+  }
+} finally {
+  await stopAll();
+}
