@@ -1,5 +1,6 @@
+import { type Item, parseList } from "structured-headers";
 import { describe, expect, it } from "vitest";
-import { makeEnv, newTag, originCount, send } from "./proxy-harness";
+import { makeEnv, newTag, originCount, redis, send } from "./proxy-harness";
 
 const perIp = (limit: number, extra: Record<string, unknown> = {}) => ({
   name: "per-ip",
@@ -10,8 +11,20 @@ const perIp = (limit: number, extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
+/** A structured-field list parsed with a real parser, as `{ name: params }`. */
+function members(field: string | null): Record<string, Record<string, unknown>> {
+  expect(field).not.toBeNull();
+  const out: Record<string, Record<string, unknown>> = {};
+  for (const member of parseList(field as string)) {
+    const [name, params] = member as Item;
+    expect(typeof name).toBe("string");
+    out[name as string] = Object.fromEntries(params);
+  }
+  return out;
+}
+
 describe("limiting at the edge", () => {
-  it("proxies the first requests and denies the one over the limit with a 429 problem", async () => {
+  it("proxies up to the limit and denies the next request with a 429 problem", async () => {
     const env = makeEnv([perIp(3)]);
     const tag = newTag();
     const statuses: number[] = [];
@@ -22,5 +35,179 @@ describe("limiting at the edge", () => {
     }
     expect(statuses).toEqual([200, 200, 200, 429]);
     expect(await originCount(tag)).toBe(3);
+  });
+
+  it("lets exactly 50 of 300 concurrent requests through to the origin for a limit of 50", async () => {
+    const env = makeEnv([perIp(50, { algorithm: "sliding-window" })]);
+    const tag = newTag();
+    const responses = await Promise.all(
+      Array.from({ length: 300 }, () =>
+        send(env, "/burst", { ip: "198.51.100.2", headers: { "x-count-tag": tag } }),
+      ),
+    );
+    const count = (status: number) => responses.filter((r) => r.status === status).length;
+    expect(count(200)).toBe(50);
+    expect(count(429)).toBe(250);
+    expect(await originCount(tag)).toBe(50);
+  });
+
+  it("still limits a client that rotates a spoofed X-Forwarded-For and X-Real-IP", async () => {
+    const env = makeEnv([perIp(2)]);
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const spoofed = `203.0.113.${i + 10}`;
+      const sent = await send(env, "/", {
+        ip: "198.51.100.3",
+        headers: { "X-Forwarded-For": spoofed, "X-Real-IP": spoofed, "True-Client-IP": spoofed },
+      });
+      statuses.push(sent.status);
+    }
+    expect(statuses).toEqual([200, 200, 429, 429]);
+    // Another real client is unaffected.
+    expect((await send(env, "/", { ip: "198.51.100.4" })).status).toBe(200);
+  });
+
+  it("sends RateLimit-Policy, RateLimit and X-RateLimit-* that a structured-field parser reads", async () => {
+    const env = makeEnv([
+      perIp(10, { name: "per-minute", period: "1m" }),
+      { name: "bucket", key: "ip", algorithm: "token-bucket", limit: 100, period: "1m", burst: 5 },
+      { name: "in-flight", key: "ip", algorithm: "concurrency", limit: 3 },
+    ]);
+    const sent = await send(env, "/headers", { ip: "198.51.100.5" });
+    expect(sent.status).toBe(200);
+    expect(members(sent.headers.get("RateLimit-Policy"))).toEqual({
+      "per-minute": { q: 10, w: 60 },
+      bucket: { q: 100, w: 60 },
+      "in-flight": { q: 3, qu: "concurrent-requests" },
+    });
+    const limits = members(sent.headers.get("RateLimit"));
+    expect(limits["per-minute"]?.r).toBe(9);
+    expect(limits["per-minute"]?.t).toBeGreaterThan(0);
+    expect(limits["per-minute"]?.t).toBeLessThanOrEqual(60);
+    expect(limits.bucket?.r).toBe(4);
+    expect(limits.bucket?.t).toBeGreaterThanOrEqual(0);
+    expect(limits["in-flight"]).toEqual({ r: 2 });
+    // The strictest rule is the one with the least quota left: the concurrency rule (2 of 3).
+    expect(sent.headers.get("X-RateLimit-Limit")).toBe("3");
+    expect(sent.headers.get("X-RateLimit-Remaining")).toBe("2");
+    expect(sent.headers.get("X-RateLimit-Reset")).toMatch(/^\d+$/);
+    expect(sent.headers.get("Server-Timing")).toMatch(/^ratelimit;dur=\d+(\.\d+)?/);
+  });
+
+  it("answers a denied request with Retry-After ≥ t, no-store and the quota-exceeded problem", async () => {
+    const env = makeEnv([perIp(1, { name: "strict", period: "30s" }), perIp(100, { name: "loose" })]);
+    await send(env, "/", { ip: "198.51.100.6" });
+    const denied = await send(env, "/", { ip: "198.51.100.6" });
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get("Content-Type")).toBe("application/problem+json");
+    expect(denied.headers.get("Cache-Control")).toBe("no-store");
+    const retryAfter = Number(denied.headers.get("Retry-After"));
+    expect(Number.isInteger(retryAfter)).toBe(true);
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(30);
+    const t = members(denied.headers.get("RateLimit")).strict?.t as number;
+    expect(retryAfter).toBeGreaterThanOrEqual(t);
+    const body = denied.json();
+    expect(body).toMatchObject({
+      type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
+      title: "Too Many Requests",
+      status: 429,
+      "violated-policies": ["strict"],
+      policy: "strict",
+      retry_after: retryAfter,
+    });
+    expect(typeof body.detail).toBe("string");
+    // A denied request consumed nothing: the loose rule still shows 99 left, as after the first request.
+    expect(members(denied.headers.get("RateLimit")).loose?.r).toBe(99);
+  });
+
+  it("stores identities hashed: no raw API key or IP appears in any Redis key", async () => {
+    const env = makeEnv([
+      { name: "keyed", key: "header:x-api-key", algorithm: "fixed-window", limit: 5, period: "1m" },
+      perIp(5),
+    ]);
+    await send(env, "/", { ip: "198.51.100.77", headers: { "x-api-key": "sk_live_SECRET{*}:x" } });
+    const [, keys] = await redis.scan(0, { match: `${env.RATE_LIMIT_PREFIX}:*`, count: 1000 });
+    expect(keys.length).toBeGreaterThanOrEqual(2);
+    for (const key of keys) {
+      expect(key).not.toContain("sk_live");
+      expect(key).not.toContain("198.51.100.77");
+      expect(key).toMatch(new RegExp(`^${env.RATE_LIMIT_PREFIX}:(keyed|per-ip):[A-Za-z0-9_-]{22}`));
+    }
+  });
+});
+
+describe("cost", () => {
+  const rows = {
+    name: "rows",
+    key: "ip",
+    algorithm: "fixed-window",
+    limit: 10,
+    period: "1m",
+    cost: "header:x-rows",
+  };
+
+  it("counts the units a header asks for, and one unit when it is absent", async () => {
+    const env = makeEnv([rows]);
+    const first = await send(env, "/", { ip: "198.51.100.8", headers: { "x-rows": "4" } });
+    expect(members(first.headers.get("RateLimit")).rows?.r).toBe(6);
+    const second = await send(env, "/", { ip: "198.51.100.8" });
+    expect(members(second.headers.get("RateLimit")).rows?.r).toBe(5);
+    expect((await send(env, "/", { ip: "198.51.100.8", headers: { "x-rows": "6" } })).status).toBe(429);
+  });
+
+  it("rejects a cost that is not a positive integer with a 400 problem", async () => {
+    const env = makeEnv([rows]);
+    for (const bad of ["0", "-1", "2.5", "lots", "1000000001"]) {
+      const sent = await send(env, "/", { ip: "198.51.100.9", headers: { "x-rows": bad } });
+      expect(sent.status, bad).toBe(400);
+      expect(sent.headers.get("Content-Type")).toBe("application/problem+json");
+      expect(sent.json().detail).toContain("x-rows");
+    }
+  });
+
+  it("denies a cost the rule can never grant, with Retry-After of one full period", async () => {
+    const env = makeEnv([rows]);
+    const sent = await send(env, "/", { ip: "198.51.100.10", headers: { "x-rows": "11" } });
+    expect(sent.status).toBe(429);
+    expect(sent.headers.get("Retry-After")).toBe("60");
+    // Nothing was consumed.
+    const after = await send(env, "/", { ip: "198.51.100.10" });
+    expect(members(after.headers.get("RateLimit")).rows?.r).toBe(9);
+  });
+});
+
+describe("modes", () => {
+  it("off: proxies with no rate-limit headers and makes no Redis call", async () => {
+    const env = makeEnv([perIp(1)], { RATE_LIMIT_MODE: "off" });
+    for (let i = 0; i < 3; i++) {
+      const sent = await send(env, "/", { ip: "198.51.100.11" });
+      expect(sent.status).toBe(200);
+      expect(sent.headers.get("RateLimit")).toBeNull();
+      expect(sent.headers.get("X-RateLimit-Limit")).toBeNull();
+    }
+    const [, keys] = await redis.scan(0, { match: `${env.RATE_LIMIT_PREFIX}:*`, count: 1000 });
+    expect(keys).toEqual([]);
+  });
+
+  it("monitor: counts and reports but never blocks", async () => {
+    const env = makeEnv([perIp(1)], { RATE_LIMIT_MODE: "monitor" });
+    const statuses: number[] = [];
+    let last = await send(env, "/", { ip: "198.51.100.12" });
+    statuses.push(last.status);
+    last = await send(env, "/", { ip: "198.51.100.12" });
+    statuses.push(last.status);
+    expect(statuses).toEqual([200, 200]);
+    expect(members(last.headers.get("RateLimit"))["per-ip"]?.r).toBe(0);
+  });
+
+  it("a rule's own mode overrides RATE_LIMIT_MODE", async () => {
+    const env = makeEnv([perIp(1, { mode: "on" }), perIp(1, { name: "watch", mode: "monitor" })], {
+      RATE_LIMIT_MODE: "off",
+    });
+    await send(env, "/", { ip: "198.51.100.13" });
+    const denied = await send(env, "/", { ip: "198.51.100.13" });
+    expect(denied.status).toBe(429);
+    expect(denied.json()["violated-policies"]).toEqual(["per-ip"]);
   });
 });
