@@ -23,14 +23,17 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const results = `${root}bench/results/`;
 
 /** The Redis-level bench is the engine engineer's (bench/redis/); it prints a markdown table. */
-function runRedisBench() {
+function runRedisBench({ quick }) {
   const entry = ["run.mjs", "index.mjs", "bench.mjs"]
     .map((name) => `${root}bench/redis/${name}`)
     .find((path) => existsSync(path));
   if (!entry)
     return Promise.resolve({ markdown: "Not run: bench/redis/ has no entry script yet.", json: null });
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [entry], { stdio: ["ignore", "pipe", "inherit"], cwd: root });
+    const child = spawn(process.execPath, [entry, ...(quick ? ["--quick"] : [])], {
+      stdio: ["ignore", "pipe", "inherit"],
+      cwd: root,
+    });
     let out = "";
     child.stdout.on("data", (chunk) => {
       out += chunk;
@@ -45,7 +48,7 @@ function runRedisBench() {
 }
 
 const PARTS = {
-  redis: { title: "Redis: the Lua script alone", run: () => runRedisBench() },
+  redis: { title: "Redis: the Lua script alone", run: ({ quick }) => runRedisBench({ quick }) },
   overhead: {
     title: "Overhead under `workerd serve`",
     run: ({ quick }) => runOverhead(quick ? { durationS: 2, repetitions: 1, warmupS: 1 } : {}),
@@ -82,6 +85,11 @@ for (const part of selected) {
   } catch (error) {
     failed = true;
     console.error(`${part} failed: ${error.stack ?? error}`);
+    // Say so in the table rather than keep showing an older result as if it were this run's.
+    writeFileSync(
+      `${results}${part}.md`,
+      `_Run ${startedAt}: **failed**: ${String(error.message).split("\n")[0]}._\n`,
+    );
     await stopAll();
   }
 }
