@@ -1,0 +1,161 @@
+import { SignJWT } from "jose";
+import { describe, expect, it } from "vitest";
+import { makeEnv, send } from "./proxy-harness";
+
+const rule = (key: unknown, extra: Record<string, unknown> = {}) => ({
+  name: "r",
+  key,
+  algorithm: "fixed-window",
+  limit: 1,
+  period: "1h",
+  ...extra,
+});
+
+/** Sends twice as one client; true if the second request was denied (i.e. both shared a bucket). */
+async function shareBucket(
+  env: Record<string, unknown>,
+  a: RequestInit & { ip?: string; path?: string },
+  b: RequestInit & { ip?: string; path?: string },
+) {
+  expect((await send(env, a.path ?? "/", a)).status).toBe(200);
+  return (await send(env, b.path ?? "/", b)).status === 429;
+}
+
+const SECRET = "test-jwt-secret-that-is-long-enough-0123456789";
+const jwtFor = (claims: Record<string, unknown>, { expiresIn = "1h", secret = SECRET } = {}) =>
+  new SignJWT(claims)
+    .setProtectedHeader({ alg: "HS256" })
+    .setIssuedAt()
+    .setExpirationTime(expiresIn)
+    .sign(new TextEncoder().encode(secret));
+const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
+
+describe("who a request is", () => {
+  it("ip: different spellings of one IPv6 address are one client; other addresses are not", async () => {
+    const env = makeEnv([rule("ip")]);
+    expect(await shareBucket(env, { ip: "2001:DB8:0:0:0:0:0:1" }, { ip: "2001:db8::1" })).toBe(true);
+    expect((await send(env, "/", { ip: "2001:db8::2" })).status).toBe(200);
+  });
+
+  it("ip/64: addresses in one /64 share a bucket, another /64 does not, IPv4 stays whole", async () => {
+    const env = makeEnv([rule("ip/64")]);
+    expect(
+      await shareBucket(env, { ip: "2001:db8:1:2::1" }, { ip: "2001:db8:1:2:ffff:ffff:ffff:ffff" }),
+    ).toBe(true);
+    expect((await send(env, "/", { ip: "2001:db8:1:3::1" })).status).toBe(200);
+    expect(await shareBucket(env, { ip: "192.0.2.1" }, { ip: "192.0.2.1" })).toBe(true);
+    expect((await send(env, "/", { ip: "192.0.2.2" })).status).toBe(200);
+  });
+
+  it("without the trusted header every client is the one shared `unknown` client", async () => {
+    const env = makeEnv([rule("ip")]);
+    expect(
+      await shareBucket(
+        env,
+        { headers: { "X-Forwarded-For": "192.0.2.10" } },
+        { headers: { "X-Forwarded-For": "192.0.2.11" } },
+      ),
+    ).toBe(true);
+  });
+
+  it("trusts only the configured client IP header", async () => {
+    const env = makeEnv([rule("ip")], { RATE_LIMIT_CLIENT_IP_HEADER: "X-Client-IP" });
+    // CF-Connecting-IP is now just a header a client can forge; X-Client-IP decides.
+    expect(
+      await shareBucket(
+        env,
+        { ip: "192.0.2.20", headers: { "X-Client-IP": "192.0.2.30" } },
+        { ip: "192.0.2.21", headers: { "X-Client-IP": "192.0.2.30" } },
+      ),
+    ).toBe(true);
+    expect((await send(env, "/", { headers: { "X-Client-IP": "192.0.2.31" } })).status).toBe(200);
+  });
+
+  it("header: and query: keys, and a composite of both", async () => {
+    const env = makeEnv([rule("header:X-Api-Key", { name: "h" })]);
+    expect(
+      await shareBucket(
+        env,
+        { ip: "192.0.2.40", headers: { "x-api-key": "k1" } },
+        { ip: "192.0.2.41", headers: { "x-api-key": "k1" } },
+      ),
+    ).toBe(true);
+    expect((await send(env, "/", { headers: { "x-api-key": "k2" } })).status).toBe(200);
+
+    const query = makeEnv([rule("query:tenant", { name: "q" })]);
+    expect(await shareBucket(query, { path: "/?tenant=a" }, { path: "/other?tenant=a&x=1" })).toBe(true);
+    expect((await send(query, "/?tenant=b")).status).toBe(200);
+
+    const composite = makeEnv([rule(["header:x-api-key", "query:tenant"], { name: "c" })]);
+    expect(
+      await shareBucket(
+        composite,
+        { path: "/?tenant=a", headers: { "x-api-key": "k" } },
+        { path: "/?tenant=a", headers: { "x-api-key": "k" } },
+      ),
+    ).toBe(true);
+    expect((await send(composite, "/?tenant=b", { headers: { "x-api-key": "k" } })).status).toBe(200);
+    // The separator cannot be smuggled: "k|x" + "y" is not "k" + "x|y".
+    expect(
+      await shareBucket(
+        composite,
+        { path: "/?tenant=y", headers: { "x-api-key": "k|x" } },
+        { path: "/?tenant=x%7Cy", headers: { "x-api-key": "k" } },
+      ),
+    ).toBe(false);
+  });
+
+  it("missing key: ip (default) falls back to the client IP, skip ignores the rule, deny answers 401 naming the key", async () => {
+    const fallback = makeEnv([rule("header:x-api-key")]);
+    expect(await shareBucket(fallback, { ip: "192.0.2.50" }, { ip: "192.0.2.50" })).toBe(true);
+    expect((await send(fallback, "/", { ip: "192.0.2.51" })).status).toBe(200);
+
+    const skip = makeEnv([rule("header:x-api-key", { missing: "skip" })]);
+    for (let i = 0; i < 3; i++) {
+      const sent = await send(skip, "/", { ip: "192.0.2.52" });
+      expect(sent.status).toBe(200);
+      expect(sent.headers.get("RateLimit")).toBeNull();
+    }
+
+    const deny = makeEnv([rule("header:x-api-key", { missing: "deny" })]);
+    const denied = await send(deny, "/", { ip: "192.0.2.53" });
+    expect(denied.status).toBe(401);
+    expect(denied.headers.get("Content-Type")).toBe("application/problem+json");
+    expect(denied.json().detail).toContain("header:x-api-key");
+  });
+
+  it("jwt: verified claims are identities; a forged or expired token counts as missing", async () => {
+    const env = makeEnv([rule("jwt:sub", { missing: "deny" })], { RATE_LIMIT_JWT_SECRET: SECRET });
+    const alice = await jwtFor({ sub: "alice" });
+    const aliceAgain = await jwtFor({ sub: "alice", jti: "2" });
+    expect(
+      await shareBucket(
+        env,
+        { ip: "192.0.2.60", headers: bearer(alice) },
+        { ip: "192.0.2.61", headers: bearer(aliceAgain) },
+      ),
+    ).toBe(true);
+    expect((await send(env, "/", { headers: bearer(await jwtFor({ sub: "bob" })) })).status).toBe(200);
+
+    const forged = await jwtFor({ sub: "carol" }, { secret: "not-the-secret-at-all-0123456789abcdef" });
+    expect((await send(env, "/", { headers: bearer(forged) })).status).toBe(401);
+    const expired = await jwtFor({ sub: "dave" }, { expiresIn: "-1m" });
+    expect((await send(env, "/", { headers: bearer(expired) })).status).toBe(401);
+    const unsigned =
+      `${btoa(JSON.stringify({ alg: "none" }))}.${btoa(JSON.stringify({ sub: "eve" }))}.`.replace(/=/g, "");
+    expect((await send(env, "/", { headers: bearer(unsigned) })).status).toBe(401);
+  });
+
+  it("tiers: the limit follows the client's tier, an unknown tier gets the rule's own", async () => {
+    const env = makeEnv(
+      [rule("jwt:sub", { limit: 2, tier: "jwt:plan", tiers: { pro: { limit: 5 }, free: { limit: 1 } } })],
+      { RATE_LIMIT_JWT_SECRET: SECRET },
+    );
+    const limitOf = async (claims: Record<string, unknown>) =>
+      (await send(env, "/", { headers: bearer(await jwtFor(claims)) })).headers.get("X-RateLimit-Limit");
+    expect(await limitOf({ sub: "p", plan: "pro" })).toBe("5");
+    expect(await limitOf({ sub: "f", plan: "free" })).toBe("1");
+    expect(await limitOf({ sub: "u", plan: "platinum" })).toBe("2");
+    expect(await limitOf({ sub: "n" })).toBe("2");
+  });
+});
