@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { IP_HEADER, startFloodgate } from "./lib/floodgate.mjs";
 import { freePort, stopAll } from "./lib/procs.mjs";
 import { restCommand, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
-import { startWorker } from "./lib/workerd.mjs";
+import { bundle, startWorker } from "./lib/workerd.mjs";
 import { ensureWrk, runWrk } from "./lib/wrk.mjs";
 
 const target = process.argv[2] ?? "c";
@@ -45,17 +45,53 @@ async function connect(inspectorPort) {
   return { send, close: () => socket.close() };
 }
 
-/** Self time per function from a V8 CPU profile, in % of all samples. */
-function selfTimes(profile) {
+/**
+ * The source module of each line of an esbuild bundle: esbuild (not minified) opens every module's code
+ * with a `// <path>` comment.
+ */
+function moduleOfLine(bundlePath) {
+  const starts = [];
+  readFileSync(bundlePath, "utf8")
+    .split("\n")
+    .forEach((line, index) => {
+      const match = /^\/\/ ((?:src|bench|node_modules)\/\S+)$/.exec(line);
+      if (match) starts.push([index, match[1].replace(/^node_modules\/(@[^/]+\/[^/]+|[^/]+)\/.*/, "$1")]);
+    });
+  return (line) => {
+    let found = "(bundle)";
+    for (const [start, path] of starts) {
+      if (start > line) break;
+      found = path;
+    }
+    return found;
+  };
+}
+
+/** Self time from a V8 CPU profile, in % of all samples, per function and per source module. */
+function selfTimes(profile, moduleOf) {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
-  const counts = new Map();
+  const parentOf = new Map();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id);
+  /** Native work (fetch, Headers, crypto…) is charged to the nearest bundled caller's module. */
+  const owner = (id) => {
+    for (let at = id; at !== undefined; at = parentOf.get(at)) {
+      const { url, lineNumber } = byId.get(at).callFrame;
+      if (url.endsWith("worker.js")) return moduleOf(lineNumber);
+    }
+    return `(${byId.get(id).callFrame.functionName || "native"})`;
+  };
+  const functions = new Map();
+  const modules = new Map();
+  const add = (map, key) => map.set(key, (map.get(key) ?? 0) + 1);
   for (const id of profile.samples) {
     const { functionName, url, lineNumber } = byId.get(id).callFrame;
-    const name = `${functionName || "(anonymous)"} ${url.split("/").at(-1)}:${lineNumber + 1}`;
-    counts.set(name, (counts.get(name) ?? 0) + 1);
+    const module = url.endsWith("worker.js") ? moduleOf(lineNumber) : `(native ${functionName || "code"})`;
+    add(functions, `${functionName || "(anonymous)"} [${module}]`);
+    add(modules, owner(id));
   }
   const total = profile.samples.length;
-  return [...counts].sort((a, b) => b[1] - a[1]).map(([name, n]) => [name, (100 * n) / total]);
+  const sorted = (map) => [...map].sort((a, b) => b[1] - a[1]).map(([name, n]) => [name, (100 * n) / total]);
+  return { functions: sorted(functions), modules: sorted(modules) };
 }
 
 try {
@@ -113,10 +149,17 @@ try {
   console.log(
     `target ${target}: ${Math.round(load.rps)} req/s, ${Math.round(load.cpu.workerd.usPerRequest)} µs workerd CPU per request (inspector attached)`,
   );
-  console.log("self time, % of samples:");
-  for (const [name, percent] of selfTimes(result.profile).slice(0, 30)) {
+  const entry = { c: "src/worker.ts", d: "src/worker.ts", "b'": "bench/workers/evalsha-proxy.mjs" }[target];
+  const times = selfTimes(
+    result.profile,
+    moduleOfLine(await bundle(entry ?? "bench/workers/upstash-ratelimit.mjs")),
+  );
+  console.log("time by source module (native work charged to its bundled caller), % of samples:");
+  for (const [name, percent] of times.modules.slice(0, 25))
     console.log(`${percent.toFixed(1).padStart(6)}  ${name}`);
-  }
+  console.log("self time by function, % of samples:");
+  for (const [name, percent] of times.functions.slice(0, 25))
+    console.log(`${percent.toFixed(1).padStart(6)}  ${name}`);
 } finally {
   await stopAll();
 }
