@@ -145,7 +145,12 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     if (calls.length === 0) return finish(true, []);
 
     const cached = calls.map((call) => denyCache.lookup(call));
-    if (cached.some((r) => r !== undefined)) {
+    // Companions left undecided must not be fail-closed rules: a caller applying the failure policy
+    // first would answer 503 to a client that is certainly denied. Those requests ask Redis instead.
+    const usable = cached.every(
+      (r, i) => r !== undefined || calls[i]?.mode !== "on" || calls[i]?.failure !== "closed",
+    );
+    if (usable && cached.some((r) => r !== undefined)) {
       // Denied already: the rules not in the cache were not evaluated, so they carry no figures.
       return finish(
         false,

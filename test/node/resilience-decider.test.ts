@@ -146,6 +146,18 @@ describe("with Redis healthy", () => {
     expect(other.results[0]?.remaining).toBe(100 - 2);
   });
 
+  it("asks Redis instead of the deny cache when a fail-closed rule would be left undecided", async () => {
+    const { decider } = setup();
+    const strict = rule({ algorithm: "gcra", limit: 1, burst: 1, periodMs: 5000 });
+    const guarded = rule({ failure: "closed", limit: 100, burst: 100 });
+    await decider.decide([strict], "first");
+    expect((await decider.decide([strict], "second")).results[0]?.source).toBe("redis");
+    expect((await decider.decide([strict], "third")).results[0]?.source).toBe("deny-cache");
+    const both = await decider.decide([strict, guarded], "both");
+    expect(both.allowed).toBe(false);
+    expect(both.results.map((r) => r.source)).toEqual(["redis", "redis"]);
+  });
+
   it("survives SCRIPT FLUSH between every decision without a failed one", async () => {
     const { decider } = setup();
     const call = rule({ limit: 100, burst: 100 });

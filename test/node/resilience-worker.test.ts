@@ -1,0 +1,321 @@
+// The real Worker (bundled as for deploy, run in Miniflare/workerd) in front of this file's own redis-server,
+// REST server and echo origin. The tests kill, freeze, flush and restart Redis, give the Worker a wrong
+// token and a dead or slow origin, and check what a client of the API would see.
+import { Redis as IORedis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
+import { startEchoOrigin } from "../support/echo-origin.mjs";
+import { startWorker } from "../support/miniflare-worker.mjs";
+
+type Worker = Awaited<ReturnType<typeof startWorker>>;
+
+const TIMEOUT_MS = 200;
+/** Worker + origin + a shared 2-core machine, on top of the decision budget. */
+const MARGIN_MS = 400;
+const PREFIX = `resw${Date.now()}`;
+
+const RULES = [
+  {
+    name: "open-rule",
+    match: { path: "/open/*" },
+    key: "ip",
+    algorithm: "fixed-window",
+    limit: 5,
+    period: "1m",
+  },
+  {
+    name: "closed-rule",
+    match: { path: "/closed/*" },
+    key: "ip",
+    algorithm: "fixed-window",
+    limit: 100,
+    period: "1m",
+    failure: "closed",
+  },
+  { name: "deny-rule", match: { path: "/deny/*" }, key: "ip", algorithm: "gcra", limit: 2, period: "2s" },
+  {
+    name: "origin-rule",
+    match: { path: "/status/*" },
+    key: "ip",
+    algorithm: "fixed-window",
+    limit: 10,
+    period: "1m",
+  },
+  {
+    name: "slow-rule",
+    match: { path: "/slow" },
+    key: "ip",
+    algorithm: "fixed-window",
+    limit: 10,
+    period: "1m",
+  },
+];
+
+let redis: Awaited<ReturnType<typeof startRedis>>;
+let rest: Awaited<ReturnType<typeof startRestServer>>;
+let origin: Awaited<ReturnType<typeof startEchoOrigin>>;
+let direct: IORedis;
+let worker: Worker;
+let ipSeq = 0;
+
+const bindings = (overrides: Record<string, string> = {}) => ({
+  ORIGIN_URL: origin.url,
+  UPSTASH_REDIS_REST_URL: rest.url,
+  UPSTASH_REDIS_REST_TOKEN: rest.token,
+  RATE_LIMIT_RULES: JSON.stringify(RULES),
+  RATE_LIMIT_PREFIX: PREFIX,
+  RATE_LIMIT_TIMEOUT_MS: String(TIMEOUT_MS),
+  ORIGIN_TIMEOUT_MS: "500",
+  ...overrides,
+});
+
+beforeAll(async () => {
+  redis = await startRedis();
+  rest = await startRestServer({ redisUrl: redis.url });
+  origin = await startEchoOrigin();
+  direct = new IORedis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  direct.on("error", () => {});
+  worker = await startWorker({ bindings: bindings() });
+}, 60_000);
+
+afterAll(async () => {
+  await worker?.dispose();
+  direct?.disconnect();
+  await origin?.close();
+  await rest?.close();
+  await redis?.close();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** A client address no other request in this file uses. */
+const freshIp = () => `198.51.${Math.floor(++ipSeq / 250)}.${(ipSeq % 250) + 1}`;
+
+async function send(w: Worker, path: string, ip: string) {
+  const started = performance.now();
+  const response = await w.fetch(path, { headers: { "CF-Connecting-IP": ip } });
+  const body = await response.text();
+  return { status: response.status, headers: response.headers, body, ms: performance.now() - started };
+}
+
+async function health(w: Worker) {
+  const response = await w.fetch("/__floodgate/health");
+  const text = await response.text();
+  return { status: response.status, text, json: JSON.parse(text) as Record<string, unknown> };
+}
+
+/** EVALSHA + EVAL calls Redis has served since it (re)started. */
+async function scriptCalls(): Promise<number> {
+  const info = await direct.info("commandstats");
+  let calls = 0;
+  for (const match of info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) calls += Number(match[2]);
+  return calls;
+}
+
+/** Waits until the REST server reaches Redis again (what an operator would check after a restart). */
+async function waitForRest(): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const res = await fetch(rest.url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${rest.token}` },
+      body: JSON.stringify(["PING"]),
+    }).catch(() => undefined);
+    if (res?.status === 200) return;
+    await sleep(50);
+  }
+  throw new Error("the REST server never reached Redis again");
+}
+
+/** Sends requests until a decision reaches Redis again (breaker closed); returns how long that took. */
+async function recover(): Promise<number> {
+  const started = Date.now();
+  while (Date.now() - started < 15_000) {
+    await send(worker, "/open/recover", freshIp());
+    if ((await health(worker)).json.breaker === "closed") return Date.now() - started;
+    await sleep(50);
+  }
+  throw new Error("the breaker never closed again");
+}
+
+describe("Redis killed mid-run", () => {
+  it("keeps proxying fail-open rules with zero 5xx, answers fail-closed ones 503, and resumes limiting within one cool-down", async () => {
+    expect((await send(worker, "/open/warm", freshIp())).status).toBe(200);
+    await redis.kill();
+    let restarted = false;
+    try {
+      const batch = await Promise.all(
+        Array.from({ length: 30 }, (_, i) => send(worker, `/open/${i}`, freshIp())),
+      );
+      expect(batch.map((r) => r.status)).toEqual(Array(30).fill(200));
+      const more = [];
+      for (let i = 0; i < 10; i++) more.push(await send(worker, `/open/seq${i}`, freshIp()));
+      expect(more.filter((r) => r.status >= 500)).toEqual([]);
+
+      const closed = await send(worker, "/closed/x", freshIp());
+      expect(closed.status).toBe(503);
+      expect(closed.headers.get("content-type")).toContain("application/problem+json");
+      expect(closed.headers.get("cache-control")).toContain("no-store");
+      expect(Number(closed.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      const problem = JSON.parse(closed.body);
+      expect(problem.type).toBe("https://iana.org/assignments/http-problem-types#temporary-reduced-capacity");
+      expect(problem.retry_after).toBeGreaterThanOrEqual(1);
+
+      const h = await health(worker);
+      expect(h.status).toBe(200);
+      expect(h.json).toMatchObject({ status: "degraded", breaker: "open" });
+
+      await redis.restart();
+      restarted = true;
+      await waitForRest();
+      const coolDownMs = Number((await health(worker)).json.breakerRemainingMs);
+      expect(await recover()).toBeLessThanOrEqual(coolDownMs + 500);
+
+      // Limiting is back: a fresh client gets its 5, then 429.
+      const ip = freshIp();
+      const statuses = [];
+      for (let i = 0; i < 6; i++) statuses.push((await send(worker, "/open/limited", ip)).status);
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+    } finally {
+      if (!restarted) await redis.restart();
+    }
+  });
+});
+
+describe("Redis frozen with SIGSTOP", () => {
+  it("answers every request within the budget plus a small margin, and the breaker opens", async () => {
+    await recover();
+    redis.stop();
+    const responses = [];
+    try {
+      for (let i = 0; i < 10; i++) responses.push(await send(worker, `/open/frozen${i}`, freshIp()));
+      // The health probe itself may wait out its own timeout on a frozen Redis; by then the cool-down
+      // may have run out (half-open): either way, not closed.
+      const h = await health(worker);
+      expect(h.json.status).toBe("degraded");
+      expect(["open", "half-open"]).toContain(h.json.breaker);
+    } finally {
+      redis.cont();
+    }
+    expect(responses.map((r) => r.status)).toEqual(Array(10).fill(200));
+    expect(Math.max(...responses.map((r) => r.ms))).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+    // Once open, requests no longer wait for Redis at all.
+    const lastThree = responses.slice(-3).map((r) => r.ms);
+    expect(Math.max(...lastThree)).toBeLessThan(TIMEOUT_MS);
+    await recover();
+  });
+});
+
+describe("script cache loss", () => {
+  it("loses no request to SCRIPT FLUSH between requests or to a redis-server restart", async () => {
+    await recover();
+    const ip = freshIp();
+    const statuses: number[] = [];
+    const remaining: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      await direct.script("FLUSH");
+      const r = await send(worker, "/status/200", ip);
+      statuses.push(r.status);
+      remaining.push(r.headers.get("x-ratelimit-remaining") ?? "missing");
+    }
+    expect(statuses).toEqual([200, 200, 200, 200]);
+    expect(remaining).toEqual(["9", "8", "7", "6"]);
+
+    await redis.restart();
+    await waitForRest();
+    const after = await send(worker, "/status/200", ip);
+    expect(after.status).toBe(200);
+    // A fresh Redis: counting starts over, and the script was loaded again without a failed request.
+    expect(after.headers.get("x-ratelimit-remaining")).toBe("9");
+  });
+});
+
+describe("deny cache", () => {
+  it("answers a denied client without calling Redis until Retry-After, with the same headers, then lets it in", async () => {
+    await recover();
+    const ip = freshIp();
+    expect((await send(worker, "/deny/x", ip)).status).toBe(200);
+    expect((await send(worker, "/deny/x", ip)).status).toBe(200);
+    const denied = await send(worker, "/deny/x", ip);
+    const deniedAt = Date.now();
+    expect(denied.status).toBe(429);
+    const retryAfterS = Number(denied.headers.get("retry-after"));
+    expect(retryAfterS).toBeGreaterThanOrEqual(1);
+
+    const before = await scriptCalls();
+    const cached = [];
+    while (Date.now() - deniedAt < 500) {
+      cached.push(await send(worker, "/deny/x", ip));
+      await sleep(25);
+    }
+    expect(cached.length).toBeGreaterThan(3);
+    for (const r of cached) {
+      expect(r.status).toBe(429);
+      expect(r.headers.get("ratelimit-policy")).toBe(denied.headers.get("ratelimit-policy"));
+      expect(r.headers.get("retry-after")).toBe(denied.headers.get("retry-after"));
+      expect(r.headers.get("ratelimit")).toBeTruthy();
+    }
+    expect(await scriptCalls()).toBe(before);
+
+    await sleep(Math.max(0, deniedAt + retryAfterS * 1000 + 50 - Date.now()));
+    const after = await send(worker, "/deny/x", ip);
+    expect(after.status).toBe(200);
+    expect(await scriptCalls()).toBe(before + 1);
+  });
+});
+
+describe("the origin fails", () => {
+  it("answers 504 for an origin slower than ORIGIN_TIMEOUT_MS, and the request stays counted", async () => {
+    const ip = freshIp();
+    const slow = await send(worker, "/slow?ms=2000", ip);
+    expect(slow.status).toBe(504);
+    expect(slow.headers.get("content-type")).toContain("application/problem+json");
+    expect(slow.ms).toBeLessThan(1500);
+    const next = await send(worker, "/slow?ms=0", ip);
+    expect(next.status).toBe(200);
+    expect(next.headers.get("x-ratelimit-remaining")).toBe("8");
+  });
+
+  it("answers 502 when the origin is unreachable, and the request stays counted", async () => {
+    const closedPort = await (async () => {
+      const o = await startEchoOrigin();
+      await o.close();
+      return o.port;
+    })();
+    const dead = await startWorker({ bindings: bindings({ ORIGIN_URL: `http://127.0.0.1:${closedPort}` }) });
+    try {
+      const ip = freshIp();
+      const first = await send(dead, "/status/200", ip);
+      expect(first.status).toBe(502);
+      expect(first.headers.get("content-type")).toContain("application/problem+json");
+      expect((await send(dead, "/status/200", ip)).status).toBe(502);
+      // Same Redis, same prefix: the healthy Worker sees both requests counted.
+      const via = await send(worker, "/status/200", ip);
+      expect(via.headers.get("x-ratelimit-remaining")).toBe("7");
+    } finally {
+      await dead.dispose();
+    }
+  });
+});
+
+describe("a wrong Upstash token", () => {
+  it("applies the failure policy, says so in health, and never shows the token", async () => {
+    const token = "wrong-token-e1f2a3b4c5d6";
+    const wrong = await startWorker({ bindings: bindings({ UPSTASH_REDIS_REST_TOKEN: token }) });
+    try {
+      const seen: string[] = [];
+      const record = (r: { status: number; headers: Headers; body: string }) => {
+        seen.push(r.body, JSON.stringify([...r.headers]));
+        return r;
+      };
+      expect(record(await send(wrong, "/open/x", freshIp())).status).toBe(200);
+      expect(record(await send(wrong, "/closed/x", freshIp())).status).toBe(503);
+      const h = await health(wrong);
+      seen.push(h.text);
+      expect(h.json.status).toBe("degraded");
+      expect(h.text).toContain("rejected");
+      expect(wrong.logs.some((line) => line.includes("UPSTASH_REDIS_REST_TOKEN"))).toBe(true);
+      for (const text of [...seen, ...wrong.logs]) expect(text).not.toContain(token);
+    } finally {
+      await wrong.dispose();
+    }
+  });
+});
