@@ -19,9 +19,9 @@ export function liveRoutes(app: Hono<AdminEnv>): void {
     const body = await parseBody(c.req.raw, ModeBody);
     if (body.rule !== undefined) findRule(admin, body.rule);
     await writeLiveMode(admin.redis, admin.config.prefix, body.rule, body.mode);
-    // This isolate sees its own switch on its next request; every other one within its refresh interval.
-    admin.liveModes?.invalidate();
     const live = await readLiveModes(admin.redis, admin.config.prefix);
+    // This isolate obeys its own switch from its next request; every other one within its refresh interval.
+    admin.liveModes?.replace(live);
     return c.json(describe(admin.config, live));
   });
 

@@ -74,9 +74,10 @@ export class LiveModeCache {
     return this.snapshot;
   }
 
-  /** Forgets the copy, so the next request reads Redis again (after a live switch made by this isolate). */
-  invalidate(): void {
-    this.loadedAt = Number.NEGATIVE_INFINITY;
+  /** Takes modes just read from Redis (after a switch made by this isolate), so its next request obeys them. */
+  replace(modes: LiveModes): void {
+    this.snapshot = modes;
+    this.loadedAt = this.now();
   }
 
   private async coldLoad(): Promise<LiveModes> {

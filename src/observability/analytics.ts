@@ -1,10 +1,10 @@
 /**
- * Workers Analytics Engine: one data point per rule decided per request, written when the
+ * Workers Analytics Engine: one data point per rule decided per request (a decision of N rules writes N), written when the
  * `RATE_LIMIT_ANALYTICS` binding exists (`writeDataPoint` is fire-and-forget: no await, no I/O on the path).
  *
  * Layout (query it with the SQL API; the README has charts):
  *   index1  rule name (sampling key)
- *   blob1   rule        blob2 verdict (allowed | denied | would-deny | unavailable)
+ *   blob1   rule        blob2 verdict (allowed | denied | would-deny | unavailable; see verdict.ts)
  *   blob3   mode (on | monitor)          blob4 source (redis | deny-cache | fallback | undecided)
  *   blob5   degraded reason ("" from Redis; timeout | redis_error | breaker_open | auth | deny_cache)
  *   blob6   algorithm   blob7 HTTP method   blob8 Cloudflare colo ("" locally)
@@ -17,10 +17,13 @@ import { verdictOf } from "./verdict";
 
 /** The data points of one decision, in the layout above. */
 export function dataPointsOf(decision: Decision, method: string, colo: string): AnalyticsEngineDataPoint[] {
-  return decision.results.map((result) => {
+  const points: AnalyticsEngineDataPoint[] = [];
+  for (const result of decision.results) {
     const { call } = result;
     const verdict = verdictOf(result);
-    return {
+    // A rule that was not evaluated (another rule's cached denial answered) has nothing to chart.
+    if (verdict === "skipped") continue;
+    points.push({
       indexes: [call.rule],
       blobs: [
         call.rule,
@@ -38,8 +41,9 @@ export function dataPointsOf(decision: Decision, method: string, colo: string): 
         result.remaining,
         verdict === "allowed" ? 0 : result.retryAfterMs,
       ],
-    };
-  });
+    });
+  }
+  return points;
 }
 
 /** Writes the decision's data points; a failing binding never fails the request. */

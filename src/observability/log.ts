@@ -11,12 +11,12 @@ import { verdictOf } from "./verdict";
 
 /** The log line of a decision, or `undefined` when nothing was (or would have been) denied. */
 export function decisionLogLine(decision: Decision, method: string, requestId: string): string | undefined {
-  const denied = decision.results.filter((r) => verdictOf(r) === "denied" || verdictOf(r) === "unavailable");
-  const wouldDeny = decision.results.filter((r) => verdictOf(r) === "would-deny");
-  if (denied.length === 0 && wouldDeny.length === 0) return undefined;
-  const shown = denied.length > 0 ? denied : wouldDeny;
+  const verdicts = decision.results.map(verdictOf);
+  const shown = decision.results.filter((_, i) => verdicts[i] !== "allowed" && verdicts[i] !== "skipped");
+  if (shown.length === 0) return undefined;
+  const denied = verdicts.some((v) => v === "denied" || v === "unavailable");
   return JSON.stringify({
-    event: denied.length > 0 ? "ratelimit.denied" : "ratelimit.would_deny",
+    event: denied ? "ratelimit.denied" : "ratelimit.would_deny",
     request_id: requestId,
     method,
     latency_ms: Math.round(decision.durationMs * 10) / 10,

@@ -1,16 +1,17 @@
 /**
  * What one rule did to one request, in the words charts and logs use: `allowed`, `denied` (this rule
- * blocked it), `would-deny` (a `monitor` rule that would have blocked it), or `unavailable` (Redis could not
- * decide and the rule fails closed).
+ * blocked it), `would-deny` (a `monitor` rule that would have blocked it), `unavailable` (Redis could not
+ * decide and the rule fails closed), or `skipped` (not evaluated: another rule's cached denial answered first).
  */
 import type { RuleResult } from "../engine/types";
 
 /** One rule's verdict on one request. */
-export type Verdict = "allowed" | "denied" | "would-deny" | "unavailable";
+export type Verdict = "allowed" | "denied" | "would-deny" | "unavailable" | "skipped";
 
 /** The verdict of one rule's result. */
 export function verdictOf(result: RuleResult): Verdict {
   if (result.source === "undecided") {
+    if (result.reason === "deny_cache") return "skipped";
     return result.call.mode === "on" && result.call.failure === "closed" ? "unavailable" : "allowed";
   }
   if (result.outcome === "allowed") return "allowed";
