@@ -53,12 +53,10 @@ local time = redis.call("TIME")
 local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2]) + offset_ms * 1000 -- µs
 local now_ms = math.floor(now_us / 1000) -- ms
 
-local floor, ceil, max = math.floor, math.ceil, math.max
-
--- Lua turns numbers into strings with 14 digits; state holds up to 16 (µs timestamps).
-local function int(n)
-  return string.format("%.0f", n)
-end
+-- This chunk runs on every call, so it defines as few functions and grows as few tables as it can:
+-- closures and rehashing tables cost more than a Redis command here.
+local floor, ceil, format = math.floor, math.ceil, string.format
+local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = 1, 2, 3, 4, 5, 6
 
 -- µs → ms, rounded up so that waiting that long is always enough.
 local function ms_up(us)
@@ -68,238 +66,252 @@ local function ms_up(us)
   return ceil(us / 1000)
 end
 
--- Milliseconds since the epoch on Redis's expiry clock (which knows nothing of the test offset).
-local function expire_at_ms(at_us)
-  return int(ceil(at_us / 1000) - offset_ms)
-end
-
-local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = 1, 2, 3, 4, 5, 6
-
---[[ Each evaluate(r) reads state and fills r:
-  r.allow      boolean: this request fits
-  r.avail      units available now, r.avail_after: after consuming this request
-  r.reset      / r.reset_after:  ms until fully reset, now / after consuming
-  r.more       / r.more_after:   ms until more quota is available (0 when full), now / after consuming
-  r.retry      ms until the request would fit (only read when denied)
-  r.write      function() persisting the consumption (only called when allowed) ]]
-local evaluate = {}
-
-evaluate[FIXED] = function(r, key)
-  local start_ms = now_ms - now_ms % r.period
-  local end_us = (start_ms + r.period) * 1000
-  local used = tonumber(redis.call("GET", key) or 0)
-  -- A script's keys expire on the clock read when it started, TIME is read a moment later: in the
-  -- first instant of a window the previous window's counter may still be visible. Its PTTL gives it away.
-  if used > 0 and now_us - start_ms * 1000 < 2000 and redis.call("PTTL", key) < r.period / 2 then
-    used = 0
-  end
-  local after = used + r.cost
-  r.allow = after <= r.limit
-  r.avail, r.avail_after = max(0, r.limit - used), r.limit - after
-  r.reset = used > 0 and ms_up(end_us - now_us) or 0
-  r.reset_after = ms_up(end_us - now_us)
-  r.more, r.more_after = r.reset, r.reset_after
-  r.retry = r.reset_after -- the next window grants the whole limit, and cost <= limit here
-  r.write = function()
-    redis.call("SET", key, after, "PXAT", expire_at_ms(end_us))
-  end
-end
-
--- Sliding window: the previous window's count, weighted by how much of it is still in view, plus the
--- current window's. wait_us(prev, cur, need) is how long until prev*weight + cur + need <= limit.
-local function sliding_wait_us(r, start_us, prev, cur, need)
-  local period_us = r.period * 1000
-  if cur + need <= r.limit then
+-- Sliding window: µs until prev * (share of the previous window still in view) + cur + need <= limit.
+local function sliding_wait_us(limit, period_us, start_us, prev, cur, need)
+  if cur + need <= limit then
     if prev == 0 then
       return 0
     end
     -- prev * (period - e) / period <= limit - need - cur, solved for e (µs into the current window)
-    local e = period_us * (1 - (r.limit - need - cur) / prev)
-    return max(0, start_us + e - now_us)
+    return start_us + period_us * (1 - (limit - need - cur) / prev) - now_us
   end
-  -- Only the next window can fit it: there cur becomes prev
-  local e = period_us * (1 - (r.limit - need) / cur)
-  return start_us + period_us + e - now_us
-end
-
-evaluate[SLIDING] = function(r, key)
-  local window = floor(now_ms / r.period)
-  local start_us = window * r.period * 1000
-  local period_us = r.period * 1000
-  local prev, cur = 0, 0
-  local raw = redis.call("GET", key)
-  if raw then
-    local w, p, c = string.match(raw, "^(%d+):(%d+):(%d+)$")
-    w, p, c = tonumber(w), tonumber(p), tonumber(c)
-    if w == window then
-      prev, cur = p, c
-    elseif w == window - 1 then
-      prev = c
-    end
-  end
-  local in_view_us = start_us + period_us - now_us -- µs of the previous window still in view
-  -- Compared as prev * in_view + (cur + cost) * period <= limit * period: exact in doubles for sane sizes.
-  local function fits(c)
-    return prev * in_view_us + c * period_us <= r.limit * period_us
-  end
-  local estimate = prev * in_view_us / period_us + cur
-  local cur_after = cur + r.cost
-  r.allow = fits(cur + r.cost)
-  r.avail = max(0, floor(r.limit - estimate + 1e-9))
-  r.avail_after = max(0, floor(r.limit - estimate - r.cost + 1e-9))
-  local end_us = start_us + period_us
-  r.reset = (cur > 0 and ms_up(end_us + period_us - now_us)) or (prev > 0 and ms_up(end_us - now_us)) or 0
-  r.reset_after = ms_up(end_us + period_us - now_us)
-  r.more = r.avail >= r.limit and 0 or ms_up(sliding_wait_us(r, start_us, prev, cur, r.avail + 1))
-  r.more_after = ms_up(sliding_wait_us(r, start_us, prev, cur_after, r.avail_after + 1))
-  -- +1 ms: rounding the exact instant up to whole ms must never land on "still denied".
-  r.retry = ms_up(sliding_wait_us(r, start_us, prev, cur, r.cost)) + 1
-  r.write = function()
-    redis.call("SET", key, int(window) .. ":" .. int(prev) .. ":" .. int(cur_after), "PXAT", expire_at_ms(end_us + period_us))
-  end
-end
-
-evaluate[LOG] = function(r, key)
-  local period_us = r.period * 1000
-  local since = "(" .. int(now_us - period_us) -- members newer than this are in the window
-  local used = redis.call("ZCOUNT", key, since, "+inf")
-  local oldest_us, newest_us = now_us, now_us
-  if used > 0 then
-    oldest_us = tonumber(redis.call("ZRANGEBYSCORE", key, since, "+inf", "WITHSCORES", "LIMIT", 0, 1)[2])
-    newest_us = tonumber(redis.call("ZREVRANGEBYSCORE", key, "+inf", since, "WITHSCORES", "LIMIT", 0, 1)[2])
-  end
-  local after = used + r.cost
-  r.allow = after <= r.limit
-  r.avail, r.avail_after = max(0, r.limit - used), r.limit - after
-  r.reset = used > 0 and ms_up(newest_us + period_us - now_us) or 0
-  r.reset_after = r.period
-  r.more = used > 0 and ms_up(oldest_us + period_us - now_us) or 0
-  r.more_after = ms_up(oldest_us + period_us - now_us)
-  r.retry = 0
-  if not r.allow and r.cost <= r.limit then -- (a larger cost is reported as such by the caller)
-    -- The request fits once the (after - limit)-th oldest unit has left the window.
-    local k = after - r.limit
-    local nth = redis.call("ZRANGEBYSCORE", key, since, "+inf", "WITHSCORES", "LIMIT", k - 1, 1)
-    r.retry = ms_up(tonumber(nth[2]) + period_us - now_us)
-  end
-  r.write = function()
-    redis.call("ZREMRANGEBYSCORE", key, "-inf", int(now_us - period_us))
-    local score, prefix = int(now_us), request_id .. ":" .. int(now_us) .. ":"
-    local batch = {}
-    for unit = 1, r.cost do
-      batch[#batch + 1] = score
-      batch[#batch + 1] = prefix .. unit
-      if #batch >= 1000 or unit == r.cost then -- unpack() has a stack limit
-        redis.call("ZADD", key, unpack(batch))
-        batch = {}
-      end
-    end
-    redis.call("PEXPIREAT", key, expire_at_ms(now_us + period_us))
-  end
-end
-
--- Token bucket and GCRA: one TAT. Tokens available = (now + capacity - TAT) / interval, at most burst.
-local function evaluate_tat(r, key)
-  local interval_us = ceil(r.period * 1000 / r.limit) -- whole µs keep the arithmetic exact
-  local capacity_us = r.burst * interval_us
-  local tat_us = max(tonumber(redis.call("GET", key) or 0), now_us)
-  local tat_after_us = tat_us + r.cost * interval_us
-  r.allow = tat_after_us - now_us <= capacity_us
-  r.avail = floor((now_us + capacity_us - tat_us) / interval_us)
-  r.avail_after = floor((now_us + capacity_us - tat_after_us) / interval_us)
-  r.reset = ms_up(tat_us - now_us)
-  r.reset_after = ms_up(tat_after_us - now_us)
-  -- The next whole unit arrives when now + capacity - TAT reaches (avail_after + 1) intervals.
-  r.more = r.avail >= r.burst and 0 or ms_up(tat_us - capacity_us + (r.avail + 1) * interval_us - now_us)
-  r.more_after = ms_up(tat_after_us - capacity_us + (r.avail_after + 1) * interval_us - now_us)
-  r.retry = ms_up(tat_after_us - capacity_us - now_us)
-  r.write = function()
-    redis.call("SET", key, int(tat_after_us), "PXAT", expire_at_ms(tat_after_us))
-  end
-end
-evaluate[BUCKET] = evaluate_tat
-evaluate[GCRA] = evaluate_tat
-
-evaluate[CONCURRENCY] = function(r, key)
-  local period_us = r.period * 1000
-  local live = "(" .. int(now_us) -- leases expiring after now still hold a slot
-  local held = redis.call("ZCOUNT", key, live, "+inf")
-  r.cost = 1
-  r.allow = held + 1 <= r.limit
-  r.avail, r.avail_after = max(0, r.limit - held), r.limit - held - 1
-  r.reset, r.retry = 0, 0
-  if held > 0 then
-    local last = redis.call("ZREVRANGEBYSCORE", key, "+inf", live, "WITHSCORES", "LIMIT", 0, 1)
-    r.reset = ms_up(tonumber(last[2]) - now_us)
-    -- Absent other traffic (no release), a slot is certain to free when the earliest lease runs out.
-    local first = redis.call("ZRANGEBYSCORE", key, live, "+inf", "WITHSCORES", "LIMIT", 0, 1)
-    r.retry = ms_up(tonumber(first[2]) - now_us)
-  end
-  r.reset_after = r.period
-  r.more, r.more_after = 0, 0 -- a slot frees on release, which no clock can predict
-  r.write = function()
-    redis.call("ZREMRANGEBYSCORE", key, "-inf", int(now_us))
-    redis.call("ZADD", key, int(now_us + period_us), request_id)
-    redis.call("PEXPIREAT", key, expire_at_ms(now_us + period_us))
-  end
+  -- Only the next window can fit it: there cur becomes prev.
+  return start_us + period_us + period_us * (1 - (limit - need) / cur) - now_us
 end
 
 -- Phase 1: evaluate every rule, write nothing.
+local n = (#ARGV - 3) / 6
 local rules = {}
 local allowed = true
-for i = 1, (#ARGV - 3) / 6 do
+for i = 1, n do
   local a = 3 + (i - 1) * 6
-  local r = {
-    algorithm = tonumber(ARGV[a + 1]),
-    limit = tonumber(ARGV[a + 2]), -- units
-    period = tonumber(ARGV[a + 3]), -- ms
-    burst = tonumber(ARGV[a + 4]), -- units
-    cost = tonumber(ARGV[a + 5]), -- units
-    on = ARGV[a + 6] == "1",
-  }
+  local algorithm = tonumber(ARGV[a + 1])
+  local limit = tonumber(ARGV[a + 2]) -- units
+  local period = tonumber(ARGV[a + 3]) -- ms
+  local burst = tonumber(ARGV[a + 4]) -- units
+  local cost = tonumber(ARGV[a + 5]) -- units
+  local key = KEYS[2 * i - 1]
   -- Overrides are read here, in the same atomic call, so "read override" and "apply limit" cannot race.
   local o = redis.call("HMGET", KEYS[2 * i], "limit", "period", "burst")
   if o[1] then
-    r.limit = tonumber(o[1])
-    r.burst = tonumber(o[3] or o[1])
+    limit = tonumber(o[1])
+    burst = tonumber(o[3] or o[1])
   elseif o[3] then
-    r.burst = tonumber(o[3])
+    burst = tonumber(o[3])
   end
   if o[2] then
-    r.period = tonumber(o[2])
+    period = tonumber(o[2])
   end
-  local capacity = (r.algorithm == BUCKET or r.algorithm == GCRA) and r.burst or r.limit
-  if r.algorithm == CONCURRENCY then
-    r.cost = 1
+  local period_us = period * 1000 -- µs
+  if algorithm == CONCURRENCY then
+    cost = 1 -- one slot per request
   end
-  if r.limit > 0 then
-    evaluate[r.algorithm](r, KEYS[2 * i - 1])
-  else -- an override of limit 0 blocks the identity
-    r.avail, r.reset = 0, 0
+
+  -- What each algorithm works out; "after" = once this request is consumed.
+  local allow = false
+  local avail, avail_after = 0, 0 -- units available
+  local reset, reset_after = 0, 0 -- ms until fully reset
+  local more, more_after = 0, 0 -- ms until more quota is available, 0 when full
+  local retry = period -- ms until this request would fit
+  local value, expire_us -- the write of string-state algorithms: SET key value PXAT expire
+  -- State of another shape (the rule changed algorithm under the same name) reads as empty and is replaced:
+  -- SET overwrites any type, the sorted-set algorithms delete it first. Hence pcall on the first read.
+  local clear = false
+
+  if limit <= 0 then -- an override of limit 0 blocks the identity: nothing to read
+  elseif algorithm == FIXED then
+    local start_ms = now_ms - now_ms % period
+    local end_us = (start_ms + period) * 1000
+    local used = tonumber(redis.pcall("GET", key)) or 0
+    if used > 1e13 then -- no count: a µs timestamp (TAT) left by token-bucket/gcra under this rule name
+      used = 0
+    end
+    -- A script's keys expire on the clock read when it started, TIME is read a moment later: in the first
+    -- instant of a window the previous window's counter may still be visible. Its PTTL gives it away.
+    if used > 0 and now_us - start_ms * 1000 < 2000 and redis.call("PTTL", key) < period / 2 then
+      used = 0
+    end
+    allow = used + cost <= limit
+    avail, avail_after = limit - used, limit - used - cost
+    reset_after = ms_up(end_us - now_us)
+    if used > 0 then
+      reset = reset_after
+    end
+    more, more_after = reset, reset_after
+    retry = reset_after -- the next window grants the whole limit (and cost <= limit, or it is outcome 2)
+    value, expire_us = used + cost, end_us
+  elseif algorithm == SLIDING then
+    local window = floor(now_ms / period)
+    local start_us = window * period_us
+    local end_us = start_us + period_us
+    local prev, cur = 0, 0
+    local raw = redis.pcall("GET", key)
+    if type(raw) == "string" then
+      local w, p, c = string.match(raw, "^(%d+):(%d+):(%d+)$")
+      w = tonumber(w)
+      if w == window then
+        prev, cur = tonumber(p), tonumber(c)
+      elseif w == window - 1 then
+        prev = tonumber(c)
+      end
+    end
+    local in_view_us = end_us - now_us -- µs of the previous window still in view
+    -- prev * in_view + (cur + cost) * period <= limit * period: exact in doubles for sane sizes.
+    allow = prev * in_view_us + (cur + cost) * period_us <= limit * period_us
+    local estimate = prev * in_view_us / period_us + cur
+    avail = floor(limit - estimate + 1e-9)
+    avail_after = floor(limit - estimate - cost + 1e-9)
+    if cur > 0 then
+      reset = ms_up(end_us + period_us - now_us)
+    elseif prev > 0 then
+      reset = ms_up(in_view_us)
+    end
+    reset_after = ms_up(end_us + period_us - now_us)
+    if avail < limit then
+      more = ms_up(sliding_wait_us(limit, period_us, start_us, prev, cur, avail + 1))
+    end
+    more_after = ms_up(sliding_wait_us(limit, period_us, start_us, prev, cur + cost, avail_after + 1))
+    -- +1 ms: rounding the exact instant up to whole ms must never land on "still denied".
+    retry = ms_up(sliding_wait_us(limit, period_us, start_us, prev, cur, cost)) + 1
+    value, expire_us = window .. ":" .. prev .. ":" .. (cur + cost), end_us + period_us
+  elseif algorithm == BUCKET or algorithm == GCRA then
+    -- One TAT (theoretical arrival time); tokens available = (now + capacity - TAT) / interval.
+    local interval_us = ceil(period_us / limit) -- whole µs keep the arithmetic exact
+    local capacity_us = burst * interval_us
+    local tat_us = tonumber(redis.pcall("GET", key)) or 0
+    if tat_us < now_us then
+      tat_us = now_us
+    end
+    local tat_after_us = tat_us + cost * interval_us
+    allow = tat_after_us - now_us <= capacity_us
+    avail = floor((now_us + capacity_us - tat_us) / interval_us)
+    avail_after = floor((now_us + capacity_us - tat_after_us) / interval_us)
+    reset, reset_after = ms_up(tat_us - now_us), ms_up(tat_after_us - now_us)
+    -- The next whole unit arrives when now + capacity - TAT reaches (avail + 1) intervals.
+    if avail < burst then
+      more = ms_up(tat_us - capacity_us + (avail + 1) * interval_us - now_us)
+    end
+    more_after = ms_up(tat_after_us - capacity_us + (avail_after + 1) * interval_us - now_us)
+    retry = ms_up(tat_after_us - capacity_us - now_us)
+    value, expire_us = format("%.0f", tat_after_us), tat_after_us
+  elseif algorithm == LOG then
+    local since = "(" .. format("%.0f", now_us - period_us) -- members newer than this are in the window
+    local used = redis.pcall("ZCOUNT", key, since, "+inf")
+    if type(used) ~= "number" then
+      used, clear = 0, true
+    end
+    allow = used + cost <= limit
+    avail, avail_after = limit - used, limit - used - cost
+    reset_after, more_after = period, period
+    if used > 0 then
+      local oldest = redis.call("ZRANGEBYSCORE", key, since, "+inf", "WITHSCORES", "LIMIT", 0, 1)
+      local newest = redis.call("ZREVRANGEBYSCORE", key, "+inf", since, "WITHSCORES", "LIMIT", 0, 1)
+      more = ms_up(oldest[2] + period_us - now_us)
+      more_after = more
+      reset = ms_up(newest[2] + period_us - now_us)
+    end
+    if not allow and cost <= limit then
+      -- The request fits once the (used + cost - limit)-th oldest unit has left the window.
+      local nth = redis.call("ZRANGEBYSCORE", key, since, "+inf", "WITHSCORES", "LIMIT", used + cost - limit - 1, 1)
+      retry = ms_up(nth[2] + period_us - now_us)
+    end
+  elseif algorithm == CONCURRENCY then
+    local live = "(" .. format("%.0f", now_us) -- leases expiring after now still hold a slot
+    local held = redis.pcall("ZCOUNT", key, live, "+inf")
+    if type(held) ~= "number" then
+      held, clear = 0, true
+    end
+    allow = held < limit
+    avail, avail_after = limit - held, limit - held - 1
+    reset_after = period
+    if held > 0 then
+      local last = redis.call("ZREVRANGEBYSCORE", key, "+inf", live, "WITHSCORES", "LIMIT", 0, 1)
+      reset = ms_up(last[2] - now_us)
+      -- Absent other traffic (no release), a slot is certain to free when the earliest lease runs out.
+      local first = redis.call("ZRANGEBYSCORE", key, live, "+inf", "WITHSCORES", "LIMIT", 0, 1)
+      retry = ms_up(first[2] - now_us)
+    end
+    -- more stays 0: a slot frees on release, which no clock can predict
   end
-  r.outcome = r.allow and 1 or 0
-  if r.limit <= 0 or r.cost > capacity then
+
+  local outcome = allow and 1 or 0
+  local capacity = (algorithm == BUCKET or algorithm == GCRA) and burst or limit
+  if limit <= 0 or cost > capacity then
     -- More than the rule can ever grant: denied with a clear outcome, never counted, never a Lua error.
-    r.outcome, r.allow, r.retry = 2, false, r.period
+    outcome, allow, retry = 2, false, period
   end
-  if r.on and not r.allow then
+  if not allow and ARGV[a + 6] == "1" then
     allowed = false
   end
-  rules[i] = r
+  rules[i] = {
+    algorithm = algorithm,
+    key = key,
+    allow = allow,
+    outcome = outcome,
+    limit = limit,
+    cost = cost,
+    period_us = period_us,
+    avail = avail,
+    avail_after = avail_after,
+    reset = reset,
+    reset_after = reset_after,
+    more = more,
+    more_after = more_after,
+    retry = retry,
+    value = value,
+    expire_us = expire_us,
+    clear = clear,
+  }
 end
 
--- Phase 2: write only if the request as a whole is allowed.
+-- Phase 2: write only if the request as a whole is allowed (a denied request consumes nothing anywhere).
 local reply = { allowed and 1 or 0 }
-for i, r in ipairs(rules) do
+for i = 1, n do
+  local r = rules[i]
   local written = allowed and r.allow and not peek
   if written then
-    r.write()
+    if r.value then
+      -- Expiry is on Redis's own clock, which knows nothing of the test offset.
+      redis.call("SET", r.key, r.value, "PXAT", format("%.0f", ceil(r.expire_us / 1000) - offset_ms))
+    elseif r.algorithm == LOG then
+      if r.clear then
+        redis.call("DEL", r.key)
+      end
+      local score = format("%.0f", now_us)
+      redis.call("ZREMRANGEBYSCORE", r.key, "-inf", format("%.0f", now_us - r.period_us))
+      local members, prefix = {}, request_id .. ":" .. score .. ":"
+      for unit = 1, r.cost do
+        members[#members + 1] = score
+        members[#members + 1] = prefix .. unit
+        if #members >= 1000 or unit == r.cost then -- unpack() has a stack limit
+          redis.call("ZADD", r.key, unpack(members))
+          members = {}
+        end
+      end
+      redis.call("PEXPIREAT", r.key, format("%.0f", ceil((now_us + r.period_us) / 1000) - offset_ms))
+    else -- CONCURRENCY
+      if r.clear then
+        redis.call("DEL", r.key)
+      end
+      redis.call("ZREMRANGEBYSCORE", r.key, "-inf", format("%.0f", now_us))
+      redis.call("ZADD", r.key, format("%.0f", now_us + r.period_us), request_id)
+      redis.call("PEXPIREAT", r.key, format("%.0f", ceil((now_us + r.period_us) / 1000) - offset_ms))
+    end
   end
-  local n = #reply
-  reply[n + 1] = r.outcome
-  reply[n + 2] = r.limit
-  reply[n + 3] = written and r.avail_after or r.avail
-  reply[n + 4] = written and r.reset_after or r.reset
-  reply[n + 5] = r.allow and (written and r.more_after or r.more) or r.retry
+  local at = 1 + (i - 1) * 5
+  reply[at + 1] = r.outcome
+  reply[at + 2] = r.limit
+  if written then
+    reply[at + 3], reply[at + 4] = r.avail_after, r.reset_after
+  else
+    reply[at + 3], reply[at + 4] = r.avail, r.reset
+  end
+  if not r.allow then
+    reply[at + 5] = r.retry
+  elseif written then
+    reply[at + 5] = r.more_after
+  else
+    reply[at + 5] = r.more
+  end
 end
 return reply

@@ -61,6 +61,29 @@ describe("after a run", () => {
   });
 });
 
+describe("a rule that changes algorithm under the same name", () => {
+  it("starts the identity afresh instead of failing on state of another shape", async () => {
+    const store = testStore(uniquePrefix("reshape"));
+    const identityHash = "same-identity";
+    // (token-bucket and gcra are the same state, so they are kept apart here)
+    const sequence = [
+      "fixed-window",
+      "sliding-log",
+      "sliding-window",
+      "concurrency",
+      "token-bucket",
+      "sliding-log",
+      "gcra",
+      "fixed-window",
+    ] as const;
+    for (const algorithm of sequence) {
+      const call = ruleCall({ algorithm, limit: 3, periodMs: 60_000, identityHash });
+      const decision = await store.decide([call], requestId());
+      expect([algorithm, decision.allowed, decision.results[0]?.remaining]).toEqual([algorithm, true, 2]);
+    }
+  });
+});
+
 describe("hostile identities", () => {
   const hostile = [
     "",
