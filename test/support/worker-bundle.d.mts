@@ -1,0 +1,5 @@
+/** Bundles the Worker like wrangler does (Lua as text); see worker-bundle.mjs. */
+export function bundleWorker(options?: {
+  entry?: string;
+  outdir?: string;
+}): Promise<{ path: string; code: string }>;
