@@ -191,7 +191,26 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
     ),
     "",
     `Already-denied identity: (c) answers at **${fmt(deniedVsBare, 2)}×** the bare proxy's (b) req/s (goal ≥ 0.90).`,
+    "",
+    goals(byId, deniedVsBare),
     ...skipped.map((s) => `\nNot measured: ${s.label}: ${s.reason}`),
   ].join("\n");
   return { markdown, json: { durationS, repetitions, rows, deniedVsBare, skipped, runs } };
+}
+
+/** The issue's goals, each checked against this run's medians. */
+function goals(byId, deniedVsBare) {
+  const { c, d, e } = byId;
+  const check = (ok) => (ok === undefined ? "not measured" : ok ? "met" : "**missed**");
+  const ahead = (x) => (x && e ? x.rps > e.rps && x.workerdUs < e.workerdUs : undefined);
+  const lines = [
+    ["(c) ≥ 0.95× (b') in req/s and CPU", c ? c.rpsRatio >= 0.95 && c.cpuRatio >= 0.95 : undefined],
+    ["(d) ≥ 0.90× (b') in req/s and CPU", d ? d.rpsRatio >= 0.9 && d.cpuRatio >= 0.9 : undefined],
+    ["(c) and (d) ahead of (e) in req/s and CPU", c && d ? ahead(c) && ahead(d) : undefined],
+    [
+      "already denied: (c) ≥ 0.90× (b) in req/s",
+      Number.isFinite(deniedVsBare) ? deniedVsBare >= 0.9 : undefined,
+    ],
+  ];
+  return `Goals: ${lines.map(([goal, ok]) => `${goal}: ${check(ok)}`).join("; ")}.`;
 }
