@@ -9,6 +9,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   freePort,
+  killGroupWithParent,
   portTaken,
   spawnTied,
   startRedis,
@@ -117,6 +118,8 @@ const wrangler = spawnTied(
   { cwd: root, env: wranglerEnv, detached: true, stdio: ["ignore", "pipe", "pipe"] },
 );
 cleanups.push(() => stopChild(wrangler, { signal: "SIGTERM", graceMs: 5000, group: true }));
+// Should this process be killed outright, wrangler's workerd must not outlive it either.
+if (wrangler.pid !== undefined) killGroupWithParent(wrangler.pid, { removePaths: [envDir] });
 // wrangler's own output is noise for this command's stdout: all of it goes to stderr.
 wrangler.stdout?.pipe(process.stderr);
 wrangler.stderr?.pipe(process.stderr);

@@ -63,6 +63,11 @@ export function stopChild(
   child: ChildProcess,
   options?: { signal?: NodeJS.Signals; graceMs?: number; group?: boolean },
 ): Promise<void>;
+/** Kills the process group pgid (and deletes removePaths) when this process dies, however it dies. */
+export function killGroupWithParent(
+  pgid: number,
+  options?: { graceMs?: number; removePaths?: string[] },
+): ChildProcess;
 /** Resolves once pattern appears in the child's output. */
 export function waitForOutput(
   child: ChildProcess,

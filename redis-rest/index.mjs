@@ -1,5 +1,12 @@
 // A local Upstash-compatible REST server in front of a real redis-server, for tests, benches and `npm start`.
-export { freePort, portTaken, spawnTied, stopChild, waitForOutput } from "./processes.mjs";
+export {
+  freePort,
+  killGroupWithParent,
+  portTaken,
+  spawnTied,
+  stopChild,
+  waitForOutput,
+} from "./processes.mjs";
 export { startRedis } from "./redis-server.mjs";
 export { stripKeyLocking } from "./scripts.mjs";
 export { startRestServer } from "./server.mjs";

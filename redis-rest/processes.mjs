@@ -53,6 +53,31 @@ export function spawnTied(command, args, options = {}) {
 }
 
 /**
+ * Makes sure a whole process group dies with this process, however this process ends (SIGKILL included):
+ * PR_SET_PDEATHSIG only reaches a direct child, not what it spawns (wrangler's workerd). A small detached
+ * watchdog reads a pipe from this process; when the pipe closes, it signals the group.
+ * @param {number} pgid the group (a child spawned with `detached: true` leads a group with its pid)
+ * @param {{ graceMs?: number, removePaths?: string[] }} [options] graceMs: between SIGTERM and SIGKILL;
+ *   removePaths: files or folders to delete then too (e.g. a file holding secrets)
+ */
+export function killGroupWithParent(pgid, { graceMs = 3000, removePaths = [] } = {}) {
+  // A Node one-liner rather than sh: dash's kill builtin cannot signal a negative pid (a group).
+  const script = `process.stdin.resume().on("close", () => {
+    for (const path of ${JSON.stringify(removePaths)}) require("node:fs").rmSync(path, { recursive: true, force: true });
+    const send = (sig) => { try { process.kill(-${pgid}, sig); return true; } catch { return false; } };
+    if (send("SIGTERM")) setTimeout(() => send("SIGKILL"), ${graceMs});
+  });`;
+  const watchdog = spawn(process.execPath, ["-e", script], {
+    detached: true,
+    stdio: ["pipe", "ignore", "ignore"],
+  });
+  watchdog.unref();
+  // The pipe must not keep this process alive; it only has to close when this process is gone.
+  /** @type {any} */ (watchdog.stdin)?._handle?.unref?.();
+  return watchdog;
+}
+
+/**
  * Resolves once `pattern` appears in the child's stdout/stderr; rejects if the child exits first or the
  * timeout passes. The rejection carries the output seen so far, which usually names the cause.
  * @param {import("node:child_process").ChildProcess} child
