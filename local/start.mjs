@@ -42,6 +42,12 @@ async function shutdown(code) {
 }
 process.on("SIGINT", () => shutdown(0));
 process.on("SIGTERM", () => shutdown(0));
+// `npm start` on SIGTERM may exit without passing the signal on (its `sh -c` dies, this process is
+// re-parented): being orphaned means whoever started the stack is gone, so stop it too.
+const parentPid = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parentPid) shutdown(0);
+}, 500).unref();
 
 /** @param {string} message */
 function fail(message) {
