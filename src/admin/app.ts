@@ -28,7 +28,7 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
 
   app.get("/health", async (c) => {
     const admin = await resolve(c);
-    const report = await healthReport(admin.redis, admin.scriptSha, admin.health(), admin.config.prefix);
+    const report = await healthReport(admin.redis, admin.scriptSha, admin.health());
     return c.json(report, 200, { "Cache-Control": "no-store" });
   });
 

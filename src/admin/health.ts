@@ -2,7 +2,8 @@
  * `GET /__floodgate/health`: is Redis reachable, is the decision script loaded, what is the breaker doing.
  * Served without a token, so it tells no secrets: no URL, no token, no error text (which could quote a
  * command), only states. The Redis probe (one pipelined PING + SCRIPT EXISTS) is cached per isolate for
- * `PROBE_CACHE_MS`, so an unauthenticated caller cannot turn health checks into load on Redis.
+ * `PROBE_CACHE_MS`, so an unauthenticated caller cannot turn health checks into load on Redis. The probe
+ * is bounded by the admin client's own per-command timeout (the store's `adminTimeoutMs`).
  */
 import type { Redis } from "@upstash/redis";
 import type { BreakerState } from "../resilience/breaker";
@@ -30,23 +31,20 @@ interface Probe {
 
 /** How long one Redis probe answers health checks of this isolate, ms. */
 const PROBE_CACHE_MS = 1000;
-/** How long a probe may take before Redis counts as unreachable, ms. */
-const PROBE_TIMEOUT_MS = 2000;
 
-let lastProbe: Probe | undefined;
-let lastProbeKey: string | undefined;
+// Per Redis client (one per isolate in production; tests may build several).
+const lastProbes = new WeakMap<object, Probe>();
 
 /** Builds the health report from a (cached) Redis probe and the decider's own view. */
 export async function healthReport(
   redis: Redis,
   scriptSha: () => Promise<string>,
   decider: DeciderHealth,
-  cacheKey: string,
 ): Promise<HealthReport> {
-  const now = Date.now();
-  if (!lastProbe || lastProbeKey !== cacheKey || now - lastProbe.atMs >= PROBE_CACHE_MS) {
+  let lastProbe = lastProbes.get(redis);
+  if (!lastProbe || Date.now() - lastProbe.atMs >= PROBE_CACHE_MS) {
     lastProbe = await probe(redis, scriptSha);
-    lastProbeKey = cacheKey;
+    lastProbes.set(redis, lastProbe);
   }
   const credentials =
     lastProbe.credentials === "rejected" || decider.credentials === "rejected"
@@ -64,14 +62,9 @@ export async function healthReport(
 
 async function probe(redis: Redis, scriptSha: () => Promise<string>): Promise<Probe> {
   const startedMs = performance.now();
-  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     const sha = await scriptSha();
-    const replies = redis.pipeline().ping().scriptExists(sha).exec();
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error("timeout")), PROBE_TIMEOUT_MS);
-    });
-    const [, exists] = (await Promise.race([replies, timeout])) as [unknown, unknown];
+    const [, exists] = (await redis.pipeline().ping().scriptExists(sha).exec()) as [unknown, unknown];
     const loaded = Array.isArray(exists) ? Number(exists[0]) === 1 : Number(exists) === 1;
     const latencyMs = Math.round(performance.now() - startedMs);
     return { reachable: true, credentials: "accepted", latencyMs, scriptLoaded: loaded, atMs: Date.now() };
@@ -87,7 +80,5 @@ async function probe(redis: Redis, scriptSha: () => Promise<string>): Promise<Pr
       scriptLoaded: null,
       atMs: Date.now(),
     };
-  } finally {
-    if (timer !== undefined) clearTimeout(timer);
   }
 }
