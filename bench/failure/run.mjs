@@ -6,7 +6,7 @@
  *
  *   node bench/failure/run.mjs [--seconds 5] [--rounds 2] [--connections 32]
  *
- * Each failure phase first sends traffic for `--settle` seconds (default 1.5, not recorded) so the breaker
+ * Each failure phase first sends traffic for `--settle` seconds (default 2, not recorded) so the breaker
  * has opened; the recorded window then includes the breaker's periodic probes (one request per cool-down
  * pays the budget). Prints a markdown table; writes bench/results/failure.json. Not part of `npm test`.
  */
@@ -22,13 +22,13 @@ import { ensureWrk, runWrk } from "../lib/wrk.mjs";
 const { values } = parseArgs({
   options: {
     seconds: { type: "string", default: "5" },
-    settle: { type: "string", default: "1.5" },
+    settle: { type: "string", default: "2" },
     rounds: { type: "string", default: "2" },
     connections: { type: "string", default: "32" },
   },
 });
 const durationS = Number(values.seconds);
-const settleS = Number(values.settle);
+const settleS = Math.max(1, Math.round(Number(values.settle))); // wrk takes whole seconds
 const rounds = Number(values.rounds);
 const connections = Number(values.connections);
 const timeoutMs = 200;

@@ -9,7 +9,13 @@
 import type { Decider, Decision, DegradedReason, RuleCall, RuleResult } from "../engine/types";
 import { type BreakerOptions, type BreakerState, CircuitBreaker } from "./breaker";
 import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache } from "./deny-cache";
-import { AUTH_LOG_LINE, classifyFailure, type DecisionFailure, type StoreFailureKind } from "./failure";
+import {
+  AUTH_LOG_LINE,
+  classifyFailure,
+  type DecisionFailure,
+  FAILURE_TEXT,
+  type StoreFailureKind,
+} from "./failure";
 import { DEFAULT_FALLBACK_ENTRIES, FallbackLimiter } from "./fallback";
 
 /** What the decider needs from the store (`createStore` in src/engine/store.ts). */
@@ -129,7 +135,8 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     if (breaker.failure(probe)) {
       log(
         `floodgate: circuit breaker open for ${breaker.remainingOpenMs()} ms after ${breaker.failures} ` +
-          `failed Redis decision(s) in a row (last: ${failure.reason}); rules follow their failure policy`,
+          `failed Redis decision(s) in a row (last: ${FAILURE_TEXT[failure.kind]}); ` +
+          "rules follow their failure policy",
       );
     }
     return failure.reason;

@@ -37,3 +37,13 @@ export const AUTH_LOG_LINE =
   "floodgate: the Redis REST endpoint rejected our credentials (HTTP 401): check UPSTASH_REDIS_REST_TOKEN " +
   "(and that UPSTASH_REDIS_REST_URL is the database it belongs to); every rule follows its failure policy " +
   "until Redis accepts them";
+
+/** How a failure kind reads in a log line: what happened and which binding to check. Never a value. */
+export const FAILURE_TEXT: Readonly<Record<StoreFailureKind, string>> = {
+  timeout: "no answer within RATE_LIMIT_TIMEOUT_MS",
+  unavailable:
+    "Redis or its REST endpoint could not be reached or answered with an error; if this persists, " +
+    "check UPSTASH_REDIS_REST_URL",
+  auth: "credentials rejected; check UPSTASH_REDIS_REST_TOKEN",
+  script: "Redis refused the decision script",
+};

@@ -297,6 +297,27 @@ describe("the origin fails", () => {
   });
 });
 
+describe("a wrong Upstash URL", () => {
+  it("applies the failure policy, reports degraded health and logs which binding to check", async () => {
+    // An HTTP server that is not a Redis REST endpoint at all (the echo origin answers JSON without `result`).
+    const wrong = await startWorker({
+      bindings: bindings({ UPSTASH_REDIS_REST_URL: `${origin.url}/not-redis` }),
+    });
+    try {
+      const open = [];
+      for (let i = 0; i < 6; i++) open.push((await send(wrong, "/open/x", freshIp())).status);
+      expect(open).toEqual(Array(6).fill(200));
+      expect((await send(wrong, "/closed/x", freshIp())).status).toBe(503);
+      const h = await health(wrong);
+      expect(h.json).toMatchObject({ status: "degraded", breaker: "open" });
+      expect(wrong.logs.some((line: string) => line.includes("UPSTASH_REDIS_REST_URL"))).toBe(true);
+      for (const line of wrong.logs) expect(line).not.toContain(rest.token);
+    } finally {
+      await wrong.dispose();
+    }
+  });
+});
+
 describe("a wrong Upstash token", () => {
   it("applies the failure policy, says so in health, and never shows the token", async () => {
     const token = "wrong-token-e1f2a3b4c5d6";
