@@ -11,7 +11,8 @@ KEYS (2 per rule, rule i = 1..n):
   KEYS[2i]    override     <prefix>:override:<rule>:<hash>   hash: limit, period (MILLISECONDS), burst;
                                                               read only; absent burst = the override's limit
 ARGV:
-  ARGV[1]  time offset, ms added to Redis TIME. ALWAYS 0 in production; tests use it to travel in time.
+  ARGV[1]  time offset, ms added to Redis TIME. ALWAYS 0 in production; tests use it to travel in time
+           (fixed-window counters expire on Redis's real clock: for them only offsets within one window hold).
   ARGV[2]  request id: the concurrency lease member and part of sliding-log members
   ARGV[3]  peek: "1" = evaluate with the given cost but write nothing (admin API), "0" = decide
   then 6 per rule, starting at ARGV[4 + 6(i-1)]:
@@ -92,15 +93,20 @@ for i = 1, n do
   local cost = tonumber(ARGV[a + 5]) -- units
   local key = KEYS[2 * i - 1]
   -- Overrides are read here, in the same atomic call, so "read override" and "apply limit" cannot race.
-  local o = redis.call("HMGET", KEYS[2 * i], "limit", "period", "burst")
+  -- HGETALL, not HMGET: most identities have no override, and an empty reply is the cheapest one.
+  local o = redis.call("HGETALL", KEYS[2 * i])
   if o[1] then
-    limit = tonumber(o[1])
-    burst = tonumber(o[3] or o[1])
-  elseif o[3] then
-    burst = tonumber(o[3])
-  end
-  if o[2] then
-    period = tonumber(o[2])
+    local override = {}
+    for j = 1, #o, 2 do
+      override[o[j]] = tonumber(o[j + 1])
+    end
+    if override.limit then
+      limit = override.limit
+      burst = override.burst or override.limit
+    elseif override.burst then
+      burst = override.burst
+    end
+    period = override.period or period
   end
   local period_us = period * 1000 -- µs
   if algorithm == CONCURRENCY then
@@ -114,6 +120,7 @@ for i = 1, n do
   local more, more_after = 0, 0 -- ms until more quota is available, 0 when full
   local retry = period -- ms until this request would fit
   local value, expire_us -- the write of string-state algorithms: SET key value PXAT expire
+  local increment = false -- fixed-window counter of this window exists: INCRBY keeps its expiry
   -- State of another shape (the rule changed algorithm under the same name) reads as empty and is replaced:
   -- SET overwrites any type, the sorted-set algorithms delete it first. Hence pcall on the first read.
   local clear = false
@@ -139,7 +146,7 @@ for i = 1, n do
     end
     more, more_after = reset, reset_after
     retry = reset_after -- the next window grants the whole limit (and cost <= limit, or it is outcome 2)
-    value, expire_us = used + cost, end_us
+    value, expire_us, increment = used + cost, end_us, used > 0
   elseif algorithm == SLIDING then
     local window = floor(now_ms / period)
     local start_us = window * period_us
@@ -260,6 +267,7 @@ for i = 1, n do
     retry = retry,
     value = value,
     expire_us = expire_us,
+    increment = increment,
     clear = clear,
   }
 end
@@ -270,7 +278,10 @@ for i = 1, n do
   local r = rules[i]
   local written = allowed and r.allow and not peek
   if written then
-    if r.value then
+    if r.increment then
+      -- Keys cannot expire while a script runs (Redis freezes their clock), so this counter is still there.
+      redis.call("INCRBY", r.key, r.cost)
+    elseif r.value then
       -- Expiry is on Redis's own clock, which knows nothing of the test offset.
       redis.call("SET", r.key, r.value, "PXAT", format("%.0f", ceil(r.expire_us / 1000) - offset_ms))
     elseif r.algorithm == LOG then
