@@ -1,8 +1,8 @@
 /**
  * Applies the failure policy and the modes to a `Decision` (CONTRACT §3, §4, §9): 503 if a matched `on`
  * rule that fails closed could not be decided; 429 if an `on` rule denies; otherwise allowed. Headers
- * are built for the results that were actually decided (a fail-open rule that Redis could not decide has
- * no RateLimit member).
+ * are built for the results Redis decided (a fail-open rule that Redis could not decide has no RateLimit
+ * member, even when the local fallback limiter judged it).
  */
 import type { Decision, RuleResult } from "../engine/types";
 import { QuotaExceededError, ReducedCapacityError } from "../http/problems";
@@ -31,8 +31,11 @@ export function verdictOf(decision: Decision): Verdict {
     };
   }
 
+  // RateLimit members only for what Redis decided (now, or recently: the deny cache). Undecided rules and
+  // the approximate fallback limiter's guesses are not advertised as quota (CONTRACT §9).
+  const fromRedis = decision.results.filter((r) => r.source === "redis" || r.source === "deny-cache");
+  const headers = rateLimitHeaders(fromRedis);
   const decided = decision.results.filter((r) => r.source !== "undecided");
-  const headers = rateLimitHeaders(decided);
   const violated = decided.filter((r) => r.call.mode === "on" && r.outcome !== "allowed");
   if (violated.length === 0) return { allowed: true, headers };
 

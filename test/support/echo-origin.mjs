@@ -1,5 +1,6 @@
 // An origin for tests: it answers every request with a JSON description of what it received, so a test can
 // check what the proxy forwarded. A few paths misbehave on purpose (slow, streaming, redirecting, failing).
+import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 
 /**
@@ -20,6 +21,7 @@ import { createServer } from "node:http";
  * - `/status/<code>`: that status, with the usual JSON body (none for 204/304)
  * - requests with an `x-count-tag` header are counted per tag; `GET /__counts/<tag>` answers `{ "count": n }`
  *   (so a test can count how many requests the proxy really let through)
+ * - `Upgrade: websocket` on `/ws`: completes the handshake and sends one text message, `hello <path>`
  * @param {{ port?: number }} [options] default port: a free one the OS picks
  * @returns {Promise<EchoOrigin>}
  */
@@ -71,6 +73,23 @@ export async function startEchoOrigin({ port = 0 } = {}) {
     }
     res.writeHead(code, { "content-type": "application/json" });
     res.end(JSON.stringify(echo));
+  });
+
+  server.on("upgrade", (req, socket) => {
+    const key = req.headers["sec-websocket-key"];
+    if (!req.url?.startsWith("/ws") || typeof key !== "string") {
+      socket.end("HTTP/1.1 400 Bad Request\r\n\r\n");
+      return;
+    }
+    const accept = createHash("sha1").update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest("base64");
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
+    );
+    const text = Buffer.from(`hello ${req.url}`);
+    // One unmasked text frame (server → client frames are never masked); short payloads only.
+    socket.write(Buffer.concat([Buffer.from([0x81, text.length]), text]));
+    socket.on("error", () => undefined);
+    socket.on("data", () => undefined);
   });
 
   await new Promise((resolve, reject) => {
