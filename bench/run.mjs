@@ -9,7 +9,7 @@
  * Each part writes bench/results/<part>.md and <part>.json; latest.md is assembled from every part's last
  * result, under a description of the machine. Never part of `npm test`: it saturates both cores.
  */
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -70,6 +70,10 @@ for (const part of selected) {
     process.exit(2);
   }
 }
+
+// What npm cannot bring (Node ≥ 22 check, redis-server); wrk is installed by the overhead part itself.
+const setup = spawnSync(process.execPath, [`${root}scripts/setup.mjs`], { stdio: "inherit" });
+if (setup.status !== 0) process.exit(setup.status ?? 1);
 
 mkdirSync(results, { recursive: true });
 let failed = false;
