@@ -135,7 +135,7 @@ export async function runCharts({ log = console.error } = {}) {
       const errors = entries.filter((e) => e.error).length;
       const svg = renderChart({
         title,
-        subtitle: `limit ${LIMIT} per ${PERIOD_MS / 1000} s, burst ${LIMIT} · admitted ${admitted.length} of ${entries.length} offered${errors ? ` · ${errors} errors` : ""} · real run on Redis`,
+        subtitle: `limit ${LIMIT} per ${PERIOD_MS / 1000} s${/token|gcra/.test(algorithm) ? `, burst ${LIMIT}` : ""} · admitted ${admitted.length} of ${entries.length} offered${errors ? ` · ${errors} errors` : ""} · real run on Redis`,
         binMs: BIN_MS,
         offered: perSecond(entries),
         admitted: perSecond(admitted),
