@@ -2,15 +2,31 @@
  * Child-process plumbing for the benchmarks: free ports, spawning with a readiness check, CPU time from
  * /proc, and one place that stops everything this run started (and only that).
  */
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { availableParallelism } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 
 /** Clock ticks per second for /proc/<pid>/stat utime/stime (Linux: 100 on every mainstream kernel). */
 const CLOCK_TICKS_PER_SECOND = 100;
 
 const children = new Set();
+
+const hasTaskset = spawnSync("sh", ["-c", "command -v taskset"], { stdio: "ignore" }).status === 0;
+const cpuCount = availableParallelism();
+
+/**
+ * Optional CPU pinning (FLOODGATE_BENCH_PIN=1): `workerd` gets the last CPU to itself, everything else
+ * (load generator, origin, REST server, Redis) shares the others. Off by default, as in the baseline: on a
+ * machine other work is also using, a pinned workerd cannot move away from a busy core, and its numbers
+ * got worse, not steadier (measured: 27–40 % of its core instead of 60–90 % unpinned).
+ */
+export function pinned(role, command, args) {
+  if (!hasTaskset || cpuCount < 2 || process.env.FLOODGATE_BENCH_PIN !== "1") return [command, args];
+  const cpus = role === "workerd" ? String(cpuCount - 1) : `0-${cpuCount - 2}`;
+  return ["taskset", ["-c", cpus, command, ...args]];
+}
 
 /** A TCP port on 127.0.0.1 that was free a moment ago. */
 export function freePort() {
@@ -29,8 +45,9 @@ export function freePort() {
  * Starts a process and resolves once `ready` says so (a line on stdout/stderr matching a RegExp, or an async
  * probe returning true). Rejects with the process's last output if it exits or `timeoutMs` passes first.
  */
-export async function startProcess(name, command, args, { ready, timeoutMs = 20_000, env, cwd } = {}) {
-  const child = spawn(command, args, {
+export async function startProcess(name, command, args, { ready, timeoutMs = 20_000, env, cwd, role } = {}) {
+  const [file, argv] = pinned(role ?? "support", command, args);
+  const child = spawn(file, argv, {
     env: { ...process.env, ...env },
     cwd,
     stdio: ["ignore", "pipe", "pipe"],

@@ -97,6 +97,7 @@ export async function startWorker(name, entry, bindings, extraArgs = []) {
   const url = `http://127.0.0.1:${port}`;
   const proc = await startProcess(name, workerdBinary, ["serve", configPath, ...extraArgs], {
     ready: httpAnswers(`${url}/__floodgate/health`),
+    role: "workerd",
   });
   return { ...proc, port, url };
 }

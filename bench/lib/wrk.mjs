@@ -4,7 +4,7 @@
  * from /proc over the same interval.
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { cpuSeconds } from "./procs.mjs";
+import { cpuSeconds, pinned } from "./procs.mjs";
 
 const has = (cmd) => spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
 
@@ -56,7 +56,7 @@ export async function runWrk(url, { durationS, connections = 32, threads = 2, he
   const before = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid)]));
   const startedAt = process.hrtime.bigint();
   const text = await new Promise((resolve, reject) => {
-    const child = spawn("wrk", args, { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(...pinned("support", "wrk", args), { stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     child.stdout.on("data", (chunk) => {
       out += chunk;
