@@ -4,7 +4,7 @@
  * forbid I/O, timers and randomness at module scope). An invalid configuration answers every request
  * with a 500 naming the binding and field; it never proxies unlimited.
  */
-import { Hono } from "hono";
+import { type ExecutionContext, Hono } from "hono";
 import { ADMIN_PREFIX, createAdminApp } from "./admin/app";
 import { adminContextOf } from "./admin/context";
 import { ConfigError, type FloodgateConfig, parseEnv } from "./config";
@@ -24,7 +24,11 @@ type AppEnv = { Bindings: Env };
 function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   const store = createStore({ ...config.redis, prefix: config.prefix, timeoutMs: config.timeoutMs });
   const decider = createDecider(store, { timeoutMs: config.timeoutMs });
-  const liveModes = createLiveModes(store.redis, config.prefix);
+  const liveModes = createLiveModes(store.redis, config.prefix, {
+    ruleNames: config.rules.map((rule) => rule.name),
+    forget: (rule, identityHash) => decider.forget(rule, identityHash),
+    coldLoadTimeoutMs: config.timeoutMs,
+  });
   const admin = adminContextOf({ config, store, decider, liveModes });
 
   const app = new Hono<AppEnv>();
@@ -90,4 +94,4 @@ export default {
     if (app instanceof ConfigError) return problemResponse(new MisconfiguredError(app));
     return app.fetch(request, env, ctx);
   },
-} satisfies ExportedHandler<Env>;
+};

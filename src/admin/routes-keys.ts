@@ -7,6 +7,7 @@ import type { Hono } from "hono";
 import { formatSeconds } from "../config/duration";
 import { overrideKey } from "../engine/keys";
 import type { RuleCall } from "../engine/types";
+import { recordChange } from "../live/changes";
 import type { AdminEnv } from "./app";
 import { findRule } from "./context";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
@@ -65,6 +66,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const keys = admin.stateKeys(rule, identityHash);
     const deleted = keys.length > 0 ? await admin.redis.del(...keys) : 0;
     admin.forget(rule.name, identityHash);
+    await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash });
     return c.json({ rule: rule.name, identity: showHash(identityHash), reset: deleted > 0 });
   });
 }

@@ -19,7 +19,7 @@ export function liveRoutes(app: Hono<AdminEnv>): void {
     const body = await parseBody(c.req.raw, ModeBody);
     if (body.rule !== undefined) findRule(admin, body.rule);
     await writeLiveMode(admin.redis, admin.config.prefix, body.rule, body.mode);
-    const live = await readLiveModes(admin.redis, admin.config.prefix);
+    const live = await readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config.rules));
     // This isolate obeys its own switch from its next request; every other one within its refresh interval.
     admin.liveModes?.replace(live);
     return c.json(describe(admin.config, live));
@@ -27,10 +27,12 @@ export function liveRoutes(app: Hono<AdminEnv>): void {
 
   app.get("/rules", async (c) => {
     const admin = c.get("admin");
-    const live = await readLiveModes(admin.redis, admin.config.prefix);
+    const live = await readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config.rules));
     return c.json(describe(admin.config, live));
   });
 }
+
+const ruleNames = (rules: readonly RuleConfig[]) => rules.map((rule) => rule.name);
 
 type Config = Pick<FloodgateConfig, "rules" | "mode" | "failure">;
 

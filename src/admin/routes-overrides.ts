@@ -6,6 +6,7 @@
 import type { Hono } from "hono";
 import { formatSeconds } from "../config/duration";
 import { overrideKey } from "../engine/keys";
+import { recordChange } from "../live/changes";
 import type { AdminEnv } from "./app";
 import { findRule } from "./context";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
@@ -60,6 +61,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const key = overrideKey(admin.config.prefix, rule.name, identityHash);
     await putOverride(key, override, body.ttl, admin.redis);
     admin.forget(rule.name, identityHash);
+    await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash });
     return c.json({ rule: rule.name, ...show(identityHash, { ...override, ttlSeconds: body.ttl ?? null }) });
   });
 
@@ -82,6 +84,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     );
     if (!existed) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
     admin.forget(rule.name, identityHash);
+    await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash });
     return c.body(null, 204);
   });
 }

@@ -23,6 +23,11 @@ export interface LiveModeCacheOptions {
   coldLoadTimeoutMs?: number;
   /** A refresh still running after this long is presumed lost (its request was cancelled) and retried, ms. @default 5000 */
   staleRefreshMs?: number;
+  /**
+   * Called in the background when the admin change count moved since this isolate last looked; handles the
+   * changes after `seenEpoch` (e.g. forgets those identities' cached denials) and returns the epoch it got to.
+   */
+  catchUp?: (seenEpoch: number, epoch: number) => Promise<number>;
   /** Clock, ms. @default Date.now */
   now?: () => number;
 }
@@ -43,6 +48,8 @@ export class LiveModeCache {
   private snapshot: LiveModes | undefined;
   private loadedAt = Number.NEGATIVE_INFINITY;
   private refreshStartedAt: number | undefined;
+  private seenEpoch: number | undefined;
+  private readonly catchUp: LiveModeCacheOptions["catchUp"];
   private readonly load: () => Promise<LiveModes>;
   private readonly refreshIntervalMs: number;
   private readonly coldLoadTimeoutMs: number;
@@ -55,6 +62,7 @@ export class LiveModeCache {
     this.coldLoadTimeoutMs = options.coldLoadTimeoutMs ?? 200;
     this.staleRefreshMs = options.staleRefreshMs ?? 5000;
     this.now = options.now ?? Date.now;
+    this.catchUp = options.catchUp;
   }
 
   /**
@@ -85,16 +93,36 @@ export class LiveModeCache {
     const modes = await this.read(this.coldLoadTimeoutMs);
     // A failed first read still counts as loaded: the next try happens in the background, never on the path.
     this.snapshot ??= modes ?? NO_LIVE_MODES;
-    if (modes) this.snapshot = modes;
+    if (modes) {
+      this.snapshot = modes;
+      // A fresh isolate has no cached denials: changes made before it started are no concern of its.
+      this.seenEpoch ??= modes.epoch ?? 0;
+    }
     this.loadedAt = this.now();
     return this.snapshot;
   }
 
   private async refresh(): Promise<void> {
     const modes = await this.read(this.staleRefreshMs);
-    if (modes) this.snapshot = modes;
+    if (modes) {
+      this.snapshot = modes;
+      await this.follow(modes.epoch ?? 0);
+    }
     this.loadedAt = this.now();
     this.refreshStartedAt = undefined;
+  }
+
+  private async follow(epoch: number): Promise<void> {
+    if (this.seenEpoch === undefined || epoch < this.seenEpoch || !this.catchUp) {
+      this.seenEpoch = epoch;
+      return;
+    }
+    if (epoch === this.seenEpoch) return;
+    try {
+      this.seenEpoch = await this.catchUp(this.seenEpoch, epoch);
+    } catch {
+      // Tried again on the next refresh.
+    }
   }
 
   private async read(timeoutMs: number): Promise<LiveModes | undefined> {

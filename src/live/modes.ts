@@ -1,7 +1,8 @@
 /**
  * Live modes in Redis: one hash at `<prefix>:mode` (no TTL, like overrides: a switch lasts until cleared).
  * Field `global` holds the live global mode, field `rule:<name>` a live per-rule mode. Rule names are
- * `[A-Za-z0-9_-]`, so the two kinds of field can never collide.
+ * `[A-Za-z0-9_-]`, so the two kinds of field can never collide. The same hash carries the admin change
+ * log (`epoch`, `change:<n>`; see changes.ts), so one read per second tells an isolate both.
  */
 import type { Redis } from "@upstash/redis";
 import type { Mode } from "../engine/types";
@@ -12,6 +13,8 @@ export interface LiveModes {
   global?: Mode;
   /** Live per-rule modes, by rule name (above everything else). */
   rules: Record<string, Mode>;
+  /** How many admin changes (resets, overrides) were ever recorded; absent = none. */
+  epoch?: number;
 }
 
 /** No live switch at all: what an isolate assumes when Redis cannot tell it otherwise. */
@@ -20,6 +23,8 @@ export const NO_LIVE_MODES: LiveModes = Object.freeze({ rules: Object.freeze({})
 const MODES: readonly Mode[] = ["on", "off", "monitor"];
 const GLOBAL_FIELD = "global";
 const RULE_FIELD_PREFIX = "rule:";
+/** The field counting admin changes (changes.ts). */
+export const EPOCH_FIELD = "epoch";
 
 /** The Redis key of the live-mode hash. */
 export const liveModeKey = (prefix: string): string => `${prefix}:mode`;
@@ -39,11 +44,34 @@ export function fieldMap(reply: unknown): Record<string, unknown> {
   return fields;
 }
 
-/** Reads every live switch. Unknown fields or values (written by hand) are ignored, never obeyed. */
-export async function readLiveModes(redis: Redis, prefix: string): Promise<LiveModes> {
-  const fields = fieldMap(await redis.hgetall(liveModeKey(prefix)));
+/** The values of `fields` from an HMGET reply, whatever the client's settings (array, object or null). */
+export function hashValues(reply: unknown, fields: readonly string[]): unknown[] {
+  if (Array.isArray(reply)) return fields.map((_, i) => reply[i] ?? null);
+  const map = (reply ?? {}) as Record<string, unknown>;
+  return fields.map((field) => map[field] ?? null);
+}
+
+/**
+ * Reads every live switch (and the admin change count). With `ruleNames`, one HMGET of exactly the fields
+ * that matter (the change log in the same hash is not sent over the wire); without, HGETALL.
+ * Unknown fields or values (written by hand) are ignored, never obeyed.
+ */
+export async function readLiveModes(
+  redis: Redis,
+  prefix: string,
+  ruleNames?: readonly string[],
+): Promise<LiveModes> {
+  let fields: Record<string, unknown>;
+  if (ruleNames) {
+    const names = [GLOBAL_FIELD, EPOCH_FIELD, ...ruleNames.map((name) => `${RULE_FIELD_PREFIX}${name}`)];
+    const values = hashValues(await redis.hmget(liveModeKey(prefix), ...names), names);
+    fields = Object.fromEntries(names.map((name, i) => [name, values[i]]));
+  } else {
+    fields = fieldMap(await redis.hgetall(liveModeKey(prefix)));
+  }
   const modes: LiveModes = { rules: {} };
   for (const [field, value] of Object.entries(fields)) {
+    if (field === EPOCH_FIELD && value !== null && value !== undefined) modes.epoch = Number(value);
     if (!isMode(value)) continue;
     if (field === GLOBAL_FIELD) modes.global = value;
     else if (field.startsWith(RULE_FIELD_PREFIX)) modes.rules[field.slice(RULE_FIELD_PREFIX.length)] = value;

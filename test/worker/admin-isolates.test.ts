@@ -1,0 +1,87 @@
+import { describe, expect, it } from "vitest";
+import { hashIdentity } from "../../src/engine/keys";
+import { CHANGE_RING, readChanges, recordChange } from "../../src/live/changes";
+import { liveModeKey } from "../../src/live/modes";
+import { call, makeEnv, redis, send } from "./admin-harness";
+
+const PREFIX = "t-admin-isolates";
+const RULES = [{ name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 2, period: "1h" }];
+// Two bindings objects = two isolates (each with its own deny cache and live-mode copy).
+const isolateA = makeEnv(PREFIX, RULES);
+const isolateB = makeEnv(PREFIX, RULES);
+
+const request = (env: Record<string, unknown>, apiKey: string) =>
+  call(env, "/anything", { headers: { "x-api-key": apiKey }, ip: "198.51.100.20" });
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Requests from isolate B until one is allowed; ms from `sinceMs` to that one, or undefined. */
+async function firstAllowedInB(apiKey: string, sinceMs: number): Promise<number | undefined> {
+  while (Date.now() - sinceMs < 3000) {
+    const response = await request(isolateB, apiKey);
+    if (response.status === 200) return Date.now() - sinceMs;
+    expect(response.status).toBe(429);
+    await sleep(50);
+  }
+  return undefined;
+}
+
+describe("admin changes reach every isolate", () => {
+  it("a reset in one isolate unblocks the client in another within about a second, despite its deny cache", async () => {
+    await request(isolateA, "key-reset"); // both isolates warm
+    await request(isolateB, "key-reset");
+    // Isolate B denies from Redis once, then from its deny cache for the rest of the hour.
+    expect((await request(isolateB, "key-reset")).status).toBe(429);
+    expect((await request(isolateB, "key-reset")).status).toBe(429);
+
+    const resetAt = Date.now();
+    expect((await call(isolateA, "/__floodgate/keys/api/key-reset", { method: "DELETE" })).status).toBe(200);
+    expect((await request(isolateA, "key-reset")).status).toBe(200);
+    const elapsedMs = await firstAllowedInB("key-reset", resetAt);
+    expect(elapsedMs).toBeDefined();
+    expect(elapsedMs).toBeLessThanOrEqual(1300);
+  });
+
+  it("so does an override that raises the client's limit", async () => {
+    await request(isolateA, "key-raise");
+    await request(isolateB, "key-raise");
+    expect((await request(isolateB, "key-raise")).status).toBe(429);
+    const raisedAt = Date.now();
+    await send(isolateA, "PUT", "/__floodgate/overrides/api/key-raise", { limit: 10 });
+    const elapsedMs = await firstAllowedInB("key-raise", raisedAt);
+    expect(elapsedMs).toBeDefined();
+    expect(elapsedMs).toBeLessThanOrEqual(1300);
+  });
+
+  it("keeps the change log bounded, and a reader stops at a slot not yet written", async () => {
+    const prefix = `${PREFIX}-ring`;
+    await redis.del(liveModeKey(prefix));
+    const hashes = await Promise.all([1, 2, 3].map((i) => hashIdentity(`ring-${i}`)));
+    for (const identityHash of hashes) await recordChange(redis, prefix, { rule: "api", identityHash });
+    expect(await readChanges(redis, prefix, 0, 3)).toEqual({
+      changes: hashes.map((identityHash) => ({ rule: "api", identityHash })),
+      readUpTo: 3,
+    });
+    expect((await readChanges(redis, prefix, 2, 3)).changes).toHaveLength(1);
+    // Epoch 4 announced, its slot not written yet: read up to 3, try 4 again later.
+    await redis.hincrby(liveModeKey(prefix), "epoch", 1);
+    expect((await readChanges(redis, prefix, 2, 4)).readUpTo).toBe(3);
+
+    // However many changes are recorded, the hash holds at most the ring plus its counter (a small ring
+    // here, to keep the test short; production uses CHANGE_RING).
+    const ring = 16;
+    const ringPrefix = `${prefix}-small`;
+    await redis.del(liveModeKey(ringPrefix));
+    await Promise.all(
+      Array.from({ length: 50 }, (_, n) =>
+        recordChange(redis, ringPrefix, { rule: "api", identityHash: `h${n}` }, ring),
+      ),
+    );
+    expect(await redis.hget(liveModeKey(ringPrefix), "epoch")).toBe(50);
+    expect(await redis.hlen(liveModeKey(ringPrefix))).toBe(ring + 1);
+    // A reader that fell more than a ring behind reads only the last ring's worth.
+    const behind = await readChanges(redis, ringPrefix, 0, 50, ring);
+    expect(behind.readUpTo).toBe(50);
+    expect(behind.changes).toHaveLength(ring);
+    expect(CHANGE_RING).toBeGreaterThanOrEqual(1000);
+  });
+});
