@@ -4,11 +4,11 @@
  * hang until the decision budget), in one run, interleaved: healthy, killed, healthy, frozen, … Goal
  * (issue 5): a dead Redis costs < 10% throughput and no p99 spike once the breaker is open.
  *
- *   node bench/failure/run.mjs [--seconds 5] [--rounds 2] [--connections 32]
+ *   node bench/failure/run.mjs [--seconds 5] [--rounds 3] [--connections 32]
  *
  * Each failure phase first sends traffic for `--settle` seconds (default 2, not recorded) so the breaker
  * has opened; the recorded window then includes the breaker's periodic probes (one request per cool-down
- * pays the budget). Prints a markdown table; writes bench/results/failure.json. Not part of `npm test`.
+ * pays the budget). Prints a markdown table; writes bench/results/failure.md and .json. Not part of `npm test`.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -23,7 +23,7 @@ const { values } = parseArgs({
   options: {
     seconds: { type: "string", default: "5" },
     settle: { type: "string", default: "2" },
-    rounds: { type: "string", default: "2" },
+    rounds: { type: "string", default: "3" },
     connections: { type: "string", default: "32" },
   },
 });
@@ -124,6 +124,7 @@ try {
   ].join("\n");
   console.log(markdown);
   mkdirSync(new URL("../results/", import.meta.url), { recursive: true });
+  writeFileSync(new URL("../results/failure.md", import.meta.url), `${markdown}\n`);
   writeFileSync(
     new URL("../results/failure.json", import.meta.url),
     `${JSON.stringify({ durationS, rounds, connections, timeoutMs, summary, runs }, null, 2)}\n`,

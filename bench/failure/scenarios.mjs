@@ -5,7 +5,7 @@
  *
  *   node bench/failure/scenarios.mjs
  *
- * Prints a markdown table; writes bench/results/failure-scenarios.json. Not part of `npm test`.
+ * Prints a markdown table; writes bench/results/failure-scenarios.md and .json. Not part of `npm test`.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { Redis as IORedis } from "ioredis";
@@ -233,6 +233,7 @@ try {
   ].join("\n");
   console.log(markdown);
   mkdirSync(new URL("../results/", import.meta.url), { recursive: true });
+  writeFileSync(new URL("../results/failure-scenarios.md", import.meta.url), `${markdown}\n`);
   writeFileSync(
     new URL("../results/failure-scenarios.json", import.meta.url),
     `${JSON.stringify({ timeoutMs, originTimeoutMs, rows, raw }, null, 2)}\n`,
