@@ -1,10 +1,10 @@
 /**
  * `/keys/:rule/:identity`: what one client is experiencing under one rule (GET, evaluated by the decision
  * script without writing, so looking never costs the client anything) and a reset of its counters (DELETE;
- * an override stays).
+ * an override stays). A client's tier is not known outside its request: `?tier=<name>` shows the state under
+ * that tier's limits (an unknown tier, like the proxy, gets the rule's own).
  */
 import type { Hono } from "hono";
-import { formatSeconds } from "../config/duration";
 import { overrideKey } from "../engine/keys";
 import type { RuleCall } from "../engine/types";
 import { recordChange } from "../live/changes";
@@ -12,6 +12,7 @@ import type { AdminEnv } from "./app";
 import { findRule } from "./context";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
 import { getOverride } from "./overrides";
+import { formatPeriod } from "./period";
 
 const seconds = (ms: number): number => Math.ceil(ms / 1000);
 
@@ -21,12 +22,16 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
     const identityHash = await resolveIdentityHash(rawIdentity(c.req.url, "keys", rule.name));
+    const tierName = c.req.query("tier");
+    const tier =
+      tierName !== undefined && Object.hasOwn(rule.tiers, tierName) ? rule.tiers[tierName] : undefined;
     const call: RuleCall = {
       rule: rule.name,
       algorithm: rule.algorithm,
-      limit: rule.limit,
-      periodMs: rule.periodMs,
-      burst: rule.burst,
+      // The same resolution as the proxy's plan: a tier's burst defaults to the tier's limit.
+      limit: tier?.limit ?? rule.limit,
+      periodMs: tier?.periodMs ?? rule.periodMs,
+      burst: tier?.burst ?? tier?.limit ?? rule.burst,
       cost: 1,
       mode: "on",
       failure: rule.failure ?? admin.config.failure,
@@ -42,6 +47,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       rule: rule.name,
       identity: showHash(identityHash),
       algorithm: rule.algorithm,
+      tier: tier ? tierName : null,
       // What the next request of cost 1 would get; nothing was counted to find out.
       allowed: result.outcome === "allowed",
       limit: result.limit,
@@ -51,7 +57,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       override: override
         ? {
             limit: override.limit,
-            period: override.periodMs === undefined ? null : formatSeconds(override.periodMs),
+            period: override.periodMs === undefined ? null : formatPeriod(override.periodMs),
             burst: override.burst,
             ttl: override.ttlSeconds,
           }

@@ -3,13 +3,13 @@
  */
 import type { Hono } from "hono";
 import type { FloodgateConfig } from "../config";
-import { formatSeconds } from "../config/duration";
 import type { RuleConfig } from "../config/rules";
 import type { Mode } from "../engine/types";
 import { explainMode } from "../live/effective";
 import { type LiveModes, readLiveModes, writeLiveMode } from "../live/modes";
 import type { AdminEnv } from "./app";
 import { findRule } from "./context";
+import { formatPeriod } from "./period";
 import { ModeBody, parseBody } from "./schemas";
 
 /** Registers `/mode` and `/rules` on the admin app. */
@@ -51,6 +51,15 @@ function describe(config: Config, live: LiveModes) {
   };
 }
 
+/** Tiers with their periods in the rule syntax. */
+const showTiers = (tiers: RuleConfig["tiers"]) =>
+  Object.fromEntries(
+    Object.entries(tiers).map(([name, { periodMs, ...rest }]) => [
+      name,
+      periodMs === undefined ? rest : { ...rest, period: formatPeriod(periodMs) },
+    ]),
+  );
+
 function describeRule(rule: RuleConfig, config: Config, live: LiveModes) {
   const mode = explainMode(rule, config.mode, live);
   return {
@@ -60,10 +69,10 @@ function describeRule(rule: RuleConfig, config: Config, live: LiveModes) {
     key: rule.keyText,
     algorithm: rule.algorithm,
     limit: rule.limit,
-    period: formatSeconds(rule.periodMs),
+    period: formatPeriod(rule.periodMs),
     burst: rule.burst,
     cost: rule.cost.kind === "units" ? rule.cost.units : `header:${rule.cost.name}`,
-    tiers: Object.keys(rule.tiers).length > 0 ? rule.tiers : undefined,
+    tiers: Object.keys(rule.tiers).length > 0 ? showTiers(rule.tiers) : undefined,
     missing: rule.missing,
     failure: rule.failure ?? config.failure,
     mode: {

@@ -4,7 +4,6 @@
  * it applies from the very next request.
  */
 import type { Hono } from "hono";
-import { formatSeconds } from "../config/duration";
 import { overrideKey } from "../engine/keys";
 import { recordChange } from "../live/changes";
 import type { AdminEnv } from "./app";
@@ -18,6 +17,7 @@ import {
   putOverride,
   type StoredOverride,
 } from "./overrides";
+import { formatPeriod } from "./period";
 import { badRequest, notFound } from "./problem";
 import { OverrideBody, parseBody } from "./schemas";
 
@@ -28,7 +28,7 @@ const MAX_PAGE_SIZE = 1000;
 const show = (identityHash: string, stored: StoredOverride) => ({
   identity: showHash(identityHash),
   limit: stored.limit,
-  period: stored.periodMs === undefined ? null : formatSeconds(stored.periodMs),
+  period: stored.periodMs === undefined ? null : formatPeriod(stored.periodMs),
   burst: stored.burst,
   ttl: stored.ttlSeconds,
 });

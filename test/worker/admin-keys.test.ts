@@ -8,6 +8,9 @@ const RULES = [
   { name: "burst", key: "header:x-api-key", algorithm: "token-bucket", limit: 2, period: "1h", burst: 2 },
 ];
 const testEnv = makeEnv(PREFIX, [RULES[0]]);
+const tieredEnv = makeEnv(`${PREFIX}-tier`, [
+  { ...RULES[0], name: "tiered", tier: "header:x-plan", tiers: { pro: { limit: 50, period: "1h" } } },
+]);
 const bucketEnv = makeEnv(`${PREFIX}-tb`, [RULES[1]]);
 
 const request = (env: Record<string, unknown>, apiKey: string) =>
@@ -77,6 +80,21 @@ describe("keys: what one client is experiencing", () => {
     expect(await state(bucketEnv, "burst", "key-tb")).toMatchObject({ allowed: false, remaining: 0 });
     await call(bucketEnv, "/__floodgate/keys/burst/key-tb", { method: "DELETE" });
     expect((await request(bucketEnv, "key-tb")).status).toBe(200);
+  });
+
+  it("shows the state under a tier's limits when asked for that tier", async () => {
+    await call(tieredEnv, "/anything", { headers: { "x-api-key": "key-pro", "x-plan": "pro" } });
+    expect(await state(tieredEnv, "tiered", "key-pro?tier=pro")).toMatchObject({
+      tier: "pro",
+      limit: 50,
+      remaining: 49,
+    });
+    // Without a tier (or an unknown one), the rule's own limit, as the proxy would apply.
+    expect(await state(tieredEnv, "tiered", "key-pro?tier=gold")).toMatchObject({ tier: null, limit: 3 });
+    const rules = (await (await call(tieredEnv, "/__floodgate/rules")).json()) as {
+      rules: Array<{ tiers: unknown }>;
+    };
+    expect(rules.rules[0]?.tiers).toEqual({ pro: { limit: 50, period: "1h" } });
   });
 
   it("answers 404 for an unknown rule, 400 for a malformed hash, 401 without the token", async () => {

@@ -34,7 +34,7 @@ describe("live mode switch and effective rules", () => {
       source: "binding",
       key: "header:x-api-key",
       limit: 100,
-      period: "60s",
+      period: "1m",
       burst: 20,
       mode: { effective: "on", source: "binding", configured: null, live: null },
     });

@@ -32,7 +32,7 @@ describe("overrides", () => {
       rule: "api",
       identity: `hash:${hash}`,
       limit: 1000,
-      period: "3600s",
+      period: "1h",
       burst: 200,
       ttl: null,
     };
