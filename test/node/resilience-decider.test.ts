@@ -13,7 +13,7 @@ import { createDecider, type DeciderOptions } from "../../src/resilience/decider
 const TIMEOUT_MS = 200;
 const ROOMY_TIMEOUT_MS = 2000;
 /** What a decision may take beyond the budget on this shared 2-core machine. */
-const MARGIN_MS = 150;
+const MARGIN_MS = 250;
 
 let redis: Awaited<ReturnType<typeof startRedis>>;
 let rest: Awaited<ReturnType<typeof startRestServer>>;

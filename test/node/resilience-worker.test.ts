@@ -9,8 +9,11 @@ import { startWorker } from "../support/miniflare-worker.mjs";
 
 type Worker = Awaited<ReturnType<typeof startWorker>>;
 
-/** The decision budget (RATE_LIMIT_TIMEOUT_MS); above the default 200 because this machine is shared and busy. */
-const TIMEOUT_MS = 500;
+/**
+ * The decision budget (RATE_LIMIT_TIMEOUT_MS): well above the default 200, because this machine is shared
+ * and busy and the counting assertions need every healthy decision to come from Redis.
+ */
+const TIMEOUT_MS = 1000;
 /** Worker + origin + a shared 2-core machine, on top of the decision budget. */
 const MARGIN_MS = 400;
 const PREFIX = `resw${Date.now()}`;
@@ -168,7 +171,7 @@ describe("Redis killed mid-run", () => {
       restarted = true;
       await waitForRest();
       const coolDownMs = Number((await health(worker)).json.breakerRemainingMs);
-      expect(await recover()).toBeLessThanOrEqual(coolDownMs + 500);
+      expect(await recover()).toBeLessThanOrEqual(coolDownMs + 1000);
 
       // Limiting is back: a fresh client gets its 5, then 429.
       const ip = freshIp();
@@ -266,13 +269,15 @@ describe("deny cache", () => {
 describe("the origin fails", () => {
   it("answers 504 for an origin slower than ORIGIN_TIMEOUT_MS, and the request stays counted", async () => {
     const ip = freshIp();
-    const slow = await send(worker, "/slow?ms=2000", ip);
+    const first = await send(worker, "/slow?ms=0", ip);
+    expect(first.headers.get("x-ratelimit-remaining")).toBe("9");
+    const slow = await send(worker, "/slow?ms=3000", ip);
     expect(slow.status).toBe(504);
     expect(slow.headers.get("content-type")).toContain("application/problem+json");
-    expect(slow.ms).toBeLessThan(1500);
+    expect(slow.ms).toBeLessThan(2500);
     const next = await send(worker, "/slow?ms=0", ip);
     expect(next.status).toBe(200);
-    expect(next.headers.get("x-ratelimit-remaining")).toBe("8");
+    expect(next.headers.get("x-ratelimit-remaining")).toBe("7");
   });
 
   it("answers 502 when the origin is unreachable, and the request stays counted", async () => {
