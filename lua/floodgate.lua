@@ -57,7 +57,12 @@ local now_ms = math.floor(now_us / 1000) -- ms
 -- This chunk runs on every call, so it defines as few functions and grows as few tables as it can:
 -- closures and rehashing tables cost more than a Redis command here.
 local floor, ceil, format = math.floor, math.ceil, string.format
-local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = 1, 2, 3, 4, 5, 6
+-- Algorithm codes, compared as the strings they arrive as (cheaper than tonumber).
+local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = "1", "2", "3", "4", "5", "6"
+-- A write waiting for phase 2 (an array: allocation is what a script call mostly pays for here).
+local AT, KEY, COST, PERIOD_US, ALGORITHM, VALUE, EXPIRE_US, INCREMENT, CLEAR = 1, 2, 3, 4, 5, 6, 7, 8, 9
+local AVAIL_AFTER, RESET_AFTER, MORE_AFTER, COST_ARG = 10, 11, 12, 13
+-- (Lua numbers given to redis.call are formatted by Redis, which costs more than passing strings.)
 
 -- µs → ms, rounded up so that waiting that long is always enough.
 local function ms_up(us)
@@ -80,16 +85,18 @@ local function sliding_wait_us(limit, period_us, start_us, prev, cur, need)
   return start_us + period_us + period_us * (1 - (limit - need) / cur) - now_us
 end
 
--- Phase 1: evaluate every rule, write nothing.
+-- Phase 1: evaluate every rule, write nothing. The reply gets each rule's values as things stand now;
+-- an allowing rule also leaves its write, and its values after that write, in `pending`.
 local n = (#ARGV - 3) / 6
-local rules = {}
+local reply = { 1 }
+local pending = {}
 local allowed = true
 for i = 1, n do
   local a = 3 + (i - 1) * 6
-  local algorithm = tonumber(ARGV[a + 1])
+  local algorithm = ARGV[a + 1]
   local limit = tonumber(ARGV[a + 2]) -- units
   local period = tonumber(ARGV[a + 3]) -- ms
-  local burst = tonumber(ARGV[a + 4]) -- units
+  local burst -- units; parsed only by the algorithms that use it
   local cost = tonumber(ARGV[a + 5]) -- units
   local key = KEYS[2 * i - 1]
   -- Overrides are read here, in the same atomic call, so "read override" and "apply limit" cannot race.
@@ -146,7 +153,7 @@ for i = 1, n do
     end
     more, more_after = reset, reset_after
     retry = reset_after -- the next window grants the whole limit (and cost <= limit, or it is outcome 2)
-    value, expire_us, increment = used + cost, end_us, used > 0
+    value, expire_us, increment = tostring(used + cost), end_us, used > 0
   elseif algorithm == SLIDING then
     local window = floor(now_ms / period)
     local start_us = window * period_us
@@ -182,6 +189,7 @@ for i = 1, n do
     retry = ms_up(sliding_wait_us(limit, period_us, start_us, prev, cur, cost)) + 1
     value, expire_us = window .. ":" .. prev .. ":" .. (cur + cost), end_us + period_us
   elseif algorithm == BUCKET or algorithm == GCRA then
+    burst = burst or tonumber(ARGV[a + 4])
     -- One TAT (theoretical arrival time); tokens available = (now + capacity - TAT) / interval.
     local interval_us = ceil(period_us / limit) -- whole µs keep the arithmetic exact
     local capacity_us = burst * interval_us
@@ -242,7 +250,10 @@ for i = 1, n do
   end
 
   local outcome = allow and 1 or 0
-  local capacity = (algorithm == BUCKET or algorithm == GCRA) and burst or limit
+  local capacity = limit
+  if algorithm == BUCKET or algorithm == GCRA then
+    capacity = burst or tonumber(ARGV[a + 4])
+  end
   if limit <= 0 or cost > capacity then
     -- More than the rule can ever grant: denied with a clear outcome, never counted, never a Lua error.
     outcome, allow, retry = 2, false, period
@@ -250,79 +261,66 @@ for i = 1, n do
   if not allow and ARGV[a + 6] == "1" then
     allowed = false
   end
-  rules[i] = {
-    algorithm = algorithm,
-    key = key,
-    allow = allow,
-    outcome = outcome,
-    limit = limit,
-    cost = cost,
-    period_us = period_us,
-    avail = avail,
-    avail_after = avail_after,
-    reset = reset,
-    reset_after = reset_after,
-    more = more,
-    more_after = more_after,
-    retry = retry,
-    value = value,
-    expire_us = expire_us,
-    increment = increment,
-    clear = clear,
-  }
+  local at = #reply
+  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = outcome, limit, avail, reset
+  reply[at + 5] = allow and more or retry
+  if allow and not peek then
+    pending[#pending + 1] = {
+      at,
+      key,
+      cost,
+      period_us,
+      algorithm,
+      value or false,
+      expire_us or false,
+      increment,
+      clear,
+      avail_after,
+      reset_after,
+      more_after,
+      ARGV[a + 5],
+    }
+  end
 end
 
 -- Phase 2: write only if the request as a whole is allowed (a denied request consumes nothing anywhere).
-local reply = { allowed and 1 or 0 }
-for i = 1, n do
-  local r = rules[i]
-  local written = allowed and r.allow and not peek
-  if written then
-    if r.increment then
-      -- Keys cannot expire while a script runs (Redis freezes their clock), so this counter is still there.
-      redis.call("INCRBY", r.key, r.cost)
-    elseif r.value then
-      -- Expiry is on Redis's own clock, which knows nothing of the test offset.
-      redis.call("SET", r.key, r.value, "PXAT", format("%.0f", ceil(r.expire_us / 1000) - offset_ms))
-    elseif r.algorithm == LOG then
-      if r.clear then
-        redis.call("DEL", r.key)
-      end
-      local score = format("%.0f", now_us)
-      redis.call("ZREMRANGEBYSCORE", r.key, "-inf", format("%.0f", now_us - r.period_us))
-      local members, prefix = {}, request_id .. ":" .. score .. ":"
-      for unit = 1, r.cost do
-        members[#members + 1] = score
-        members[#members + 1] = prefix .. unit
-        if #members >= 1000 or unit == r.cost then -- unpack() has a stack limit
-          redis.call("ZADD", r.key, unpack(members))
-          members = {}
-        end
-      end
-      redis.call("PEXPIREAT", r.key, format("%.0f", ceil((now_us + r.period_us) / 1000) - offset_ms))
-    else -- CONCURRENCY
-      if r.clear then
-        redis.call("DEL", r.key)
-      end
-      redis.call("ZREMRANGEBYSCORE", r.key, "-inf", format("%.0f", now_us))
-      redis.call("ZADD", r.key, format("%.0f", now_us + r.period_us), request_id)
-      redis.call("PEXPIREAT", r.key, format("%.0f", ceil((now_us + r.period_us) / 1000) - offset_ms))
+if not allowed then
+  reply[1] = 0
+  return reply
+end
+for i = 1, #pending do
+  local r = pending[i]
+  if r[INCREMENT] then
+    -- Keys cannot expire while a script runs (Redis freezes their clock), so this counter is still there.
+    redis.call("INCRBY", r[KEY], r[COST_ARG])
+  elseif r[VALUE] then
+    -- Expiry is on Redis's own clock, which knows nothing of the test offset.
+    redis.call("SET", r[KEY], r[VALUE], "PXAT", format("%.0f", ceil(r[EXPIRE_US] / 1000) - offset_ms))
+  elseif r[ALGORITHM] == LOG then
+    if r[CLEAR] then
+      redis.call("DEL", r[KEY])
     end
+    local score = format("%.0f", now_us)
+    redis.call("ZREMRANGEBYSCORE", r[KEY], "-inf", format("%.0f", now_us - r[PERIOD_US]))
+    local members, prefix = {}, request_id .. ":" .. score .. ":"
+    for unit = 1, r[COST] do
+      members[#members + 1] = score
+      members[#members + 1] = prefix .. unit
+      if #members >= 1000 or unit == r[COST] then -- unpack() has a stack limit
+        redis.call("ZADD", r[KEY], unpack(members))
+        members = {}
+      end
+    end
+    redis.call("PEXPIREAT", r[KEY], format("%.0f", ceil((now_us + r[PERIOD_US]) / 1000) - offset_ms))
+  else -- CONCURRENCY
+    if r[CLEAR] then
+      redis.call("DEL", r[KEY])
+    end
+    redis.call("ZREMRANGEBYSCORE", r[KEY], "-inf", format("%.0f", now_us))
+    redis.call("ZADD", r[KEY], format("%.0f", now_us + r[PERIOD_US]), request_id)
+    redis.call("PEXPIREAT", r[KEY], format("%.0f", ceil((now_us + r[PERIOD_US]) / 1000) - offset_ms))
   end
-  local at = 1 + (i - 1) * 5
-  reply[at + 1] = r.outcome
-  reply[at + 2] = r.limit
-  if written then
-    reply[at + 3], reply[at + 4] = r.avail_after, r.reset_after
-  else
-    reply[at + 3], reply[at + 4] = r.avail, r.reset
-  end
-  if not r.allow then
-    reply[at + 5] = r.retry
-  elseif written then
-    reply[at + 5] = r.more_after
-  else
-    reply[at + 5] = r.more
-  end
+  local at = r[AT]
+  reply[at + 3], reply[at + 4], reply[at + 5] = r[AVAIL_AFTER], r[RESET_AFTER], r[MORE_AFTER]
 end
 return reply
