@@ -3,6 +3,8 @@
  * TOML tables; secrets and `.dev.vars` always as strings. Everything is validated once per isolate by
  * `parseEnv` in `src/config`, so this type is deliberately loose.
  */
+import type { ObserverOptions } from "./observability";
+
 export interface Env {
   /** Where allowed requests go: scheme + host [+ port] [+ base path]. */
   ORIGIN_URL?: string;
@@ -30,6 +32,6 @@ export interface Env {
   RATE_LIMIT_JWT_SECRET?: string;
   /** JWKS URL for `jwt:<claim>` keys signed with RS*, ES* or EdDSA. */
   RATE_LIMIT_JWKS_URL?: string;
-  /** Optional Analytics Engine dataset (written by the admin/observability module). */
-  RATE_LIMIT_ANALYTICS?: AnalyticsEngineDataset;
+  /** Optional Analytics Engine dataset: one data point per decision (src/observability). */
+  RATE_LIMIT_ANALYTICS?: ObserverOptions["analytics"];
 }

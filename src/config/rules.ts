@@ -83,7 +83,7 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
         const jwt = parts.find((part) => part.kind === "jwt");
         if (jwt) {
           throw new ConfigError(
-            `${at}.${field}: "jwt:${jwt.claim}" needs RATE_LIMIT_JWT_SECRET or RATE_LIMIT_JWKS_URL (unverified claims are forgeable)`,
+            `${at}.${field}: "jwt:${jwt.claim}" needs ${label === "RATE_LIMIT_RULES" ? "RATE_LIMIT_JWT_SECRET or RATE_LIMIT_JWKS_URL" : "jwt.secret or jwt.jwksUrl"} (unverified claims are forgeable)`,
           );
         }
       }

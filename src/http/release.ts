@@ -18,7 +18,7 @@ export function releaseWhenWritten(
   waitUntil: WaitUntil,
 ): Response {
   const safeRelease = () => release().catch(() => undefined);
-  if (response.body === null || response.status === 101 || response.webSocket) {
+  if (response.body === null || response.status === 101 || (response as { webSocket?: unknown }).webSocket) {
     waitUntil(safeRelease());
     return response;
   }

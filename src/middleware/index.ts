@@ -87,7 +87,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(options: RateLimitOptions
     }
 
     await next();
-    if (c.res.status === 101 || c.res.webSocket) {
+    if (c.res.status === 101 || (c.res as { webSocket?: unknown }).webSocket) {
       if (slots.length > 0) waitUntil(releaseSlots().catch(() => undefined));
       return;
     }

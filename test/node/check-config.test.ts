@@ -1,0 +1,84 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+
+const run = promisify(execFile);
+
+/** Runs `npm run check-config`'s script on a wrangler.toml written for the test. */
+async function checkConfig(toml: string, args: string[] = [], env: Record<string, string> = {}) {
+  const dir = mkdtempSync(join(tmpdir(), "floodgate-check-"));
+  writeFileSync(join(dir, "wrangler.toml"), toml);
+  // Without the test runner's own bindings, so only the file (and `env`) decide.
+  const childEnv: Record<string, string> = { PATH: process.env.PATH ?? "", ...env };
+  try {
+    const { stdout, stderr } = await run(
+      process.execPath,
+      ["scripts/check-config.mjs", "--config", join(dir, "wrangler.toml"), ...args],
+      {
+        env: childEnv,
+      },
+    );
+    return { code: 0, out: stdout + stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, out: failed.stdout + failed.stderr };
+  }
+}
+
+const valid = `
+[vars]
+ORIGIN_URL = "https://origin.example.com"
+RATE_LIMIT_TIMEOUT_MS = 200
+[[vars.RATE_LIMIT_RULES]]
+name = "per-ip"
+key = "ip"
+algorithm = "sliding-window"
+limit = 10
+period = "10s"
+`;
+
+describe("npm run check-config", () => {
+  it("accepts a valid wrangler.toml and says which secrets it assumes", async () => {
+    const { code, out } = await checkConfig(valid);
+    expect(code).toBe(0);
+    expect(out).toContain("OK, 1 rule(s): per-ip");
+    expect(out).toContain("UPSTASH_REDIS_REST_TOKEN");
+  });
+
+  it("fails naming every wrong binding and field, as the Worker's 500 would", async () => {
+    const { code, out } = await checkConfig(`${valid}
+RATE_LIMIT_MODE = "enforce"
+[[vars.RATE_LIMIT_RULES]]
+name = "per-ip"
+key = "ip"
+algorithm = "gcra"
+limit = 5
+period = "1 fortnight"
+`);
+    expect(code).toBe(1);
+    expect(out).toContain('RATE_LIMIT_RULES[1].period: "1 fortnight" is not a duration');
+    expect(out).not.toContain("OK");
+  });
+
+  it("checks one environment with --env (vars are not inherited)", async () => {
+    const toml = `${valid}
+[env.staging.vars]
+ORIGIN_URL = "https://staging.example.com"
+RATE_LIMIT_RULES = '[{"name":"s","key":"header:x-api-key","algorithm":"token-bucket","limit":"many","period":"1m"}]'
+`;
+    expect((await checkConfig(toml)).code).toBe(0);
+    const staging = await checkConfig(toml, ["--env", "staging"]);
+    expect(staging.code).toBe(1);
+    expect(staging.out).toContain('RATE_LIMIT_RULES[0].limit: "many" is not a whole number');
+    expect((await checkConfig(toml, ["--env", "production"])).out).toContain("no [env.production] section");
+  });
+
+  it("lets the environment override the file, like the Worker's secrets", async () => {
+    const { code, out } = await checkConfig(valid, [], { RATE_LIMIT_FAILURE: "sideways" });
+    expect(code).toBe(1);
+    expect(out).toContain('RATE_LIMIT_FAILURE: "sideways" is not one of open | closed');
+  });
+});

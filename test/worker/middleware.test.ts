@@ -1,0 +1,98 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { Hono } from "hono";
+import { describe, expect, it, vi } from "vitest";
+import { ConfigError, type DecisionEvent, rateLimit } from "../../src/index";
+import { baseEnv } from "./proxy-harness";
+
+const redis = { url: baseEnv.UPSTASH_REDIS_REST_URL, token: baseEnv.UPSTASH_REDIS_REST_TOKEN };
+const prefix = () => `mw-${crypto.randomUUID().slice(0, 12)}`;
+
+async function call(app: Hono, path: string, headers: Record<string, string> = {}) {
+  const ctx = createExecutionContext();
+  const response = await app.fetch(new Request(`http://app.test${path}`, { headers }), {}, ctx);
+  const text = await response.text();
+  await waitOnExecutionContext(ctx);
+  return { status: response.status, headers: response.headers, text };
+}
+
+describe("rateLimit() in an existing Hono app", () => {
+  it("limits by a key function and a cost function, and leaves other routes alone", async () => {
+    const app = new Hono();
+    app.use(
+      "/api/*",
+      rateLimit({
+        redis,
+        prefix: prefix(),
+        rules: [
+          {
+            name: "per-user",
+            key: (c) => c.req.header("x-user"),
+            cost: (c) => Number(c.req.query("n") ?? 1),
+            algorithm: "fixed-window",
+            limit: 5,
+            period: "1m",
+          },
+        ],
+      }),
+    );
+    app.get("/api/items", (c) => c.json({ ok: true }));
+    app.get("/health", (c) => c.text("up"));
+
+    const first = await call(app, "/api/items?n=3", { "x-user": "ann" });
+    expect(first.status).toBe(200);
+    expect(first.headers.get("RateLimit")).toMatch(/^"per-user";r=2;t=\d+$/);
+    expect((await call(app, "/api/items?n=3", { "x-user": "ann" })).status).toBe(429);
+    expect((await call(app, "/api/items?n=2", { "x-user": "ann" })).status).toBe(200);
+    expect((await call(app, "/api/items", { "x-user": "bob" })).status).toBe(200);
+    const health = await call(app, "/health");
+    expect(health.status).toBe(200);
+    expect(health.headers.get("RateLimit")).toBeNull();
+  });
+
+  it("answers 400 when a cost function returns nonsense", async () => {
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        redis,
+        prefix: prefix(),
+        rules: [{ name: "c", key: "global", cost: () => 0.5, algorithm: "gcra", limit: 5, period: "1s" }],
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    expect((await call(app, "/")).status).toBe(400);
+  });
+
+  it("reports every decision to onDecision", async () => {
+    const seen = vi.fn<(event: DecisionEvent) => void>();
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        redis,
+        prefix: prefix(),
+        onDecision: seen,
+        rules: [{ name: "g", key: "global", algorithm: "sliding-log", limit: 1, period: "1m" }],
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    await call(app, "/");
+    await call(app, "/");
+    expect(seen).toHaveBeenCalledTimes(2);
+    expect(seen.mock.calls.map(([event]) => event.decision.allowed)).toEqual([true, false]);
+    expect(seen.mock.calls[0]?.[0].requestId).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("validates its options once, naming the wrong field", () => {
+    expect(() =>
+      rateLimit({
+        redis,
+        rules: [{ name: "x", key: "ip", algorithm: "fixed-window", limit: 5, period: "5 parsecs" as never }],
+      }),
+    ).toThrowError(new ConfigError('rules[0].period: "5 parsecs" is not a duration'));
+    expect(() =>
+      rateLimit({ rules: [{ name: "x", key: "ip", algorithm: "gcra", limit: 1, period: "1s" }] }),
+    ).toThrowError(/redis/);
+    expect(() =>
+      rateLimit({ redis, rules: [{ name: "x", key: "jwt:sub", algorithm: "gcra", limit: 1, period: "1s" }] }),
+    ).toThrowError(/jwt:sub.*needs/);
+  });
+});
