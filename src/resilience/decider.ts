@@ -7,16 +7,13 @@
  * for fail-open rules and `undecided` for the rest. The caller applies each rule's failure policy.
  */
 import type { Decider, Decision, DegradedReason, RuleCall, RuleResult } from "../engine/types";
-import { type BreakerOptions, type BreakerState, CircuitBreaker } from "./breaker";
+import { type BreakerOptions, CircuitBreaker } from "./breaker";
 import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache } from "./deny-cache";
-import {
-  AUTH_LOG_LINE,
-  classifyFailure,
-  type DecisionFailure,
-  FAILURE_TEXT,
-  type StoreFailureKind,
-} from "./failure";
+import { classifyFailure, FAILURE_TEXT } from "./failure";
 import { DEFAULT_FALLBACK_ENTRIES, FallbackLimiter } from "./fallback";
+import { type DeciderHealth, HealthTracker } from "./health";
+
+export type { DeciderHealth } from "./health";
 
 /** What the decider needs from the store (`createStore` in src/engine/store.ts). */
 export interface DecisionStore {
@@ -45,21 +42,6 @@ export interface DeciderOptions {
   log?: (line: string) => void;
   /** Clock, ms. @default Date.now */
   now?: () => number;
-}
-
-/** What `/__floodgate/health` reports about deciding. Contains no secret and no identity. */
-export interface DeciderHealth {
-  /** `degraded` while the breaker is not closed, the last decision failed, or the credentials were rejected. */
-  status: "ok" | "degraded";
-  breaker: BreakerState;
-  /** Ms until the breaker lets a probe through; 0 unless open. */
-  breakerRemainingMs: number;
-  /** Failed decisions in a row. */
-  consecutiveFailures: number;
-  /** The most recent failure, if any since the isolate started. */
-  lastFailure: { reason: DegradedReason; kind: StoreFailureKind; agoMs: number } | null;
-  /** `rejected` after a REST 401 until Redis accepts a decision again. */
-  credentials: "unknown" | "accepted" | "rejected";
 }
 
 /** A Decider that also reports its health and can drop one identity's cached denial. */
@@ -93,9 +75,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
   const fallbackEntries = options.fallbackEntries ?? DEFAULT_FALLBACK_ENTRIES;
   const fallback = new FallbackLimiter(fallbackEntries, now);
 
-  let lastFailure: (DecisionFailure & { atMs: number }) | null = null;
-  let credentials: DeciderHealth["credentials"] = "unknown";
-  let authLogged = false;
+  const tracker = new HealthTracker(log, now);
 
   function undecided(call: RuleCall, reason: DegradedReason): RuleResult {
     const retryAfterMs = Math.max(1000, breaker.remainingOpenMs());
@@ -126,12 +106,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
 
   function recordFailure(error: unknown, probe: boolean): DegradedReason {
     const failure = classifyFailure(error);
-    lastFailure = { ...failure, atMs: now() };
-    if (failure.kind === "auth") {
-      credentials = "rejected";
-      if (!authLogged) log(AUTH_LOG_LINE);
-      authLogged = true;
-    }
+    tracker.failed(failure);
     if (breaker.failure(probe)) {
       log(
         `floodgate: circuit breaker open for ${breaker.remainingOpenMs()} ms after ${breaker.failures} ` +
@@ -172,8 +147,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       const decision = await withDeadline(store.decide(calls, requestId), waitMs);
       if (breaker.state !== "closed") log("floodgate: Redis answers again; circuit breaker closed");
       breaker.success();
-      credentials = "accepted";
-      authLogged = false;
+      tracker.succeeded();
       for (const result of decision.results) denyCache.remember(result);
       return decision;
     } catch (error) {
@@ -204,25 +178,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
         // Same: the lease expires on its own.
       }
     },
-    health() {
-      const state = breaker.state;
-      const failing = breaker.failures > 0;
-      return {
-        status: state !== "closed" || failing || credentials === "rejected" ? "degraded" : "ok",
-        breaker: state,
-        breakerRemainingMs: breaker.remainingOpenMs(),
-        consecutiveFailures: breaker.failures,
-        lastFailure:
-          lastFailure === null
-            ? null
-            : {
-                reason: lastFailure.reason,
-                kind: lastFailure.kind,
-                agoMs: Math.max(0, now() - lastFailure.atMs),
-              },
-        credentials,
-      };
-    },
+    health: () => tracker.report(breaker),
     forget(rule, identityHash) {
       denyCache.forget(rule, identityHash);
     },

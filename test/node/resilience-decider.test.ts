@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { createStore } from "../../src/engine/store";
 import type { Decision, RuleCall } from "../../src/engine/types";
-import { createDecider, type DeciderOptions } from "../../src/resilience/decider";
+import { createDecider, type DeciderOptions, type DecisionStore } from "../../src/resilience/decider";
 
 /** Budget of the tests about the budget; the others get a roomy one, this machine is shared and busy. */
 const TIMEOUT_MS = 200;
@@ -249,6 +249,17 @@ describe("when Redis is frozen (SIGSTOP)", () => {
     } while (back.results[0]?.source !== "redis" && Date.now() < backBy);
     expect(back.results[0]?.source).toBe("redis");
     expect(decider.health()).toMatchObject({ status: "ok", breaker: "closed" });
+  });
+});
+
+describe("a store that never answers", () => {
+  it("is not waited for past the budget plus the decider's grace", async () => {
+    const hung: DecisionStore = { decide: () => new Promise(() => {}), release: () => new Promise(() => {}) };
+    const decider = createDecider(hung, { timeoutMs: 100, guardMs: 20, log: () => {} });
+    const { decision, ms } = await timed(() => decider.decide([rule()], "hung"));
+    expect(decision.results[0]).toMatchObject({ source: "fallback", reason: "timeout" });
+    expect(ms).toBeGreaterThanOrEqual(100);
+    expect(ms).toBeLessThan(120 + MARGIN_MS);
   });
 });
 
