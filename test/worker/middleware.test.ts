@@ -1,7 +1,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { Hono } from "hono";
 import { describe, expect, it, vi } from "vitest";
-import { ConfigError, type DecisionEvent, rateLimit } from "../../src/index";
+import { ConfigError, type DecisionEvent, type LiveModes, rateLimit } from "../../src/index";
 import { baseEnv } from "./proxy-harness";
 
 const redis = { url: baseEnv.UPSTASH_REDIS_REST_URL, token: baseEnv.UPSTASH_REDIS_REST_TOKEN };
@@ -79,6 +79,37 @@ describe("rateLimit() in an existing Hono app", () => {
     expect(seen).toHaveBeenCalledTimes(2);
     expect(seen.mock.calls.map(([event]) => event.decision.allowed)).toEqual([true, false]);
     expect(seen.mock.calls[0]?.[0].requestId).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("follows live modes: live per-rule > the rule's mode > live global > the configured mode", async () => {
+    let live: LiveModes = { rules: {} };
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        redis,
+        prefix: prefix(),
+        mode: "on",
+        liveModes: () => live,
+        rules: [
+          { name: "plain", key: "global", algorithm: "fixed-window", limit: 1, period: "1h" },
+          { name: "pinned", key: "global", algorithm: "fixed-window", limit: 1, period: "1h", mode: "on" },
+        ],
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    const policies = async () => (await call(app, "/")).headers.get("RateLimit-Policy");
+
+    live = { global: "off", rules: {} };
+    expect(await policies()).toBe('"pinned";q=1;w=3600'); // the rule's own mode beats the live global switch
+    live = { global: "off", rules: { pinned: "off" } };
+    expect(await policies()).toBeNull(); // a live per-rule switch beats everything
+    expect((await call(app, "/")).status).toBe(200);
+    live = { global: "monitor", rules: { pinned: "monitor" } };
+    const watched = await call(app, "/");
+    expect(watched.status).toBe(200); // both are over their limit of 1, but only watched
+    expect(watched.headers.get("RateLimit")).toMatch(/"plain";r=0.*"pinned";r=0/);
+    live = { rules: {} };
+    expect((await call(app, "/")).status).toBe(429);
   });
 
   it("validates its options once, naming the wrong field", () => {
