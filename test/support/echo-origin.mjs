@@ -1,6 +1,6 @@
 // An origin for tests: it answers every request with a JSON description of what it received, so a test can
 // check what the proxy forwarded. A few paths misbehave on purpose (slow, streaming, redirecting, failing).
-import { createHash } from "node:crypto";
+import { createHash, generateKeyPairSync } from "node:crypto";
 import { createServer } from "node:http";
 
 /**
@@ -21,6 +21,8 @@ import { createServer } from "node:http";
  * - `/status/<code>`: that status, with the usual JSON body (none for 204/304)
  * - requests with an `x-count-tag` header are counted per tag; `GET /__counts/<tag>` answers `{ "count": n }`
  *   (so a test can count how many requests the proxy really let through)
+ * - `/.well-known/jwks.json`: a JWKS with one ES256 public key (kid `test-es256`); `/__test-signing-key` gives the
+ *   matching private JWK, so tests can sign tokens that verify against the JWKS (a test origin only!)
  * - `Upgrade: websocket` on `/ws`: completes the handshake and sends one text message, `hello <path>`
  * @param {{ port?: number }} [options] default port: a free one the OS picks
  * @returns {Promise<EchoOrigin>}
@@ -28,12 +30,21 @@ import { createServer } from "node:http";
 export async function startEchoOrigin({ port = 0 } = {}) {
   /** @type {Map<string, number>} */
   const counts = new Map();
+  const keys = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  const jwk = { kid: "test-es256", alg: "ES256", use: "sig" };
+  const publicJwks = JSON.stringify({ keys: [{ ...keys.publicKey.export({ format: "jwk" }), ...jwk }] });
+  const privateJwk = JSON.stringify({ ...keys.privateKey.export({ format: "jwk" }), ...jwk });
   const server = createServer(async (req, res) => {
     const url = new URL(req.url ?? "/", "http://origin.invalid");
     const counted = /^\/__counts\/(.+)$/.exec(url.pathname);
     if (counted) {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify({ count: counts.get(decodeURIComponent(counted[1] ?? "")) ?? 0 }));
+      return;
+    }
+    if (url.pathname === "/.well-known/jwks.json" || url.pathname === "/__test-signing-key") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(url.pathname === "/__test-signing-key" ? privateJwk : publicJwks);
       return;
     }
     const tag = req.headers["x-count-tag"];

@@ -1,6 +1,6 @@
-import { SignJWT } from "jose";
+import { importJWK, SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
-import { makeEnv, send } from "./proxy-harness";
+import { baseEnv, makeEnv, send } from "./proxy-harness";
 
 const rule = (key: unknown, extra: Record<string, unknown> = {}) => ({
   name: "r",
@@ -144,6 +144,27 @@ describe("who a request is", () => {
     const unsigned =
       `${btoa(JSON.stringify({ alg: "none" }))}.${btoa(JSON.stringify({ sub: "eve" }))}.`.replace(/=/g, "");
     expect((await send(env, "/", { headers: bearer(unsigned) })).status).toBe(401);
+  });
+
+  it("jwt: RS/ES/EdDSA tokens verify against RATE_LIMIT_JWKS_URL", async () => {
+    const env = makeEnv([rule("jwt:sub", { missing: "deny" })], {
+      RATE_LIMIT_JWKS_URL: `${baseEnv.ORIGIN_URL}/.well-known/jwks.json`,
+    });
+    const jwk = await (await fetch(`${baseEnv.ORIGIN_URL}/__test-signing-key`)).json<
+      Record<string, string>
+    >();
+    const key = await importJWK(jwk, "ES256");
+    const sign = (sub: string) =>
+      new SignJWT({ sub })
+        .setProtectedHeader({ alg: "ES256", kid: "test-es256" })
+        .setExpirationTime("5m")
+        .sign(key);
+    expect(
+      await shareBucket(env, { headers: bearer(await sign("zed")) }, { headers: bearer(await sign("zed")) }),
+    ).toBe(true);
+    expect((await send(env, "/", { headers: bearer(await sign("yan")) })).status).toBe(200);
+    // An HS256 token cannot pass for a JWKS-verified one (no secret configured: the key is missing).
+    expect((await send(env, "/", { headers: bearer(await jwtFor({ sub: "zed" })) })).status).toBe(401);
   });
 
   it("tiers: the limit follows the client's tier, an unknown tier gets the rule's own", async () => {
