@@ -19,6 +19,3 @@ export function parseDurationMs(value: unknown): number | undefined {
   const unit = (match[2] || "s") as keyof typeof UNIT_MS;
   return Number(match[1]) * UNIT_MS[unit];
 }
-
-/** `60000` → `"60s"`, for messages and headers. */
-export const formatSeconds = (ms: number): string => `${Math.ceil(ms / 1_000)}s`;

@@ -14,7 +14,7 @@ export class ConfigError extends Error {
 export function configErrorFrom(label: string, issues: readonly v.BaseIssue<unknown>[]): ConfigError {
   const lines = issues.map((issue) => {
     const where = `${label}${formatPath(issue)}`;
-    return where ? `${where}: ${leafMessage(issue)}` : leafMessage(issue);
+    return where ? `${where}: ${issue.message}` : issue.message;
   });
   return new ConfigError([...new Set(lines)].join("; "));
 }
@@ -26,8 +26,4 @@ function formatPath(issue: v.BaseIssue<unknown>): string {
     path += typeof key === "number" ? `[${key}]` : `.${String(key)}`;
   }
   return path;
-}
-
-function leafMessage(issue: v.BaseIssue<unknown>): string {
-  return issue.message;
 }

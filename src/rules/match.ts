@@ -27,11 +27,6 @@ export function compileRules(rules: readonly RuleConfig[]): CompiledRule[] {
   });
 }
 
-/** The rules that apply to one request, in configuration order. */
-export function matchRules(compiled: readonly CompiledRule[], method: string, url: URL): RuleConfig[] {
-  return compiled.filter((c) => c.matches(method, url)).map((c) => c.rule);
-}
-
 /** `/api/*` → `^/api/.*$`, `/users/:id` → `^/users/[^/]+$`; everything else is literal. */
 export function compilePath(pattern: string): RegExp {
   let source = "";
