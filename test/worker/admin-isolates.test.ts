@@ -38,7 +38,7 @@ describe("admin changes reach every isolate", () => {
     expect((await request(isolateA, "key-reset")).status).toBe(200);
     const elapsedMs = await firstAllowedInB("key-reset", resetAt);
     expect(elapsedMs).toBeDefined();
-    expect(elapsedMs).toBeLessThanOrEqual(1300);
+    expect(elapsedMs).toBeLessThanOrEqual(2000); // one refresh interval (1 s) + one Redis read, with slack for a loaded CI machine
   });
 
   it("so does an override that raises the client's limit", async () => {
@@ -49,7 +49,7 @@ describe("admin changes reach every isolate", () => {
     await send(isolateA, "PUT", "/__floodgate/overrides/api/key-raise", { limit: 10 });
     const elapsedMs = await firstAllowedInB("key-raise", raisedAt);
     expect(elapsedMs).toBeDefined();
-    expect(elapsedMs).toBeLessThanOrEqual(1300);
+    expect(elapsedMs).toBeLessThanOrEqual(2000); // one refresh interval (1 s) + one Redis read, with slack for a loaded CI machine
   });
 
   it("keeps the change log bounded, and a reader stops at a slot not yet written", async () => {

@@ -44,7 +44,7 @@ describe("switching a rule to monitor, live", () => {
       await sleep(50);
     }
     expect(firstAllowedMs).toBeDefined();
-    expect(firstAllowedMs).toBeLessThanOrEqual(1300);
+    expect(firstAllowedMs).toBeLessThanOrEqual(2000); // one refresh interval (1 s) + one Redis read, with slack for a loaded CI machine
     for (let i = 0; i < 5; i++) expect((await request(isolateB, "key-1")).status).toBe(200);
 
     // And back on: 429s again (the switch cleared with null).
