@@ -1,5 +1,5 @@
 import { importJWK, SignJWT } from "jose";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { baseEnv, makeEnv, send } from "./proxy-harness";
 
 const rule = (key: unknown, extra: Record<string, unknown> = {}) => ({
@@ -47,15 +47,20 @@ describe("who a request is", () => {
     expect((await send(env, "/", { ip: "192.0.2.2" })).status).toBe(200);
   });
 
-  it("without the trusted header every client is the one shared `unknown` client", async () => {
-    const env = makeEnv([rule("ip")]);
-    expect(
-      await shareBucket(
-        env,
-        { headers: { "X-Forwarded-For": "192.0.2.10" } },
-        { headers: { "X-Forwarded-For": "192.0.2.11" } },
-      ),
-    ).toBe(true);
+  it("without the trusted header every client is the one shared `unknown` client, with one warning", async () => {
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => undefined);
+    try {
+      const env = makeEnv([rule("ip", { limit: 2 })]);
+      const statuses: number[] = [];
+      for (const xff of ["192.0.2.10", "192.0.2.11", "192.0.2.12"]) {
+        statuses.push((await send(env, "/", { headers: { "X-Forwarded-For": xff } })).status);
+      }
+      expect(statuses).toEqual([200, 200, 429]);
+      const warnings = warn.mock.calls.filter(([line]) => String(line).includes("CF-Connecting-IP"));
+      expect(warnings).toHaveLength(1);
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it("trusts only the configured client IP header", async () => {
