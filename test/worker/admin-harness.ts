@@ -1,6 +1,6 @@
 /**
  * Shared by the admin tests: an env with the admin token, rules and a unique prefix; a Redis client on the
- * same REST server; and `admin()` to call the Worker's admin API like an operator's curl would.
+ * same REST server; and `call()` / `send()` to reach the Worker the way curl would.
  */
 
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
@@ -49,7 +49,7 @@ export async function call(
   const ctx = createExecutionContext();
   const response = await worker.fetch(
     new Request(`http://floodgate.test${path}`, { ...init, headers }),
-    testEnv,
+    testEnv as Env,
     ctx,
   );
   await waitOnExecutionContext(ctx);
