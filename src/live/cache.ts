@@ -91,12 +91,13 @@ export class LiveModeCache {
   private async coldLoad(): Promise<LiveModes> {
     this.stats.coldLoads++;
     const modes = await this.read(this.coldLoadTimeoutMs);
-    // A failed first read still counts as loaded: the next try happens in the background, never on the path.
-    this.snapshot ??= modes ?? NO_LIVE_MODES;
     if (modes) {
       this.snapshot = modes;
       // A fresh isolate has no cached denials: changes made before it started are no concern of its.
       this.seenEpoch ??= modes.epoch ?? 0;
+    } else {
+      // A failed first read still counts as loaded: the next try is in the background, never on the path.
+      this.snapshot ??= NO_LIVE_MODES;
     }
     this.loadedAt = this.now();
     return this.snapshot;
