@@ -1,6 +1,7 @@
 // The origin `npm start` puts behind the Worker when ORIGIN_URL is not given: it says hello and shows what
 // arrived, so the proxying (path, query, X-Forwarded-*) is visible with curl.
 import { createServer } from "node:http";
+import { closable } from "../redis-rest/close-server.mjs";
 
 /**
  * Starts the demo origin on 127.0.0.1.
@@ -25,9 +26,6 @@ export async function startDemoOrigin({ port = 0 } = {}) {
   const address = server.address();
   return {
     url: `http://127.0.0.1:${typeof address === "object" && address ? address.port : port}`,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(() => resolve(undefined)));
-    },
+    close: closable(server),
   };
 }

@@ -3,6 +3,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
 import { Redis } from "ioredis";
+import { closable } from "./close-server.mjs";
 import { BadCommand, createExecutor, parseCommand, Unavailable } from "./commands.mjs";
 import { toJson } from "./encoding.mjs";
 import { ScriptTranslator } from "./scripts.mjs";
@@ -139,6 +140,7 @@ export async function startRestServer({
     }
   }
 
+  const closeServer = closable(server);
   await new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, host, () => resolve(undefined));
@@ -150,8 +152,7 @@ export async function startRestServer({
     token,
     port: actualPort,
     close: async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(() => resolve(undefined)));
+      await closeServer();
       redis.disconnect();
     },
   };

@@ -2,6 +2,7 @@
 // check what the proxy forwarded. A few paths misbehave on purpose (slow, streaming, redirecting, failing).
 import { createHash, generateKeyPairSync } from "node:crypto";
 import { createServer } from "node:http";
+import { closable } from "../../redis-rest/close-server.mjs";
 
 /**
  * @typedef {object} EchoOrigin
@@ -34,7 +35,15 @@ export async function startEchoOrigin({ port = 0 } = {}) {
   const jwk = { kid: "test-es256", alg: "ES256", use: "sig" };
   const publicJwks = JSON.stringify({ keys: [{ ...keys.publicKey.export({ format: "jwk" }), ...jwk }] });
   const privateJwk = JSON.stringify({ ...keys.privateKey.export({ format: "jwk" }), ...jwk });
-  const server = createServer(async (req, res) => {
+  const server = createServer((req, res) => {
+    // A client that goes away mid-request must not become an unhandled rejection in the test runner.
+    respond(req, res).catch(() => res.destroy());
+  });
+  /**
+   * @param {import("node:http").IncomingMessage} req
+   * @param {import("node:http").ServerResponse} res
+   */
+  async function respond(req, res) {
     const url = new URL(req.url ?? "/", "http://origin.invalid");
     const counted = /^\/__counts\/(.+)$/.exec(url.pathname);
     if (counted) {
@@ -84,7 +93,7 @@ export async function startEchoOrigin({ port = 0 } = {}) {
     }
     res.writeHead(code, { "content-type": "application/json" });
     res.end(JSON.stringify(echo));
-  });
+  }
 
   server.on("upgrade", (req, socket) => {
     const key = req.headers["sec-websocket-key"];
@@ -112,10 +121,7 @@ export async function startEchoOrigin({ port = 0 } = {}) {
   return {
     url: `http://127.0.0.1:${actualPort}`,
     port: actualPort,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(() => resolve(undefined)));
-    },
+    close: closable(server),
   };
 }
 
