@@ -129,7 +129,7 @@ export class LiveModeCache {
   private async read(timeoutMs: number): Promise<LiveModes | undefined> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<undefined>((resolve) => {
-      timer = setTimeout(resolve, timeoutMs);
+      timer = setTimeout(() => resolve(undefined), timeoutMs);
     });
     try {
       const load = this.load();

@@ -15,9 +15,21 @@
 import type { Decision } from "../engine/types";
 import { verdictOf } from "./verdict";
 
+/** One data point, as Workers' `AnalyticsEngineDataPoint` (declared here so the library builds off Workers). */
+export interface DataPoint {
+  indexes: string[];
+  blobs: string[];
+  doubles: number[];
+}
+
+/** What is used of Workers' `AnalyticsEngineDataset` binding. */
+export interface DataPointSink {
+  writeDataPoint(point: DataPoint): void;
+}
+
 /** The data points of one decision, in the layout above. */
-export function dataPointsOf(decision: Decision, method: string, colo: string): AnalyticsEngineDataPoint[] {
-  const points: AnalyticsEngineDataPoint[] = [];
+export function dataPointsOf(decision: Decision, method: string, colo: string): DataPoint[] {
+  const points: DataPoint[] = [];
   for (const result of decision.results) {
     const { call } = result;
     const verdict = verdictOf(result);
@@ -48,7 +60,7 @@ export function dataPointsOf(decision: Decision, method: string, colo: string): 
 
 /** Writes the decision's data points; a failing binding never fails the request. */
 export function writeDecision(
-  dataset: AnalyticsEngineDataset,
+  dataset: DataPointSink,
   decision: Decision,
   method: string,
   colo: string,

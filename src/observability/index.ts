@@ -4,7 +4,7 @@
  * never throwing, so observing a decision can neither slow nor fail the request.
  */
 import type { Decision } from "../engine/types";
-import { writeDecision } from "./analytics";
+import { type DataPointSink, writeDecision } from "./analytics";
 import { decisionLogLine } from "./log";
 
 /** What the pipeline reports about one decided request. */
@@ -18,7 +18,7 @@ export interface DecisionEvent {
 /** Where observations go. */
 export interface ObserverOptions {
   /** The `RATE_LIMIT_ANALYTICS` binding, if any. */
-  analytics?: AnalyticsEngineDataset;
+  analytics?: DataPointSink;
   /** Where log lines go. @default console.log */
   log?: (line: string) => void;
 }
@@ -29,7 +29,9 @@ export function createDecisionObserver(options: ObserverOptions): (event: Decisi
   return function onDecision({ decision, request, requestId }) {
     try {
       if (decision.results.length === 0) return;
-      const colo = (request.cf as { colo?: string } | undefined)?.colo ?? "";
+      // `request.cf` exists on Workers only; locally and off Workers the colo is "".
+      const cf = (request as { cf?: { colo?: unknown } }).cf;
+      const colo = typeof cf?.colo === "string" ? cf.colo : "";
       if (options.analytics) writeDecision(options.analytics, decision, request.method, colo);
       const line = decisionLogLine(decision, request.method, requestId);
       if (line) log(line);
@@ -39,6 +41,6 @@ export function createDecisionObserver(options: ObserverOptions): (event: Decisi
   };
 }
 
-export { dataPointsOf } from "./analytics";
+export { type DataPoint, type DataPointSink, dataPointsOf } from "./analytics";
 export { decisionLogLine } from "./log";
 export { type Verdict, verdictOf } from "./verdict";
