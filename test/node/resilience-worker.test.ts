@@ -154,6 +154,13 @@ describe("Redis killed mid-run", () => {
       for (let i = 0; i < 10; i++) more.push(await send(worker, `/open/seq${i}`, freshIp()));
       expect(more.filter((r) => r.status >= 500)).toEqual([]);
 
+      // The local fallback limiter still bounds one client: 5 per minute here, approximately (per isolate).
+      const heavy = freshIp();
+      const local = [];
+      for (let i = 0; i < 7; i++) local.push(await send(worker, "/open/heavy", heavy));
+      expect(local.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 429, 429]);
+      expect(Number(local[5]?.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+
       const closed = await send(worker, "/closed/x", freshIp());
       expect(closed.status).toBe(503);
       expect(closed.headers.get("content-type")).toContain("application/problem+json");
