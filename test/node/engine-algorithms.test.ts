@@ -222,6 +222,27 @@ describe.each(["token-bucket", "gcra"] as Algorithm[])("%s", (algorithm) => {
   });
 });
 
+describe("override fields", () => {
+  it("take `period` in milliseconds and `burst` on its own, for a token bucket", async () => {
+    const call = ruleCall({ algorithm: "token-bucket", limit: 10, periodMs: PERIOD, burst: 10 });
+    const overrideKey = `${prefix}:override:${call.rule}:${call.identityHash}`;
+    await redis.hset(overrideKey, { period: 1000, burst: 2 }); // 10 per second, 2 at once
+    const outcomes = [];
+    for (let i = 0; i < 3; i++) outcomes.push(await hit(call));
+    expect(outcomes.map((r) => r.outcome)).toEqual(["allowed", "allowed", "denied"]);
+    expect(outcomes[2]?.retryAfterMs).toBeLessThanOrEqual(100); // one unit per 100 ms
+    expect((await hit(call, 100)).outcome).toBe("allowed");
+  });
+
+  it("an override limit without burst sets the burst too", async () => {
+    const call = ruleCall({ algorithm: "gcra", limit: 10, periodMs: PERIOD, burst: 10 });
+    await redis.hset(`${prefix}:override:${call.rule}:${call.identityHash}`, { limit: 3 });
+    const outcomes = [];
+    for (let i = 0; i < 4; i++) outcomes.push((await hit(call)).outcome);
+    expect(outcomes).toEqual(["allowed", "allowed", "allowed", "denied"]);
+  });
+});
+
 describe("concurrency", () => {
   it("frees a slot on release, and ignores cost", async () => {
     const call = ruleCall({ algorithm: "concurrency", limit: 2, periodMs: PERIOD, cost: 50 });
