@@ -3,7 +3,7 @@
 // Upstash-compatible REST server (unless UPSTASH_REDIS_REST_URL/_TOKEN are given), a demo origin (unless
 // ORIGIN_URL is given) and the Worker in `wrangler dev` on 127.0.0.1:PORT. stdout carries only the ready
 // line and a curl loop to try; everything else goes to stderr. SIGINT/SIGTERM stop every process started.
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -42,11 +42,12 @@ async function shutdown(code) {
 }
 process.on("SIGINT", () => shutdown(0));
 process.on("SIGTERM", () => shutdown(0));
-// `npm start` on SIGTERM may exit without passing the signal on (its `sh -c` dies, this process is
-// re-parented): being orphaned means whoever started the stack is gone, so stop it too.
+// Whoever started the stack going away stops it too: npm may exit on SIGINT/SIGTERM without passing the
+// signal on, leaving this process (or the `sh -c` npm ran it in) behind.
 const parentPid = process.ppid;
+const npmPid = process.env.npm_lifecycle_event ? parentOf(parentPid) : undefined;
 setInterval(() => {
-  if (process.ppid !== parentPid) shutdown(0);
+  if (process.ppid !== parentPid || (npmPid !== undefined && !running(npmPid))) shutdown(0);
 }, 500).unref();
 
 /** @param {string} message */
@@ -148,4 +149,28 @@ if (!exiting) {
   console.log(
     `for i in $(seq 12); do curl -s -o /dev/null -w "%{http_code} retry-after=%header{retry-after}\\n" ${url}/; done`,
   );
+}
+
+/**
+ * The parent of a process, from /proc (Linux); undefined elsewhere.
+ * @param {number} pid
+ */
+function parentOf(pid) {
+  try {
+    return Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ")[1]) || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether a process still runs (a zombie does not).
+ * @param {number} pid
+ */
+function running(pid) {
+  try {
+    return !readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.startsWith("Z");
+  } catch {
+    return false;
+  }
 }
