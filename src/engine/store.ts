@@ -49,7 +49,7 @@ export interface Store {
    * @throws {StoreError} when Redis cannot answer within `timeoutMs`.
    */
   decide(calls: RuleCall[], requestId: string, opts?: CallOptions): Promise<Decision>;
-  /** Frees the `concurrency` slot `requestId` holds under `call` (ZREM). */
+  /** Frees the `concurrency` slot `requestId` holds under `call` (ZREM); a no-op for other algorithms. */
   release(call: RuleCall, requestId: string): Promise<void>;
 }
 
@@ -141,6 +141,7 @@ export function createStore(options: StoreOptions): Store {
   }
 
   async function release(call: RuleCall, requestId: string): Promise<void> {
+    if (call.algorithm !== "concurrency") return; // only concurrency holds anything past the decision
     try {
       await redis.zrem(stateKey(prefix, call.rule, call.identityHash), requestId);
     } catch (error) {
