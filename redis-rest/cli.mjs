@@ -57,3 +57,8 @@ const stop = async () => {
 };
 process.on("SIGINT", stop);
 process.on("SIGTERM", stop);
+// Re-parented means whoever started it (npm, a shell) is gone: stop rather than linger.
+const parentPid = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parentPid) stop();
+}, 500).unref();
