@@ -6,7 +6,7 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { stateKey } from "./keys";
 import { type CallOptions, decodeReply, SCRIPT_SOURCE, scriptArguments, scriptSha } from "./script";
-import type { Decision, RuleCall } from "./types";
+import type { DecideOptions, Decision, RuleCall } from "./types";
 
 /** Why Redis could not decide. */
 export type StoreErrorKind = "timeout" | "unavailable" | "auth" | "script";
@@ -48,7 +48,7 @@ export interface Store {
    * allowing rule is counted; otherwise nothing is. With `peek`, evaluates but writes nothing.
    * @throws {StoreError} when Redis cannot answer within `timeoutMs`.
    */
-  decide(calls: RuleCall[], requestId: string, opts?: CallOptions): Promise<Decision>;
+  decide(calls: RuleCall[], requestId: string, opts?: CallOptions & DecideOptions): Promise<Decision>;
   /** Frees the `concurrency` slot `requestId` holds under `call` (ZREM); a no-op for other algorithms. */
   release(call: RuleCall, requestId: string): Promise<void>;
 }
@@ -107,10 +107,14 @@ export function createStore(options: StoreOptions): Store {
   // A signal given as a FUNCTION: a plain signal that is already aborted makes the client invent a result.
   const redis = new Redis({ ...clientOptions, signal: () => AbortSignal.timeout(adminTimeoutMs) });
 
-  async function decide(calls: RuleCall[], requestId: string, opts: CallOptions = {}): Promise<Decision> {
+  async function decide(
+    calls: RuleCall[],
+    requestId: string,
+    opts: CallOptions & DecideOptions = {},
+  ): Promise<Decision> {
     const startedAt = Date.now();
     if (calls.length === 0) return { allowed: true, results: [], durationMs: 0 };
-    const deadline = startedAt + timeoutMs;
+    const deadline = startedAt + Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
     // One client per decision (~6 µs) so that every fetch it makes, the NOSCRIPT reload included,
     // shares this decision's deadline.
     const client = new Redis({

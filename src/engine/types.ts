@@ -80,12 +80,22 @@ export interface Decision {
   durationMs: number;
 }
 
+/** Per-decision options. */
+export interface DecideOptions {
+  /**
+   * What is left of the request's Redis budget, ms, when something else already waited on Redis for this
+   * request (a fresh isolate's live-mode read): no request waits on Redis longer than `RATE_LIMIT_TIMEOUT_MS`.
+   * @default the decider's whole `timeoutMs`
+   */
+  budgetMs?: number;
+}
+
 /**
  * Decides a request's rules. Never throws: a rule Redis could not decide comes back with
  * `source: "undecided"` (or `fallback` / `deny-cache`) and a `reason`; the caller applies its `failure` policy.
  */
 export interface Decider {
-  decide(calls: RuleCall[], requestId: string): Promise<Decision>;
+  decide(calls: RuleCall[], requestId: string, options?: DecideOptions): Promise<Decision>;
   /** Frees a `concurrency` slot held by `requestId`. Not bound by the decision budget. */
   release(call: RuleCall, requestId: string): Promise<void>;
 }

@@ -35,6 +35,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(options: RateLimitOptions
   const byRule = new Map(planned.map((p) => [p.rule, p]));
   const mode = options.mode ?? "on";
   const failure = options.failure ?? "open";
+  const timeoutMs = options.timeoutMs ?? 200;
   const getDecider = lazyDecider(options);
 
   let warnedUnknownIp = false;
@@ -57,7 +58,11 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(options: RateLimitOptions
       .map((r) => byRule.get(r.rule) as PlannedRule);
     if (matched.length === 0) return next();
 
+    // A fresh isolate's first read of the live modes waits on Redis: the decision gets what is left of
+    // the same budget, so no request waits on Redis longer than `timeoutMs` in all.
+    const liveStartedAt = Date.now();
     const live = options.liveModes ? await options.liveModes(c) : NO_LIVE_MODES;
+    const budgetMs = timeoutMs - (Date.now() - liveStartedAt);
     const request = new RequestIdentity(c.req.raw, identityOptions, url);
     let calls: Awaited<ReturnType<typeof planCalls>>;
     try {
@@ -71,7 +76,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(options: RateLimitOptions
     const decider = getDecider();
     // Per request, never at module scope: Workers forbid randomness in global scope.
     const requestId = crypto.randomUUID();
-    const decision = await decider.decide(calls, requestId);
+    const decision = await decider.decide(calls, requestId, { budgetMs });
     report(options, decision, c.req.raw, requestId);
 
     const waitUntil = waitUntilOf(c);

@@ -6,7 +6,14 @@
  * breaker (open: no call) → the store, bounded by the budget → on failure, the local fallback limiter
  * for fail-open rules and `undecided` for the rest. The caller applies each rule's failure policy.
  */
-import type { Decider, Decision, DegradedReason, RuleCall, RuleResult } from "../engine/types";
+import type {
+  DecideOptions,
+  Decider,
+  Decision,
+  DegradedReason,
+  RuleCall,
+  RuleResult,
+} from "../engine/types";
 import { type BreakerOptions, CircuitBreaker } from "./breaker";
 import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache } from "./deny-cache";
 import { classifyFailure, FAILURE_TEXT } from "./failure";
@@ -18,7 +25,7 @@ export type { DeciderHealth } from "./health";
 /** What the decider needs from the store (`createStore` in src/engine/store.ts). */
 export interface DecisionStore {
   /** One atomic decision; throws a `StoreError` (with `kind`) when Redis cannot answer. */
-  decide(calls: RuleCall[], requestId: string): Promise<Decision>;
+  decide(calls: RuleCall[], requestId: string, options?: DecideOptions): Promise<Decision>;
   release(call: RuleCall, requestId: string): Promise<void>;
 }
 
@@ -69,7 +76,8 @@ export interface ResilientDecider extends Decider {
 export function createDecider(store: DecisionStore, options: DeciderOptions = {}): ResilientDecider {
   const now = options.now ?? Date.now;
   const log = options.log ?? ((line: string) => console.warn(line));
-  const waitMs = (options.timeoutMs ?? 200) + (options.guardMs ?? 50);
+  const timeoutMs = options.timeoutMs ?? 200;
+  const guardMs = options.guardMs ?? 50;
   const breaker = new CircuitBreaker(options.breaker, now);
   const denyCache = new DenyCache(options.denyCacheEntries ?? DEFAULT_DENY_CACHE_ENTRIES, now);
   const fallbackEntries = options.fallbackEntries ?? DEFAULT_FALLBACK_ENTRIES;
@@ -117,7 +125,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     return failure.reason;
   }
 
-  async function decide(calls: RuleCall[], requestId: string): Promise<Decision> {
+  async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
     const startedMs = performance.now();
     const finish = (allowed: boolean, results: RuleResult[]): Decision => ({
       allowed,
@@ -144,7 +152,8 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     if (admission === "skip") return degradedDecision(calls, "breaker_open", finish);
 
     try {
-      const decision = await withDeadline(store.decide(calls, requestId), waitMs);
+      const budgetMs = Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
+      const decision = await withDeadline(store.decide(calls, requestId, { budgetMs }), budgetMs + guardMs);
       if (breaker.state !== "closed") log("floodgate: Redis answers again; circuit breaker closed");
       breaker.success();
       tracker.succeeded();

@@ -213,6 +213,21 @@ describe("Redis frozen with SIGSTOP", () => {
     expect(Math.max(...lastThree)).toBeLessThan(TIMEOUT_MS);
     await recover();
   });
+
+  it("keeps a fresh isolate's first request (live-mode read + decision) within one budget", async () => {
+    const fresh = await startWorker({ bindings: bindings() });
+    redis.stop();
+    try {
+      const first = await send(fresh, "/open/cold", freshIp());
+      expect(first.status).toBe(200);
+      // Both Redis waits share RATE_LIMIT_TIMEOUT_MS: not one budget for each.
+      expect(first.ms).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+    } finally {
+      redis.cont();
+      await fresh.dispose();
+    }
+    await recover();
+  });
 });
 
 describe("script cache loss", () => {
