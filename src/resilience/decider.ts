@@ -6,14 +6,7 @@
  * breaker (open: no call) → the store, bounded by the budget → on failure, the local fallback limiter
  * for fail-open rules and `undecided` for the rest. The caller applies each rule's failure policy.
  */
-import type {
-  DecideOptions,
-  Decider,
-  Decision,
-  DegradedReason,
-  RuleCall,
-  RuleResult,
-} from "../engine/types";
+import type { DecideOptions, Decider, Decision, DegradedReason, RuleCall, RuleResult } from "../engine/types";
 import { type BreakerOptions, CircuitBreaker } from "./breaker";
 import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache } from "./deny-cache";
 import { classifyFailure, FAILURE_TEXT } from "./failure";
