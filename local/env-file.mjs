@@ -1,23 +1,7 @@
 // Reading `.dev.vars` and writing the env file handed to `wrangler dev --env-file`, so bindings (secrets
 // included) reach the Worker without ever appearing on a command line.
 import { existsSync, readFileSync } from "node:fs";
-
-/** Every binding CONTRACT §2 names: these are taken from the environment too (the environment wins). */
-export const BINDINGS = [
-  "ORIGIN_URL",
-  "UPSTASH_REDIS_REST_URL",
-  "UPSTASH_REDIS_REST_TOKEN",
-  "RATE_LIMIT_RULES",
-  "RATE_LIMIT_MODE",
-  "RATE_LIMIT_FAILURE",
-  "RATE_LIMIT_TIMEOUT_MS",
-  "ORIGIN_TIMEOUT_MS",
-  "RATE_LIMIT_PREFIX",
-  "RATE_LIMIT_ADMIN_TOKEN",
-  "RATE_LIMIT_CLIENT_IP_HEADER",
-  "RATE_LIMIT_JWT_SECRET",
-  "RATE_LIMIT_JWKS_URL",
-];
+import { BINDINGS } from "../scripts/bindings.mjs";
 
 /**
  * Parses dotenv text the way wrangler's dotenv does for the common cases: `KEY=value`, optional `export`,

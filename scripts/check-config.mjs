@@ -9,6 +9,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { parse as parseToml } from "smol-toml";
+import { BINDINGS } from "./bindings.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
@@ -18,22 +19,6 @@ const option = (name) => {
 };
 const envName = option("env");
 const configPath = resolve(root, option("config") ?? "wrangler.toml");
-
-const BINDINGS = [
-  "ORIGIN_URL",
-  "UPSTASH_REDIS_REST_URL",
-  "UPSTASH_REDIS_REST_TOKEN",
-  "RATE_LIMIT_RULES",
-  "RATE_LIMIT_MODE",
-  "RATE_LIMIT_FAILURE",
-  "RATE_LIMIT_TIMEOUT_MS",
-  "ORIGIN_TIMEOUT_MS",
-  "RATE_LIMIT_PREFIX",
-  "RATE_LIMIT_ADMIN_TOKEN",
-  "RATE_LIMIT_CLIENT_IP_HEADER",
-  "RATE_LIMIT_JWT_SECRET",
-  "RATE_LIMIT_JWKS_URL",
-];
 
 function fail(message) {
   console.error(`check-config: ${message}`);

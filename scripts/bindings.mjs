@@ -1,0 +1,19 @@
+// The env bindings CONTRACT §2 names, for the Node-side tools that read them from the environment
+// (`npm start`'s env file, `npm run check-config`). The Worker's own type of them is src/env.ts.
+
+/** Every binding Floodgate reads. */
+export const BINDINGS = [
+  "ORIGIN_URL",
+  "UPSTASH_REDIS_REST_URL",
+  "UPSTASH_REDIS_REST_TOKEN",
+  "RATE_LIMIT_RULES",
+  "RATE_LIMIT_MODE",
+  "RATE_LIMIT_FAILURE",
+  "RATE_LIMIT_TIMEOUT_MS",
+  "ORIGIN_TIMEOUT_MS",
+  "RATE_LIMIT_PREFIX",
+  "RATE_LIMIT_ADMIN_TOKEN",
+  "RATE_LIMIT_CLIENT_IP_HEADER",
+  "RATE_LIMIT_JWT_SECRET",
+  "RATE_LIMIT_JWKS_URL",
+];
