@@ -8,6 +8,7 @@ import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { createStore } from "../../src/engine/store";
 import type { Decision, RuleCall } from "../../src/engine/types";
 import { createDecider, type DeciderOptions, type DecisionStore } from "../../src/resilience/decider";
+import { waitUntilRestReachesRedis } from "../support/rest-ready";
 
 /** Budget of the tests about the budget; the others get a roomy one, this machine is shared and busy. */
 const TIMEOUT_MS = 200;
@@ -76,19 +77,6 @@ async function timed(run: () => Promise<Decision>): Promise<{ decision: Decision
   const started = performance.now();
   const decision = await run();
   return { decision, ms: performance.now() - started };
-}
-
-async function waitForRest(): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    const res = await fetch(rest.url, {
-      method: "POST",
-      headers: { authorization: `Bearer ${rest.token}` },
-      body: JSON.stringify(["PING"]),
-    }).catch(() => undefined);
-    if (res?.status === 200) return;
-    await sleep(50);
-  }
-  throw new Error("the REST server never reached Redis again");
 }
 
 describe("with Redis healthy", () => {
@@ -293,7 +281,7 @@ describe("when Redis is killed", () => {
 
       await redis.restart();
       reopened = true;
-      await waitForRest();
+      await waitUntilRestReachesRedis(rest);
       const restartedAt = Date.now();
       const coolDownMs = decider.health().breakerRemainingMs;
       let decision: Decision;

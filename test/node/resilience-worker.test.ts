@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { startEchoOrigin } from "../support/echo-origin.mjs";
 import { startWorker } from "../support/miniflare-worker.mjs";
+import { waitUntilRestReachesRedis } from "../support/rest-ready";
 
 type Worker = Awaited<ReturnType<typeof startWorker>>;
 
@@ -115,20 +116,6 @@ async function scriptCalls(): Promise<number> {
   return calls;
 }
 
-/** Waits until the REST server reaches Redis again (what an operator would check after a restart). */
-async function waitForRest(): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    const res = await fetch(rest.url, {
-      method: "POST",
-      headers: { authorization: `Bearer ${rest.token}` },
-      body: JSON.stringify(["PING"]),
-    }).catch(() => undefined);
-    if (res?.status === 200) return;
-    await sleep(50);
-  }
-  throw new Error("the REST server never reached Redis again");
-}
-
 /** Sends requests until a decision reaches Redis again (breaker closed); returns how long that took. */
 async function recover(): Promise<number> {
   const started = Date.now();
@@ -176,7 +163,7 @@ describe("Redis killed mid-run", () => {
 
       await redis.restart();
       restarted = true;
-      await waitForRest();
+      await waitUntilRestReachesRedis(rest);
       const coolDownMs = Number((await health(worker)).json.breakerRemainingMs);
       expect(await recover()).toBeLessThanOrEqual(coolDownMs + 1000);
 
@@ -246,7 +233,7 @@ describe("script cache loss", () => {
     expect(remaining).toEqual(["9", "8", "7", "6"]);
 
     await redis.restart();
-    await waitForRest();
+    await waitUntilRestReachesRedis(rest);
     const after = await send(worker, "/status/200", ip);
     expect(after.status).toBe(200);
     // A fresh Redis: counting starts over, and the script was loaded again without a failed request.
