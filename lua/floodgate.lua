@@ -35,6 +35,9 @@ Returns an array of integers only: { allowed, then 5 per rule }
 Semantics: phase 1 evaluates every rule without writing. Only if every `on` rule allows does phase 2
 write each ALLOWING rule: a denied request consumes nothing anywhere (no partial counting), and a
 `monitor` rule that would deny is reported but not written, exactly as if it were enforcing alone.
+One exception, invisible from outside (the script is atomic): a fixed-window counter is incremented in
+phase 1 (INCRBY instead of GET now and INCRBY later) and decremented again, or deleted if phase 1 created
+it, when its rule or the request is denied; a counter it creates gets its expiry in the same step.
 
 State layout per algorithm (one key per identity; every write carries a TTL within one period of its window):
   fixed-window    integer counter, expires AT the epoch-aligned window end
@@ -52,44 +55,25 @@ local peek = ARGV[3] == "1"
 -- Time is Redis's, never the edge's: every edge node agrees on one clock.
 local time = redis.call("TIME")
 local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2]) + offset_ms * 1000 -- µs
-local now_ms = math.floor(now_us / 1000) -- ms
-
--- This chunk runs on every call, so it defines few functions and allocates few tables: measured here, a
--- table with a dozen named fields costs about as much as a Redis command.
 local floor, ceil, format = math.floor, math.ceil, string.format
+local now_ms = floor(now_us / 1000) -- ms
+
+-- Measured (issue 3): the script body, not its Redis commands, was most of the cost of a call, and most of
+-- that is allocation (every table, closure and string is garbage the Lua GC must then collect). So this
+-- chunk defines no functions (a chunk-level function is re-created on every EVALSHA), allocates one table
+-- per call besides the reply, and rounds µs up to ms inline: `x > 0 and ceil(x / 1000) or 0`.
 -- Algorithm codes, compared as the strings they arrive as (cheaper than tonumber).
 local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = "1", "2", "3", "4", "5", "6"
--- A write waiting for phase 2 (an array: allocation is what a script call mostly pays for here).
-local AT, KEY, COST, PERIOD_US, ALGORITHM, VALUE, EXPIRE_US, INCREMENT, CLEAR = 1, 2, 3, 4, 5, 6, 7, 8, 9
-local AVAIL_AFTER, RESET_AFTER, MORE_AFTER, COST_ARG = 10, 11, 12, 13
 -- (Lua numbers given to redis.call are formatted by Redis, which costs more than passing strings.)
 
--- µs → ms, rounded up so that waiting that long is always enough.
-local function ms_up(us)
-  if us <= 0 then
-    return 0
-  end
-  return ceil(us / 1000)
-end
-
--- Sliding window: µs until prev * (share of the previous window still in view) + cur + need <= limit.
-local function sliding_wait_us(limit, period_us, start_us, prev, cur, need)
-  if cur + need <= limit then
-    if prev == 0 then
-      return 0
-    end
-    -- prev * (period - e) / period <= limit - need - cur, solved for e (µs into the current window)
-    return start_us + period_us * (1 - (limit - need - cur) / prev) - now_us
-  end
-  -- Only the next window can fit it: there cur becomes prev.
-  return start_us + period_us + period_us * (1 - (limit - need) / cur) - now_us
-end
-
--- Phase 1: evaluate every rule, write nothing. The reply gets each rule's values as things stand now;
--- an allowing rule also leaves its write, and its values after that write, in `pending`.
+-- Phase 1: evaluate every rule. The reply gets each rule's values as things stand now; an allowing rule
+-- also leaves its write, and its values after that write, in `pending` (flat, STRIDE slots per rule).
+-- The one exception is the fixed-window counter, which phase 1 increments at once (one command instead of
+-- GET now and INCRBY later) and takes back if the rule denies or, in phase 2, if the request is denied.
 local n = (#ARGV - 3) / 6
-local reply = { 1 }
-local pending = {}
+local reply = n == 1 and { 1, 0, 0, 0, 0, 0 } or { 1 } -- sized at once for the common single rule
+local pending, np = nil, 0 -- np = slots used
+local STRIDE = 9 -- rule i, period_us, value, expire_us, clear, avail_after, reset_after, more_after, undo
 local allowed = true
 for i = 1, n do
   local a = 3 + (i - 1) * 6
@@ -97,28 +81,43 @@ for i = 1, n do
   local limit = tonumber(ARGV[a + 2]) -- units
   local period = tonumber(ARGV[a + 3]) -- ms
   local burst -- units; parsed only by the algorithms that use it
-  local cost = tonumber(ARGV[a + 5]) -- units
+  local cost_arg = ARGV[a + 5]
+  local cost = tonumber(cost_arg) -- units
   local key = KEYS[2 * i - 1]
   -- Overrides are read here, in the same atomic call, so "read override" and "apply limit" cannot race.
   -- HGETALL, not HMGET: most identities have no override, and an empty reply is the cheapest one.
   local o = redis.call("HGETALL", KEYS[2 * i])
   if o[1] then
-    local override = {}
+    local o_limit, o_period, o_burst
     for j = 1, #o, 2 do
-      override[o[j]] = tonumber(o[j + 1])
+      local field = o[j]
+      if field == "limit" then
+        o_limit = tonumber(o[j + 1])
+      elseif field == "period" then
+        o_period = tonumber(o[j + 1])
+      elseif field == "burst" then
+        o_burst = tonumber(o[j + 1])
+      end
     end
-    if override.limit then
-      limit = override.limit
-      burst = override.burst or override.limit
-    elseif override.burst then
-      burst = override.burst
+    if o_limit then
+      limit = o_limit
+      burst = o_burst or o_limit
+    elseif o_burst then
+      burst = o_burst
     end
-    period = override.period or period
+    period = o_period or period
   end
   local period_us = period * 1000 -- µs
   if algorithm == CONCURRENCY then
     cost = 1 -- one slot per request
   end
+  local capacity = limit
+  if algorithm == BUCKET or algorithm == GCRA then
+    burst = burst or tonumber(ARGV[a + 4])
+    capacity = burst
+  end
+  -- More than the rule can ever grant: denied with a clear outcome, never counted, never a Lua error.
+  local impossible = limit <= 0 or cost > capacity
 
   -- What each algorithm works out; "after" = once this request is consumed.
   local allow = false
@@ -127,33 +126,64 @@ for i = 1, n do
   local more, more_after = 0, 0 -- ms until more quota is available, 0 when full
   local retry = period -- ms until this request would fit
   local value, expire_us -- the write of string-state algorithms: SET key value PXAT expire
-  local increment = false -- fixed-window counter of this window exists: INCRBY keeps its expiry
   -- State of another shape (the rule changed algorithm under the same name) reads as empty and is replaced:
   -- SET overwrites any type, the sorted-set algorithms delete it first. Hence pcall on the first read.
   local clear = false
+  -- Set when phase 1 already wrote (fixed window): "del" (it created the counter) or "decr" takes it back.
+  local undo = false
+  -- Sorted sets: the "now" reset is only worth a command if the rule is not going to be written.
+  local deferred = false
 
   if limit <= 0 then -- an override of limit 0 blocks the identity: nothing to read
   elseif algorithm == FIXED then
     local start_ms = now_ms - now_ms % period
     local end_us = (start_ms + period) * 1000
-    local used = tonumber(redis.pcall("GET", key)) or 0
-    if used > 1e13 then -- no count: a µs timestamp (TAT) left by token-bucket/gcra under this rule name
-      used = 0
+    local used
+    if not peek and not impossible then
+      -- Optimistic: count first, take back below if this rule denies (nothing else runs in between).
+      local counted = redis.pcall("INCRBY", key, cost_arg)
+      if type(counted) == "number" and counted - cost <= 1e13 then
+        used = counted - cost
+        if used == 0 then
+          -- A new counter: it must never exist without its expiry, so it gets it at once.
+          redis.call("PEXPIREAT", key, format("%.0f", start_ms + period - offset_ms))
+          undo = "del"
+        elseif now_us - start_ms * 1000 < 2000 and redis.call("PTTL", key) < period / 2 then
+          -- A script's keys expire on the clock read when it started, TIME is read a moment later: in the
+          -- first instant of a window the previous window's counter may still be visible. Its PTTL gives
+          -- it away: take the increment back and start this window's counter with SET below.
+          redis.call("DECRBY", key, cost_arg)
+          used = 0
+        else
+          undo = "decr"
+        end
+      elseif type(counted) == "number" then
+        -- A µs timestamp (TAT) left by token-bucket/gcra under this rule name: no count. SET replaces it.
+        redis.call("DECRBY", key, cost_arg)
+        used = 0
+      end
     end
-    -- A script's keys expire on the clock read when it started, TIME is read a moment later: in the first
-    -- instant of a window the previous window's counter may still be visible. Its PTTL gives it away.
-    if used > 0 and now_us - start_ms * 1000 < 2000 and redis.call("PTTL", key) < period / 2 then
-      used = 0
+    if not used then
+      -- Peek, cost over capacity, or not an integer counter (another algorithm's state): read only.
+      used = tonumber(redis.pcall("GET", key)) or 0
+      if used > 1e13 then -- no count: a µs timestamp (TAT) left by token-bucket/gcra under this rule name
+        used = 0
+      end
+      if used > 0 and now_us - start_ms * 1000 < 2000 and redis.call("PTTL", key) < period / 2 then
+        used = 0 -- the previous window's counter, see above
+      end
     end
     allow = used + cost <= limit
     avail, avail_after = limit - used, limit - used - cost
-    reset_after = ms_up(end_us - now_us)
+    reset_after = ceil((end_us - now_us) / 1000)
     if used > 0 then
       reset = reset_after
     end
     more, more_after = reset, reset_after
     retry = reset_after -- the next window grants the whole limit (and cost <= limit, or it is outcome 2)
-    value, expire_us, increment = tostring(used + cost), end_us, used > 0
+    if not undo then
+      value, expire_us = tostring(used + cost), end_us
+    end
   elseif algorithm == SLIDING then
     local window = floor(now_ms / period)
     local start_us = window * period_us
@@ -176,20 +206,41 @@ for i = 1, n do
     avail = floor(limit - estimate + 1e-9)
     avail_after = floor(limit - estimate - cost + 1e-9)
     if cur > 0 then
-      reset = ms_up(end_us + period_us - now_us)
+      reset = ceil((end_us + period_us - now_us) / 1000)
     elseif prev > 0 then
-      reset = ms_up(in_view_us)
+      reset = ceil(in_view_us / 1000)
     end
-    reset_after = ms_up(end_us + period_us - now_us)
-    if avail < limit then
-      more = ms_up(sliding_wait_us(limit, period_us, start_us, prev, cur, avail + 1))
+    reset_after = ceil((end_us + period_us - now_us) / 1000)
+    -- µs until prev * (share of the previous window still in view) + c + need <= limit, three times
+    -- (k = 1: more now, 2: more after this request, 3: this request), unrolled in a loop, not a function.
+    for k = avail < limit and 1 or 2, 3 do
+      local c, need = cur, cost
+      if k == 1 then
+        need = avail + 1
+      elseif k == 2 then
+        c, need = cur + cost, avail_after + 1
+      end
+      local wait_us = 0
+      if c + need <= limit then
+        if prev > 0 then
+          -- prev * (period - e) / period <= limit - need - c, solved for e (µs into the current window)
+          wait_us = start_us + period_us * (1 - (limit - need - c) / prev) - now_us
+        end
+      else -- only the next window can fit it: there c becomes prev
+        wait_us = start_us + period_us + period_us * (1 - (limit - need) / c) - now_us
+      end
+      wait_us = wait_us > 0 and ceil(wait_us / 1000) or 0
+      if k == 1 then
+        more = wait_us
+      elseif k == 2 then
+        more_after = wait_us
+      else
+        -- +1 ms: rounding the exact instant up to whole ms must never land on "still denied".
+        retry = wait_us + 1
+      end
     end
-    more_after = ms_up(sliding_wait_us(limit, period_us, start_us, prev, cur + cost, avail_after + 1))
-    -- +1 ms: rounding the exact instant up to whole ms must never land on "still denied".
-    retry = ms_up(sliding_wait_us(limit, period_us, start_us, prev, cur, cost)) + 1
     value, expire_us = window .. ":" .. prev .. ":" .. (cur + cost), end_us + period_us
   elseif algorithm == BUCKET or algorithm == GCRA then
-    burst = burst or tonumber(ARGV[a + 4])
     -- One TAT (theoretical arrival time); tokens available = (now + capacity - TAT) / interval.
     local interval_us = ceil(period_us / limit) -- whole µs keep the arithmetic exact
     local capacity_us = burst * interval_us
@@ -201,13 +252,17 @@ for i = 1, n do
     allow = tat_after_us - now_us <= capacity_us
     avail = floor((now_us + capacity_us - tat_us) / interval_us)
     avail_after = floor((now_us + capacity_us - tat_after_us) / interval_us)
-    reset, reset_after = ms_up(tat_us - now_us), ms_up(tat_after_us - now_us)
+    reset = tat_us > now_us and ceil((tat_us - now_us) / 1000) or 0
+    reset_after = ceil((tat_after_us - now_us) / 1000)
     -- The next whole unit arrives when now + capacity - TAT reaches (avail + 1) intervals.
     if avail < burst then
-      more = ms_up(tat_us - capacity_us + (avail + 1) * interval_us - now_us)
+      local wait_us = tat_us - capacity_us + (avail + 1) * interval_us - now_us
+      more = wait_us > 0 and ceil(wait_us / 1000) or 0
     end
-    more_after = ms_up(tat_after_us - capacity_us + (avail_after + 1) * interval_us - now_us)
-    retry = ms_up(tat_after_us - capacity_us - now_us)
+    local wait_us = tat_after_us - capacity_us + (avail_after + 1) * interval_us - now_us
+    more_after = wait_us > 0 and ceil(wait_us / 1000) or 0
+    wait_us = tat_after_us - capacity_us - now_us
+    retry = wait_us > 0 and ceil(wait_us / 1000) or 0
     value, expire_us = format("%.0f", tat_after_us), tat_after_us
   elseif algorithm == LOG then
     local since = "(" .. format("%.0f", now_us - period_us) -- members newer than this are in the window
@@ -220,15 +275,19 @@ for i = 1, n do
     reset_after, more_after = period, period
     if used > 0 then
       local oldest = redis.call("ZRANGEBYSCORE", key, since, "+inf", "WITHSCORES", "LIMIT", 0, 1)
-      local newest = redis.call("ZREVRANGEBYSCORE", key, "+inf", since, "WITHSCORES", "LIMIT", 0, 1)
-      more = ms_up(oldest[2] + period_us - now_us)
+      more = ceil((oldest[2] + period_us - now_us) / 1000)
       more_after = more
-      reset = ms_up(newest[2] + period_us - now_us)
+      if allow and not peek and not impossible then
+        deferred = true -- written after all, unless the request is denied: then phase 2 reads it
+      else
+        local newest = redis.call("ZREVRANGEBYSCORE", key, "+inf", since, "WITHSCORES", "LIMIT", 0, 1)
+        reset = ceil((newest[2] + period_us - now_us) / 1000)
+      end
     end
     if not allow and cost <= limit then
       -- The request fits once the (used + cost - limit)-th oldest unit has left the window.
       local nth = redis.call("ZRANGEBYSCORE", key, since, "+inf", "WITHSCORES", "LIMIT", used + cost - limit - 1, 1)
-      retry = ms_up(nth[2] + period_us - now_us)
+      retry = ceil((nth[2] + period_us - now_us) / 1000)
     end
   elseif algorithm == CONCURRENCY then
     local live = "(" .. format("%.0f", now_us) -- leases expiring after now still hold a slot
@@ -240,87 +299,101 @@ for i = 1, n do
     avail, avail_after = limit - held, limit - held - 1
     reset_after = period
     if held > 0 then
-      local last = redis.call("ZREVRANGEBYSCORE", key, "+inf", live, "WITHSCORES", "LIMIT", 0, 1)
-      reset = ms_up(last[2] - now_us)
-      -- Absent other traffic (no release), a slot is certain to free when the earliest lease runs out.
-      local first = redis.call("ZRANGEBYSCORE", key, live, "+inf", "WITHSCORES", "LIMIT", 0, 1)
-      retry = ms_up(first[2] - now_us)
+      if allow and not peek then
+        deferred = true -- written after all, unless the request is denied: then phase 2 reads it
+      else
+        local last = redis.call("ZREVRANGEBYSCORE", key, "+inf", live, "WITHSCORES", "LIMIT", 0, 1)
+        reset = ceil((last[2] - now_us) / 1000)
+        -- Absent other traffic (no release), a slot is certain to free when the earliest lease runs out.
+        local first = redis.call("ZRANGEBYSCORE", key, live, "+inf", "WITHSCORES", "LIMIT", 0, 1)
+        local wait_us = first[2] - now_us
+        retry = wait_us > 0 and ceil(wait_us / 1000) or 0
+      end
     end
     -- more stays 0: a slot frees on release, which no clock can predict
   end
 
   local outcome = allow and 1 or 0
-  local capacity = limit
-  if algorithm == BUCKET or algorithm == GCRA then
-    capacity = burst or tonumber(ARGV[a + 4])
-  end
-  if limit <= 0 or cost > capacity then
-    -- More than the rule can ever grant: denied with a clear outcome, never counted, never a Lua error.
+  if impossible then
     outcome, allow, retry = 2, false, period
   end
   if not allow and ARGV[a + 6] == "1" then
     allowed = false
   end
-  local at = #reply
+  if undo and not allow then
+    -- This rule denies (a monitor rule that would deny is not written either): take the count back.
+    if undo == "del" then
+      redis.call("DEL", key)
+    else
+      redis.call("DECRBY", key, cost_arg)
+    end
+  end
+  local at = 1 + (i - 1) * 5
   reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = outcome, limit, avail, reset
   reply[at + 5] = allow and more or retry
   if allow and not peek then
-    pending[#pending + 1] = {
-      at,
-      key,
-      cost,
-      period_us,
-      algorithm,
-      value or false,
-      expire_us or false,
-      increment,
-      clear,
-      avail_after,
-      reset_after,
-      more_after,
-      ARGV[a + 5],
-    }
+    pending = pending or {}
+    pending[np + 1], pending[np + 2], pending[np + 3] = i, period_us, value or false
+    pending[np + 4], pending[np + 5], pending[np + 6] = expire_us or false, clear, avail_after
+    pending[np + 7], pending[np + 8], pending[np + 9] = reset_after, more_after, undo or deferred
+    np = np + STRIDE
   end
 end
 
 -- Phase 2: write only if the request as a whole is allowed (a denied request consumes nothing anywhere).
 if not allowed then
   reply[1] = 0
+  for p = 1, np, STRIDE do
+    local i, period_us, undo = pending[p], pending[p + 1], pending[p + 8]
+    local key = KEYS[2 * i - 1]
+    if undo == "del" then
+      redis.call("DEL", key)
+    elseif undo == "decr" then
+      redis.call("DECRBY", key, ARGV[3 + (i - 1) * 6 + 5])
+    elseif undo then -- a sorted set whose "now" reset phase 1 left for here
+      local algorithm = ARGV[3 + (i - 1) * 6 + 1]
+      local floor_us = algorithm == LOG and now_us - period_us or now_us
+      local last = redis.call("ZREVRANGEBYSCORE", key, "+inf", "(" .. format("%.0f", floor_us), "WITHSCORES", "LIMIT", 0, 1)
+      local wait_us = last[2] + (algorithm == LOG and period_us or 0) - now_us
+      reply[2 + (i - 1) * 5 + 3] = wait_us > 0 and ceil(wait_us / 1000) or 0
+    end
+  end
   return reply
 end
-for i = 1, #pending do
-  local r = pending[i]
-  if r[INCREMENT] then
-    -- Keys cannot expire while a script runs (Redis freezes their clock), so this counter is still there.
-    redis.call("INCRBY", r[KEY], r[COST_ARG])
-  elseif r[VALUE] then
+for p = 1, np, STRIDE do
+  local i, period_us, value, expire_us = pending[p], pending[p + 1], pending[p + 2], pending[p + 3]
+  local a = 3 + (i - 1) * 6
+  local algorithm = ARGV[a + 1]
+  local key = KEYS[2 * i - 1]
+  if value then
     -- Expiry is on Redis's own clock, which knows nothing of the test offset.
-    redis.call("SET", r[KEY], r[VALUE], "PXAT", format("%.0f", ceil(r[EXPIRE_US] / 1000) - offset_ms))
-  elseif r[ALGORITHM] == LOG then
-    if r[CLEAR] then
-      redis.call("DEL", r[KEY])
+    redis.call("SET", key, value, "PXAT", format("%.0f", ceil(expire_us / 1000) - offset_ms))
+  elseif algorithm == LOG then
+    if pending[p + 4] then
+      redis.call("DEL", key)
     end
     local score = format("%.0f", now_us)
-    redis.call("ZREMRANGEBYSCORE", r[KEY], "-inf", format("%.0f", now_us - r[PERIOD_US]))
+    redis.call("ZREMRANGEBYSCORE", key, "-inf", format("%.0f", now_us - period_us))
+    local cost = tonumber(ARGV[a + 5])
     local members, prefix = {}, request_id .. ":" .. score .. ":"
-    for unit = 1, r[COST] do
+    for unit = 1, cost do
       members[#members + 1] = score
       members[#members + 1] = prefix .. unit
-      if #members >= 1000 or unit == r[COST] then -- unpack() has a stack limit
-        redis.call("ZADD", r[KEY], unpack(members))
+      if #members >= 1000 or unit == cost then -- unpack() has a stack limit
+        redis.call("ZADD", key, unpack(members))
         members = {}
       end
     end
-    redis.call("PEXPIREAT", r[KEY], format("%.0f", ceil((now_us + r[PERIOD_US]) / 1000) - offset_ms))
-  else -- CONCURRENCY
-    if r[CLEAR] then
-      redis.call("DEL", r[KEY])
+    redis.call("PEXPIREAT", key, format("%.0f", ceil((now_us + period_us) / 1000) - offset_ms))
+  elseif algorithm == CONCURRENCY then
+    if pending[p + 4] then
+      redis.call("DEL", key)
     end
-    redis.call("ZREMRANGEBYSCORE", r[KEY], "-inf", format("%.0f", now_us))
-    redis.call("ZADD", r[KEY], format("%.0f", now_us + r[PERIOD_US]), request_id)
-    redis.call("PEXPIREAT", r[KEY], format("%.0f", ceil((now_us + r[PERIOD_US]) / 1000) - offset_ms))
-  end
-  local at = r[AT]
-  reply[at + 3], reply[at + 4], reply[at + 5] = r[AVAIL_AFTER], r[RESET_AFTER], r[MORE_AFTER]
+    redis.call("ZREMRANGEBYSCORE", key, "-inf", format("%.0f", now_us))
+    redis.call("ZADD", key, format("%.0f", now_us + period_us), request_id)
+    redis.call("PEXPIREAT", key, format("%.0f", ceil((now_us + period_us) / 1000) - offset_ms))
+  end -- else a fixed-window counter phase 1 already incremented
+  local at = 1 + (i - 1) * 5
+  reply[at + 3], reply[at + 4], reply[at + 5] = pending[p + 5], pending[p + 6], pending[p + 7]
 end
 return reply
