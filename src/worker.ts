@@ -11,7 +11,7 @@ import { ConfigError, type FloodgateConfig, parseEnv } from "./config";
 import { createStore } from "./engine/store";
 import type { Env } from "./env";
 import { MisconfiguredError, onError, ProblemError, problemResponse } from "./http/problems";
-import { proxyRequest } from "./http/proxy";
+import { createProxy } from "./http/proxy";
 import { clientIpFrom } from "./identity";
 import { createLiveModes } from "./live";
 import { type RuleOptions, rateLimit } from "./middleware";
@@ -55,17 +55,15 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     }),
   );
 
+  const proxy = createProxy({ originUrl: config.originUrl, timeoutMs: config.originTimeoutMs });
   app.all("*", (c) => {
-    const path = new URL(c.req.url).pathname;
+    const url = new URL(c.req.url);
+    const path = url.pathname;
     if (path === ADMIN_PREFIX || path.startsWith(`${ADMIN_PREFIX}/`)) {
       // Unreachable while the admin app is mounted; the prefix must never reach the origin regardless.
       throw new ProblemError(404, "about:blank", "Not Found", "No such admin endpoint.");
     }
-    return proxyRequest(c.req.raw, {
-      originUrl: config.originUrl,
-      timeoutMs: config.originTimeoutMs,
-      clientIp: clientIpFrom(c.req.raw.headers, config.clientIpHeader),
-    });
+    return proxy(c.req.raw, url, clientIpFrom(c.req.raw.headers, config.clientIpHeader));
   });
   return app;
 }

@@ -5,6 +5,7 @@
  */
 import { Redis } from "@upstash/redis/cloudflare";
 import { stateKey } from "./keys";
+import { restCommand, restEndpoint } from "./rest";
 import { type CallOptions, decodeReply, SCRIPT_SOURCE, scriptArguments, scriptSha } from "./script";
 import type { DecideOptions, Decision, RuleCall } from "./types";
 
@@ -106,6 +107,8 @@ export function createStore(options: StoreOptions): Store {
 
   // A signal given as a FUNCTION: a plain signal that is already aborted makes the client invent a result.
   const redis = new Redis({ ...clientOptions, signal: () => AbortSignal.timeout(adminTimeoutMs) });
+  // Decisions skip the SDK: one plain fetch per command (rest.ts), its headers built here once.
+  const endpoint = restEndpoint(url, token);
 
   async function decide(
     calls: RuleCall[],
@@ -115,22 +118,22 @@ export function createStore(options: StoreOptions): Store {
     const startedAt = Date.now();
     if (calls.length === 0) return { allowed: true, results: [], durationMs: 0 };
     const deadline = startedAt + Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
-    // One client per decision (~6 µs) so that every fetch it makes, the NOSCRIPT reload included,
-    // shares this decision's deadline.
-    const client = new Redis({
-      ...clientOptions,
-      signal: () => AbortSignal.timeout(Math.max(1, deadline - Date.now())),
-    });
+    // Every fetch of this decision, the NOSCRIPT reload included, shares its deadline.
+    const signal = () => AbortSignal.timeout(Math.max(1, deadline - Date.now()));
     const { keys, args } = scriptArguments(prefix, calls, requestId, opts);
     let raw: unknown;
     try {
       try {
-        raw = await client.evalsha(await scriptSha(), keys, args);
+        raw = await restCommand(
+          endpoint,
+          ["evalsha", await scriptSha(), keys.length, ...keys, ...args],
+          signal(),
+        );
       } catch (error) {
         if (!isNoScript(error)) throw error;
         // Redis restarted or flushed its scripts: EVAL runs it once and caches it again.
         if (Date.now() >= deadline) throw new StoreError("timeout", "the Redis decision exceeded its budget");
-        raw = await client.eval(SCRIPT_SOURCE, keys, args);
+        raw = await restCommand(endpoint, ["eval", SCRIPT_SOURCE, keys.length, ...keys, ...args], signal());
       }
     } catch (error) {
       throw toStoreError(error);

@@ -29,17 +29,22 @@ export interface ProxyOptions {
   originUrl: URL;
   /** Wait at most this long for the origin's response headers, ms. */
   timeoutMs: number;
-  /** The client IP from the trusted header (sets `X-Forwarded-For`); `undefined` = not known. */
-  clientIp?: string | undefined;
 }
 
-/** The origin URL for a request: base path + request path, request query. Never another host. */
-export function targetUrl(originUrl: URL, requestUrl: URL): URL {
-  const target = new URL(originUrl.origin);
-  const basePath = originUrl.pathname.replace(/\/+$/, "");
-  target.pathname = `${basePath}${requestUrl.pathname}`;
-  target.search = requestUrl.search;
-  return target;
+/**
+ * Forwards one request, given its already parsed `url` and the client IP from the trusted header
+ * (sets `X-Forwarded-For`; `undefined` = not known). Throws `OriginTimeoutError` (504) or
+ * `OriginUnreachableError` (502).
+ */
+export type OriginProxy = (request: Request, url: URL, clientIp: string | undefined) => Promise<Response>;
+
+/** The proxy to one origin; what does not depend on the request is computed here, once. */
+export function createProxy({ originUrl, timeoutMs }: ProxyOptions): OriginProxy {
+  // Scheme, host, port and base path: a parsed request path always starts with `/`, so appending it can
+  // only extend the origin's path, never change its host.
+  const base = `${originUrl.origin}${originUrl.pathname.replace(/\/+$/, "")}`;
+  return (request, url, clientIp) =>
+    forward(request, url, `${base}${url.pathname}${url.search}`, timeoutMs, clientIp);
 }
 
 function dropHopByHop(headers: Headers, keepUpgrade: boolean): void {
@@ -53,16 +58,19 @@ function dropHopByHop(headers: Headers, keepUpgrade: boolean): void {
   }
 }
 
-/** Proxies one request to the origin. Throws `OriginTimeoutError` (504) or `OriginUnreachableError` (502). */
-export async function proxyRequest(request: Request, options: ProxyOptions): Promise<Response> {
-  const url = new URL(request.url);
-  const target = targetUrl(options.originUrl, url);
+async function forward(
+  request: Request,
+  url: URL,
+  target: string,
+  timeoutMs: number,
+  clientIp: string | undefined,
+): Promise<Response> {
   const websocket = request.headers.get("upgrade")?.toLowerCase() === "websocket";
 
   const headers = new Headers(request.headers);
   dropHopByHop(headers, websocket);
   headers.delete("host"); // fetch sets Host from the target URL: the origin's host
-  if (options.clientIp !== undefined) headers.set("X-Forwarded-For", options.clientIp);
+  if (clientIp !== undefined) headers.set("X-Forwarded-For", clientIp);
   else headers.delete("X-Forwarded-For"); // a client-supplied chain is never passed on as if we vouched for it
   headers.set("X-Forwarded-Proto", url.protocol.replace(/:$/, ""));
   headers.set("X-Forwarded-Host", url.host);
@@ -72,7 +80,7 @@ export async function proxyRequest(request: Request, options: ProxyOptions): Pro
   const timer = setTimeout(() => {
     timedOut = true;
     controller.abort();
-  }, options.timeoutMs);
+  }, timeoutMs);
   let response: Response;
   try {
     response = await fetch(target, {
@@ -83,7 +91,7 @@ export async function proxyRequest(request: Request, options: ProxyOptions): Pro
       signal: controller.signal,
     });
   } catch {
-    throw timedOut ? new OriginTimeoutError(options.timeoutMs) : new OriginUnreachableError();
+    throw timedOut ? new OriginTimeoutError(timeoutMs) : new OriginUnreachableError();
   } finally {
     // Only the wait for headers is bounded; the body then streams for as long as it takes.
     clearTimeout(timer);

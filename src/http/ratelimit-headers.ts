@@ -7,25 +7,27 @@
  * - `X-RateLimit-Limit` / `-Remaining` / `-Reset` for the strictest rule; Reset is delay-seconds until the
  *   rule is fully reset (window end or bucket full), never a timestamp.
  */
-import { type Item, serializeList } from "structured-headers";
+import { serializeInteger, serializeString } from "structured-headers";
 import type { RuleResult } from "../engine/types";
 
 /** Whole seconds, rounded up: the draft has no sub-second precision and a client must never retry early. */
 export const ceilSeconds = (ms: number): number => Math.max(0, Math.ceil(ms / 1_000));
 
+// Members are written with the package's item serializers: its generic list serializer (Maps of
+// parameters, type dispatch per value) cost ~2 % of a request's CPU for these fixed shapes.
+
 /** The quota a result reports: concurrency counts requests in flight and has no window. */
-function policyItem(result: RuleResult): Item {
-  const params = new Map<string, number | string>([["q", result.limit]]);
-  if (result.call.algorithm === "concurrency") params.set("qu", "concurrent-requests");
-  else params.set("w", Math.max(1, ceilSeconds(result.call.periodMs)));
-  return [result.call.rule, params];
+function policyItem(result: RuleResult): string {
+  const head = `${serializeString(result.call.rule)};q=${serializeInteger(result.limit)}`;
+  if (result.call.algorithm === "concurrency") return `${head};qu="concurrent-requests"`;
+  return `${head};w=${serializeInteger(Math.max(1, ceilSeconds(result.call.periodMs)))}`;
 }
 
 /** `r` = available quota; `t` = seconds until more is available (0 when full); no `t` for concurrency. */
-function limitItem(result: RuleResult): Item {
-  const params = new Map<string, number>([["r", Math.max(0, Math.floor(result.remaining))]]);
-  if (result.call.algorithm !== "concurrency") params.set("t", ceilSeconds(result.retryAfterMs));
-  return [result.call.rule, params];
+function limitItem(result: RuleResult): string {
+  const head = `${serializeString(result.call.rule)};r=${serializeInteger(Math.max(0, Math.floor(result.remaining)))}`;
+  if (result.call.algorithm === "concurrency") return head;
+  return `${head};t=${serializeInteger(ceilSeconds(result.retryAfterMs))}`;
 }
 
 /**
@@ -49,8 +51,8 @@ export function strictest(results: readonly RuleResult[]): RuleResult | undefine
 export function rateLimitHeaders(results: readonly RuleResult[]): Record<string, string> {
   if (results.length === 0) return {};
   const headers: Record<string, string> = {
-    "RateLimit-Policy": serializeList(results.map(policyItem)),
-    RateLimit: serializeList(results.map(limitItem)),
+    "RateLimit-Policy": results.map(policyItem).join(", "),
+    RateLimit: results.map(limitItem).join(", "),
   };
   const top = strictest(results);
   if (top) {

@@ -7,12 +7,14 @@
 /** The identity used when the trusted header is absent: one shared bucket, never unlimited. */
 export const UNKNOWN_IP = "unknown";
 
-/** Parses an IPv4 address into its 4 bytes, or `undefined`. */
+const IPV4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
+
+/** Parses an IPv4 address into its 4 bytes, or `undefined`. One regex: it runs on every request. */
 function parseIPv4(text: string): number[] | undefined {
-  const parts = text.split(".");
-  if (parts.length !== 4) return undefined;
-  const bytes = parts.map((p) => (/^\d{1,3}$/.test(p) ? Number(p) : Number.NaN));
-  return bytes.every((b) => b >= 0 && b <= 255) ? bytes : undefined;
+  const match = IPV4.exec(text);
+  if (!match) return undefined;
+  const bytes = [Number(match[1]), Number(match[2]), Number(match[3]), Number(match[4])];
+  return bytes.every((b) => b <= 255) ? bytes : undefined;
 }
 
 /** Parses an IPv6 address (with `::`, an IPv4 tail, brackets or a zone) into 8 16-bit groups, or `undefined`. */

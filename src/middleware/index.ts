@@ -96,13 +96,14 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(options: RateLimitOptions
       if (slots.length > 0) waitUntil(releaseSlots().catch(() => undefined));
       return;
     }
-    const response = mutable(c.res);
-    for (const [name, value] of Object.entries(verdict.headers)) response.headers.set(name, value);
-    response.headers.append("Server-Timing", serverTiming(decision));
+    const timing = serverTiming(decision);
+    const response = withHeaders(c.res, verdict.headers, timing);
     const settled =
       slots.length === 0 || response.status === 502 || response.status === 504 || response.body === null;
     if (slots.length > 0 && settled) waitUntil(releaseSlots().catch(() => undefined));
-    c.res = settled ? response : releaseWhenWritten(response, releaseSlots, waitUntil);
+    if (!settled) c.res = releaseWhenWritten(response, releaseSlots, waitUntil);
+    // Hono's `c.res` setter copies the response and every header again: only assign a new object.
+    else if (response !== c.res) c.res = response;
   };
 }
 
@@ -182,5 +183,21 @@ function waitUntilOf(c: Context): WaitUntil {
   }
 }
 
-/** A copy whose headers can be changed (a fetched response's are immutable); the body is not copied. */
-const mutable = (response: Response): Response => new Response(response.body, response);
+/**
+ * `response` with the rate-limit headers and `Server-Timing` added: in place when its headers can be
+ * changed (the proxy's and most handlers' can), else on a copy (a fetched response's are immutable; the
+ * body is not copied). A refused `set` throws before changing anything.
+ */
+function withHeaders(response: Response, headers: Record<string, string>, timing: string): Response {
+  const add = (target: Response): Response => {
+    for (const name in headers) target.headers.set(name, headers[name] as string);
+    target.headers.append("Server-Timing", timing);
+    return target;
+  };
+  try {
+    return add(response);
+  } catch (error) {
+    if (!(error instanceof TypeError)) throw error;
+    return add(new Response(response.body, response));
+  }
+}

@@ -29,16 +29,22 @@ export function createDecisionObserver(options: ObserverOptions): (event: Decisi
   return function onDecision({ decision, request, requestId }) {
     try {
       if (decision.results.length === 0) return;
-      // `request.cf` exists on Workers only; locally and off Workers the colo is "".
-      const cf = (request as { cf?: { colo?: unknown } }).cf;
-      const colo = typeof cf?.colo === "string" ? cf.colo : "";
-      if (options.analytics) writeDecision(options.analytics, decision, request.method, colo);
+      if (options.analytics) writeDecision(options.analytics, decision, request.method, coloOf(request));
       const line = decisionLogLine(decision, request.method, requestId);
       if (line) log(line);
     } catch {
       // Observability must never be the reason a request fails.
     }
   };
+}
+
+/**
+ * The Cloudflare colo, "" locally and off Workers (`request.cf` exists on Workers only). Read only when
+ * analytics are bound: workerd builds the `cf` object on first access.
+ */
+function coloOf(request: Request): string {
+  const cf = (request as { cf?: { colo?: unknown } }).cf;
+  return typeof cf?.colo === "string" ? cf.colo : "";
 }
 
 export { type DataPoint, type DataPointSink, dataPointsOf } from "./analytics";
