@@ -48,7 +48,7 @@ State layout per algorithm (one key per identity; every write carries a TTL with
   concurrency     ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire
 ]]
 
-local offset_ms = tonumber(ARGV[1]) -- ms
+local offset_ms = ARGV[1] == "0" and 0 or tonumber(ARGV[1]) -- ms (tonumber is not free, see below)
 local request_id = ARGV[2]
 local peek = ARGV[3] == "1"
 
@@ -67,13 +67,15 @@ local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = "1", "2", "3", "4", "5", 
 -- (Lua numbers given to redis.call are formatted by Redis, which costs more than passing strings.)
 
 -- Phase 1: evaluate every rule. The reply gets each rule's values as things stand now; an allowing rule
--- also leaves its write, and its values after that write, in `pending` (flat, STRIDE slots per rule).
+-- also leaves its write, and its values after that write, for phase 2: the first such rule in locals (with
+-- one rule, no table at all), any further one as an array { i, period_us, value, expire_us, clear,
+-- avail_after, reset_after, more_after, undo } in `more_pending`.
 -- The one exception is the fixed-window counter, which phase 1 increments at once (one command instead of
 -- GET now and INCRBY later) and takes back if the rule denies or, in phase 2, if the request is denied.
 local n = (#ARGV - 3) / 6
 local reply = n == 1 and { 1, 0, 0, 0, 0, 0 } or { 1 } -- sized at once for the common single rule
-local pending, np = nil, 0 -- np = slots used
-local STRIDE = 9 -- rule i, period_us, value, expire_us, clear, avail_after, reset_after, more_after, undo
+local p_i, p_period_us, p_value, p_expire_us, p_clear, p_avail_after, p_reset_after, p_more_after, p_undo
+local more_pending
 local allowed = true
 for i = 1, n do
   local a = 3 + (i - 1) * 6
@@ -82,7 +84,7 @@ for i = 1, n do
   local period = tonumber(ARGV[a + 3]) -- ms
   local burst -- units; parsed only by the algorithms that use it
   local cost_arg = ARGV[a + 5]
-  local cost = tonumber(cost_arg) -- units
+  local cost = cost_arg == "1" and 1 or tonumber(cost_arg) -- units
   local key = KEYS[2 * i - 1]
   -- Overrides are read here, in the same atomic call, so "read override" and "apply limit" cannot race.
   -- HGETALL, not HMGET: most identities have no override, and an empty reply is the cheapest one.
@@ -146,7 +148,7 @@ for i = 1, n do
         used = counted - cost
         if used == 0 then
           -- A new counter: it must never exist without its expiry, so it gets it at once.
-          redis.call("PEXPIREAT", key, format("%.0f", start_ms + period - offset_ms))
+          redis.call("PEXPIREAT", key, format("%d", start_ms + period - offset_ms))
           undo = "del"
         elseif now_us - start_ms * 1000 < 2000 and redis.call("PTTL", key) < period / 2 then
           -- A script's keys expire on the clock read when it started, TIME is read a moment later: in the
@@ -189,12 +191,13 @@ for i = 1, n do
     local start_us = window * period_us
     local end_us = start_us + period_us
     local prev, cur = 0, 0
+    local same -- "window:prev:" as stored, when the state is of this window: reused, not re-formatted
     local raw = redis.pcall("GET", key)
     if type(raw) == "string" then
-      local w, p, c = string.match(raw, "^(%d+):(%d+):(%d+)$")
+      local head, w, p, c = string.match(raw, "^((%d+):(%d+):)(%d+)$")
       w = tonumber(w)
       if w == window then
-        prev, cur = tonumber(p), tonumber(c)
+        same, prev, cur = head, tonumber(p), tonumber(c)
       elseif w == window - 1 then
         prev = tonumber(c)
       end
@@ -239,7 +242,8 @@ for i = 1, n do
         retry = wait_us + 1
       end
     end
-    value, expire_us = window .. ":" .. prev .. ":" .. (cur + cost), end_us + period_us
+    value = same and same .. (cur + cost) or format("%d:%d:%d", window, prev, cur + cost)
+    expire_us = end_us + period_us
   elseif algorithm == BUCKET or algorithm == GCRA then
     -- One TAT (theoretical arrival time); tokens available = (now + capacity - TAT) / interval.
     local interval_us = ceil(period_us / limit) -- whole µs keep the arithmetic exact
@@ -263,9 +267,9 @@ for i = 1, n do
     more_after = wait_us > 0 and ceil(wait_us / 1000) or 0
     wait_us = tat_after_us - capacity_us - now_us
     retry = wait_us > 0 and ceil(wait_us / 1000) or 0
-    value, expire_us = format("%.0f", tat_after_us), tat_after_us
+    value, expire_us = format("%d", tat_after_us), tat_after_us
   elseif algorithm == LOG then
-    local since = "(" .. format("%.0f", now_us - period_us) -- members newer than this are in the window
+    local since = "(" .. format("%d", now_us - period_us) -- members newer than this are in the window
     local used = redis.pcall("ZCOUNT", key, since, "+inf")
     if type(used) ~= "number" then
       used, clear = 0, true
@@ -290,7 +294,7 @@ for i = 1, n do
       retry = ceil((nth[2] + period_us - now_us) / 1000)
     end
   elseif algorithm == CONCURRENCY then
-    local live = "(" .. format("%.0f", now_us) -- leases expiring after now still hold a slot
+    local live = "(" .. format("%d", now_us) -- leases expiring after now still hold a slot
     local held = redis.pcall("ZCOUNT", key, live, "+inf")
     if type(held) ~= "number" then
       held, clear = 0, true
@@ -332,68 +336,84 @@ for i = 1, n do
   reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = outcome, limit, avail, reset
   reply[at + 5] = allow and more or retry
   if allow and not peek then
-    pending = pending or {}
-    pending[np + 1], pending[np + 2], pending[np + 3] = i, period_us, value or false
-    pending[np + 4], pending[np + 5], pending[np + 6] = expire_us or false, clear, avail_after
-    pending[np + 7], pending[np + 8], pending[np + 9] = reset_after, more_after, undo or deferred
-    np = np + STRIDE
+    if not p_i then
+      p_i, p_period_us, p_value, p_expire_us, p_clear = i, period_us, value or false, expire_us or false, clear
+      p_avail_after, p_reset_after, p_more_after, p_undo = avail_after, reset_after, more_after, undo or deferred
+    else
+      more_pending = more_pending or {}
+      more_pending[#more_pending + 1] = {
+        i,
+        period_us,
+        value or false,
+        expire_us or false,
+        clear,
+        avail_after,
+        reset_after,
+        more_after,
+        undo or deferred,
+      }
+    end
   end
 end
 
 -- Phase 2: write only if the request as a whole is allowed (a denied request consumes nothing anywhere).
 if not allowed then
   reply[1] = 0
-  for p = 1, np, STRIDE do
-    local i, period_us, undo = pending[p], pending[p + 1], pending[p + 8]
-    local key = KEYS[2 * i - 1]
-    if undo == "del" then
-      redis.call("DEL", key)
-    elseif undo == "decr" then
-      redis.call("DECRBY", key, ARGV[3 + (i - 1) * 6 + 5])
-    elseif undo then -- a sorted set whose "now" reset phase 1 left for here
-      local algorithm = ARGV[3 + (i - 1) * 6 + 1]
-      local floor_us = algorithm == LOG and now_us - period_us or now_us
-      local last = redis.call("ZREVRANGEBYSCORE", key, "+inf", "(" .. format("%.0f", floor_us), "WITHSCORES", "LIMIT", 0, 1)
-      local wait_us = last[2] + (algorithm == LOG and period_us or 0) - now_us
-      reply[2 + (i - 1) * 5 + 3] = wait_us > 0 and ceil(wait_us / 1000) or 0
-    end
-  end
-  return reply
 end
-for p = 1, np, STRIDE do
-  local i, period_us, value, expire_us = pending[p], pending[p + 1], pending[p + 2], pending[p + 3]
+for k = 0, more_pending and #more_pending or 0 do
+  if not p_i then
+    break
+  end
+  local i, period_us, value, expire_us, clear, avail_after, reset_after, more_after, undo =
+    p_i, p_period_us, p_value, p_expire_us, p_clear, p_avail_after, p_reset_after, p_more_after, p_undo
+  if k > 0 then
+    i, period_us, value, expire_us, clear, avail_after, reset_after, more_after, undo = unpack(more_pending[k])
+  end
   local a = 3 + (i - 1) * 6
   local algorithm = ARGV[a + 1]
   local key = KEYS[2 * i - 1]
-  if value then
-    -- Expiry is on Redis's own clock, which knows nothing of the test offset.
-    redis.call("SET", key, value, "PXAT", format("%.0f", ceil(expire_us / 1000) - offset_ms))
-  elseif algorithm == LOG then
-    if pending[p + 4] then
-      redis.call("DEL", key)
-    end
-    local score = format("%.0f", now_us)
-    redis.call("ZREMRANGEBYSCORE", key, "-inf", format("%.0f", now_us - period_us))
-    local cost = tonumber(ARGV[a + 5])
-    local members, prefix = {}, request_id .. ":" .. score .. ":"
-    for unit = 1, cost do
-      members[#members + 1] = score
-      members[#members + 1] = prefix .. unit
-      if #members >= 1000 or unit == cost then -- unpack() has a stack limit
-        redis.call("ZADD", key, unpack(members))
-        members = {}
-      end
-    end
-    redis.call("PEXPIREAT", key, format("%.0f", ceil((now_us + period_us) / 1000) - offset_ms))
-  elseif algorithm == CONCURRENCY then
-    if pending[p + 4] then
-      redis.call("DEL", key)
-    end
-    redis.call("ZREMRANGEBYSCORE", key, "-inf", format("%.0f", now_us))
-    redis.call("ZADD", key, format("%.0f", now_us + period_us), request_id)
-    redis.call("PEXPIREAT", key, format("%.0f", ceil((now_us + period_us) / 1000) - offset_ms))
-  end -- else a fixed-window counter phase 1 already incremented
   local at = 1 + (i - 1) * 5
-  reply[at + 3], reply[at + 4], reply[at + 5] = pending[p + 5], pending[p + 6], pending[p + 7]
+  if not allowed then
+    if undo == "del" then
+      redis.call("DEL", key)
+    elseif undo == "decr" then
+      redis.call("DECRBY", key, ARGV[a + 5])
+    elseif undo then -- a sorted set whose "now" reset phase 1 left for here
+      local since_us = algorithm == LOG and now_us - period_us or now_us
+      local last = redis.call("ZREVRANGEBYSCORE", key, "+inf", "(" .. format("%d", since_us), "WITHSCORES", "LIMIT", 0, 1)
+      local wait_us = last[2] + (algorithm == LOG and period_us or 0) - now_us
+      reply[at + 4] = wait_us > 0 and ceil(wait_us / 1000) or 0
+    end
+  else
+    if value then
+      -- Expiry is on Redis's own clock, which knows nothing of the test offset.
+      redis.call("SET", key, value, "PXAT", format("%d", ceil(expire_us / 1000) - offset_ms))
+    elseif algorithm == LOG then
+      if clear then
+        redis.call("DEL", key)
+      end
+      local score = format("%d", now_us)
+      redis.call("ZREMRANGEBYSCORE", key, "-inf", format("%d", now_us - period_us))
+      local cost = tonumber(ARGV[a + 5])
+      local members, prefix = {}, request_id .. ":" .. score .. ":"
+      for unit = 1, cost do
+        members[#members + 1] = score
+        members[#members + 1] = prefix .. unit
+        if #members >= 1000 or unit == cost then -- unpack() has a stack limit
+          redis.call("ZADD", key, unpack(members))
+          members = {}
+        end
+      end
+      redis.call("PEXPIREAT", key, format("%d", ceil((now_us + period_us) / 1000) - offset_ms))
+    elseif algorithm == CONCURRENCY then
+      if clear then
+        redis.call("DEL", key)
+      end
+      redis.call("ZREMRANGEBYSCORE", key, "-inf", format("%d", now_us))
+      redis.call("ZADD", key, format("%d", now_us + period_us), request_id)
+      redis.call("PEXPIREAT", key, format("%d", ceil((now_us + period_us) / 1000) - offset_ms))
+    end -- else a fixed-window counter phase 1 already incremented
+    reply[at + 3], reply[at + 4], reply[at + 5] = avail_after, reset_after, more_after
+  end
 end
 return reply
