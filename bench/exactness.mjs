@@ -64,6 +64,13 @@ const rulesFor = (limit) =>
     period: PERIOD,
   }));
 
+/** Admissions Redis itself decided, and whether they stayed within N (the fallback row has none). */
+function byRedis(row) {
+  const degraded = Object.values(row.degraded).reduce((sum, n) => sum + n, 0);
+  const decided = row.admitted - degraded;
+  return row.bound ? "–" : `${decided} (${decided <= row.limit ? "yes" : "**no**"})`;
+}
+
 /** A few sequential requests to each path of each worker, from an identity no measurement uses. */
 async function warm(workers, paths) {
   for (const worker of workers) {
@@ -207,6 +214,7 @@ export async function runExactness({
         "over-admitted",
         "statuses",
         "admitted without Redis",
+        "admitted by Redis (≤ N?)",
         "time ms",
       ],
       rows.map((r) => [
@@ -221,6 +229,7 @@ export async function runExactness({
         Object.entries(r.degraded)
           .map(([reason, count]) => `${reason}×${count}`)
           .join(", ") || "0",
+        byRedis(r),
         String(r.elapsedMs),
       ]),
     ),

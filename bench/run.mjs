@@ -85,6 +85,9 @@ const setup = spawnSync(process.execPath, [`${root}scripts/setup.mjs`], { stdio:
 if (setup.status !== 0) process.exit(setup.status ?? 1);
 
 mkdirSync(results, { recursive: true });
+// What was measured: the working tree is bundled as it is, uncommitted changes included.
+const git = (...args) => spawnSync("git", args, { cwd: root, encoding: "utf8" }).stdout?.trim() ?? "";
+const revision = `commit ${git("rev-parse", "--short", "HEAD") || "unknown"}${git("status", "--porcelain", "--", "src", "lua") ? " + uncommitted changes in src/ or lua/" : ""}`;
 let failed = false;
 for (const part of selected) {
   console.error(`\n== ${part} ==`);
@@ -92,7 +95,7 @@ for (const part of selected) {
   try {
     const { markdown, json } = await PARTS[part].run({ quick: values.quick });
     const quickNote = values.quick ? " (`--quick`: shortened, not for comparison)" : "";
-    writeFileSync(`${results}${part}.md`, `_Run ${startedAt}${quickNote}._\n\n${markdown}\n`);
+    writeFileSync(`${results}${part}.md`, `_Run ${startedAt} on ${revision}${quickNote}._\n\n${markdown}\n`);
     if (json) writeFileSync(`${results}${part}.json`, `${JSON.stringify({ startedAt, ...json }, null, 2)}\n`);
     console.log(markdown);
   } catch (error) {
