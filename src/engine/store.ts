@@ -119,7 +119,7 @@ export function createStore(options: StoreOptions): Store {
     if (calls.length === 0) return { allowed: true, results: [], durationMs: 0 };
     const deadline = startedAt + Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
     // Every fetch of this decision, the NOSCRIPT reload included, shares its deadline.
-    const signal = () => AbortSignal.timeout(Math.max(1, deadline - Date.now()));
+    const signal = () => opts.signal ?? AbortSignal.timeout(Math.max(1, deadline - Date.now()));
     const { keys, args } = scriptArguments(prefix, calls, requestId, opts);
     let raw: unknown;
     try {

@@ -88,6 +88,11 @@ export interface DecideOptions {
    * @default the decider's whole `timeoutMs`
    */
   budgetMs?: number;
+  /**
+   * Aborts the decision's Redis requests (the decider's one timer per decision). Without it the store
+   * keeps `budgetMs` with a timer of its own.
+   */
+  signal?: AbortSignal;
 }
 
 /**

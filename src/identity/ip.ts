@@ -81,11 +81,27 @@ export function ipPrefix64(text: string): string {
   return `${formatIPv6([...v6.slice(0, 4), 0, 0, 0, 0])}/64`;
 }
 
+/**
+ * Recent header values' client IPs, per isolate: each request reads its IP twice (identity, then
+ * `X-Forwarded-For`) and a client sends many. Bounded; oldest out first.
+ */
+const recentIps = new Map<string, string>();
+const RECENT_IP_ENTRIES = 1024;
+const RECENT_IP_MAX_LENGTH = 128;
+
 /** The client IP from the trusted header, or `undefined` when the header is absent. */
 export function clientIpFrom(headers: Headers, trustedHeader: string): string | undefined {
-  const value = headers.get(trustedHeader)?.trim();
+  const raw = headers.get(trustedHeader);
+  if (raw === null) return undefined;
+  const known = recentIps.get(raw);
+  if (known !== undefined) return known;
+  const value = raw.trim();
   if (!value) return undefined;
   // A chained value (the trusted header is X-Forwarded-For behind a known proxy) names the client first.
-  const first = value.split(",")[0] ?? value;
-  return canonicalIp(first);
+  const ip = canonicalIp(value.split(",")[0] ?? value);
+  if (raw.length <= RECENT_IP_MAX_LENGTH) {
+    if (recentIps.size >= RECENT_IP_ENTRIES) recentIps.delete(recentIps.keys().next().value as string);
+    recentIps.set(raw, ip);
+  }
+  return ip;
 }
