@@ -38,6 +38,10 @@ export default defineConfig({
                 UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
                 UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
                 ORIGIN_URL: inject("originUrl"),
+                // A loaded 2-core CI box can take longer than production's 200 ms budget to answer hundreds
+                // of concurrent decisions; the counting tests prove exactness, not the fail-open path (tests
+                // of the budget set their own).
+                RATE_LIMIT_TIMEOUT_MS: "5000",
               },
             },
           })),
