@@ -188,9 +188,10 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
 }
 
 /**
- * `store.decide` bounded by ONE timer (a timer costs ~3 % of a request's CPU in workerd): at `budgetMs`
- * it aborts the store's requests and only then starts the `guardMs` grace, after which the decider stops
- * waiting on a store that did not stop.
+ * `store.decide` bounded by ONE timer (a timer costs a few % of a request's CPU in workerd): the signal
+ * aborts the store's requests at `budgetMs` and only then starts the `guardMs` grace, after which the
+ * decider stops waiting on a store that did not stop. `AbortSignal.timeout` measured cheaper than
+ * `setTimeout` + `clearTimeout` + `AbortController`; once the decision is in, its late abort finds no listener.
  */
 function decideWithin(
   store: DecisionStore,
@@ -200,20 +201,20 @@ function decideWithin(
   guardMs: number,
 ): Promise<Decision> {
   return new Promise((resolve, reject) => {
-    const controller = new AbortController();
+    const signal = AbortSignal.timeout(budgetMs);
     let guard: ReturnType<typeof setTimeout> | undefined;
-    const budget = setTimeout(() => {
-      controller.abort(new DOMException("the Redis decision exceeded its budget", "TimeoutError"));
+    const onAbort = () => {
       guard = setTimeout(
         () => reject(Object.assign(new Error("decision deadline passed"), { kind: "timeout" })),
         guardMs,
       );
-    }, budgetMs);
+    };
+    signal.addEventListener("abort", onAbort);
     const settle = () => {
-      clearTimeout(budget);
+      signal.removeEventListener("abort", onAbort);
       if (guard !== undefined) clearTimeout(guard);
     };
-    store.decide(calls, requestId, { budgetMs, signal: controller.signal }).then(
+    store.decide(calls, requestId, { budgetMs, signal }).then(
       (decision) => {
         settle();
         resolve(decision);
