@@ -59,16 +59,19 @@ export interface OverridePage {
   nextCursor: string | null;
 }
 
-/** Keys examined per SCAN call. Constant, so a cursor can replay the same batch (see `listOverrides`). */
+/** Keys a page's SCAN calls examine at first; halved while a batch would overflow the page. */
 const SCAN_COUNT = 1000;
 /** SCAN calls one page may make before it answers with what it has (bounds an admin call's duration). */
 const MAX_SCANS_PER_PAGE = 50;
 
 /**
  * Lists a rule's overrides with `SCAN` (never `KEYS`, which blocks Redis), at most `pageSize` per page.
- * The cursor is `<scan cursor>` or `<scan cursor>.<skip>`: when a SCAN batch holds more than the page can
- * take, the next page replays that batch and skips what was already returned. Like SCAN itself, an override
- * present for the whole listing is listed; one added or removed meanwhile may or may not be.
+ * A SCAN batch is never split across pages: replaying a cursor to skip part of its batch is unsafe, since
+ * Redis may answer the same cursor with other keys once the keyspace changed (parallel writers, expiring
+ * keys, rehashing). A batch that would overflow the page starts the next page instead; one that alone holds
+ * more than a page is asked for again from the same cursor with smaller COUNTs. So SCAN's guarantee
+ * carries over: an override present for the whole listing is listed; one added or removed meanwhile may or
+ * may not be.
  */
 export async function listOverrides(
   redis: Redis,
@@ -79,32 +82,30 @@ export async function listOverrides(
 ): Promise<OverridePage> {
   const keyPrefix = overrideKey(prefix, rule, "");
   const match = `${escapeGlob(keyPrefix)}*`;
-  let [scanCursor, skip] = parseCursor(cursor);
+  let scanCursor = cursor;
+  let count = SCAN_COUNT;
   const keys: string[] = [];
   for (let scans = 0; scans < MAX_SCANS_PER_PAGE; scans++) {
-    const [next, batch] = await redis.scan(scanCursor, { match, count: SCAN_COUNT });
-    const fresh = batch.map(String).slice(skip);
-    const room = pageSize - keys.length;
-    if (fresh.length > room) {
-      keys.push(...fresh.slice(0, room));
-      return { items: await details(redis, keys, keyPrefix), nextCursor: `${scanCursor}.${skip + room}` };
+    const [next, batch] = await redis.scan(scanCursor, { match, count });
+    if (keys.length + batch.length > pageSize) {
+      // COUNT bounds the keys SCAN visits (matching or not, whole hash buckets): ask the same cursor for
+      // fewer. Only a page smaller than one bucket's matches takes a batch that overflows it.
+      if (count > 1) {
+        count = Math.max(1, Math.floor(count / 2));
+        continue;
+      }
+      if (keys.length > 0) break; // this batch opens the next page, whole
     }
-    keys.push(...fresh);
-    skip = 0;
+    keys.push(...batch.map(String));
     scanCursor = String(next);
     if (scanCursor === "0") return { items: await details(redis, keys, keyPrefix), nextCursor: null };
-    if (keys.length === pageSize) break;
+    if (keys.length >= pageSize) break;
   }
   return { items: await details(redis, keys, keyPrefix), nextCursor: scanCursor };
 }
 
-/** True for a cursor `listOverrides` can continue from. */
-export const isCursor = (cursor: string): boolean => /^\d{1,20}(\.\d{1,9})?$/.test(cursor);
-
-function parseCursor(cursor: string): [string, number] {
-  const [scanCursor = "0", skip = "0"] = cursor.split(".");
-  return [scanCursor, Number(skip)];
-}
+/** True for a cursor `listOverrides` can continue from (a SCAN cursor). */
+export const isCursor = (cursor: string): boolean => /^\d{1,20}$/.test(cursor);
 
 async function details(redis: Redis, keys: string[], keyPrefix: string): Promise<OverridePage["items"]> {
   if (keys.length === 0) return [];

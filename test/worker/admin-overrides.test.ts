@@ -165,6 +165,31 @@ describe("overrides", () => {
     expect(pages).toBeGreaterThanOrEqual(10);
   });
 
+  it("loses no override while other keys come and go between pages (Redis rehashing its keyspace)", async () => {
+    const rule = "many";
+    const prefix = `${PREFIX}-churn`;
+    const env = makeEnv(prefix, RULES);
+    const hashes = await Promise.all(Array.from({ length: 300 }, (_, i) => hashIdentity(`churn-${i}`)));
+    const fill = redis.pipeline();
+    for (const hash of hashes) fill.hset(overrideKey(prefix, rule, hash), { limit: 5 });
+    await fill.exec();
+
+    const seen: string[] = [];
+    let cursor: string | null = "0";
+    for (let page = 0; cursor !== null && page < 200; page++) {
+      const response = await call(env, `/__floodgate/overrides/${rule}?limit=7&cursor=${cursor}`);
+      const body = (await response.json()) as { overrides: ShownOverride[]; next_cursor: string | null };
+      seen.push(...body.overrides.map((o) => o.identity));
+      cursor = body.next_cursor;
+      // Other tenants' keys appear and vanish between two pages, so the keyspace grows and rehashes.
+      const churn = redis.pipeline();
+      for (let i = 0; i < 400; i++) churn.set(`${prefix}-junk:${page}:${i}`, "x", { px: 300 });
+      await churn.exec();
+    }
+    expect(cursor).toBeNull();
+    expect(new Set(seen)).toEqual(new Set(hashes.map((h) => `hash:${h}`)));
+  });
+
   it("rejects a page size or cursor it cannot use", async () => {
     expect((await call(testEnv, "/__floodgate/overrides/many?limit=0")).status).toBe(400);
     expect((await call(testEnv, "/__floodgate/overrides/many?limit=5000")).status).toBe(400);
