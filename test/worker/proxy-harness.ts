@@ -76,3 +76,15 @@ export async function originCount(tag: string): Promise<number> {
 
 /** A unique tag for counting one test's requests at the origin. */
 export const newTag = (): string => crypto.randomUUID();
+
+/** Every Redis key under `prefix`, by a SCAN that runs to the end (one SCAN call sees only part of Redis). */
+export async function keysUnder(prefix: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, batch] = await redis.scan(cursor, { match: `${prefix}:*`, count: 1000 });
+    keys.push(...batch.map(String));
+    cursor = String(next);
+  } while (cursor !== "0");
+  return keys;
+}
