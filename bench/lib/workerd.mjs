@@ -10,8 +10,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
 import { parse } from "smol-toml";
+import { bundleWorker } from "../../scripts/bundle-worker.mjs";
 import { freePort, httpAnswers, startProcess } from "./procs.mjs";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
@@ -25,23 +25,11 @@ process.once("exit", () => rmSync(scratch, { recursive: true, force: true }));
 const bundles = new Map();
 export async function bundle(entry) {
   if (!bundles.has(entry)) {
-    const outfile = join(scratch, `${entry.replace(/[^A-Za-z0-9]+/g, "_")}.js`);
+    const outdir = join(scratch, entry.replace(/[^A-Za-z0-9]+/g, "_"));
+    mkdirSync(outdir, { recursive: true });
     bundles.set(
       entry,
-      build({
-        entryPoints: [join(root, entry)],
-        outfile,
-        bundle: true,
-        format: "esm",
-        platform: "neutral",
-        target: "es2022",
-        conditions: ["workerd", "worker", "browser"],
-        mainFields: ["module", "main"],
-        loader: { ".lua": "text" },
-        external: ["cloudflare:*", "node:*"],
-        minify: false,
-        logLevel: "silent",
-      }).then(() => outfile),
+      bundleWorker({ entry, outdir }).then(({ path }) => path),
     );
   }
   return bundles.get(entry);

@@ -4,18 +4,12 @@
  */
 import { Redis as IORedis } from "ioredis";
 import { inject } from "vitest";
+import { ALGORITHMS as CONFIG_ALGORITHMS } from "../../src/config/schema";
 import { createStore, type Store } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
 
 /** Every algorithm the script implements. */
-export const ALGORITHMS: Algorithm[] = [
-  "fixed-window",
-  "sliding-window",
-  "sliding-log",
-  "token-bucket",
-  "gcra",
-  "concurrency",
-];
+export const ALGORITHMS: readonly Algorithm[] = CONFIG_ALGORITHMS;
 
 let unique = 0;
 /** A key prefix no other test (or test file) uses. */

@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { convertV4MiniflareOptions, Miniflare } from "miniflare";
 import { parse } from "smol-toml";
-import { bundleWorker } from "./worker-bundle.mjs";
+import { bundleWorker } from "../../scripts/bundle-worker.mjs";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const wrangler = parse(readFileSync(`${root}wrangler.toml`, "utf8"));

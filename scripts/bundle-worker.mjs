@@ -1,13 +1,13 @@
-// Bundles the Worker the way wrangler does for deploy: one ES module, `*.lua` imported as text (wrangler's
+// Bundles a Worker the way wrangler does for deploy: one ES module, `*.lua` imported as text (wrangler's
 // `[[rules]] type = "Text"`), workerd export conditions. Used by the Miniflare-based process tests
-// (test/support/miniflare-worker.mjs) and by benchmarks that run the real Worker outside vitest.
+// (test/support/miniflare-worker.mjs) and by the benchmarks' `workerd serve` harness (bench/lib/workerd.mjs).
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
-const root = fileURLToPath(new URL("../..", import.meta.url));
+const root = fileURLToPath(new URL("..", import.meta.url));
 
 /**
  * Bundles `entry` (default `src/worker.ts`) into one ES module file.

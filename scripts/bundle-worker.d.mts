@@ -1,4 +1,4 @@
-/** Bundles the Worker like wrangler does (Lua as text); see worker-bundle.mjs. */
+/** Bundles the Worker like wrangler does (Lua as text); see bundle-worker.mjs. */
 export function bundleWorker(options?: {
   entry?: string;
   outdir?: string;
