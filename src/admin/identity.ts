@@ -1,10 +1,12 @@
 /**
  * `:identity` in admin paths: the raw value a rule's key extracts (an API key, a client IP, the canonical
  * `ip/64` prefix, a composite `a|b`), URL-decoded exactly once and hashed exactly as the proxy hashes it,
- * or `hash:<hashed form>` (the 22-character base64url that `hashIdentity` produces and lists show) to name a
- * hashed identity directly.
+ * or `hash:<hashed form>` to name a hashed identity directly: the 22-character base64url that `hashIdentity`
+ * produces and lists show, or the same 16 bytes as 32 hex digits (CONTRACT §6 says `hash:<hex>`).
  */
-import { hashIdentity } from "../engine/keys";
+import type { RuleConfig } from "../config";
+import { hashFromHex, hashIdentity } from "../engine/keys";
+import { canonicalIdentity } from "../identity";
 import { badRequest } from "./problem";
 
 const HASHED = /^[A-Za-z0-9_-]{22}$/;
@@ -33,14 +35,17 @@ export function rawIdentity(url: string, segment: string, rule: string): string 
   }
 }
 
-/** The hashed identity an admin path names. */
-export async function resolveIdentityHash(identity: string): Promise<string> {
-  if (!identity.startsWith(HASH_PREFIX)) return hashIdentity(identity);
+/**
+ * The hashed identity an admin path names under `rule`: raw values are first put in the form the proxy
+ * computes (`2001:DB8::1` and `2001:db8::1` are one client; `ip/64` takes an address or its prefix).
+ */
+export async function resolveIdentityHash(rule: RuleConfig, identity: string): Promise<string> {
+  if (!identity.startsWith(HASH_PREFIX)) return hashIdentity(canonicalIdentity(rule, identity));
   const hashed = identity.slice(HASH_PREFIX.length);
-  if (!HASHED.test(hashed)) {
-    throw badRequest(
-      "`hash:` must be followed by a hashed identity: 22 characters of base64url, as lists show.",
-    );
-  }
-  return hashed;
+  if (HASHED.test(hashed)) return hashed;
+  const fromHex = hashFromHex(hashed);
+  if (fromHex !== undefined) return fromHex;
+  throw badRequest(
+    "`hash:` must be followed by a hashed identity: 22 characters of base64url, as lists show, or 32 hex digits.",
+  );
 }

@@ -21,7 +21,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
   app.get("/keys/:rule/*", async (c) => {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
-    const identityHash = await resolveIdentityHash(rawIdentity(c.req.url, "keys", rule.name));
+    const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "keys", rule.name));
     const tierName = c.req.query("tier");
     const tier =
       tierName !== undefined && Object.hasOwn(rule.tiers, tierName) ? rule.tiers[tierName] : undefined;
@@ -68,7 +68,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
   app.delete("/keys/:rule/*", async (c) => {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
-    const identityHash = await resolveIdentityHash(rawIdentity(c.req.url, "keys", rule.name));
+    const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "keys", rule.name));
     const keys = admin.stateKeys(rule, identityHash);
     const deleted = keys.length > 0 ? await admin.redis.del(...keys) : 0;
     admin.forget(rule.name, identityHash);

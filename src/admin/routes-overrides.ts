@@ -55,7 +55,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
   app.put("/overrides/:rule/*", async (c) => {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
-    const identityHash = await resolveIdentityHash(rawIdentity(c.req.url, "overrides", rule.name));
+    const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "overrides", rule.name));
     const body = await parseBody(c.req.raw, OverrideBody);
     const override = { limit: body.limit, periodMs: body.period, burst: body.burst ?? body.limit };
     const key = overrideKey(admin.config.prefix, rule.name, identityHash);
@@ -68,7 +68,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
   app.get("/overrides/:rule/*", async (c) => {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
-    const identityHash = await resolveIdentityHash(rawIdentity(c.req.url, "overrides", rule.name));
+    const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "overrides", rule.name));
     const stored = await getOverride(overrideKey(admin.config.prefix, rule.name, identityHash), admin.redis);
     if (!stored) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
     return c.json({ rule: rule.name, ...show(identityHash, stored) });
@@ -77,7 +77,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
   app.delete("/overrides/:rule/*", async (c) => {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
-    const identityHash = await resolveIdentityHash(rawIdentity(c.req.url, "overrides", rule.name));
+    const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "overrides", rule.name));
     const existed = await deleteOverride(
       overrideKey(admin.config.prefix, rule.name, identityHash),
       admin.redis,

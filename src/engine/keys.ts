@@ -37,6 +37,17 @@ export const stateKey = (prefix: string, rule: string, identityHash: string): st
 export const overrideKey = (prefix: string, rule: string, identityHash: string): string =>
   `${prefix}:override:${rule}:${identityHash}`;
 
+/**
+ * A hashed identity given as 32 hex digits (the 16 bytes `hashIdentity` keeps), in the base64url form keys
+ * use; `undefined` if `hex` is not 32 hex digits.
+ */
+export function hashFromHex(hex: string): string | undefined {
+  if (!/^[0-9a-f]{32}$/i.test(hex)) return undefined;
+  const bytes = new Uint8Array(16);
+  for (let i = 0; i < 16; i++) bytes[i] = Number.parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return toBase64Url(bytes);
+}
+
 function toBase64Url(bytes: Uint8Array): string {
   let binary = "";
   for (const byte of bytes) binary += String.fromCharCode(byte);

@@ -97,6 +97,28 @@ describe("keys: what one client is experiencing", () => {
     expect(rules.rules[0]?.tiers).toEqual({ pro: { limit: 50, period: "1h" } });
   });
 
+  it("names a client by its hash in base64url (as lists show) or in hex (hash:<hex>)", async () => {
+    expect((await request(testEnv, "key-by-hash")).status).toBe(200);
+    const hashed = await hashIdentity("key-by-hash");
+    const hex = [...atob(hashed.replace(/-/g, "+").replace(/_/g, "/"))]
+      .map((ch) => ch.charCodeAt(0).toString(16).padStart(2, "0"))
+      .join("");
+    expect(hex).toMatch(/^[0-9a-f]{32}$/);
+    for (const name of [`hash:${hashed}`, `hash:${hex}`, `hash:${hex.toUpperCase()}`]) {
+      expect(await state(testEnv, "api", name)).toMatchObject({ identity: `hash:${hashed}`, remaining: 2 });
+    }
+  });
+
+  it("finds an IP-keyed client however its address is written, as the proxy does", async () => {
+    const ipEnv = makeEnv(`${PREFIX}-ip`, [
+      { name: "per-ip", key: "ip", algorithm: "fixed-window", limit: 5, period: "1m" },
+    ]);
+    expect((await call(ipEnv, "/anything", { ip: "2001:db8::1" })).status).toBe(200);
+    for (const written of ["2001:db8::1", "2001:DB8:0:0::1", "2001:0db8::0001"]) {
+      expect(await state(ipEnv, "per-ip", encodeURIComponent(written))).toMatchObject({ remaining: 4 });
+    }
+  });
+
   it("answers 404 for an unknown rule, 400 for a malformed hash, 401 without the token", async () => {
     expect((await call(testEnv, "/__floodgate/keys/ghost/key")).status).toBe(404);
     expect((await call(testEnv, "/__floodgate/keys/ghost/key", { method: "DELETE" })).status).toBe(404);
