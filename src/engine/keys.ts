@@ -4,6 +4,8 @@
  * identity can smuggle `:`, `{` or `*` into a key of another rule or tenant.
  */
 
+import { BoundedMap } from "../util/bounded-map";
+
 const encoder = new TextEncoder();
 
 /**
@@ -11,8 +13,8 @@ const encoder = new TextEncoder();
  * SHA-256 digest costs ~5 % of a request's CPU. Holds finished values only (never a promise: an isolate
  * must not share I/O-bound objects between requests), at most `HASH_CACHE_ENTRIES` short identities.
  */
-const hashCache = new Map<string, string>();
 const HASH_CACHE_ENTRIES = 4096;
+const hashCache = new BoundedMap<string, string>(HASH_CACHE_ENTRIES);
 const HASH_CACHE_MAX_IDENTITY_LENGTH = 256;
 
 /** Hashed identity: SHA-256 of the UTF-8 identity, first 16 bytes, base64url (22 characters). */
@@ -21,11 +23,7 @@ export async function hashIdentity(identity: string): Promise<string> {
   if (cached !== undefined) return cached;
   const digest = await crypto.subtle.digest("SHA-256", encoder.encode(identity));
   const hash = toBase64Url(new Uint8Array(digest, 0, 16));
-  if (identity.length <= HASH_CACHE_MAX_IDENTITY_LENGTH) {
-    // Oldest first out (Map keeps insertion order): cheap, and a busy identity is simply added again.
-    if (hashCache.size >= HASH_CACHE_ENTRIES) hashCache.delete(hashCache.keys().next().value as string);
-    hashCache.set(identity, hash);
-  }
+  if (identity.length <= HASH_CACHE_MAX_IDENTITY_LENGTH) hashCache.set(identity, hash);
   return hash;
 }
 

@@ -3,6 +3,7 @@
  * the configured header), canonicalised so that different spellings of one address share a bucket, and
  * grouped by /64 for `ip/64` (one IPv6 host usually owns a whole /64 and could rotate through it).
  */
+import { BoundedMap } from "../util/bounded-map";
 
 /** The identity used when the trusted header is absent: one shared bucket, never unlimited. */
 export const UNKNOWN_IP = "unknown";
@@ -85,8 +86,8 @@ export function ipPrefix64(text: string): string {
  * Recent header values' client IPs, per isolate: each request reads its IP twice (identity, then
  * `X-Forwarded-For`) and a client sends many. Bounded; oldest out first.
  */
-const recentIps = new Map<string, string>();
 const RECENT_IP_ENTRIES = 1024;
+const recentIps = new BoundedMap<string, string>(RECENT_IP_ENTRIES);
 const RECENT_IP_MAX_LENGTH = 128;
 
 /** The client IP from the trusted header, or `undefined` when the header is absent. */
@@ -99,9 +100,6 @@ export function clientIpFrom(headers: Headers, trustedHeader: string): string | 
   if (!value) return undefined;
   // A chained value (the trusted header is X-Forwarded-For behind a known proxy) names the client first.
   const ip = canonicalIp(value.split(",")[0] ?? value);
-  if (raw.length <= RECENT_IP_MAX_LENGTH) {
-    if (recentIps.size >= RECENT_IP_ENTRIES) recentIps.delete(recentIps.keys().next().value as string);
-    recentIps.set(raw, ip);
-  }
+  if (raw.length <= RECENT_IP_MAX_LENGTH) recentIps.set(raw, ip);
   return ip;
 }

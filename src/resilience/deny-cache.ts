@@ -9,6 +9,7 @@
  * `concurrency` (a slot may free at any moment) and `cost-exceeds-capacity` (no wait would help).
  */
 import type { RuleCall, RuleResult } from "../engine/types";
+import { BoundedMap } from "../util/bounded-map";
 
 /** Most entries kept; the oldest is dropped first. @default 10000 */
 export const DEFAULT_DENY_CACHE_ENTRIES = 10_000;
@@ -25,12 +26,14 @@ const entryKey = (call: RuleCall): string => `${call.rule}\u0000${call.identityH
 
 /** The cache. Plain values only (workerd: nothing request-bound survives a request). */
 export class DenyCache {
-  private readonly entries = new Map<string, Entry>();
+  private readonly entries: BoundedMap<string, Entry>;
 
   constructor(
-    private readonly maxEntries: number = DEFAULT_DENY_CACHE_ENTRIES,
+    maxEntries: number = DEFAULT_DENY_CACHE_ENTRIES,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.entries = new BoundedMap(maxEntries);
+  }
 
   /** Entries held right now (expired ones included until touched). */
   get size(): number {
@@ -40,16 +43,11 @@ export class DenyCache {
   /** Remembers a rule Redis denied for an enforcing (`on`) call. */
   remember(result: RuleResult): void {
     const { call } = result;
-    if (this.maxEntries <= 0 || call.mode !== "on" || result.outcome !== "denied") return;
+    if (this.entries.capacity <= 0 || call.mode !== "on" || result.outcome !== "denied") return;
     if (call.algorithm === "concurrency" || result.retryAfterMs <= 0) return;
     const key = entryKey(call);
     const atMs = this.now();
-    this.entries.delete(key); // re-insert at the end: Map order is our eviction order
     this.entries.set(key, { result, atMs, untilMs: atMs + result.retryAfterMs });
-    if (this.entries.size > this.maxEntries) {
-      const oldest = this.entries.keys().next().value;
-      if (oldest !== undefined) this.entries.delete(oldest);
-    }
   }
 
   /**

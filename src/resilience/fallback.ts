@@ -9,6 +9,7 @@
  * not to be exact. Memory is bounded: at most `maxEntries` windows, the oldest dropped first.
  */
 import type { RuleCall, RuleResult } from "../engine/types";
+import { BoundedMap } from "../util/bounded-map";
 
 /** Most (rule, identity) windows kept. @default 10000 */
 export const DEFAULT_FALLBACK_ENTRIES = 10_000;
@@ -22,12 +23,14 @@ interface Window {
 
 /** The fallback limiter. Plain values only, safe to keep for the isolate's lifetime. */
 export class FallbackLimiter {
-  private readonly windows = new Map<string, Window>();
+  private readonly windows: BoundedMap<string, Window>;
 
   constructor(
-    private readonly maxEntries: number = DEFAULT_FALLBACK_ENTRIES,
+    maxEntries: number = DEFAULT_FALLBACK_ENTRIES,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.windows = new BoundedMap(maxEntries);
+  }
 
   /** Windows held right now. */
   get size(): number {
@@ -79,19 +82,14 @@ export class FallbackLimiter {
 
   /** Counts an admitted call. */
   commit(call: RuleCall): void {
-    if (call.algorithm === "concurrency" || this.maxEntries <= 0) return;
+    if (call.algorithm === "concurrency" || this.windows.capacity <= 0) return;
     const now = this.now();
     const periodMs = Math.max(1, call.periodMs);
     const startMs = now - (now % periodMs);
     const key = keyOf(call);
     const window = this.windows.get(key);
     const used = window !== undefined && window.startMs === startMs ? window.used : 0;
-    this.windows.delete(key); // re-insert at the end: Map order is our eviction order
     this.windows.set(key, { startMs, used: used + call.cost });
-    if (this.windows.size > this.maxEntries) {
-      const oldest = this.windows.keys().next().value;
-      if (oldest !== undefined) this.windows.delete(oldest);
-    }
   }
 
   /** Drops every window. */
