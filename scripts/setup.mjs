@@ -1,9 +1,8 @@
 #!/usr/bin/env node
 // Brings what this machine lacks and npm cannot: a redis-server binary (Debian's package).
 // Node 22 itself arrives with `npm install` (the `node` devDependency puts it first on npm scripts' PATH).
-import { execFileSync, spawnSync } from "node:child_process";
-
-const has = (cmd) => spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
+import { spawnSync } from "node:child_process";
+import { ensureDebianCommand } from "./debian-package.mjs";
 
 const major = Number(process.versions.node.split(".")[0]);
 if (major < 22) {
@@ -13,19 +12,12 @@ if (major < 22) {
   process.exit(1);
 }
 
-if (!has("redis-server")) {
-  const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
-  if (!isRoot || !has("apt-get")) {
-    console.error("redis-server is missing. Install it with: sudo apt-get install -y redis-server");
-    process.exit(1);
+try {
+  if (ensureDebianCommand("redis-server")) {
+    // Debian starts a system-wide instance on 6379; Floodgate never uses it and starts its own.
+    spawnSync("sh", ["-c", "service redis-server stop || systemctl stop redis-server"], { stdio: "ignore" });
   }
-  console.error("redis-server is missing; installing Debian's redis-server (one time)…");
-  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  execFileSync("apt-get", ["update", "-qq"], { stdio: ["ignore", "ignore", "inherit"], env });
-  execFileSync("apt-get", ["install", "-y", "-qq", "--no-install-recommends", "redis-server"], {
-    stdio: ["ignore", "ignore", "inherit"],
-    env,
-  });
-  // Debian starts a system-wide instance on 6379; Floodgate never uses it and starts its own.
-  spawnSync("sh", ["-c", "service redis-server stop || systemctl stop redis-server"], { stdio: "ignore" });
+} catch (error) {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
 }

@@ -2,18 +2,18 @@
  * Child-process plumbing for the benchmarks: free ports, spawning with a readiness check, CPU time from
  * /proc, and one place that stops everything this run started (and only that).
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { availableParallelism } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
+import { hasCommand } from "../../scripts/debian-package.mjs";
 
 /** Clock ticks per second for /proc/<pid>/stat utime/stime (Linux: 100 on every mainstream kernel). */
 const CLOCK_TICKS_PER_SECOND = 100;
 
 const children = new Set();
 
-const hasTaskset = spawnSync("sh", ["-c", "command -v taskset"], { stdio: "ignore" }).status === 0;
+const hasTaskset = hasCommand("taskset");
 const cpuCount = availableParallelism();
 
 /**
@@ -28,18 +28,8 @@ export function pinned(role, command, args) {
   return ["taskset", ["-c", cpus, command, ...args]];
 }
 
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
+/** A TCP port on 127.0.0.1 that was free a moment ago (the REST server's helper, shared). */
+export { freePort } from "../../redis-rest/processes.mjs";
 
 /**
  * Starts a process and resolves once `ready` says so (a line on stdout/stderr matching a RegExp, or an async

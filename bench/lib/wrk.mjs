@@ -3,24 +3,13 @@
  * redis-server), run for a bounded time against loopback, with the CPU of the processes under test read
  * from /proc over the same interval.
  */
-import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import { ensureDebianCommand } from "../../scripts/debian-package.mjs";
 import { cpuSeconds, pinned } from "./procs.mjs";
-
-const has = (cmd) => spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
 
 /** Makes sure `wrk` is on PATH; installs Debian's package when running as root, otherwise explains. */
 export function ensureWrk() {
-  if (has("wrk")) return;
-  const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
-  if (!isRoot || !has("apt-get"))
-    throw new Error("wrk is missing. Install it with: sudo apt-get install -y wrk");
-  console.error("wrk is missing; installing Debian's wrk (one time)…");
-  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  execFileSync("apt-get", ["update", "-qq"], { stdio: ["ignore", "ignore", "inherit"], env });
-  execFileSync("apt-get", ["install", "-y", "-qq", "--no-install-recommends", "wrk"], {
-    stdio: ["ignore", "ignore", "inherit"],
-    env,
-  });
+  ensureDebianCommand("wrk");
 }
 
 /** wrk's version line, for the results table. */

@@ -1,0 +1,30 @@
+// Installing a missing command from Debian's packages: the one way this machine kind gets binaries npm cannot
+// bring (redis-server for the tests and npm start, wrk for the benchmarks).
+import { execFileSync, spawnSync } from "node:child_process";
+
+/** Whether `command` is on PATH. */
+export const hasCommand = (command) =>
+  spawnSync("sh", ["-c", `command -v ${command}`], { stdio: "ignore" }).status === 0;
+
+/**
+ * Makes sure `command` is on PATH, installing Debian's `pkg` when running as root with apt; otherwise throws
+ * an Error whose message is the one line to run.
+ * @param {string} command
+ * @param {string} [pkg] the Debian package providing it (default: the command's name)
+ * @returns {boolean} true if it had to be installed
+ */
+export function ensureDebianCommand(command, pkg = command) {
+  if (hasCommand(command)) return false;
+  const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
+  if (!isRoot || !hasCommand("apt-get")) {
+    throw new Error(`${command} is missing. Install it with: sudo apt-get install -y ${pkg}`);
+  }
+  console.error(`${command} is missing; installing Debian's ${pkg} (one time)…`);
+  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
+  execFileSync("apt-get", ["update", "-qq"], { stdio: ["ignore", "ignore", "inherit"], env });
+  execFileSync("apt-get", ["install", "-y", "-qq", "--no-install-recommends", pkg], {
+    stdio: ["ignore", "ignore", "inherit"],
+    env,
+  });
+  return true;
+}
