@@ -10,12 +10,11 @@
  * has opened; the recorded window then includes the breaker's periodic probes (one request per cool-down
  * pays the budget). Prints a markdown table; writes bench/results/failure.md and .json. Not part of `npm test`.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { startRedis as startControllableRedis } from "../../redis-rest/index.mjs";
 import { IP_HEADER, startProxyingFloodgate } from "../lib/floodgate.mjs";
 import { stopAll } from "../lib/procs.mjs";
-import { fmt, machine, median, table } from "../lib/report.mjs";
+import { fmt, machine, median, table, writeResults } from "../lib/report.mjs";
 import { startOrigin, startRest } from "../lib/stack.mjs";
 import { ensureWrk, runWrk } from "../lib/wrk.mjs";
 
@@ -123,12 +122,7 @@ try {
     machine(),
   ].join("\n");
   console.log(markdown);
-  mkdirSync(new URL("../results/", import.meta.url), { recursive: true });
-  writeFileSync(new URL("../results/failure.md", import.meta.url), `${markdown}\n`);
-  writeFileSync(
-    new URL("../results/failure.json", import.meta.url),
-    `${JSON.stringify({ durationS, rounds, connections, timeoutMs, summary, runs }, null, 2)}\n`,
-  );
+  writeResults("failure", markdown, { durationS, rounds, connections, timeoutMs, summary, runs });
 } finally {
   await worker?.stop();
   await stopAll();

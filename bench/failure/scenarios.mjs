@@ -7,13 +7,12 @@
  *
  * Prints a markdown table; writes bench/results/failure-scenarios.md and .json. Not part of `npm test`.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
 import { Redis as IORedis } from "ioredis";
 import { startRedis } from "../../redis-rest/index.mjs";
 import { startEchoOrigin } from "../../test/support/echo-origin.mjs";
 import { IP_HEADER, startFloodgate } from "../lib/floodgate.mjs";
 import { stopAll } from "../lib/procs.mjs";
-import { fmt, machine, median, table } from "../lib/report.mjs";
+import { fmt, machine, median, table, writeResults } from "../lib/report.mjs";
 import { restCommand, startRest } from "../lib/stack.mjs";
 
 const timeoutMs = 200;
@@ -232,12 +231,7 @@ try {
     machine(),
   ].join("\n");
   console.log(markdown);
-  mkdirSync(new URL("../results/", import.meta.url), { recursive: true });
-  writeFileSync(new URL("../results/failure-scenarios.md", import.meta.url), `${markdown}\n`);
-  writeFileSync(
-    new URL("../results/failure-scenarios.json", import.meta.url),
-    `${JSON.stringify({ timeoutMs, originTimeoutMs, rows, raw }, null, 2)}\n`,
-  );
+  writeResults("failure-scenarios", markdown, { timeoutMs, originTimeoutMs, rows, raw });
 } finally {
   direct.disconnect();
   await stopAll();

@@ -1,5 +1,6 @@
 /** Small helpers shared by the benchmark parts: medians, number formatting, markdown tables, the machine. */
 import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, release, totalmem } from "node:os";
 import { workerdBinary } from "./workerd.mjs";
 import { wrkVersion } from "./wrk.mjs";
@@ -41,4 +42,12 @@ export function machine() {
     `- Node ${process.version}; ${version(workerdBinary, ["--version"])} (\`workerd serve\`); ${version("redis-server", ["--version"]).replace(/ sha=.*/, "")}; ${wrkVersion()}`,
     "- Everything on loopback, sharing the same cores (load generator, origin, workerd, REST server, Redis).",
   ].join("\n");
+}
+
+/** Writes `bench/results/<name>.md` (the table people read) and `<name>.json` (the raw figures). */
+export function writeResults(name, markdown, data) {
+  const dir = new URL("../results/", import.meta.url);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(new URL(`${name}.md`, dir), `${markdown}\n`);
+  writeFileSync(new URL(`${name}.json`, dir), `${JSON.stringify(data, null, 2)}\n`);
 }
