@@ -14,7 +14,7 @@ import {
   startRestServer,
 } from "../../redis-rest/index.mjs";
 import { stateKey } from "../../src/engine/keys";
-import { createStore, type Store } from "../../src/engine/store";
+import { createStore, type Store, StoreError } from "../../src/engine/store";
 import { ALGORITHMS, offsetToWindowStart, requestId, ruleCall, uniquePrefix } from "./lua-support";
 
 const HOUR = 3_600_000;
@@ -41,8 +41,7 @@ afterAll(async () => {
 }, 30_000);
 
 /** The port of the master that owns `key`'s slot, as the cluster itself says. */
-async function ownerOf(key: string): Promise<number> {
-  const any = masters.values().next().value as IORedis;
+async function ownerOf(key: string, any = masters.values().next().value as IORedis): Promise<number> {
   const slot = await any.cluster("KEYSLOT", key);
   const shards = (await any.cluster("SLOTS")) as Array<[number, number, [string, number, string]]>;
   const owner = shards.find(([from, to]) => slot >= from && slot <= to);
@@ -187,4 +186,45 @@ describe("the decision script on the cluster (hash-tagged keys)", () => {
     );
     expect(decisions.filter((d) => d.allowed).length).toBe(100);
   });
+});
+
+describe("a master killed", () => {
+  it("fails decisions on its slots as 'cannot answer' during the switch, then its replica decides them", async () => {
+    const prefix = uniquePrefix("failover");
+    const s = createStore({ url: rest.url, token: rest.token, prefix, timeoutMs: 2000 });
+    const call = ruleCall({ algorithm: "sliding-log", limit: 1000, periodMs: HOUR });
+    for (let i = 0; i < 5; i++) expect((await s.decide([call], requestId())).allowed).toBe(true);
+    const victim = await ownerOf(stateKey(prefix, call.rule, call.identityHash));
+    const node = cluster.nodes.find((n) => n.port === victim);
+    if (!node) throw new Error("unreachable");
+    // Let the replica catch up on the writes above before its master dies.
+    await (masters.get(victim) as IORedis).wait(1, 1000);
+    await node.kill();
+
+    const failures = new Set<string>();
+    let remaining: number | undefined;
+    const deadline = Date.now() + 20_000;
+    while (remaining === undefined && Date.now() < deadline) {
+      try {
+        const decision = await s.decide([call], requestId());
+        remaining = decision.results[0]?.remaining;
+      } catch (error) {
+        expect(error).toBeInstanceOf(StoreError);
+        failures.add((error as Error).message.replace(/, command was:.*/s, ""));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+    // During the switch Redis could not answer (a StoreError: the failure policy's case), never CROSSSLOT or
+    // another script error. (The REST server's 503 reads "ERR Redis is unavailable: …".)
+    const cannotAnswer = /^ERR Redis is unavailable|^CLUSTERDOWN|exceeded its budget/;
+    expect([...failures].filter((message) => !cannotAnswer.test(message))).toEqual([]);
+    expect(failures.size).toBeGreaterThan(0);
+    // The promoted replica had the identity's state: the sixth request is counted on top of the first five.
+    expect(remaining).toBe(1000 - 6);
+    // And it is a former replica that now owns the slot.
+    const live = [...masters.entries()].find(([port]) => port !== victim)?.[1] as IORedis;
+    const owner = await ownerOf(stateKey(prefix, call.rule, call.identityHash), live);
+    expect(masters.has(owner)).toBe(false);
+    expect(await cluster.role(owner)).toBe("master");
+  }, 40_000);
 });
