@@ -59,7 +59,7 @@ export function redisEndpoints(urlBinding: string, tokenBinding: string): RedisE
       `${TOKEN_BINDING}: has ${tokens.length} comma-separated tokens for the ${urls.length} endpoints of ${URL_BINDING}; give one token for all, or one per endpoint in the same order`,
     );
   }
-  const empty = tokens.findIndex((t) => t === "");
+  const empty = tokens.indexOf("");
   if (empty >= 0) throw new Error(`${TOKEN_BINDING}: token ${empty + 1} of ${tokens.length} is empty`);
   return urls.map((url, i) => ({
     url,
