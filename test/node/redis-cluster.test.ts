@@ -13,7 +13,8 @@ import {
   startRedisCluster,
   startRestServer,
 } from "../../redis-rest/index.mjs";
-import { stateKey } from "../../src/engine/keys";
+import { listOverrides, putOverride } from "../../src/admin/overrides";
+import { overrideKey, stateKey } from "../../src/engine/keys";
 import { createStore, type Store, StoreError } from "../../src/engine/store";
 import { ALGORITHMS, offsetToWindowStart, requestId, ruleCall, uniquePrefix } from "./lua-support";
 
@@ -186,6 +187,36 @@ describe("the decision script on the cluster (hash-tagged keys)", () => {
       ),
     );
     expect(decisions.filter((d) => d.allowed).length).toBe(100);
+  });
+});
+
+describe("the admin API's Redis calls on the cluster", () => {
+  it("stores overrides atomically and lists every one of a rule exactly once across all masters", async () => {
+    const prefix = uniquePrefix("overrides");
+    const { redis } = createStore({ url: rest.url, token: rest.token, prefix });
+    const hashes = Array.from({ length: 60 }, (_, i) => `id-${i}_x`);
+    for (const hash of hashes) {
+      await putOverride(overrideKey(prefix, "api", hash), { limit: 7, burst: 7 }, 3600, redis);
+    }
+    await putOverride(overrideKey(prefix, "other", "id-0_x"), { limit: 1, burst: 1 }, undefined, redis);
+    const owners = new Set(await Promise.all(hashes.map((h) => ownerOf(overrideKey(prefix, "api", h)))));
+    expect(owners.size).toBe(3);
+    const seen: string[] = [];
+    let cursor: string | null = "0";
+    while (cursor !== null) {
+      const page: Awaited<ReturnType<typeof listOverrides>> = await listOverrides(
+        redis,
+        prefix,
+        "api",
+        cursor,
+        7,
+      );
+      expect(page.items.length).toBeLessThanOrEqual(7);
+      for (const item of page.items) expect(item).toMatchObject({ limit: 7, burst: 7 });
+      seen.push(...page.items.map((item) => item.identityHash));
+      cursor = page.nextCursor;
+    }
+    expect(seen.sort()).toEqual([...hashes].sort());
   });
 });
 
