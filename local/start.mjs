@@ -3,6 +3,8 @@
 // Upstash-compatible REST server (unless UPSTASH_REDIS_REST_URL/_TOKEN are given), a demo origin (unless
 // ORIGIN_URL is given) and the Worker in `wrangler dev` on 127.0.0.1:PORT. stdout carries only the ready
 // line and a curl loop to try; everything else goes to stderr. SIGINT/SIGTERM stop every process started.
+// `npm start -- --cluster` (or FLOODGATE_REDIS=cluster) runs a real 3-master Redis Cluster (one replica
+// each) behind the REST server instead of a single redis-server.
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -13,6 +15,7 @@ import {
   portTaken,
   spawnTied,
   startRedis,
+  startRedisCluster,
   startRestServer,
   stopChild,
 } from "../redis-rest/index.mjs";
@@ -67,9 +70,28 @@ if (await portTaken(port)) {
 }
 
 const { vars, from } = mergeBindings(join(root, ".dev.vars"), process.env);
+const redisMode = process.argv.includes("--cluster") ? "cluster" : (process.env.FLOODGATE_REDIS ?? "single");
+if (redisMode !== "single" && redisMode !== "cluster") {
+  await fail(`FLOODGATE_REDIS must be single or cluster, got ${JSON.stringify(redisMode)}`);
+}
+const unknownArgs = process.argv.slice(2).filter((arg) => arg !== "--cluster");
+if (unknownArgs.length > 0) await fail(`unknown option ${unknownArgs[0]}; usage: npm start [-- --cluster]`);
 
 if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   log(`using the Redis REST endpoint ${vars.UPSTASH_REDIS_REST_URL} (from ${from.UPSTASH_REDIS_REST_URL})`);
+} else if (redisMode === "cluster") {
+  const cluster = await startRedisCluster().catch((error) =>
+    fail(`cannot start a Redis Cluster: ${error.message}`),
+  );
+  if (!cluster) process.exit(1);
+  cleanups.push(() => cluster.close());
+  const rest = await startRestServer({ redisUrl: cluster.urls.join(","), cluster: true });
+  cleanups.push(() => rest.close());
+  vars.UPSTASH_REDIS_REST_URL = rest.url;
+  vars.UPSTASH_REDIS_REST_TOKEN = rest.token;
+  log(
+    `Redis Cluster (ephemeral, 3 masters + 3 replicas) at ${cluster.urls.join(", ")}; REST server at ${rest.url}`,
+  );
 } else {
   const redis = await startRedis().catch((error) => fail(`cannot start redis-server: ${error.message}`));
   if (!redis) process.exit(1);

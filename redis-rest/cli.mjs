@@ -1,14 +1,18 @@
 #!/usr/bin/env node
-// `npm run redis-rest -- --port <p> --token <t> [--redis redis://host:port]`
+// `npm run redis-rest -- --port <p> --token <t> [--redis redis://host:port] [--cluster]`
 // Runs the local Upstash-compatible REST server alone, in front of the given Redis or of a redis-server it
-// starts itself (ephemeral, nothing on disk). Prints `listening on http://127.0.0.1:<p>` once ready.
+// starts itself (ephemeral, nothing on disk). With --cluster: in front of a Redis Cluster, the one whose seed
+// nodes --redis lists (comma-separated), or a 3-master cluster (one replica each) it starts itself.
+// Prints `listening on http://127.0.0.1:<p>` once ready.
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
+import { startRedisCluster } from "./redis-cluster.mjs";
 import { startRedis } from "./redis-server.mjs";
 import { startRestServer } from "./server.mjs";
 
-const usage = "usage: npm run redis-rest -- [--port <p>] [--token <t>] [--redis redis://host:port]";
-/** @type {{ port?: string, token?: string, redis?: string, help?: boolean }} */
+const usage =
+  "usage: npm run redis-rest -- [--port <p>] [--token <t>] [--redis redis://host:port[,redis://…]] [--cluster]";
+/** @type {{ port?: string, token?: string, redis?: string, cluster?: boolean, help?: boolean }} */
 let options;
 try {
   ({ values: options } = parseArgs({
@@ -16,6 +20,7 @@ try {
       port: { type: "string" },
       token: { type: "string" },
       redis: { type: "string" },
+      cluster: { type: "boolean" },
       help: { type: "boolean" },
     },
   }));
@@ -34,16 +39,27 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
 }
 
 const token = options.token ?? randomBytes(24).toString("base64url");
-const redis = options.redis ? undefined : await startRedis();
+const cluster = options.cluster ?? false;
+/** @type {{ urls: string[], close: () => Promise<void> } | undefined} */
+let redis;
+try {
+  if (!options.redis)
+    redis = cluster ? await startRedisCluster() : await startRedis().then((r) => ({ ...r, urls: [r.url] }));
+} catch (error) {
+  console.error(`cannot start Redis: ${error instanceof Error ? error.message : error}`);
+  process.exit(1);
+}
 let server;
 try {
-  server = await startRestServer({ redisUrl: options.redis ?? /** @type {any} */ (redis).url, token, port });
+  const redisUrl = options.redis ?? /** @type {{ urls: string[] }} */ (redis).urls.join(",");
+  server = await startRestServer({ redisUrl, cluster, token, port });
 } catch (error) {
   console.error(`cannot start the REST server: ${error instanceof Error ? error.message : error}`);
   await redis?.close();
   process.exit(1);
 }
-if (redis) console.error(`redis-server (ephemeral) at ${redis.url}`);
+if (redis)
+  console.error(`${cluster ? "Redis Cluster" : "redis-server"} (ephemeral) at ${redis.urls.join(", ")}`);
 if (!options.token) console.error(`token: ${token}`);
 console.log(`listening on ${server.url}`);
 

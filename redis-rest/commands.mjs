@@ -106,16 +106,8 @@ export function createExecutor(redis, scripts) {
    * Commands in order, each with its own outcome (Upstash pipelines are not atomic). Sent together, so
    * they share one round trip to Redis.
    * @param {Array<Array<string | Buffer> | BadCommand>} commands
-   * @returns {Promise<Outcome[]>}
    */
-  async function pipeline(commands) {
-    const settled = await Promise.allSettled(
-      commands.map((c) => (c instanceof BadCommand ? Promise.resolve({ error: c.message }) : run(c))),
-    );
-    const lost = settled.find((s) => s.status === "rejected");
-    if (lost) throw lost.reason;
-    return settled.map((s) => /** @type {PromiseFulfilledResult<Outcome>} */ (s).value);
-  }
+  const pipeline = (commands) => runAll(commands, run);
 
   /**
    * An atomic transaction. A command Redis refuses while queueing discards the whole transaction: that
@@ -148,6 +140,22 @@ export function createExecutor(redis, scripts) {
   }
 
   return { run, pipeline, transaction };
+}
+
+/**
+ * Runs commands concurrently through `run`, outcomes in request order; a refused command is its own error
+ * outcome. Commands for one connection keep their order on it.
+ * @param {Array<Array<string | Buffer> | BadCommand>} commands
+ * @param {(args: Array<string | Buffer>) => Promise<Outcome>} run
+ * @returns {Promise<Outcome[]>}
+ */
+export async function runAll(commands, run) {
+  const settled = await Promise.allSettled(
+    commands.map((c) => (c instanceof BadCommand ? Promise.resolve({ error: c.message }) : run(c))),
+  );
+  const lost = settled.find((s) => s.status === "rejected");
+  if (lost) throw lost.reason;
+  return settled.map((s) => /** @type {PromiseFulfilledResult<Outcome>} */ (s).value);
 }
 
 /**

@@ -23,6 +23,42 @@ export interface RedisHandle {
 /** Spawns redis-server on 127.0.0.1 with nothing persisted; it dies with this process. */
 export function startRedis(options?: { port?: number; bin?: string; args?: string[] }): Promise<RedisHandle>;
 
+/** A throwaway Redis Cluster (see startRedisCluster). */
+export interface ClusterHandle {
+  /** Every node, masters first, then replicas; each can be killed, frozen or restarted like startRedis's. */
+  nodes: RedisHandle[];
+  /** Every node's `redis://127.0.0.1:<port>`: the seed list for a cluster client or the REST server. */
+  urls: string[];
+  /** What the node on `port` is now. */
+  role(port: number): Promise<"master" | "replica">;
+  /** Resolves once every live node reports `cluster_state:ok` and every replica is in sync. */
+  waitUntilHealthy(): Promise<void>;
+  /** Stops every node and deletes their folders. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a real Redis Cluster (redis-server in cluster mode, created by `redis-cli --cluster create`):
+ * `masters` masters (at least 3) with `replicas` replicas each, ephemeral, on free ports.
+ */
+export function startRedisCluster(options?: {
+  masters?: number;
+  replicas?: number;
+  /** How long a master may be unreachable before its replica takes over. @default 1000 */
+  nodeTimeoutMs?: number;
+  bin?: string;
+  cli?: string;
+}): Promise<ClusterHandle>;
+
+/** Starts `count` independent redis-servers (the several-databases mode). */
+export function startRedisServers(
+  count: number,
+  options?: { bin?: string; args?: (index: number) => string[] },
+): Promise<RedisHandle[]>;
+
+/** Redis's CROSSSLOT error text, which the REST server passes through as Upstash does. */
+export const CROSSSLOT: string;
+
 /** The REST server running in this process. */
 export interface RestServer {
   /** `http://127.0.0.1:<port>`, for UPSTASH_REDIS_REST_URL */
@@ -36,7 +72,10 @@ export interface RestServer {
 
 /** Starts the Upstash-compatible REST server in front of the Redis at redisUrl. */
 export function startRestServer(options: {
+  /** The Redis, or with `cluster` the cluster's seed nodes, comma-separated. */
   redisUrl: string;
+  /** Route commands by hash slot across a Redis Cluster (MOVED/ASK followed, CROSSSLOT passed through). */
+  cluster?: boolean;
   /** Default: a random token. */
   token?: string;
   /** Default: a free port. */

@@ -7,6 +7,8 @@ export {
   stopChild,
   waitForOutput,
 } from "./processes.mjs";
+export { CROSSSLOT } from "./cluster.mjs";
+export { startRedisCluster, startRedisServers } from "./redis-cluster.mjs";
 export { startRedis } from "./redis-server.mjs";
 export { stripKeyLocking } from "./scripts.mjs";
 export { startRestServer } from "./server.mjs";

@@ -4,6 +4,7 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
 import { Redis } from "ioredis";
 import { closable } from "./close-server.mjs";
+import { connectCluster, createClusterExecutor } from "./cluster.mjs";
 import { BadCommand, createExecutor, parseCommand, Unavailable } from "./commands.mjs";
 import { toJson } from "./encoding.mjs";
 import { parseJson, pathCommand, readBody, rootCommand } from "./request.mjs";
@@ -20,12 +21,14 @@ const METHODS = "GET, HEAD, POST, PUT";
  */
 
 /**
- * Starts the REST server in this process, in front of the Redis at `redisUrl`.
+ * Starts the REST server in this process, in front of the Redis at `redisUrl`, or with `cluster` in front
+ * of the Redis Cluster whose seed nodes `redisUrl` lists (comma-separated `redis://host:port` URLs).
  *
  * While Redis is unreachable every request is answered at once with 503 `{"error"}` (nothing is queued,
  * so nothing runs late), and the connection is re-established on its own when Redis is back.
  * @param {object} options
  * @param {string} options.redisUrl e.g. `redis://127.0.0.1:6379`
+ * @param {boolean} [options.cluster] route by hash slot across a Redis Cluster (see cluster.mjs)
  * @param {string} [options.token] the bearer token clients must send (default: a random one)
  * @param {number} [options.port] default: a free port the OS picks
  * @param {string} [options.host] default `127.0.0.1`
@@ -35,13 +38,15 @@ const METHODS = "GET, HEAD, POST, PUT";
  */
 export async function startRestServer({
   redisUrl,
+  cluster = false,
   token = randomBytes(24).toString("base64url"),
   port = 0,
   host = "127.0.0.1",
   commandTimeoutMs = 5000,
   maxBodyBytes = 10 * 1024 * 1024,
 }) {
-  const redis = new Redis(redisUrl, {
+  /** @type {import("ioredis").RedisOptions} */
+  const redisOptions = {
     // Fail fast instead of queueing: a limiter decision that runs seconds late is worse than an error.
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
@@ -51,11 +56,16 @@ export async function startRestServer({
     retryStrategy: (attempt) => Math.min(attempt * 50, 500),
     stringNumbers: true,
     lazyConnect: true,
-  });
+  };
+  const redis = cluster
+    ? connectCluster(redisUrl.split(","), redisOptions)
+    : new Redis(redisUrl, redisOptions);
   redis.on("error", () => {}); // connection errors surface per request as 503; reconnecting is automatic
   await redis.connect().catch(() => {}); // Redis may come up later; requests get 503 until then
 
-  const exec = createExecutor(redis, new ScriptTranslator());
+  const scripts = new ScriptTranslator();
+  const exec =
+    redis instanceof Redis ? createExecutor(redis, scripts) : createClusterExecutor(redis, scripts);
   const tokenDigest = digest(token);
   let syncToken = 0;
 

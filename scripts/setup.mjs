@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Brings what this machine lacks and npm cannot: a redis-server binary (Debian's package).
+// Brings what this machine lacks and npm cannot: redis-server and redis-cli (Debian's packages; redis-cli
+// creates the local Redis Cluster).
 // Node 22 itself arrives with `npm install` (the `node` devDependency puts it first on npm scripts' PATH).
 import { spawnSync } from "node:child_process";
 import { ensureDebianCommand } from "./debian-package.mjs";
@@ -17,6 +18,8 @@ try {
     // Debian starts a system-wide instance on 6379; Floodgate never uses it and starts its own.
     spawnSync("sh", ["-c", "service redis-server stop || systemctl stop redis-server"], { stdio: "ignore" });
   }
+  // Debian's redis-server depends on redis-tools, but a redis-server from elsewhere may come without it.
+  ensureDebianCommand("redis-cli", "redis-tools");
 } catch (error) {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);

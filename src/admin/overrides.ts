@@ -1,11 +1,11 @@
 /**
- * Per-identity overrides in Redis (CONTRACT §5): a hash at `<prefix>:override:<rule>:<hash>` with fields
+ * Per-identity overrides in Redis (README "Scaling out"): a hash at `<prefix>:override:<rule>:{<hash>}` with fields
  * `limit`, `period` (ms) and `burst`, read by the decision script in the same call as the limit it changes,
  * so an override is in force from the very next request. Override keys carry no TTL unless the operator
  * gave one: the `ttl` is the override's own lifetime, independent of the rule's period.
  */
 import type { Redis } from "@upstash/redis";
-import { overrideKey } from "../engine/keys";
+import { identityHashOf, overrideKeyPrefix } from "../engine/keys";
 import { fieldMap } from "../live/modes";
 
 /** One override as stored and shown. */
@@ -80,8 +80,8 @@ export async function listOverrides(
   cursor: string,
   pageSize: number,
 ): Promise<OverridePage> {
-  const keyPrefix = overrideKey(prefix, rule, "");
-  const match = `${escapeGlob(keyPrefix)}*`;
+  // `{` and `}` are literal in a SCAN pattern; the prefix is escaped for the glob characters it may hold.
+  const match = `${escapeGlob(overrideKeyPrefix(prefix, rule))}{*}`;
   let scanCursor = cursor;
   let count = SCAN_COUNT;
   const keys: string[] = [];
@@ -98,16 +98,16 @@ export async function listOverrides(
     }
     keys.push(...batch.map(String));
     scanCursor = String(next);
-    if (scanCursor === "0") return { items: await details(redis, keys, keyPrefix), nextCursor: null };
+    if (scanCursor === "0") return { items: await details(redis, keys), nextCursor: null };
     if (keys.length >= pageSize) break;
   }
-  return { items: await details(redis, keys, keyPrefix), nextCursor: scanCursor };
+  return { items: await details(redis, keys), nextCursor: scanCursor };
 }
 
 /** True for a cursor `listOverrides` can continue from (a SCAN cursor). */
 export const isCursor = (cursor: string): boolean => /^\d{1,20}$/.test(cursor);
 
-async function details(redis: Redis, keys: string[], keyPrefix: string): Promise<OverridePage["items"]> {
+async function details(redis: Redis, keys: string[]): Promise<OverridePage["items"]> {
   if (keys.length === 0) return [];
   const pipeline = redis.pipeline();
   for (const key of keys) pipeline.hgetall(key).ttl(key);
@@ -115,8 +115,9 @@ async function details(redis: Redis, keys: string[], keyPrefix: string): Promise
   const items: OverridePage["items"] = [];
   keys.forEach((key, i) => {
     const stored = toStoredOverride(fieldMap(replies[2 * i]), Number(replies[2 * i + 1]));
+    const identityHash = identityHashOf(key);
     // Deleted or expired between SCAN and read: not an override any more.
-    if (stored) items.push({ identityHash: key.slice(keyPrefix.length), ...stored });
+    if (stored && identityHash !== undefined) items.push({ identityHash, ...stored });
   });
   return items;
 }

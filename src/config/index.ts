@@ -6,10 +6,12 @@
 import * as v from "valibot";
 import type { FailurePolicy, Mode } from "../engine/types";
 import type { Env } from "../env";
+import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
 import { ConfigError, configErrorFrom } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
 import { FAILURES, HEADER_NAME, MODES } from "./schema";
 
+export type { RedisEndpoint } from "./endpoints";
 export { ConfigError } from "./errors";
 export {
   DEFAULT_LEASE_MS,
@@ -25,7 +27,10 @@ export type { RuleInput } from "./schema";
 export interface FloodgateConfig {
   /** Absent only where no proxy is needed (check-config of a library-only setup reports it). */
   originUrl: URL;
-  redis: { url: string; token: string };
+  /** The first (with one database, the only) Redis REST endpoint. */
+  redis: RedisEndpoint;
+  /** Every endpoint `UPSTASH_REDIS_REST_URL` lists, in its order (README "Scaling out"). */
+  redisEndpoints: RedisEndpoint[];
   rules: RuleConfig[];
   /** The rules as written, for the middleware (which validates them again, cheaply, once). */
   rulesInput: unknown[];
@@ -72,17 +77,8 @@ const httpUrl = (binding: string) =>
 
 const bindingsSchema = v.object({
   ORIGIN_URL: v.optional(httpUrl("ORIGIN_URL")),
-  UPSTASH_REDIS_REST_URL: v.pipe(
-    v.string("UPSTASH_REDIS_REST_URL: required (the Redis REST endpoint)"),
-    v.check(
-      (value) => URL.canParse(value),
-      (i) => `UPSTASH_REDIS_REST_URL: ${show(i.input)} is not a URL`,
-    ),
-  ),
-  UPSTASH_REDIS_REST_TOKEN: v.pipe(
-    v.string("UPSTASH_REDIS_REST_TOKEN: required (a secret)"),
-    v.minLength(1, "UPSTASH_REDIS_REST_TOKEN: is empty"),
-  ),
+  UPSTASH_REDIS_REST_URL: restUrlsSchema,
+  UPSTASH_REDIS_REST_TOKEN: restTokensSchema,
   RATE_LIMIT_MODE: v.optional(
     v.picklist(MODES, (i) => `RATE_LIMIT_MODE: ${show(i.input)} is not one of on | off | monitor`),
     "on",
@@ -134,6 +130,17 @@ export function parseEnv(
   const problems: string[] = [];
   const result = v.safeParse(bindingsSchema, presentBindings(env));
   if (!result.success) problems.push(configErrorFrom("", result.issues.map(stripPath)).message);
+  let endpoints: RedisEndpoint[] = [];
+  if (result.success) {
+    try {
+      endpoints = redisEndpoints(
+        result.output.UPSTASH_REDIS_REST_URL,
+        result.output.UPSTASH_REDIS_REST_TOKEN,
+      );
+    } catch (error) {
+      problems.push((error as Error).message);
+    }
+  }
   if (requireOrigin && result.success && result.output.ORIGIN_URL === undefined) {
     problems.push("ORIGIN_URL: required (where allowed requests go, e.g. https://origin.example.com)");
   }
@@ -153,7 +160,8 @@ export function parseEnv(
   const b = result.output;
   return {
     originUrl: new URL(b.ORIGIN_URL ?? "http://origin.invalid"),
-    redis: { url: b.UPSTASH_REDIS_REST_URL, token: b.UPSTASH_REDIS_REST_TOKEN },
+    redis: endpoints[0] as RedisEndpoint,
+    redisEndpoints: endpoints,
     rules,
     rulesInput,
     mode: b.RATE_LIMIT_MODE,

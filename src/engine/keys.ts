@@ -1,7 +1,9 @@
 /**
- * Redis key layout (CONTRACT §5): `<prefix>:<rule>:<hash>`, overrides at `<prefix>:override:<rule>:<hash>`.
- * Identities are hashed before they reach a key, so raw API keys, tokens and IPs are never stored and no
- * identity can smuggle `:`, `{` or `*` into a key of another rule or tenant.
+ * Redis key layout (README "Scaling out"): `<prefix>:<rule>:{<hash>}`, overrides at
+ * `<prefix>:override:<rule>:{<hash>}`. The identity hash is a Redis Cluster hash tag: every key of one
+ * identity (all its rules, their overrides) lives in one hash slot, so one script call over them never
+ * fails with CROSSSLOT on a cluster. Identities are hashed before they reach a key, so raw API keys, tokens
+ * and IPs are never stored and no identity can smuggle `:`, `{` or `*` into a key of another rule or tenant.
  */
 
 import { BoundedMap } from "../util/bounded-map";
@@ -27,13 +29,27 @@ export async function hashIdentity(identity: string): Promise<string> {
   return hash;
 }
 
+/**
+ * The hash tag of one identity: Redis Cluster hashes only what is between the first `{` and the next `}`,
+ * so every key carrying it shares a slot. A hash (base64url) never contains `{` or `}`.
+ */
+export const identityTag = (identityHash: string): string => `{${identityHash}}`;
+
 /** The state key of one identity under one rule. */
 export const stateKey = (prefix: string, rule: string, identityHash: string): string =>
-  `${prefix}:${rule}:${identityHash}`;
+  `${prefix}:${rule}:${identityTag(identityHash)}`;
 
 /** The override hash of one identity under one rule (fields `limit`, `period`, `burst`). */
 export const overrideKey = (prefix: string, rule: string, identityHash: string): string =>
-  `${prefix}:override:${rule}:${identityHash}`;
+  `${prefix}:override:${rule}:${identityTag(identityHash)}`;
+
+/** What every override key of a rule starts with; the identity's tag follows. */
+export const overrideKeyPrefix = (prefix: string, rule: string): string => `${prefix}:override:${rule}:`;
+
+/** The identity hash of a key built by {@link stateKey} or {@link overrideKey}; `undefined` for another key. */
+export function identityHashOf(key: string): string | undefined {
+  return /:\{([A-Za-z0-9_-]+)\}$/.exec(key)?.[1];
+}
 
 /**
  * A hashed identity given as 32 hex digits (the 16 bytes `hashIdentity` keeps), in the base64url form keys

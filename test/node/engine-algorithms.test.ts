@@ -6,6 +6,7 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { overrideKey } from "../../src/engine/keys";
 import type { Store } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
 import {
@@ -85,9 +86,9 @@ describe.each(timeTravelling)("%s", (algorithm) => {
 
   it("applies a per-identity override from its hash, until the override expires", async () => {
     const call = ruleCall({ algorithm, limit: 5, periodMs: PERIOD });
-    const overrideKey = `${prefix}:override:${call.rule}:${call.identityHash}`;
-    await redis.hset(overrideKey, { limit: 2 });
-    await redis.pexpire(overrideKey, 1500);
+    const key = overrideKey(prefix, call.rule, call.identityHash);
+    await redis.hset(key, { limit: 2 });
+    await redis.pexpire(key, 1500);
     const outcomes = [];
     for (let i = 0; i < 3; i++) outcomes.push(await hit(call));
     expect(outcomes.map((r) => [r.outcome, r.limit])).toEqual([
@@ -169,13 +170,13 @@ describe("fixed-window (real time: its counter expires on Redis's own clock)", (
 
   it("applies an override, and an override of limit 0 blocks the identity", async () => {
     const call = ruleCall({ algorithm: "fixed-window", limit: 10, periodMs: 3_600_000 });
-    const overrideKey = `${prefix}:override:${call.rule}:${call.identityHash}`;
-    await redis.hset(overrideKey, { limit: 1 });
+    const key = overrideKey(prefix, call.rule, call.identityHash);
+    await redis.hset(key, { limit: 1 });
     expect(await hit(call)).toMatchObject({ outcome: "allowed", limit: 1 });
     expect(await hit(call)).toMatchObject({ outcome: "denied", limit: 1 });
-    await redis.hset(overrideKey, { limit: 0 });
+    await redis.hset(key, { limit: 0 });
     expect(await hit(call)).toMatchObject({ outcome: "cost-exceeds-capacity", limit: 0 });
-    await redis.del(overrideKey);
+    await redis.del(key);
   });
 });
 
@@ -225,8 +226,8 @@ describe.each(["token-bucket", "gcra"] as Algorithm[])("%s", (algorithm) => {
 describe("override fields", () => {
   it("take `period` in milliseconds and `burst` on its own, for a token bucket", async () => {
     const call = ruleCall({ algorithm: "token-bucket", limit: 10, periodMs: PERIOD, burst: 10 });
-    const overrideKey = `${prefix}:override:${call.rule}:${call.identityHash}`;
-    await redis.hset(overrideKey, { period: 1000, burst: 2 }); // 10 per second, 2 at once
+    const key = overrideKey(prefix, call.rule, call.identityHash);
+    await redis.hset(key, { period: 1000, burst: 2 }); // 10 per second, 2 at once
     const outcomes = [];
     for (let i = 0; i < 3; i++) outcomes.push(await hit(call));
     expect(outcomes.map((r) => r.outcome)).toEqual(["allowed", "allowed", "denied"]);
@@ -236,7 +237,7 @@ describe("override fields", () => {
 
   it("an override limit without burst sets the burst too", async () => {
     const call = ruleCall({ algorithm: "gcra", limit: 10, periodMs: PERIOD, burst: 10 });
-    await redis.hset(`${prefix}:override:${call.rule}:${call.identityHash}`, { limit: 3 });
+    await redis.hset(overrideKey(prefix, call.rule, call.identityHash), { limit: 3 });
     const outcomes = [];
     for (let i = 0; i < 4; i++) outcomes.push((await hit(call)).outcome);
     expect(outcomes).toEqual(["allowed", "allowed", "allowed", "denied"]);

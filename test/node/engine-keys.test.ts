@@ -4,7 +4,7 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hashIdentity, overrideKey, stateKey } from "../../src/engine/keys";
+import { hashIdentity, identityHashOf, overrideKey, stateKey } from "../../src/engine/keys";
 import {
   ALGORITHMS,
   directRedis,
@@ -108,8 +108,10 @@ describe("hostile identities", () => {
     expect(new Set(hashes).size).toBe(hostile.length);
     for (const hash of hashes) expect(hash).toMatch(/^[A-Za-z0-9_-]{22}$/);
     for (const hash of hashes) {
-      expect(stateKey("rl", "rule", hash)).toMatch(/^rl:rule:[A-Za-z0-9_-]{22}$/);
-      expect(overrideKey("rl", "rule", hash)).toMatch(/^rl:override:rule:[A-Za-z0-9_-]{22}$/);
+      expect(stateKey("rl", "rule", hash)).toMatch(/^rl:rule:\{[A-Za-z0-9_-]{22}\}$/);
+      expect(overrideKey("rl", "rule", hash)).toMatch(/^rl:override:rule:\{[A-Za-z0-9_-]{22}\}$/);
+      expect(identityHashOf(stateKey("rl", "rule", hash))).toBe(hash);
+      expect(identityHashOf(overrideKey("rl", "rule", hash))).toBe(hash);
     }
   });
 

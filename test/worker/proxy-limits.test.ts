@@ -132,7 +132,7 @@ describe("limiting at the edge", () => {
     for (const key of keys) {
       expect(key).not.toContain("sk_live");
       expect(key).not.toContain("198.51.100.77");
-      expect(key).toMatch(new RegExp(`^${env.RATE_LIMIT_PREFIX}:(keyed|per-ip):[A-Za-z0-9_-]{22}`));
+      expect(key).toMatch(new RegExp(`^${env.RATE_LIMIT_PREFIX}:(keyed|per-ip):\\{[A-Za-z0-9_-]{22}\\}$`));
     }
   });
 });

@@ -1,0 +1,68 @@
+/**
+ * Several Redis databases (README "Scaling out"): `UPSTASH_REDIS_REST_URL` may list N endpoints separated by
+ * commas, and `UPSTASH_REDIS_REST_TOKEN` then holds one token for all of them or N tokens in the same order.
+ * One URL is taken exactly as given, token included (a single database is configured as it always was).
+ * Messages name the binding and the position, never a token.
+ */
+import * as v from "valibot";
+
+/** One Redis REST endpoint. */
+export interface RedisEndpoint {
+  url: string;
+  token: string;
+}
+
+const URL_BINDING = "UPSTASH_REDIS_REST_URL";
+const TOKEN_BINDING = "UPSTASH_REDIS_REST_TOKEN";
+
+/** The URL binding split into its endpoints (one entry when it has no comma). */
+const splitUrls = (value: string): string[] =>
+  value.includes(",") ? value.split(",").map((u) => u.trim()) : [value];
+
+/** Which entry of a list, for messages: "" for a single value. */
+const where = (i: number, count: number) => (count > 1 ? ` (endpoint ${i + 1} of ${count})` : "");
+
+/** `UPSTASH_REDIS_REST_URL`: one URL or a comma-separated list of distinct URLs. */
+export const restUrlsSchema = v.pipe(
+  v.string(`${URL_BINDING}: required (the Redis REST endpoint, or several separated by commas)`),
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (!dataset.typed) return;
+    const urls = splitUrls(dataset.value);
+    const seen = new Set<string>();
+    urls.forEach((url, i) => {
+      if (!URL.canParse(url)) {
+        addIssue({ message: `${URL_BINDING}: ${JSON.stringify(url)}${where(i, urls.length)} is not a URL` });
+      } else if (seen.has(url)) {
+        addIssue({ message: `${URL_BINDING}: ${JSON.stringify(url)} is listed twice` });
+      }
+      seen.add(url);
+    });
+  }),
+);
+
+/** `UPSTASH_REDIS_REST_TOKEN`: a secret, so no message shows any part of it. */
+export const restTokensSchema = v.pipe(
+  v.string(`${TOKEN_BINDING}: required (a secret)`),
+  v.minLength(1, `${TOKEN_BINDING}: is empty`),
+);
+
+/**
+ * Pairs the (already schema-checked) URL and token bindings into endpoints, in the URL binding's order.
+ * @throws {Error} naming the binding when the token count fits neither one nor one per URL, or a token is empty.
+ */
+export function redisEndpoints(urlBinding: string, tokenBinding: string): RedisEndpoint[] {
+  const urls = splitUrls(urlBinding);
+  if (urls.length === 1) return [{ url: urlBinding, token: tokenBinding }];
+  const tokens = tokenBinding.includes(",") ? tokenBinding.split(",").map((t) => t.trim()) : [tokenBinding];
+  if (tokens.length !== 1 && tokens.length !== urls.length) {
+    throw new Error(
+      `${TOKEN_BINDING}: has ${tokens.length} comma-separated tokens for the ${urls.length} endpoints of ${URL_BINDING}; give one token for all, or one per endpoint in the same order`,
+    );
+  }
+  const empty = tokens.indexOf("");
+  if (empty >= 0) throw new Error(`${TOKEN_BINDING}: token ${empty + 1} of ${tokens.length} is empty`);
+  return urls.map((url, i) => ({
+    url,
+    token: tokens.length === 1 ? (tokens[0] as string) : (tokens[i] as string),
+  }));
+}

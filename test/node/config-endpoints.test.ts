@@ -1,0 +1,69 @@
+/**
+ * Several databases in the bindings: `UPSTASH_REDIS_REST_URL` lists endpoints separated by commas, the token
+ * binding holds one token for all or one per endpoint; a mistake names the binding and never shows a token.
+ */
+import { describe, expect, it } from "vitest";
+import { ConfigError, parseEnv } from "../../src/config";
+import type { Env } from "../../src/env";
+
+const RULES = JSON.stringify([
+  { name: "per-ip", key: "ip", algorithm: "fixed-window", limit: 10, period: "1m" },
+]);
+const SECRET = "s3cret-token-AAAA";
+
+const parse = (url: string, token: string) =>
+  parseEnv({
+    ORIGIN_URL: "https://origin.example.com",
+    UPSTASH_REDIS_REST_URL: url,
+    UPSTASH_REDIS_REST_TOKEN: token,
+    RATE_LIMIT_RULES: RULES,
+  } as unknown as Env);
+
+/** The ConfigError's message for a bad pair of bindings. */
+function problem(url: string, token: string): string {
+  try {
+    parse(url, token);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as Error).message;
+  }
+  throw new Error("expected a ConfigError");
+}
+
+describe("Redis endpoints in the bindings", () => {
+  it("takes one URL and its token exactly as given", () => {
+    const config = parse("https://one.upstash.io/", "tok,en");
+    expect(config.redis).toEqual({ url: "https://one.upstash.io/", token: "tok,en" });
+    expect(config.redisEndpoints).toEqual([config.redis]);
+  });
+
+  it("lists several endpoints in order, sharing one token or with one token each", () => {
+    const shared = parse("https://a.upstash.io, https://b.upstash.io,https://c.upstash.io", SECRET);
+    expect(shared.redisEndpoints).toEqual([
+      { url: "https://a.upstash.io", token: SECRET },
+      { url: "https://b.upstash.io", token: SECRET },
+      { url: "https://c.upstash.io", token: SECRET },
+    ]);
+    expect(shared.redis).toEqual(shared.redisEndpoints[0]);
+    const own = parse("https://a.upstash.io,https://b.upstash.io", "ta, tb");
+    expect(own.redisEndpoints.map((e) => e.token)).toEqual(["ta", "tb"]);
+  });
+
+  it("names the binding and the endpoint that is wrong, and never echoes a token", () => {
+    expect(problem("https://a.upstash.io,not a url", SECRET)).toMatch(
+      /UPSTASH_REDIS_REST_URL: "not a url" \(endpoint 2 of 2\) is not a URL/,
+    );
+    expect(problem("https://a.upstash.io,https://a.upstash.io", SECRET)).toMatch(
+      /UPSTASH_REDIS_REST_URL: "https:\/\/a.upstash.io" is listed twice/,
+    );
+    expect(problem("https://a.upstash.io,", SECRET)).toMatch(
+      /UPSTASH_REDIS_REST_URL: "" \(endpoint 2 of 2\)/,
+    );
+    const count = problem("https://a.io,https://b.io,https://c.io", `${SECRET},${SECRET}`);
+    expect(count).toMatch(/UPSTASH_REDIS_REST_TOKEN: has 2 comma-separated tokens for the 3 endpoints/);
+    expect(count).not.toContain(SECRET);
+    const empty = problem("https://a.io,https://b.io", `${SECRET},`);
+    expect(empty).toMatch(/UPSTASH_REDIS_REST_TOKEN: token 2 of 2 is empty/);
+    expect(empty).not.toContain(SECRET);
+  });
+});

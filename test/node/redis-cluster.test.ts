@@ -1,0 +1,262 @@
+// The local REST server in front of a REAL Redis Cluster (3 masters, one replica each, created by
+// `redis-cli --cluster create`), checked with the real @upstash/redis client and the engine's own store:
+// commands routed by slot, CROSSSLOT passed through verbatim, MOVED/ASK followed after a slot migration, the
+// decision script exact on the cluster with the hash-tagged key layout, and a failover survived.
+import { createHash } from "node:crypto";
+import { Redis } from "@upstash/redis";
+import { Redis as IORedis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type ClusterHandle,
+  CROSSSLOT,
+  type RestServer,
+  startRedisCluster,
+  startRestServer,
+} from "../../redis-rest/index.mjs";
+import { listOverrides, putOverride } from "../../src/admin/overrides";
+import { overrideKey, stateKey } from "../../src/engine/keys";
+import { createStore, type Store, StoreError } from "../../src/engine/store";
+import { ALGORITHMS, offsetToWindowStart, requestId, ruleCall, uniquePrefix } from "./lua-support";
+
+const HOUR = 3_600_000;
+let cluster: ClusterHandle;
+let rest: RestServer;
+let client: Redis;
+/** Direct connections to the three masters, by port. */
+const masters = new Map<number, IORedis>();
+
+beforeAll(async () => {
+  cluster = await startRedisCluster({ masters: 3, replicas: 1 });
+  rest = await startRestServer({ redisUrl: cluster.urls.join(","), cluster: true });
+  client = new Redis({ url: rest.url, token: rest.token, enableTelemetry: false, retry: { retries: 0 } });
+  for (const node of cluster.nodes.slice(0, 3)) {
+    const redis = new IORedis(node.port, "127.0.0.1", { maxRetriesPerRequest: 0 });
+    redis.on("error", () => {});
+    masters.set(node.port, redis);
+  }
+}, 60_000);
+afterAll(async () => {
+  for (const redis of masters.values()) redis.disconnect();
+  await rest?.close();
+  await cluster?.close();
+}, 30_000);
+
+/** The port of the master that owns `key`'s slot, as the cluster itself says. */
+async function ownerOf(key: string, any = masters.values().next().value as IORedis): Promise<number> {
+  const slot = await any.cluster("KEYSLOT", key);
+  const shards = await any.cluster("SLOTS");
+  const owner = shards.find(([from, to]) => slot >= from && slot <= to)?.[2];
+  if (!owner) throw new Error(`no owner for slot ${slot}`);
+  return owner[1];
+}
+
+describe("@upstash/redis through the REST server on a Redis Cluster", () => {
+  it("routes each command to the master owning its key, so keys spread over all three", async () => {
+    const prefix = uniquePrefix("spread");
+    const keys = Array.from({ length: 30 }, (_, i) => `${prefix}:${i}`);
+    for (const [i, key] of keys.entries()) await client.set(key, i);
+    expect(await Promise.all(keys.map((key) => client.get(key)))).toEqual(keys.map((_, i) => i));
+    const owners = new Set<number>();
+    for (const key of keys) {
+      const owner = await ownerOf(key);
+      expect(await (masters.get(owner) as IORedis).exists(key)).toBe(1);
+      owners.add(owner);
+    }
+    expect(owners.size).toBe(3);
+    // A pipeline may span slots: each command goes to its own master.
+    const piped = client.pipeline();
+    for (const key of keys.slice(0, 6)) piped.incr(key);
+    expect(await piped.exec()).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it("passes CROSSSLOT through verbatim for a command or a transaction spanning slots", async () => {
+    const prefix = uniquePrefix("cross");
+    await expect(client.mget(`${prefix}:a`, `${prefix}:b`, `${prefix}:c`)).rejects.toThrow(CROSSSLOT);
+    await expect(client.multi().set(`${prefix}:a`, 1).set(`${prefix}:b`, 2).exec()).rejects.toThrow(
+      CROSSSLOT,
+    );
+    // Nothing of the refused transaction ran.
+    expect(await client.exists(`${prefix}:a`)).toBe(0);
+    // The same with a hash tag shares one slot: allowed, and atomic.
+    const tagged = client
+      .multi()
+      .set(`${prefix}:{t}:a`, 1)
+      .incr(`${prefix}:{t}:a`)
+      .mget(`${prefix}:{t}:a`, `${prefix}:{t}:b`);
+    expect(await tagged.exec()).toEqual(["OK", 2, [2, null]]);
+  });
+
+  it("loads a key-locking script on every master; EVALSHA runs where its keys live, and refuses keys across slots", async () => {
+    const source =
+      '#!lua flags=allow-key-locking\nreturn redis.call("INCRBY", KEYS[1], ARGV[1]) + redis.call("INCR", KEYS[2])';
+    const sha = await client.scriptLoad(source);
+    expect(sha).toBe(createHash("sha1").update(source).digest("hex"));
+    expect(await client.scriptExists(sha)).toEqual([1]);
+    const prefix = uniquePrefix("eval");
+    const owners = new Set<number>();
+    for (let i = 0; i < 12; i++) {
+      const tag = `{${prefix}-${i}}`;
+      expect(await client.evalsha(sha, [`${tag}:a`, `${tag}:b`], [10])).toBe(11);
+      owners.add(await ownerOf(tag));
+    }
+    expect(owners.size).toBe(3); // no NOSCRIPT on any master
+    await expect(client.evalsha(sha, [`${prefix}:a`, `${prefix}:b`], [1])).rejects.toThrow(CROSSSLOT);
+    // One master forgets its scripts: EVALSHA there gets NOSCRIPT (so the client reloads), and SCRIPT EXISTS
+    // says the script is no longer everywhere.
+    const forgetful = masters.get(await ownerOf(`{${prefix}-0}`)) as IORedis;
+    await forgetful.script("FLUSH");
+    await expect(client.evalsha(sha, [`{${prefix}-0}:a`, `{${prefix}-0}:b`], [1])).rejects.toThrow(
+      /NOSCRIPT No matching script/,
+    );
+    expect(await client.scriptExists(sha)).toEqual([0]);
+  });
+
+  it("lists keys of every master through one SCAN cursor", async () => {
+    const prefix = uniquePrefix("scan");
+    const keys = Array.from({ length: 40 }, (_, i) => `${prefix}:{${i}}`);
+    for (const key of keys) await client.set(key, 1);
+    const seen: string[] = [];
+    let cursor = "0";
+    do {
+      const [next, batch] = await client.scan(cursor, { match: `${prefix}:*`, count: 10 });
+      seen.push(...batch);
+      cursor = String(next);
+    } while (cursor !== "0");
+    expect(seen.sort()).toEqual([...keys].sort());
+  });
+
+  it("follows ASK during a slot migration and MOVED after it", async () => {
+    const key = `${uniquePrefix("moving")}:{migrate}`;
+    await client.set(key, "before");
+    const from = await ownerOf(key);
+    const to = [...masters.keys()].find((port) => port !== from) as number;
+    const source = masters.get(from) as IORedis;
+    const target = masters.get(to) as IORedis;
+    const slot = await source.cluster("KEYSLOT", key);
+    const [sourceId, targetId] = await Promise.all([source.cluster("MYID"), target.cluster("MYID")]);
+    await target.cluster("SETSLOT", slot, "IMPORTING", sourceId);
+    await source.cluster("SETSLOT", slot, "MIGRATING", targetId);
+    await source.migrate("127.0.0.1", to, "", 0, 5000, "KEYS", key);
+    // Mid-migration the source answers ASK for a key it no longer has.
+    expect(await client.get(key)).toBe("before");
+    for (const redis of masters.values()) await redis.cluster("SETSLOT", slot, "NODE", targetId);
+    // Now the source answers MOVED; the REST server follows it and learns the new owner.
+    expect(await client.set(key, "after")).toBe("OK");
+    expect(await target.get(key)).toBe("after");
+    expect(await ownerOf(key)).toBe(to);
+  });
+});
+
+describe("the decision script on the cluster (hash-tagged keys)", () => {
+  const store = (prefix: string): Store =>
+    createStore({ url: rest.url, token: rest.token, prefix, timeoutMs: 20_000 });
+
+  it.each(ALGORITHMS)(
+    "decides 1-3 rules of one identity in one call for %s, never CROSSSLOT",
+    async (algorithm) => {
+      const prefix = uniquePrefix(`script-${algorithm}`);
+      const s = store(prefix);
+      const owners = new Set<number>();
+      for (let id = 0; id < 6; id++) {
+        const identityHash = `who-${algorithm}-${id}`;
+        const calls = [1, 2, 3].map((n) =>
+          ruleCall({ algorithm, rule: `r${n}`, limit: 3, periodMs: HOUR, identityHash }),
+        );
+        for (const count of [1, 2, 3]) {
+          const decision = await s.decide(calls.slice(0, count), requestId());
+          expect(decision.results.map((r) => r.outcome)).toEqual(calls.slice(0, count).map(() => "allowed"));
+        }
+        // r1 has been spent 3 times (limit 3): a fourth call with all three rules is denied by r1 alone.
+        const denied = await s.decide(calls, requestId());
+        expect(denied.allowed).toBe(false);
+        owners.add(await ownerOf(stateKey(prefix, "r1", identityHash)));
+      }
+      // The identities were decided on more than one master.
+      expect(owners.size).toBeGreaterThan(1);
+    },
+  );
+
+  it.each(ALGORITHMS)("admits exactly 100 of 500 concurrent decisions for %s", async (algorithm) => {
+    const prefix = uniquePrefix(`exact-${algorithm}`);
+    const stores = [store(prefix), store(prefix), store(prefix)];
+    const call = ruleCall({ algorithm, limit: 100, periodMs: HOUR });
+    const offset = await offsetToWindowStart(masters.values().next().value as IORedis, HOUR, 1000);
+    const decisions = await Promise.all(
+      Array.from({ length: 500 }, (_, i) =>
+        (stores[i % 3] as Store).decide([call], requestId(), { timeOffsetMs: offset }),
+      ),
+    );
+    expect(decisions.filter((d) => d.allowed).length).toBe(100);
+  });
+});
+
+describe("the admin API's Redis calls on the cluster", () => {
+  it("stores overrides atomically and lists every one of a rule exactly once across all masters", async () => {
+    const prefix = uniquePrefix("overrides");
+    const { redis } = createStore({ url: rest.url, token: rest.token, prefix });
+    const hashes = Array.from({ length: 60 }, (_, i) => `id-${i}_x`);
+    for (const hash of hashes) {
+      await putOverride(overrideKey(prefix, "api", hash), { limit: 7, burst: 7 }, 3600, redis);
+    }
+    await putOverride(overrideKey(prefix, "other", "id-0_x"), { limit: 1, burst: 1 }, undefined, redis);
+    const owners = new Set(await Promise.all(hashes.map((h) => ownerOf(overrideKey(prefix, "api", h)))));
+    expect(owners.size).toBe(3);
+    const seen: string[] = [];
+    let cursor: string | null = "0";
+    while (cursor !== null) {
+      const page: Awaited<ReturnType<typeof listOverrides>> = await listOverrides(
+        redis,
+        prefix,
+        "api",
+        cursor,
+        7,
+      );
+      expect(page.items.length).toBeLessThanOrEqual(7);
+      for (const item of page.items) expect(item).toMatchObject({ limit: 7, burst: 7 });
+      seen.push(...page.items.map((item) => item.identityHash));
+      cursor = page.nextCursor;
+    }
+    expect(seen.sort()).toEqual([...hashes].sort());
+  });
+});
+
+describe("a master killed", () => {
+  it("fails decisions on its slots as 'cannot answer' during the switch, then its replica decides them", async () => {
+    const prefix = uniquePrefix("failover");
+    const s = createStore({ url: rest.url, token: rest.token, prefix, timeoutMs: 2000 });
+    const call = ruleCall({ algorithm: "sliding-log", limit: 1000, periodMs: HOUR });
+    for (let i = 0; i < 5; i++) expect((await s.decide([call], requestId())).allowed).toBe(true);
+    const victim = await ownerOf(stateKey(prefix, call.rule, call.identityHash));
+    const node = cluster.nodes.find((n) => n.port === victim);
+    if (!node) throw new Error("unreachable");
+    // Let the replica catch up on the writes above before its master dies.
+    await (masters.get(victim) as IORedis).wait(1, 1000);
+    await node.kill();
+
+    const failures = new Set<string>();
+    let remaining: number | undefined;
+    const deadline = Date.now() + 20_000;
+    while (remaining === undefined && Date.now() < deadline) {
+      try {
+        const decision = await s.decide([call], requestId());
+        remaining = decision.results[0]?.remaining;
+      } catch (error) {
+        expect(error).toBeInstanceOf(StoreError);
+        failures.add((error as Error).message.replace(/, command was:.*/s, ""));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+    // During the switch Redis could not answer (a StoreError: the failure policy's case), never CROSSSLOT or
+    // another script error. (The REST server's 503 reads "ERR Redis is unavailable: …".)
+    const cannotAnswer = /^ERR Redis is unavailable|^CLUSTERDOWN|exceeded its budget/;
+    expect([...failures].filter((message) => !cannotAnswer.test(message))).toEqual([]);
+    expect(failures.size).toBeGreaterThan(0);
+    // The promoted replica had the identity's state: the sixth request is counted on top of the first five.
+    expect(remaining).toBe(1000 - 6);
+    // And it is a former replica that now owns the slot.
+    const live = [...masters.entries()].find(([port]) => port !== victim)?.[1] as IORedis;
+    const owner = await ownerOf(stateKey(prefix, call.rule, call.identityHash), live);
+    expect(masters.has(owner)).toBe(false);
+    expect(await cluster.role(owner)).toBe("master");
+  }, 40_000);
+});
