@@ -11,7 +11,9 @@ import { Hono } from "hono";
 import { authorize } from "./auth";
 import type { AdminContext, AdminContextResolver } from "./context";
 import { healthReport } from "./health";
-import { AdminError, adminProblem, notFound } from "./problem";
+import { onError } from "../http/problems";
+import { ProblemError } from "../util/problem";
+import { AdminError, notFound } from "./problem";
 import { keyRoutes } from "./routes-keys";
 import { liveRoutes } from "./routes-live";
 import { overrideRoutes } from "./routes-overrides";
@@ -49,20 +51,21 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
     throw notFound(`No admin endpoint ${c.req.method} ${new URL(c.req.url).pathname}.`);
   });
 
-  app.onError((error) => {
-    if (error instanceof AdminError) return adminProblem(error);
+  app.onError((error, c) => {
+    if (error instanceof ProblemError) return onError(error, c);
     // Anything else is a bug or Redis failing. Its message may quote a command (hashed identities only,
     // never a token), so it goes to the log and not on the wire.
     const { name, message } = error as Error;
     console.error(
       JSON.stringify({ event: "admin_error", error: name, message: String(message).slice(0, 300) }),
     );
-    return adminProblem(
+    return onError(
       new AdminError(
         503,
         "Service Unavailable",
         "The admin request could not be completed; see the Worker's logs.",
       ),
+      c,
     );
   });
 

@@ -7,13 +7,12 @@
 import type { RuleConfig } from "../config";
 import { hashFromHex, hashIdentity } from "../engine/keys";
 import { canonicalIdentity } from "../identity";
+import { HASH_PREFIX } from "../identity/show";
 import { badRequest } from "./problem";
 
-const HASHED = /^[A-Za-z0-9_-]{22}$/;
-const HASH_PREFIX = "hash:";
+export { showHash } from "../identity/show";
 
-/** How a hashed identity is shown by the admin API (lists can only show hashes). */
-export const showHash = (identityHash: string): string => `${HASH_PREFIX}${identityHash}`;
+const HASHED = /^[A-Za-z0-9_-]{22}$/;
 
 /**
  * The path after `/<segment>/<rule>/` of the request URL, decoded once. Read from the raw URL (not the

@@ -8,18 +8,19 @@ import type { FailurePolicy, Mode } from "../engine/types";
 import type { Env } from "../env";
 import { ConfigError, configErrorFrom } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
-import { FAILURES, HEADER_NAME, MODES } from "./schema";
+import { DEFAULTS, FAILURES, HEADER_NAME, MODES } from "./schema";
 
 export { ConfigError } from "./errors";
 export {
   DEFAULT_LEASE_MS,
+  limitsFor,
   type KeyPart,
   parseKey,
   parseRules,
   type RuleConfig,
   type TierLimits,
 } from "./rules";
-export type { RuleInput } from "./schema";
+export { DEFAULTS, FAILURES, MAX_UNITS, MODES, type RuleInput } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */
 export interface FloodgateConfig {
@@ -27,8 +28,6 @@ export interface FloodgateConfig {
   originUrl: URL;
   redis: { url: string; token: string };
   rules: RuleConfig[];
-  /** The rules as written, for the middleware (which validates them again, cheaply, once). */
-  rulesInput: unknown[];
   mode: Mode;
   failure: FailurePolicy;
   timeoutMs: number;
@@ -84,15 +83,15 @@ const bindingsSchema = v.object({
     v.minLength(1, "UPSTASH_REDIS_REST_TOKEN: is empty"),
   ),
   RATE_LIMIT_MODE: v.optional(
-    v.picklist(MODES, (i) => `RATE_LIMIT_MODE: ${show(i.input)} is not one of on | off | monitor`),
-    "on",
+    v.picklist(MODES, (i) => `RATE_LIMIT_MODE: ${show(i.input)} is not one of ${MODES.join(" | ")}`),
+    DEFAULTS.mode,
   ),
   RATE_LIMIT_FAILURE: v.optional(
-    v.picklist(FAILURES, (i) => `RATE_LIMIT_FAILURE: ${show(i.input)} is not one of open | closed`),
-    "open",
+    v.picklist(FAILURES, (i) => `RATE_LIMIT_FAILURE: ${show(i.input)} is not one of ${FAILURES.join(" | ")}`),
+    DEFAULTS.failure,
   ),
-  RATE_LIMIT_TIMEOUT_MS: v.optional(wholeMs("RATE_LIMIT_TIMEOUT_MS", 60_000), 200),
-  ORIGIN_TIMEOUT_MS: v.optional(wholeMs("ORIGIN_TIMEOUT_MS", 600_000), 30_000),
+  RATE_LIMIT_TIMEOUT_MS: v.optional(wholeMs("RATE_LIMIT_TIMEOUT_MS", 60_000), DEFAULTS.timeoutMs),
+  ORIGIN_TIMEOUT_MS: v.optional(wholeMs("ORIGIN_TIMEOUT_MS", 600_000), DEFAULTS.originTimeoutMs),
   RATE_LIMIT_PREFIX: v.optional(
     v.pipe(
       text("RATE_LIMIT_PREFIX"),
@@ -101,7 +100,7 @@ const bindingsSchema = v.object({
         (i) => `RATE_LIMIT_PREFIX: ${show(i.input)} is not [A-Za-z0-9_.:-]{1,64}`,
       ),
     ),
-    "rl",
+    DEFAULTS.prefix,
   ),
   // A secret: messages never echo its value.
   RATE_LIMIT_ADMIN_TOKEN: v.optional(v.string("RATE_LIMIT_ADMIN_TOKEN: expected a string")),
@@ -110,7 +109,7 @@ const bindingsSchema = v.object({
       text("RATE_LIMIT_CLIENT_IP_HEADER"),
       v.regex(HEADER_NAME, (i) => `RATE_LIMIT_CLIENT_IP_HEADER: ${show(i.input)} is not a header name`),
     ),
-    "CF-Connecting-IP",
+    DEFAULTS.clientIpHeader,
   ),
   RATE_LIMIT_JWT_SECRET: v.optional(v.string("RATE_LIMIT_JWT_SECRET: expected a string")),
   RATE_LIMIT_JWKS_URL: v.optional(httpUrl("RATE_LIMIT_JWKS_URL")),
@@ -137,11 +136,9 @@ export function parseEnv(
   if (requireOrigin && result.success && result.output.ORIGIN_URL === undefined) {
     problems.push("ORIGIN_URL: required (where allowed requests go, e.g. https://origin.example.com)");
   }
-  let rulesInput: unknown[] = [];
   let rules: RuleConfig[] = [];
   try {
-    rulesInput = rulesFrom(env.RATE_LIMIT_RULES);
-    rules = parseRules(rulesInput, {
+    rules = parseRules(rulesFrom(env.RATE_LIMIT_RULES), {
       label: "RATE_LIMIT_RULES",
       jwtVerifiable: Boolean(env.RATE_LIMIT_JWT_SECRET) || Boolean(env.RATE_LIMIT_JWKS_URL),
     });
@@ -155,7 +152,6 @@ export function parseEnv(
     originUrl: new URL(b.ORIGIN_URL ?? "http://origin.invalid"),
     redis: { url: b.UPSTASH_REDIS_REST_URL, token: b.UPSTASH_REDIS_REST_TOKEN },
     rules,
-    rulesInput,
     mode: b.RATE_LIMIT_MODE,
     failure: b.RATE_LIMIT_FAILURE,
     timeoutMs: b.RATE_LIMIT_TIMEOUT_MS,

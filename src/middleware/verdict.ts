@@ -5,8 +5,8 @@
  * member, even when the local fallback limiter judged it).
  */
 import type { Decision, RuleResult } from "../engine/types";
-import { QuotaExceededError, ReducedCapacityError } from "../http/problems";
-import { ceilSeconds, rateLimitHeaders, retryAfterSeconds, strictest } from "../http/ratelimit-headers";
+import { QuotaExceededError, ReducedCapacityError } from "./errors";
+import { ceilSeconds, rateLimitHeaders, retryAfterSeconds, strictest } from "./headers";
 
 /** What the request gets: the headers to add to an allowed response, or the problem to answer with. */
 export type Verdict =
