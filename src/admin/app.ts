@@ -9,10 +9,13 @@
  */
 import { Hono } from "hono";
 import { authorize } from "./auth";
-import type { AdminContext, AdminContextResolver } from "./context";
-import { healthReport } from "./health";
+import type { AdminContextResolver, AdminEnv } from "./context";
+
+export type { AdminEnv } from "./context";
+
 import { onError } from "../http/problems";
 import { ProblemError } from "../util/problem";
+import { healthReport } from "./health";
 import { AdminError, notFound } from "./problem";
 import { keyRoutes } from "./routes-keys";
 import { liveRoutes } from "./routes-live";
@@ -20,9 +23,6 @@ import { overrideRoutes } from "./routes-overrides";
 
 /** Where the Worker mounts the admin API. */
 export const ADMIN_PREFIX = "/__floodgate";
-
-/** The admin app's Hono environment: the resolved context travels in `c.var.admin`. */
-export type AdminEnv = { Variables: { admin: AdminContext } };
 
 /** Builds the admin app; `resolve` gives it the Worker's config, Redis client, store and decider. */
 export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {

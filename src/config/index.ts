@@ -13,8 +13,8 @@ import { DEFAULTS, FAILURES, HEADER_NAME, MODES } from "./schema";
 export { ConfigError } from "./errors";
 export {
   DEFAULT_LEASE_MS,
-  limitsFor,
   type KeyPart,
+  limitsFor,
   parseKey,
   parseRules,
   type RuleConfig,

@@ -8,8 +8,8 @@ import { limitsFor, MAX_UNITS, type RuleConfig } from "../config";
 import { hashIdentity } from "../engine/keys";
 import type { FailurePolicy, Mode, RuleCall } from "../engine/types";
 import { identityOf, type RequestIdentity, tierOf } from "../identity";
-import { InvalidCostError, MissingIdentityError } from "./errors";
 import { effectiveMode, type LiveModes } from "../rules/modes";
+import { InvalidCostError, MissingIdentityError } from "./errors";
 import type { CostFunction, KeyFunction } from "./options";
 
 /** A validated rule plus the functions the middleware user gave for it. */

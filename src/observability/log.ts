@@ -5,8 +5,8 @@
  * identity, token, header or query string.
  */
 
-import { showHash } from "../identity/show";
 import type { Decision } from "../engine/types";
+import { showHash } from "../identity/show";
 import { ruleVerdictOf } from "./verdict";
 
 /** The log line of a decision, or `undefined` when nothing was (or would have been) denied. */
