@@ -89,12 +89,7 @@ describe("the npm package, installed from its tarball into a fresh Hono app", ()
   });
 
   it("holds only the built library: no sources, tests, benchmarks or local tooling", async () => {
-    expect(files).toEqual([
-      "README.md",
-      "dist/index.d.ts",
-      "dist/index.js",
-      "package.json",
-    ]);
+    expect(files).toEqual(["README.md", "dist/index.d.ts", "dist/index.js", "package.json"]);
     const size = (await stat(tarball)).size;
     expect(size).toBeGreaterThan(10_000);
     expect(size).toBeLessThan(100_000);
