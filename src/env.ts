@@ -1,5 +1,5 @@
 /**
- * The Worker's bindings (CONTRACT §2). `[vars]` arrive as strings, numbers or (for `RATE_LIMIT_RULES`)
+ * The Worker's bindings (README: "Configuration"). `[vars]` arrive as strings, numbers or (for `RATE_LIMIT_RULES`)
  * TOML tables; secrets and `.dev.vars` always as strings. Everything is validated once per isolate by
  * `parseEnv` in `src/config`, so this type is deliberately loose.
  */

@@ -1,5 +1,5 @@
 /**
- * The admin API (CONTRACT §6) as its own Hono app, mounted by the Worker at `ADMIN_PREFIX`:
+ * The admin API (README: "Operating Floodgate") as its own Hono app, mounted by the Worker at `ADMIN_PREFIX`:
  *
  *   app.route(ADMIN_PREFIX, createAdminApp((c) => adminContextFor(c)));
  *

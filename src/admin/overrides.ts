@@ -1,5 +1,5 @@
 /**
- * Per-identity overrides in Redis (CONTRACT §5): a hash at `<prefix>:override:<rule>:<hash>` with fields
+ * Per-identity overrides in Redis (README: "The engine"): a hash at `<prefix>:override:<rule>:<hash>` with fields
  * `limit`, `period` (ms) and `burst`, read by the decision script in the same call as the limit it changes,
  * so an override is in force from the very next request. Override keys carry no TTL unless the operator
  * gave one: the `ttl` is the override's own lifetime, independent of the rule's period.

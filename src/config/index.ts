@@ -1,5 +1,5 @@
 /**
- * Parses the Worker's bindings (CONTRACT §2) once per isolate. Every binding may arrive as a string;
+ * Parses the Worker's bindings (README: "Configuration") once per isolate. Every binding may arrive as a string;
  * numbers and `RATE_LIMIT_RULES` also in their TOML types. An invalid binding throws a `ConfigError`
  * naming it; the Worker then answers 500 (never unlimited) and `npm run check-config` reports the same.
  */

@@ -1,5 +1,5 @@
 /**
- * The shape of one rule (CONTRACT §3), as a valibot schema. Each check carries its own message, so a
+ * The shape of one rule (README: "Rules"), as a valibot schema. Each check carries its own message, so a
  * config error reads like `RATE_LIMIT_RULES[2].period: "1 fortnight" is not a duration`.
  * Semantic checks that need more than one field (unique names, jwt keys need a verifier) live in `rules.ts`.
  */
@@ -82,7 +82,7 @@ export const FAILURES = ["open", "closed"] as const;
 
 /**
  * The default of every optional setting, the same for the Worker's bindings and the middleware's options
- * (CONTRACT §2 in the README's configuration table).
+ * (the README's "Configuration" table).
  */
 export const DEFAULTS = {
   mode: "on",

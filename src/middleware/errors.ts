@@ -1,5 +1,5 @@
 /**
- * The limiter's request-time outcomes (CONTRACT §3, §4, §9): 400 for a bad cost, 401 for a missing
+ * The limiter's request-time outcomes (README: "Rules", "Responses", "When things fail"): 400 for a bad cost, 401 for a missing
  * identity under `missing = "deny"`, 429 when a rule denies, 503 when Redis cannot decide and a rule fails
  * closed. Each is a `ProblemError` (an `HTTPException`): the middleware throws it, and the app's
  * `onError` (or Hono's default) answers with its problem+json. Types are the IANA ones of the RateLimit
@@ -41,7 +41,7 @@ export class MissingIdentityError extends ProblemError {
   }
 }
 
-/** 429: one or more `on` rules deny the request (CONTRACT §4). */
+/** 429: one or more `on` rules deny the request (README: "Responses"). */
 export class QuotaExceededError extends ProblemError {
   override readonly name = "QuotaExceededError";
   constructor(
@@ -61,7 +61,7 @@ export class QuotaExceededError extends ProblemError {
   }
 }
 
-/** 503: Redis could not decide and a matched `on` rule fails closed (CONTRACT §9). */
+/** 503: Redis could not decide and a matched `on` rule fails closed (README: "When things fail"). */
 export class ReducedCapacityError extends ProblemError {
   override readonly name = "ReducedCapacityError";
   constructor(rules: readonly string[], retryAfterSeconds: number, reason: string) {

@@ -53,7 +53,7 @@ export type CostFunction<E extends HonoEnv = HonoEnv> = (c: Context<E>) => numbe
 /** A period: `"30s"`, `"1m"`, `"1h"`, `"1d"`, or whole seconds; 1s..30d. */
 export type Period = `${number}${"s" | "m" | "h" | "d"}` | number;
 
-/** One rule (CONTRACT §3). */
+/** One rule (README: "Rules"). */
 export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   /** `[A-Za-z0-9_-]{1,64}`, unique; appears in headers and Redis keys. */
   name: string;

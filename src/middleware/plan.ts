@@ -81,7 +81,7 @@ async function costOf(c: Context, rule: RuleConfig, costFn: CostFunction | undef
   if (costFn) return checkedCost(rule.name, "the cost function", await costFn(c));
   if (rule.cost.kind === "units") return rule.cost.units;
   const header = c.req.header(rule.cost.name);
-  // An absent header means one unit (CONTRACT §3), so plain requests stay cheap.
+  // An absent header means one unit (README: "Rules"), so plain requests stay cheap.
   if (header === undefined) return 1;
   const text = header.trim();
   return checkedCost(rule.name, `header ${rule.cost.name}`, /^\d{1,10}$/.test(text) ? Number(text) : text);
