@@ -31,7 +31,10 @@ export type { PlannedRule } from "./plan";
  *   rules: [{ name: "per-key", key: "header:x-api-key", algorithm: "token-bucket", limit: 100, period: "1m" }],
  * })));
  */
-export function rateLimit<E extends HonoEnv = HonoEnv>(
+// `any` as Hono's own `Context` defaults it: `rateLimit((c) => …)` inside `app.use` cannot infer the app's
+// env from the call site, and `c.env.UPSTASH_REDIS_REST_URL` must type-check without an annotation.
+// biome-ignore lint/suspicious/noExplicitAny: see above
+export function rateLimit<E extends HonoEnv = any>(
   options: RateLimitOptions<E> | ((c: Context<E>) => RateLimitOptions<E>),
 ): MiddlewareHandler<E> {
   if (typeof options !== "function") {
