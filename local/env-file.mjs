@@ -28,7 +28,7 @@ export function parseDotenv(text) {
 }
 
 /**
- * `.dev.vars` (all of it) overlaid with the CONTRACT §2 bindings present in `env`.
+ * `.dev.vars` (all of it) overlaid with the bindings of the README's "Configuration" present in `env`.
  * @param {string} devVarsPath
  * @param {NodeJS.ProcessEnv} env
  * @returns {{ vars: Record<string, string>, from: Record<string, ".dev.vars" | "environment"> }}

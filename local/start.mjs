@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm start`: the whole stack on this machine (CONTRACT §8). An ephemeral redis-server and the local
+// `npm start`: the whole stack on this machine (README: "Running it locally"). An ephemeral redis-server and the local
 // Upstash-compatible REST server (unless UPSTASH_REDIS_REST_URL/_TOKEN are given), a demo origin (unless
 // ORIGIN_URL is given) and the Worker in `wrangler dev` on 127.0.0.1:PORT. stdout carries only the ready
 // line and a curl loop to try; everything else goes to stderr. SIGINT/SIGTERM stop every process started.

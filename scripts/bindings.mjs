@@ -1,4 +1,4 @@
-// The env bindings CONTRACT §2 names, for the Node-side tools that read them from the environment
+// The env bindings the README's "Configuration" names, for the Node-side tools that read them from the environment
 // (`npm start`'s env file, `npm run check-config`). The Worker's own type of them is src/env.ts.
 
 /** Every binding Floodgate reads. */

@@ -2,7 +2,7 @@
 // Validates the Worker's configuration before deploy, with the very schema the Worker uses at runtime
 // (src/config, bundled on the fly with esbuild). Usage: npm run check-config [-- --env <name>] [-- --config <path>]
 // Bindings come from wrangler.toml's [vars] (or [env.<name>.vars]), overlaid by .dev.vars(.<env>) and the
-// environment for the names of CONTRACT §2. A secret that is not set locally is assumed to be set with
+// environment for the binding names of the README's "Configuration". A secret that is not set locally is assumed to be set with
 // `wrangler secret put` (it is listed, never printed).
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";

@@ -1,9 +1,8 @@
 /**
- * The Worker's bindings (CONTRACT §2). `[vars]` arrive as strings, numbers or (for `RATE_LIMIT_RULES`)
+ * The Worker's bindings (README: "Configuration"). `[vars]` arrive as strings, numbers or (for `RATE_LIMIT_RULES`)
  * TOML tables; secrets and `.dev.vars` always as strings. Everything is validated once per isolate by
  * `parseEnv` in `src/config`, so this type is deliberately loose.
  */
-import type { ObserverOptions } from "./observability";
 
 export interface Env {
   /** Where allowed requests go: scheme + host [+ port] [+ base path]. */
@@ -33,5 +32,7 @@ export interface Env {
   /** JWKS URL for `jwt:<claim>` keys signed with RS*, ES* or EdDSA. */
   RATE_LIMIT_JWKS_URL?: string;
   /** Optional Analytics Engine dataset: one data point per decision (src/observability). */
-  RATE_LIMIT_ANALYTICS?: ObserverOptions["analytics"];
+  RATE_LIMIT_ANALYTICS?: {
+    writeDataPoint(point: { indexes: string[]; blobs: string[]; doubles: number[] }): void;
+  };
 }

@@ -12,15 +12,15 @@ import { createStore } from "./engine/store";
 import type { Env } from "./env";
 import { MisconfiguredError, onError, ProblemError, problemResponse } from "./http/problems";
 import { createProxy } from "./http/proxy";
-import { clientIpFrom } from "./identity";
+import { createJwtVerifier } from "./identity";
 import { createLiveModes } from "./live";
-import { type RuleOptions, rateLimit } from "./middleware";
+import { createLimiter } from "./middleware";
 import { createDecisionObserver } from "./observability";
 import { createDecider } from "./resilience/decider";
 
 type AppEnv = { Bindings: Env };
 
-/** Builds the isolate's app from validated bindings. */
+/** Builds the isolate's app from validated bindings: one store, one decider, one limiter, shared by all. */
 function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   const store = createStore({ ...config.redis, prefix: config.prefix, timeoutMs: config.timeoutMs });
   const decider = createDecider(store, { timeoutMs: config.timeoutMs });
@@ -40,30 +40,34 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     createAdminApp(() => admin),
   );
 
-  app.use(
-    "*",
-    rateLimit<AppEnv>({
-      rules: config.rulesInput as RuleOptions<AppEnv>[],
+  const limiter = createLimiter(
+    config.rules.map((rule) => ({ rule })),
+    {
       decider,
       mode: config.mode,
       failure: config.failure,
       timeoutMs: config.timeoutMs,
       clientIpHeader: config.clientIpHeader,
-      jwt: { secret: config.jwtSecret, jwksUrl: config.jwksUrl },
+      verifyJwt:
+        config.jwtSecret || config.jwksUrl
+          ? createJwtVerifier({ secret: config.jwtSecret, jwksUrl: config.jwksUrl })
+          : undefined,
       liveModes: (c) => liveModes.current((promise) => c.executionCtx.waitUntil(promise)),
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS }),
-    }),
+    },
   );
+  app.use("*", limiter.middleware);
 
   const proxy = createProxy({ originUrl: config.originUrl, timeoutMs: config.originTimeoutMs });
   app.all("*", (c) => {
-    const url = new URL(c.req.url);
-    const path = url.pathname;
+    // The URL and client IP the limiter already computed for this request.
+    const request = limiter.requestOf(c);
+    const path = request.url.pathname;
     if (path === ADMIN_PREFIX || path.startsWith(`${ADMIN_PREFIX}/`)) {
       // Unreachable while the admin app is mounted; the prefix must never reach the origin regardless.
       throw new ProblemError(404, "about:blank", "Not Found", "No such admin endpoint.");
     }
-    return proxy(c.req.raw, url, clientIpFrom(c.req.raw.headers, config.clientIpHeader));
+    return proxy(c.req.raw, request.url, request.trustedIp());
   });
   return app;
 }

@@ -1,10 +1,10 @@
 /**
  * Floodgate itself (src/worker.ts) under `workerd serve`, configured through its bindings exactly as a
- * deployment would be (CONTRACT §2), with a check that it really proxies before it is measured.
+ * deployment would be (README: "Configuration"), with a check that it really proxies before it is measured.
  */
 import { startWorker } from "./workerd.mjs";
 
-/** The one identity header Floodgate trusts by default (CONTRACT §2). */
+/** The one identity header Floodgate trusts by default (README: "Configuration"). */
 export const IP_HEADER = "CF-Connecting-IP";
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The admin API (CONTRACT §6) as its own Hono app, mounted by the Worker at `ADMIN_PREFIX`:
+ * The admin API (README: "Operating Floodgate") as its own Hono app, mounted by the Worker at `ADMIN_PREFIX`:
  *
  *   app.route(ADMIN_PREFIX, createAdminApp((c) => adminContextFor(c)));
  *
@@ -9,18 +9,20 @@
  */
 import { Hono } from "hono";
 import { authorize } from "./auth";
-import type { AdminContext, AdminContextResolver } from "./context";
+import type { AdminContextResolver, AdminEnv } from "./context";
+
+export type { AdminEnv } from "./context";
+
+import { onError } from "../http/problems";
+import { ProblemError } from "../util/problem";
 import { healthReport } from "./health";
-import { AdminError, adminProblem, notFound } from "./problem";
+import { AdminError, notFound } from "./problem";
 import { keyRoutes } from "./routes-keys";
 import { liveRoutes } from "./routes-live";
 import { overrideRoutes } from "./routes-overrides";
 
 /** Where the Worker mounts the admin API. */
 export const ADMIN_PREFIX = "/__floodgate";
-
-/** The admin app's Hono environment: the resolved context travels in `c.var.admin`. */
-export type AdminEnv = { Variables: { admin: AdminContext } };
 
 /** Builds the admin app; `resolve` gives it the Worker's config, Redis client, store and decider. */
 export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
@@ -49,20 +51,21 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
     throw notFound(`No admin endpoint ${c.req.method} ${new URL(c.req.url).pathname}.`);
   });
 
-  app.onError((error) => {
-    if (error instanceof AdminError) return adminProblem(error);
+  app.onError((error, c) => {
+    if (error instanceof ProblemError) return onError(error, c);
     // Anything else is a bug or Redis failing. Its message may quote a command (hashed identities only,
     // never a token), so it goes to the log and not on the wire.
     const { name, message } = error as Error;
     console.error(
       JSON.stringify({ event: "admin_error", error: name, message: String(message).slice(0, 300) }),
     );
-    return adminProblem(
+    return onError(
       new AdminError(
         503,
         "Service Unavailable",
         "The admin request could not be completed; see the Worker's logs.",
       ),
+      c,
     );
   });
 

@@ -34,6 +34,9 @@ export interface AdminContext {
   liveModes?: LiveModeCache;
 }
 
+/** The admin app's Hono environment: the resolved context travels in `c.var.admin`. */
+export type AdminEnv = { Variables: { admin: AdminContext } };
+
 /** Resolves the admin context of one request; may throw (e.g. a config error) to answer 500. */
 export type AdminContextResolver = (c: Context) => AdminContext | Promise<AdminContext>;
 

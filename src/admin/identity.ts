@@ -2,18 +2,17 @@
  * `:identity` in admin paths: the raw value a rule's key extracts (an API key, a client IP, the canonical
  * `ip/64` prefix, a composite `a|b`), URL-decoded exactly once and hashed exactly as the proxy hashes it,
  * or `hash:<hashed form>` to name a hashed identity directly: the 22-character base64url that `hashIdentity`
- * produces and lists show, or the same 16 bytes as 32 hex digits (CONTRACT §6 says `hash:<hex>`).
+ * produces and lists show, or the same 16 bytes as 32 hex digits (the README's "Operating Floodgate" says `hash:<hex>`).
  */
 import type { RuleConfig } from "../config";
 import { hashFromHex, hashIdentity } from "../engine/keys";
 import { canonicalIdentity } from "../identity";
+import { HASH_PREFIX } from "../identity/show";
 import { badRequest } from "./problem";
 
-const HASHED = /^[A-Za-z0-9_-]{22}$/;
-const HASH_PREFIX = "hash:";
+export { showHash } from "../identity/show";
 
-/** How a hashed identity is shown by the admin API (lists can only show hashes). */
-export const showHash = (identityHash: string): string => `${HASH_PREFIX}${identityHash}`;
+const HASHED = /^[A-Za-z0-9_-]{22}$/;
 
 /**
  * The path after `/<segment>/<rule>/` of the request URL, decoded once. Read from the raw URL (not the

@@ -1,31 +1,18 @@
 /**
- * The admin API's problem+json answers (RFC 9457). Every admin error goes through `adminProblem`, so the
- * shape is the same for 401, 404, 400 and 503, and no secret or raw identity ever reaches a body.
+ * The admin API's outcomes (400, 401, 404, 503): `ProblemError`s like every other (src/util/problem.ts),
+ * answered by the one `onError` (src/http/problems.ts), so their shape is the one of every problem+json
+ * Floodgate sends, and no secret or raw identity ever reaches a body.
  */
+import { ProblemError } from "../util/problem";
 
-/** An admin request that cannot be served; `onError` of the admin app turns it into problem+json. */
-export class AdminError extends Error {
-  constructor(
-    readonly status: 400 | 401 | 404 | 503,
-    readonly title: string,
-    readonly detail: string,
-  ) {
-    super(detail);
-    this.name = "AdminError";
+/** An admin request that cannot be served. */
+export class AdminError extends ProblemError {
+  override readonly name = "AdminError";
+  constructor(status: 400 | 401 | 404 | 503, title: string, detail: string) {
+    const headers: Record<string, string> =
+      status === 401 ? { "WWW-Authenticate": 'Bearer realm="floodgate-admin"' } : {};
+    super(status, "about:blank", title, detail, headers);
   }
-}
-
-/** The problem+json response for an admin error. */
-export function adminProblem(error: AdminError): Response {
-  const headers: Record<string, string> = {
-    "Content-Type": "application/problem+json",
-    "Cache-Control": "no-store",
-  };
-  if (error.status === 401) headers["WWW-Authenticate"] = 'Bearer realm="floodgate-admin"';
-  return new Response(
-    JSON.stringify({ type: "about:blank", title: error.title, status: error.status, detail: error.detail }),
-    { status: error.status, headers },
-  );
 }
 
 /** 404 for an admin path or a rule that does not exist. */

@@ -5,11 +5,11 @@
  * that tier's limits (an unknown tier, like the proxy, gets the rule's own).
  */
 import type { Hono } from "hono";
+import { limitsFor } from "../config/rules";
 import { overrideKey } from "../engine/keys";
 import type { RuleCall } from "../engine/types";
 import { recordChange } from "../live/changes";
-import type { AdminEnv } from "./app";
-import { findRule } from "./context";
+import { type AdminEnv, findRule } from "./context";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
 import { getOverride } from "./overrides";
 import { formatPeriod } from "./period";
@@ -22,16 +22,14 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
     const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "keys", rule.name));
-    const tierName = c.req.query("tier");
-    const tier =
-      tierName !== undefined && Object.hasOwn(rule.tiers, tierName) ? rule.tiers[tierName] : undefined;
+    // The same resolution as the limiter's plan (one resolver, src/config/rules.ts).
+    const limits = limitsFor(rule, c.req.query("tier"));
     const call: RuleCall = {
       rule: rule.name,
       algorithm: rule.algorithm,
-      // The same resolution as the proxy's plan: a tier's burst defaults to the tier's limit.
-      limit: tier?.limit ?? rule.limit,
-      periodMs: tier?.periodMs ?? rule.periodMs,
-      burst: tier?.burst ?? tier?.limit ?? rule.burst,
+      limit: limits.limit,
+      periodMs: limits.periodMs,
+      burst: limits.burst,
       cost: 1,
       mode: "on",
       failure: rule.failure ?? admin.config.failure,
@@ -47,7 +45,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       rule: rule.name,
       identity: showHash(identityHash),
       algorithm: rule.algorithm,
-      tier: tier ? tierName : null,
+      tier: limits.tier ?? null,
       // What the next request of cost 1 would get; nothing was counted to find out.
       allowed: result.outcome === "allowed",
       limit: result.limit,

@@ -7,8 +7,7 @@ import type { RuleConfig } from "../config/rules";
 import type { Mode } from "../engine/types";
 import { explainMode } from "../live/effective";
 import { type LiveModes, readLiveModes, writeLiveMode } from "../live/modes";
-import type { AdminEnv } from "./app";
-import { findRule } from "./context";
+import { type AdminEnv, findRule } from "./context";
 import { formatPeriod } from "./period";
 import { ModeBody, parseBody } from "./schemas";
 

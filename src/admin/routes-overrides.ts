@@ -6,8 +6,7 @@
 import type { Hono } from "hono";
 import { overrideKey } from "../engine/keys";
 import { recordChange } from "../live/changes";
-import type { AdminEnv } from "./app";
-import { findRule } from "./context";
+import { type AdminEnv, findRule } from "./context";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
 import {
   deleteOverride,

@@ -4,13 +4,13 @@
  */
 import * as v from "valibot";
 import { MAX_PERIOD_MS, MIN_PERIOD_MS, parseDurationMs } from "../config/duration";
+import { MAX_UNITS, MODES } from "../config/schema";
 import { badRequest } from "./problem";
 
-const MAX_QUOTA = 1_000_000_000;
 /** The longest TTL an override may have: ten years, in seconds (beyond that, omit `ttl`). */
 const MAX_TTL_SECONDS = 10 * 365 * 86_400;
 
-const quota = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_QUOTA));
+const quota = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_UNITS));
 const period = v.pipe(
   v.union([v.string(), v.number()]),
   v.check(
@@ -35,7 +35,7 @@ export const OverrideBody = v.strictObject({
 
 /** `PUT /mode`: `{ mode: "on" | "off" | "monitor" | null, rule? }`; `null` clears the live switch. */
 export const ModeBody = v.strictObject({
-  mode: v.nullable(v.picklist(["on", "off", "monitor"])),
+  mode: v.nullable(v.picklist(MODES)),
   rule: v.optional(v.string()),
 });
 

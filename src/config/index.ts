@@ -1,5 +1,5 @@
 /**
- * Parses the Worker's bindings (CONTRACT §2) once per isolate. Every binding may arrive as a string;
+ * Parses the Worker's bindings (README: "Configuration") once per isolate. Every binding may arrive as a string;
  * numbers and `RATE_LIMIT_RULES` also in their TOML types. An invalid binding throws a `ConfigError`
  * naming it; the Worker then answers 500 (never unlimited) and `npm run check-config` reports the same.
  */
@@ -9,19 +9,20 @@ import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
 import { ConfigError, configErrorFrom } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
-import { FAILURES, HEADER_NAME, MODES } from "./schema";
+import { DEFAULTS, FAILURES, HEADER_NAME, MODES } from "./schema";
 
 export type { RedisEndpoint } from "./endpoints";
 export { ConfigError } from "./errors";
 export {
   DEFAULT_LEASE_MS,
   type KeyPart,
+  limitsFor,
   parseKey,
   parseRules,
   type RuleConfig,
   type TierLimits,
 } from "./rules";
-export type { RuleInput } from "./schema";
+export { DEFAULTS, FAILURES, MAX_UNITS, MODES, type RuleInput } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */
 export interface FloodgateConfig {
@@ -32,8 +33,6 @@ export interface FloodgateConfig {
   /** Every endpoint `UPSTASH_REDIS_REST_URL` lists, in its order (README "Scaling out"). */
   redisEndpoints: RedisEndpoint[];
   rules: RuleConfig[];
-  /** The rules as written, for the middleware (which validates them again, cheaply, once). */
-  rulesInput: unknown[];
   mode: Mode;
   failure: FailurePolicy;
   timeoutMs: number;
@@ -80,15 +79,15 @@ const bindingsSchema = v.object({
   UPSTASH_REDIS_REST_URL: restUrlsSchema,
   UPSTASH_REDIS_REST_TOKEN: restTokensSchema,
   RATE_LIMIT_MODE: v.optional(
-    v.picklist(MODES, (i) => `RATE_LIMIT_MODE: ${show(i.input)} is not one of on | off | monitor`),
-    "on",
+    v.picklist(MODES, (i) => `RATE_LIMIT_MODE: ${show(i.input)} is not one of ${MODES.join(" | ")}`),
+    DEFAULTS.mode,
   ),
   RATE_LIMIT_FAILURE: v.optional(
-    v.picklist(FAILURES, (i) => `RATE_LIMIT_FAILURE: ${show(i.input)} is not one of open | closed`),
-    "open",
+    v.picklist(FAILURES, (i) => `RATE_LIMIT_FAILURE: ${show(i.input)} is not one of ${FAILURES.join(" | ")}`),
+    DEFAULTS.failure,
   ),
-  RATE_LIMIT_TIMEOUT_MS: v.optional(wholeMs("RATE_LIMIT_TIMEOUT_MS", 60_000), 200),
-  ORIGIN_TIMEOUT_MS: v.optional(wholeMs("ORIGIN_TIMEOUT_MS", 600_000), 30_000),
+  RATE_LIMIT_TIMEOUT_MS: v.optional(wholeMs("RATE_LIMIT_TIMEOUT_MS", 60_000), DEFAULTS.timeoutMs),
+  ORIGIN_TIMEOUT_MS: v.optional(wholeMs("ORIGIN_TIMEOUT_MS", 600_000), DEFAULTS.originTimeoutMs),
   RATE_LIMIT_PREFIX: v.optional(
     v.pipe(
       text("RATE_LIMIT_PREFIX"),
@@ -97,7 +96,7 @@ const bindingsSchema = v.object({
         (i) => `RATE_LIMIT_PREFIX: ${show(i.input)} is not [A-Za-z0-9_.:-]{1,64}`,
       ),
     ),
-    "rl",
+    DEFAULTS.prefix,
   ),
   // A secret: messages never echo its value.
   RATE_LIMIT_ADMIN_TOKEN: v.optional(v.string("RATE_LIMIT_ADMIN_TOKEN: expected a string")),
@@ -106,7 +105,7 @@ const bindingsSchema = v.object({
       text("RATE_LIMIT_CLIENT_IP_HEADER"),
       v.regex(HEADER_NAME, (i) => `RATE_LIMIT_CLIENT_IP_HEADER: ${show(i.input)} is not a header name`),
     ),
-    "CF-Connecting-IP",
+    DEFAULTS.clientIpHeader,
   ),
   RATE_LIMIT_JWT_SECRET: v.optional(v.string("RATE_LIMIT_JWT_SECRET: expected a string")),
   RATE_LIMIT_JWKS_URL: v.optional(httpUrl("RATE_LIMIT_JWKS_URL")),
@@ -144,11 +143,9 @@ export function parseEnv(
   if (requireOrigin && result.success && result.output.ORIGIN_URL === undefined) {
     problems.push("ORIGIN_URL: required (where allowed requests go, e.g. https://origin.example.com)");
   }
-  let rulesInput: unknown[] = [];
   let rules: RuleConfig[] = [];
   try {
-    rulesInput = rulesFrom(env.RATE_LIMIT_RULES);
-    rules = parseRules(rulesInput, {
+    rules = parseRules(rulesFrom(env.RATE_LIMIT_RULES), {
       label: "RATE_LIMIT_RULES",
       jwtVerifiable: Boolean(env.RATE_LIMIT_JWT_SECRET) || Boolean(env.RATE_LIMIT_JWKS_URL),
     });
@@ -163,7 +160,6 @@ export function parseEnv(
     redis: endpoints[0] as RedisEndpoint,
     redisEndpoints: endpoints,
     rules,
-    rulesInput,
     mode: b.RATE_LIMIT_MODE,
     failure: b.RATE_LIMIT_FAILURE,
     timeoutMs: b.RATE_LIMIT_TIMEOUT_MS,

@@ -1,5 +1,5 @@
 /**
- * The shape of one rule (CONTRACT §3), as a valibot schema. Each check carries its own message, so a
+ * The shape of one rule (README: "Rules"), as a valibot schema. Each check carries its own message, so a
  * config error reads like `RATE_LIMIT_RULES[2].period: "1 fortnight" is not a duration`.
  * Semantic checks that need more than one field (unique names, jwt keys need a verifier) live in `rules.ts`.
  */
@@ -75,8 +75,32 @@ export const MAX_UNITS = 1_000_000_000;
 const picklist = <T extends string>(options: readonly [T, ...T[]]) =>
   v.picklist(options, (i) => `${show(i.input)} is not one of ${options.join(" | ")}`);
 
+/** Every mode (`RATE_LIMIT_MODE`, a rule's `mode`, the admin API's live switch). */
 export const MODES = ["on", "off", "monitor"] as const;
+/** Every failure policy (`RATE_LIMIT_FAILURE`, a rule's `failure`). */
 export const FAILURES = ["open", "closed"] as const;
+
+/**
+ * The default of every optional setting, the same for the Worker's bindings and the middleware's options
+ * (the README's "Configuration" table).
+ */
+export const DEFAULTS = {
+  mode: "on",
+  failure: "open",
+  /** Budget for one whole Redis decision, ms. */
+  timeoutMs: 200,
+  /** Wait for the origin's response headers, ms. */
+  originTimeoutMs: 30_000,
+  prefix: "rl",
+  clientIpHeader: "CF-Connecting-IP",
+} as const satisfies {
+  mode: (typeof MODES)[number];
+  failure: (typeof FAILURES)[number];
+  timeoutMs: number;
+  originTimeoutMs: number;
+  prefix: string;
+  clientIpHeader: string;
+};
 export const ALGORITHMS = [
   "fixed-window",
   "sliding-window",

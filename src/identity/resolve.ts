@@ -20,11 +20,14 @@ export interface IdentityOptions {
 }
 
 /**
- * One request's view for identity resolution. Values that are costly or shared by several rules (the
- * verified JWT, the client IP) are computed at most once per request.
+ * One request's facts: its parsed URL, client IP, id and verified JWT, each computed at most once per
+ * request and only when something reads it. The limiter puts it on `c.var` so later steps (the proxy, a
+ * log line) read the same values instead of computing them again.
  */
 export class RequestIdentity {
   private payload?: Promise<JWTPayload | undefined>;
+  private ip?: string | null;
+  private uuid?: string;
   readonly url: URL;
 
   constructor(
@@ -37,9 +40,25 @@ export class RequestIdentity {
 
   /** The canonical client IP, or `unknown` (one shared bucket) when the trusted header is absent. */
   clientIp(): string {
-    const ip = clientIpFrom(this.request.headers, this.options.clientIpHeader);
+    const ip = this.trustedIp();
     if (ip === undefined) this.options.onUnknownIp?.();
     return ip ?? UNKNOWN_IP;
+  }
+
+  /** The canonical IP from the trusted header, or `undefined` when the header is absent or not an IP. */
+  trustedIp(): string | undefined {
+    if (this.ip === undefined)
+      this.ip = clientIpFrom(this.request.headers, this.options.clientIpHeader) ?? null;
+    return this.ip ?? undefined;
+  }
+
+  /**
+   * The request's id (a concurrency slot's member, a log line's `request_id`): a random UUID made on first
+   * use, per request (Workers forbid randomness at module scope).
+   */
+  id(): string {
+    this.uuid ??= crypto.randomUUID();
+    return this.uuid;
   }
 
   /** The value of one key part, or `undefined` when the request has none. */

@@ -8,6 +8,7 @@
  * Why not read the mode inside the decision script: a key that every request's script touches is locked by
  * every call on Upstash (key locking), which would serialize all clients of all rules behind one key.
  */
+import { DEFAULTS } from "../config/schema";
 import { type LiveModes, NO_LIVE_MODES } from "./modes";
 
 /** Schedules work that may outlive the response (`executionCtx.waitUntil`). */
@@ -59,7 +60,7 @@ export class LiveModeCache {
   constructor(options: LiveModeCacheOptions) {
     this.load = options.load;
     this.refreshIntervalMs = options.refreshIntervalMs ?? 1000;
-    this.coldLoadTimeoutMs = options.coldLoadTimeoutMs ?? 200;
+    this.coldLoadTimeoutMs = options.coldLoadTimeoutMs ?? DEFAULTS.timeoutMs;
     this.staleRefreshMs = options.staleRefreshMs ?? 5000;
     this.now = options.now ?? Date.now;
     this.catchUp = options.catchUp;

@@ -5,6 +5,7 @@
  * log (`epoch`, `change:<n>`; see changes.ts), so one read per second tells an isolate both.
  */
 import type { Redis } from "@upstash/redis";
+import { MODES } from "../config/schema";
 import type { Mode } from "../engine/types";
 
 /** What live switches are in force; absent = no live switch, the configured mode applies. */
@@ -20,7 +21,6 @@ export interface LiveModes {
 /** No live switch at all: what an isolate assumes when Redis cannot tell it otherwise. */
 export const NO_LIVE_MODES: LiveModes = Object.freeze({ rules: Object.freeze({}) }) as LiveModes;
 
-const MODES: readonly Mode[] = ["on", "off", "monitor"];
 const GLOBAL_FIELD = "global";
 const RULE_FIELD_PREFIX = "rule:";
 /** The field counting admin changes (changes.ts). */

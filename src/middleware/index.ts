@@ -1,110 +1,69 @@
 /**
- * `rateLimit(options)`: the Hono middleware, and the Worker's whole limiting pipeline (the Worker is this
- * middleware in front of the proxy). Per request: match rules → resolve identities → ONE engine call →
- * 429 / 503, or on to the handler with the rate-limit headers added to its response.
+ * `rateLimit(options)`: Floodgate as a Hono middleware. It validates its options once, builds one limiter
+ * (src/middleware/limiter.ts, the same one the Worker runs) and returns the middleware. Options may be a
+ * function of the context, for credentials that arrive with the first request (Workers' bindings): it is
+ * called once, on the first request, and the limiter it builds serves every later request of the isolate.
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
-import { ConfigError, parseRules } from "../config";
+import { ConfigError, DEFAULTS, parseRules } from "../config";
 import { createStore } from "../engine/store";
-import type { Decider, Decision, RuleResult } from "../engine/types";
-import { ProblemError, problemResponse } from "../http/problems";
-import { releaseWhenWritten, type WaitUntil } from "../http/release";
-import { createJwtVerifier, type IdentityOptions, RequestIdentity } from "../identity";
+import type { Decider } from "../engine/types";
+import { createJwtVerifier } from "../identity";
 import { createDecider } from "../resilience/decider";
-import { compileRules } from "../rules/match";
-import { NO_LIVE_MODES } from "../rules/modes";
+import { createLimiter, type Limiter } from "./limiter";
 import type { RateLimitOptions } from "./options";
-import { type PlannedRule, planCalls } from "./plan";
-import { serverTiming, verdictOf } from "./verdict";
+import type { PlannedRule } from "./plan";
 
+export * from "./errors";
+export { createLimiter, type Limiter, type LimiterDeps } from "./limiter";
 export type * from "./options";
+export type { PlannedRule } from "./plan";
 
 /**
  * Rate-limits the requests of a Hono app with Floodgate's engine (one atomic Redis call per request).
- * Validates the options once (throws a `ConfigError` naming the field) and returns the middleware.
+ * A denied request throws a 429 (`QuotaExceededError`, an `HTTPException`) whose default response is
+ * problem+json with `Retry-After`; the decision is on `c.get("rateLimit")`. An invalid option throws a
+ * `ConfigError` naming the field (at once for a value, on the first request for a function).
  *
  * @example
- * app.use("/api/*", rateLimit({
- *   redis: { url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN },
- *   rules: [{ name: "per-key", key: (c) => c.req.header("x-api-key"), algorithm: "token-bucket", limit: 100, period: "1m" }],
- * }));
+ * app.use("/api/*", rateLimit((c) => ({
+ *   redis: { url: c.env.UPSTASH_REDIS_REST_URL, token: c.env.UPSTASH_REDIS_REST_TOKEN },
+ *   rules: [{ name: "per-key", key: "header:x-api-key", algorithm: "token-bucket", limit: 100, period: "1m" }],
+ * })));
  */
-export function rateLimit<E extends HonoEnv = HonoEnv>(options: RateLimitOptions<E>): MiddlewareHandler<E> {
-  const planned = validateRules(options);
-  const compiled = compileRules(planned.map((p) => p.rule));
-  const byRule = new Map(planned.map((p) => [p.rule, p]));
-  const mode = options.mode ?? "on";
-  const failure = options.failure ?? "open";
-  const timeoutMs = options.timeoutMs ?? 200;
-  const getDecider = lazyDecider(options);
-
-  let warnedUnknownIp = false;
-  const identityOptions: IdentityOptions = {
-    clientIpHeader: options.clientIpHeader ?? "CF-Connecting-IP",
-    verifyJwt: options.jwt?.secret || options.jwt?.jwksUrl ? createJwtVerifier(options.jwt) : undefined,
-    onUnknownIp: () => {
-      if (warnedUnknownIp) return;
-      warnedUnknownIp = true;
-      console.warn(
-        `floodgate: a request arrived without the ${identityOptions.clientIpHeader} header; its IP identity is "unknown" (one shared bucket). Set RATE_LIMIT_CLIENT_IP_HEADER if your platform uses another header.`,
-      );
-    },
-  };
-
+// `any` as Hono's own `Context` defaults it: `rateLimit((c) => …)` inside `app.use` cannot infer the app's
+// env from the call site, and `c.env.UPSTASH_REDIS_REST_URL` must type-check without an annotation.
+// biome-ignore lint/suspicious/noExplicitAny: see above
+export function rateLimit<E extends HonoEnv = any>(
+  options: RateLimitOptions<E> | ((c: Context<E>) => RateLimitOptions<E>),
+): MiddlewareHandler<E> {
+  if (typeof options !== "function") {
+    const { middleware } = limiterOf(options);
+    return middleware as MiddlewareHandler<E>;
+  }
+  let limiter: Limiter | undefined;
   return async function rateLimit(c, next) {
-    const url = new URL(c.req.url);
-    const matched = compiled
-      .filter((r) => r.matches(c.req.method, url))
-      .map((r) => byRule.get(r.rule) as PlannedRule);
-    if (matched.length === 0) return next();
-
-    // A fresh isolate's first read of the live modes waits on Redis: the decision gets what is left of
-    // the same budget, so no request waits on Redis longer than `timeoutMs` in all.
-    const liveStartedAt = Date.now();
-    const live = options.liveModes ? await options.liveModes(c) : NO_LIVE_MODES;
-    const budgetMs = timeoutMs - (Date.now() - liveStartedAt);
-    const request = new RequestIdentity(c.req.raw, identityOptions, url);
-    let calls: Awaited<ReturnType<typeof planCalls>>;
-    try {
-      calls = await planCalls(c as unknown as Context, request, matched, { mode, failure, live });
-    } catch (error) {
-      if (error instanceof ProblemError) return problemResponse(error);
-      throw error;
-    }
-    if (calls.length === 0) return next(); // every matched rule is off or skipped: no headers, no Redis call
-
-    const decider = getDecider();
-    // Per request, never at module scope: Workers forbid randomness in global scope.
-    const requestId = crypto.randomUUID();
-    const decision = await decider.decide(calls, requestId, { budgetMs });
-    report(options, decision, c.req.raw, requestId);
-
-    const waitUntil = waitUntilOf(c);
-    const slots = heldSlots(decision);
-    const releaseSlots = () =>
-      Promise.all(slots.map((r) => decider.release(r.call, requestId))).then(() => undefined);
-    const verdict = verdictOf(decision);
-    if (!verdict.allowed) {
-      if (slots.length > 0) waitUntil(releaseSlots().catch(() => undefined));
-      const response = problemResponse(verdict.problem);
-      response.headers.set("Server-Timing", serverTiming(decision));
-      return response;
-    }
-
-    await next();
-    if (c.res.status === 101 || (c.res as { webSocket?: unknown }).webSocket) {
-      if (slots.length > 0) waitUntil(releaseSlots().catch(() => undefined));
-      return;
-    }
-    const timing = serverTiming(decision);
-    const response = withHeaders(c.res, verdict.headers, timing);
-    const settled =
-      slots.length === 0 || response.status === 502 || response.status === 504 || response.body === null;
-    if (slots.length > 0 && settled) waitUntil(releaseSlots().catch(() => undefined));
-    if (!settled) c.res = releaseWhenWritten(response, releaseSlots, waitUntil);
-    // Hono's `c.res` setter copies the response and every header again: only assign a new object.
-    else if (response !== c.res) c.res = response;
+    limiter ??= limiterOf(options(c));
+    return limiter.middleware(c as unknown as Context, next);
   };
+}
+
+/** Validates the options and builds their limiter (defaults from src/config/schema.ts). */
+function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
+  const rules = validateRules(options);
+  const timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
+  return createLimiter(rules, {
+    decider: deciderOf(options, timeoutMs),
+    mode: options.mode ?? DEFAULTS.mode,
+    failure: options.failure ?? DEFAULTS.failure,
+    timeoutMs,
+    clientIpHeader: options.clientIpHeader ?? DEFAULTS.clientIpHeader,
+    verifyJwt: options.jwt?.secret || options.jwt?.jwksUrl ? createJwtVerifier(options.jwt) : undefined,
+    liveModes: options.liveModes as
+      | ((c: Context) => ReturnType<NonNullable<typeof options.liveModes>>)
+      | undefined,
+    onDecision: options.onDecision,
+  });
 }
 
 /** Validates the rules once; key/cost/tier functions are set aside and the rest checked like RATE_LIMIT_RULES. */
@@ -126,78 +85,25 @@ function validateRules<E extends HonoEnv>(options: RateLimitOptions<E>): Planned
   return rules.map((rule, i) => ({ rule, ...(fns[i] as object) }) as PlannedRule);
 }
 
-/** The engine, built on first use (no I/O, timers or randomness may happen at a Worker's module scope). */
-function lazyDecider<E extends HonoEnv>(options: RateLimitOptions<E>): () => Decider {
-  if (options.decider) {
-    const decider = options.decider;
-    return () => decider;
-  }
+/** The given engine, or one on the given Upstash credentials. */
+function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, timeoutMs: number): Decider {
+  if (options.decider) return options.decider;
   if (!options.redis?.url || !options.redis?.token) {
     throw new ConfigError(
       "redis: give { url, token } (UPSTASH_REDIS_REST_URL / _TOKEN) or a ready `decider`",
     );
   }
   const redis = options.redis;
+  const prefix = options.prefix ?? DEFAULTS.prefix;
+  // Built on the first decision: a Worker may call `rateLimit({...})` at module scope, where no I/O,
+  // timer or randomness is allowed.
   let decider: Decider | undefined;
-  return () => {
-    decider ??= createDecider(
-      createStore({ ...redis, prefix: options.prefix ?? "rl", timeoutMs: options.timeoutMs ?? 200 }),
-      {
-        timeoutMs: options.timeoutMs ?? 200,
-      },
-    );
+  const get = () => {
+    decider ??= createDecider(createStore({ ...redis, prefix, timeoutMs }), { timeoutMs });
     return decider;
   };
-}
-
-/** Concurrency slots this request holds (or may hold: a timed-out call may still have been counted). */
-function heldSlots(decision: Decision): RuleResult[] {
-  return decision.results.filter(
-    (r) =>
-      r.call.algorithm === "concurrency" &&
-      r.outcome === "allowed" &&
-      (r.source === "redis" || r.source === "undecided"),
-  );
-}
-
-function report<E extends HonoEnv>(
-  options: RateLimitOptions<E>,
-  decision: Decision,
-  request: Request,
-  requestId: string,
-) {
-  try {
-    options.onDecision?.({ decision, request, requestId });
-  } catch {
-    // An observer must never fail the request.
-  }
-}
-
-/** `executionCtx.waitUntil` on Workers; elsewhere (Node, Bun) the promise simply runs on. */
-function waitUntilOf(c: Context): WaitUntil {
-  try {
-    const ctx = c.executionCtx;
-    return (promise) => ctx.waitUntil(promise);
-  } catch {
-    return (promise) => void promise.catch(() => undefined);
-  }
-}
-
-/**
- * `response` with the rate-limit headers and `Server-Timing` added: in place when its headers can be
- * changed (the proxy's and most handlers' can), else on a copy (a fetched response's are immutable; the
- * body is not copied). A refused `set` throws before changing anything.
- */
-function withHeaders(response: Response, headers: Record<string, string>, timing: string): Response {
-  const add = (target: Response): Response => {
-    for (const name in headers) target.headers.set(name, headers[name] as string);
-    target.headers.append("Server-Timing", timing);
-    return target;
+  return {
+    decide: (calls, requestId, opts) => get().decide(calls, requestId, opts),
+    release: (call, requestId) => get().release(call, requestId),
   };
-  try {
-    return add(response);
-  } catch (error) {
-    if (!(error instanceof TypeError)) throw error;
-    return add(new Response(response.body, response));
-  }
 }

@@ -1,15 +1,43 @@
 /**
- * The options of `rateLimit(options)` (CONTRACT §7): the same rules as `RATE_LIMIT_RULES`, with keys and
+ * The options of `rateLimit(options)`: the same rules as `RATE_LIMIT_RULES`, with keys and
  * costs also as functions of the Hono context, and the engine either as Upstash credentials or as a ready
  * `Decider`.
  */
 import type { Context, Env as HonoEnv } from "hono";
-import type { Algorithm, Decider, FailurePolicy, Mode } from "../engine/types";
+import type { Algorithm, Decider, Decision, FailurePolicy, Mode, RuleResult, Source } from "../engine/types";
 import type { JwtOptions } from "../identity/jwt";
-import type { DecisionEvent } from "../observability";
 import type { LiveModes } from "../rules/modes";
 
-export type { DecisionEvent } from "../observability";
+/** What the limiter reports about one decided request (to `onDecision`). */
+export interface DecisionEvent {
+  decision: Decision;
+  request: Request;
+  /** The request's id (also its concurrency slot's id); made on first read, so only when something uses it. */
+  readonly requestId: string;
+}
+
+/** The decision as a handler (or later middleware) reads it: `c.get("rateLimit")`. */
+export interface RateLimitInfo {
+  /** Whether every `on` rule allowed the request (a handler only ever sees `false` in `monitor` mode). */
+  allowed: boolean;
+  /** Every rule decided for this request, in rule order: limit, remaining, reset, source. */
+  rules: RuleResult[];
+  /** The strictest decided rule (the one the `X-RateLimit-*` headers describe); absent when none was decided. */
+  policy: string | undefined;
+  /** Its limit. */
+  limit: number | undefined;
+  /** Its remaining quota. */
+  remaining: number | undefined;
+  /** Where its result came from: `redis`, or a degraded source (`deny-cache`, `fallback`, `undecided`). */
+  source: Source;
+}
+
+declare module "hono" {
+  interface ContextVariableMap {
+    /** The rate-limit decision of this request; `undefined` when no rule applied to it. */
+    rateLimit: RateLimitInfo | undefined;
+  }
+}
 
 /** `ip` | `ip/64` | `global` | `header:<name>` | `query:<name>` | `jwt:<claim>`. */
 export type KeySource = "ip" | "ip/64" | "global" | `header:${string}` | `query:${string}` | `jwt:${string}`;
@@ -25,7 +53,7 @@ export type CostFunction<E extends HonoEnv = HonoEnv> = (c: Context<E>) => numbe
 /** A period: `"30s"`, `"1m"`, `"1h"`, `"1d"`, or whole seconds; 1s..30d. */
 export type Period = `${number}${"s" | "m" | "h" | "d"}` | number;
 
-/** One rule (CONTRACT §3). */
+/** One rule (README: "Rules"). */
 export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   /** `[A-Za-z0-9_-]{1,64}`, unique; appears in headers and Redis keys. */
   name: string;

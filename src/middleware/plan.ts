@@ -4,12 +4,12 @@
  * no call; `missing = "deny"` and an invalid cost end the request here (401 / 400).
  */
 import type { Context } from "hono";
-import type { RuleConfig } from "../config";
+import { limitsFor, MAX_UNITS, type RuleConfig } from "../config";
 import { hashIdentity } from "../engine/keys";
 import type { FailurePolicy, Mode, RuleCall } from "../engine/types";
-import { InvalidCostError, MissingIdentityError } from "../http/problems";
 import { identityOf, type RequestIdentity, tierOf } from "../identity";
 import { effectiveMode, type LiveModes } from "../rules/modes";
+import { InvalidCostError, MissingIdentityError } from "./errors";
 import type { CostFunction, KeyFunction } from "./options";
 
 /** A validated rule plus the functions the middleware user gave for it. */
@@ -26,8 +26,6 @@ export interface PlanContext {
   failure: FailurePolicy;
   live: LiveModes;
 }
-
-const MAX_COST = 1_000_000_000;
 
 /** The engine calls for one request, in rule order. */
 export async function planCalls(
@@ -63,16 +61,14 @@ async function planCall(
   }
 
   const tierName = tierFn ? nonEmpty(await tierFn(c)) : await tierOf(rule, request);
-  const tier =
-    tierName !== undefined && Object.hasOwn(rule.tiers, tierName) ? rule.tiers[tierName] : undefined;
-  const limit = tier?.limit ?? rule.limit;
+  const { limit, periodMs, burst } = limitsFor(rule, tierName);
 
   return {
     rule: rule.name,
     algorithm: rule.algorithm,
     limit,
-    periodMs: tier?.periodMs ?? rule.periodMs,
-    burst: tier?.burst ?? tier?.limit ?? rule.burst,
+    periodMs,
+    burst,
     // A concurrency rule holds one slot per request, whatever the cost.
     cost: rule.algorithm === "concurrency" ? 1 : await costOf(c, rule, costFn),
     mode,
@@ -85,14 +81,14 @@ async function costOf(c: Context, rule: RuleConfig, costFn: CostFunction | undef
   if (costFn) return checkedCost(rule.name, "the cost function", await costFn(c));
   if (rule.cost.kind === "units") return rule.cost.units;
   const header = c.req.header(rule.cost.name);
-  // An absent header means one unit (CONTRACT §3), so plain requests stay cheap.
+  // An absent header means one unit (README: "Rules"), so plain requests stay cheap.
   if (header === undefined) return 1;
   const text = header.trim();
   return checkedCost(rule.name, `header ${rule.cost.name}`, /^\d{1,10}$/.test(text) ? Number(text) : text);
 }
 
 function checkedCost(rule: string, source: string, value: unknown): number {
-  if (typeof value === "number" && Number.isInteger(value) && value >= 1 && value <= MAX_COST) return value;
+  if (typeof value === "number" && Number.isInteger(value) && value >= 1 && value <= MAX_UNITS) return value;
   throw new InvalidCostError(rule, source, value);
 }
 

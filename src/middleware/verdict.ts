@@ -1,12 +1,12 @@
 /**
- * Applies the failure policy and the modes to a `Decision` (CONTRACT §3, §4, §9): 503 if a matched `on`
+ * Applies the failure policy and the modes to a `Decision` (README: "Rules", "Responses", "When things fail"): 503 if a matched `on`
  * rule that fails closed could not be decided; 429 if an `on` rule denies; otherwise allowed. Headers
  * are built for the results Redis decided (a fail-open rule that Redis could not decide has no RateLimit
  * member, even when the local fallback limiter judged it).
  */
 import type { Decision, RuleResult } from "../engine/types";
-import { QuotaExceededError, ReducedCapacityError } from "../http/problems";
-import { ceilSeconds, rateLimitHeaders, retryAfterSeconds, strictest } from "../http/ratelimit-headers";
+import { QuotaExceededError, ReducedCapacityError } from "./errors";
+import { ceilSeconds, rateLimitHeaders, retryAfterSeconds, strictest } from "./headers";
 
 /** What the request gets: the headers to add to an allowed response, or the problem to answer with. */
 export type Verdict =
@@ -32,7 +32,7 @@ export function verdictOf(decision: Decision): Verdict {
   }
 
   // RateLimit members only for what Redis decided (now, or recently: the deny cache). Undecided rules and
-  // the approximate fallback limiter's guesses are not advertised as quota (CONTRACT §9).
+  // the approximate fallback limiter's guesses are not advertised as quota (README: "When things fail").
   const fromRedis = decision.results.filter((r) => r.source === "redis" || r.source === "deny-cache");
   const headers = rateLimitHeaders(fromRedis);
   const decided = decision.results.filter((r) => r.source !== "undecided");

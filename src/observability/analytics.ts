@@ -13,7 +13,7 @@
  * No identity (raw or hashed), token, path or query is written.
  */
 import type { Decision } from "../engine/types";
-import { verdictOf } from "./verdict";
+import { ruleVerdictOf } from "./verdict";
 
 /** One data point, as Workers' `AnalyticsEngineDataPoint` (declared here so the library builds off Workers). */
 export interface DataPoint {
@@ -32,7 +32,7 @@ export function dataPointsOf(decision: Decision, method: string, colo: string): 
   const points: DataPoint[] = [];
   for (const result of decision.results) {
     const { call } = result;
-    const verdict = verdictOf(result);
+    const verdict = ruleVerdictOf(result);
     // A rule that was not evaluated (another rule's cached denial answered) has nothing to chart.
     if (verdict === "skipped") continue;
     points.push({

@@ -3,17 +3,11 @@
  * (when `RATE_LIMIT_ANALYTICS` is bound) and a log line per denial / would-deny. Synchronous and
  * never throwing, so observing a decision can neither slow nor fail the request.
  */
-import type { Decision } from "../engine/types";
+import type { DecisionEvent } from "../middleware";
 import { type DataPointSink, writeDecision } from "./analytics";
 import { decisionLogLine } from "./log";
 
-/** What the pipeline reports about one decided request. */
-export interface DecisionEvent {
-  decision: Decision;
-  request: Request;
-  /** The id the decision was made under (also the concurrency slot's id). */
-  requestId: string;
-}
+export type { DecisionEvent } from "../middleware";
 
 /** Where observations go. */
 export interface ObserverOptions {
@@ -49,4 +43,4 @@ function coloOf(request: Request): string {
 
 export { type DataPoint, type DataPointSink, dataPointsOf } from "./analytics";
 export { decisionLogLine } from "./log";
-export { type Verdict, verdictOf } from "./verdict";
+export { type RuleVerdict, ruleVerdictOf } from "./verdict";

@@ -5,13 +5,13 @@
  * identity, token, header or query string.
  */
 
-import { showHash } from "../admin/identity";
 import type { Decision } from "../engine/types";
-import { verdictOf } from "./verdict";
+import { showHash } from "../identity/show";
+import { ruleVerdictOf } from "./verdict";
 
 /** The log line of a decision, or `undefined` when nothing was (or would have been) denied. */
 export function decisionLogLine(decision: Decision, method: string, requestId: string): string | undefined {
-  const verdicts = decision.results.map(verdictOf);
+  const verdicts = decision.results.map(ruleVerdictOf);
   const shown = decision.results.filter((_, i) => verdicts[i] !== "allowed" && verdicts[i] !== "skipped");
   if (shown.length === 0) return undefined;
   const denied = verdicts.some((v) => v === "denied" || v === "unavailable");
@@ -22,7 +22,7 @@ export function decisionLogLine(decision: Decision, method: string, requestId: s
     latency_ms: Math.round(decision.durationMs * 10) / 10,
     rules: shown.map((r) => ({
       rule: r.call.rule,
-      verdict: verdictOf(r),
+      verdict: ruleVerdictOf(r),
       mode: r.call.mode,
       identity: showHash(r.call.identityHash),
       limit: r.limit,

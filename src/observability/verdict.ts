@@ -5,11 +5,11 @@
  */
 import type { RuleResult } from "../engine/types";
 
-/** One rule's verdict on one request. */
-export type Verdict = "allowed" | "denied" | "would-deny" | "unavailable" | "skipped";
+/** One rule's verdict on one request (the request's own is `Verdict` in src/middleware/verdict.ts). */
+export type RuleVerdict = "allowed" | "denied" | "would-deny" | "unavailable" | "skipped";
 
 /** The verdict of one rule's result. */
-export function verdictOf(result: RuleResult): Verdict {
+export function ruleVerdictOf(result: RuleResult): RuleVerdict {
   if (result.source === "undecided") {
     if (result.reason === "deny_cache") return "skipped";
     return result.call.mode === "on" && result.call.failure === "closed" ? "unavailable" : "allowed";

@@ -1,5 +1,5 @@
 /**
- * Circuit breaker around Redis decisions, one per isolate (CONTRACT §9).
+ * Circuit breaker around Redis decisions, one per isolate (README: "When things fail").
  *
  * After `failureThreshold` consecutive failed decisions it opens: no Redis call for `baseOpenMs`, then one
  * probe at a time (half-open). A failed probe reopens it for twice as long, up to `maxOpenMs`; a successful
@@ -12,7 +12,7 @@
 /** `closed` calls Redis; `open` does not; `half-open` lets one probe through. */
 export type BreakerState = "closed" | "open" | "half-open";
 
-/** Tuning of the breaker. Defaults follow CONTRACT §9. */
+/** Tuning of the breaker. Defaults follow the README, "When things fail". */
 export interface BreakerOptions {
   /** Consecutive failed decisions that open the breaker. @default 5 */
   failureThreshold?: number;

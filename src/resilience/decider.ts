@@ -1,6 +1,6 @@
 /**
  * The never-throwing Decider: the store's one Redis call, wrapped so that Redis being slow, down,
- * restarted or misconfigured never becomes the reason the API goes down (CONTRACT §9, issue 5).
+ * restarted or misconfigured never becomes the reason the API goes down (README: "When things fail").
  *
  * Order per decision: the deny cache (a recent Redis denial answers without a call) → the circuit
  * breaker (open: no call) → the store, bounded by the budget → on failure, the local fallback limiter
@@ -32,7 +32,7 @@ export interface DeciderOptions {
   timeoutMs?: number;
   /** Grace beyond `timeoutMs` before the decider stops waiting on the store, ms. @default 50 */
   guardMs?: number;
-  /** Circuit breaker tuning (CONTRACT §9 defaults). */
+  /** Circuit breaker tuning (defaults: the README, "When things fail"). */
   breaker?: BreakerOptions;
   /** Most identities held by the deny cache; 0 disables it. @default 10000 */
   denyCacheEntries?: number;

@@ -1,5 +1,6 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
 import { describe, expect, it, vi } from "vitest";
 import { ConfigError, type DecisionEvent, type LiveModes, rateLimit } from "../../src/index";
 import { baseEnv } from "./proxy-harness";
@@ -125,5 +126,78 @@ describe("rateLimit() in an existing Hono app", () => {
     expect(() =>
       rateLimit({ redis, rules: [{ name: "x", key: "jwt:sub", algorithm: "gcra", limit: 1, period: "1s" }] }),
     ).toThrowError(/jwt:sub.*needs/);
+  });
+});
+
+describe("rateLimit() follows Hono's conventions", () => {
+  it("takes options as a function of the context, built once, and shows the decision on c.var", async () => {
+    const app = new Hono<{ Bindings: { URL: string; TOKEN: string } }>();
+    const built = vi.fn();
+    const keyPrefix = prefix();
+    app.use(
+      "/api/*",
+      rateLimit((c) => {
+        built();
+        return {
+          redis: { url: c.env.URL, token: c.env.TOKEN },
+          prefix: keyPrefix,
+          rules: [
+            { name: "per-ip", key: "header:x-client", algorithm: "fixed-window", limit: 2, period: "1m" },
+          ],
+        };
+      }),
+    );
+    app.get("/api/me", (c) => c.json(c.get("rateLimit") ?? null));
+    const env = { URL: redis.url, TOKEN: redis.token };
+    const send = async () => {
+      const ctx = createExecutionContext();
+      const res = await app.fetch(
+        new Request("http://app.test/api/me", { headers: { "x-client": "c1" } }),
+        env,
+        ctx,
+      );
+      const body = await res.text();
+      await waitOnExecutionContext(ctx);
+      return { status: res.status, headers: res.headers, body };
+    };
+
+    const first = await send();
+    expect(first.status).toBe(200);
+    expect(JSON.parse(first.body)).toMatchObject({
+      allowed: true,
+      policy: "per-ip",
+      limit: 2,
+      remaining: 1,
+      source: "redis",
+      rules: [{ call: { rule: "per-ip" }, outcome: "allowed", remaining: 1 }],
+    });
+    expect(JSON.parse((await send()).body)).toMatchObject({ remaining: 0 });
+    const denied = await send();
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get("Content-Type")).toBe("application/problem+json");
+    expect(Number(denied.headers.get("Retry-After"))).toBeGreaterThanOrEqual(1);
+    expect(built).toHaveBeenCalledTimes(1);
+  });
+
+  it("throws its 429 as an HTTPException that the app's onError can restyle", async () => {
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        redis,
+        prefix: prefix(),
+        rules: [{ name: "one", key: "global", algorithm: "fixed-window", limit: 1, period: "1m" }],
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    app.onError((err, c) => {
+      if (err instanceof HTTPException && err.status === 429) {
+        return c.text(`slow down (${err.getResponse().headers.get("Retry-After")} s)`, 429);
+      }
+      return c.text("other", 500);
+    });
+    expect((await call(app, "/")).status).toBe(200);
+    const denied = await call(app, "/");
+    expect(denied.status).toBe(429);
+    expect(denied.text).toMatch(/^slow down \(\d+ s\)$/);
   });
 });

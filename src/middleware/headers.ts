@@ -1,5 +1,5 @@
 /**
- * THE serializer of the rate-limit response headers (CONTRACT §4). Kept in one module because the IETF
+ * THE serializer of the rate-limit response headers (README: "Responses"). Kept in one module because the IETF
  * draft may still rename `r`/`t` (PR #166): a later draft changes this file only.
  *
  * - `RateLimit-Policy` / `RateLimit`: draft-ietf-httpapi-ratelimit-headers-10/-11, Structured Field Lists

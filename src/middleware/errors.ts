@@ -1,0 +1,77 @@
+/**
+ * The limiter's request-time outcomes (README: "Rules", "Responses", "When things fail"): 400 for a bad cost, 401 for a missing
+ * identity under `missing = "deny"`, 429 when a rule denies, 503 when Redis cannot decide and a rule fails
+ * closed. Each is a `ProblemError` (an `HTTPException`): the middleware throws it, and the app's
+ * `onError` (or Hono's default) answers with its problem+json. Types are the IANA ones of the RateLimit
+ * draft for 429/503 and `about:blank` (title = the status phrase) otherwise.
+ */
+import { MAX_UNITS } from "../config/schema";
+import { ProblemError } from "../util/problem";
+
+const IANA = "https://iana.org/assignments/http-problem-types";
+
+/** 400: the request's cost (e.g. a `cost = "header:x-rows"` value) is not a positive integer ≤ 1e9. */
+export class InvalidCostError extends ProblemError {
+  override readonly name = "InvalidCostError";
+  constructor(rule: string, source: string, value: unknown) {
+    super(
+      400,
+      "about:blank",
+      "Bad Request",
+      `Rule "${rule}": the cost from ${source} must be a whole number from 1 to ${MAX_UNITS}, got ${JSON.stringify(String(value)).slice(0, 40)}.`,
+    );
+  }
+}
+
+/** 401: a rule with `missing = "deny"` found no value for its key (no header, no valid JWT, ...). */
+export class MissingIdentityError extends ProblemError {
+  override readonly name = "MissingIdentityError";
+  constructor(rule: string, keyText: string) {
+    const headers: Record<string, string> = keyText.includes("jwt:")
+      ? { "WWW-Authenticate": 'Bearer realm="floodgate"' }
+      : {};
+    super(
+      401,
+      "about:blank",
+      "Unauthorized",
+      `Rule "${rule}" needs ${keyText} and the request has none (or it is not valid).`,
+      headers,
+      { key: keyText },
+    );
+  }
+}
+
+/** 429: one or more `on` rules deny the request (README: "Responses"). */
+export class QuotaExceededError extends ProblemError {
+  override readonly name = "QuotaExceededError";
+  constructor(
+    violated: readonly string[],
+    policy: string,
+    retryAfterSeconds: number,
+    headers: Record<string, string>,
+  ) {
+    super(
+      429,
+      `${IANA}#quota-exceeded`,
+      "Too Many Requests",
+      `Rate limit "${policy}" exceeded; retry in ${retryAfterSeconds} second${retryAfterSeconds === 1 ? "" : "s"}.`,
+      { ...headers, "Retry-After": String(retryAfterSeconds) },
+      { "violated-policies": violated, policy, retry_after: retryAfterSeconds },
+    );
+  }
+}
+
+/** 503: Redis could not decide and a matched `on` rule fails closed (README: "When things fail"). */
+export class ReducedCapacityError extends ProblemError {
+  override readonly name = "ReducedCapacityError";
+  constructor(rules: readonly string[], retryAfterSeconds: number, reason: string) {
+    super(
+      503,
+      `${IANA}#temporary-reduced-capacity`,
+      "Service Unavailable",
+      `The rate limiter cannot decide right now (${reason}) and ${rules.map((r) => `"${r}"`).join(", ")} fail${rules.length === 1 ? "s" : ""} closed; retry in ${retryAfterSeconds} s.`,
+      { "Retry-After": String(retryAfterSeconds) },
+      { "violated-policies": rules, retry_after: retryAfterSeconds },
+    );
+  }
+}
