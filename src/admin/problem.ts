@@ -6,7 +6,7 @@
 /** An admin request that cannot be served; `onError` of the admin app turns it into problem+json. */
 export class AdminError extends Error {
   constructor(
-    readonly status: 400 | 401 | 404 | 503,
+    readonly status: 400 | 401 | 403 | 404 | 503,
     readonly title: string,
     readonly detail: string,
   ) {
