@@ -19,6 +19,7 @@ export const DASHBOARD_HEADERS: Readonly<Record<string, string>> = {
   "Content-Security-Policy": CONTENT_SECURITY_POLICY,
   "X-Content-Type-Options": "nosniff",
   "X-Frame-Options": "DENY",
-  "Referrer-Policy": "no-referrer",
+  // Not `no-referrer`: under it Chromium sends `Origin: null` with the page's own form posts.
+  "Referrer-Policy": "same-origin",
   "Cache-Control": "no-store",
 };

@@ -18,9 +18,9 @@ const page = (title: string, head: string, body: string) =>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
 <title>${escapeHtml(title)}</title>
 <link rel="stylesheet" href="${PREFIX}/dashboard.css">
+<link rel="icon" href="${PREFIX}/favicon.svg">
 ${head}
 </head>
 <body>
@@ -92,6 +92,18 @@ const countCells = (period: "last5m" | "last1h", counts: Counts) =>
 const keyLink = (rule: string, identity: string) =>
   `<a href="${PREFIX}/keys/${encodeURIComponent(rule)}/${encodeURIComponent(identity)}" target="_blank" rel="noopener">${escapeHtml(identity)}</a>`;
 
+const modeOptions = (current: string) =>
+  [
+    ["on", "on"],
+    ["monitor", "monitor"],
+    ["off", "off"],
+    ["clear", "clear live switch"],
+  ]
+    .map(
+      ([value, label]) => `<option value="${value}"${value === current ? " selected" : ""}>${label}</option>`,
+    )
+    .join("");
+
 /** One rule's card. */
 function renderRule(rule: RuleView): string {
   const name = escapeHtml(rule.name);
@@ -124,7 +136,7 @@ function renderRule(rule: RuleView): string {
 </div>
 <div class="actions">
 <form data-action="mode">
-<label>Mode <select name="mode"><option value="on">on</option><option value="monitor">monitor</option><option value="off">off</option><option value="clear">clear live switch</option></select></label>
+<label>Mode <select name="mode">${modeOptions(rule.mode.effective)}</select></label>
 <button type="submit">Switch</button>
 </form>
 <form data-action="reset">

@@ -4,7 +4,7 @@
  *   GET  /__floodgate/                the dashboard, or the sign-in form without a valid session
  *   POST /__floodgate/login           form field `token` → 303 to the dashboard with the session cookie
  *   POST /__floodgate/logout          clears the cookie → 303 to the sign-in form
- *   GET  /__floodgate/dashboard.js    the page's script; dashboard.css its stylesheet (no secrets in either)
+ *   GET  /__floodgate/dashboard.js    the page's script; dashboard.css, favicon.svg (no secrets in any)
  *   GET  /__floodgate/dashboard.json  the numbers the script refreshes (behind the admin gate)
  *
  * Every response here carries the dashboard's CSP (csp.ts).
@@ -23,6 +23,8 @@ import { createSession, csrfToken, sessionCookieHeader } from "./session";
 import { DASHBOARD_STYLE } from "./style";
 
 const PREFIX = "/__floodgate";
+const FAVICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#2b6cb0"/><path d="M3 11h10M3 7h6" stroke="#fff" stroke-width="2"/></svg>';
 
 /** Adds the dashboard's security headers to every response of the admin app (API responses too: harmless). */
 export function dashboardHeaders(app: Hono<AdminEnv>): void {
@@ -84,6 +86,12 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
   app.get("/dashboard.js", async (c) => {
     await adminToken(c);
     return c.body(DASHBOARD_SCRIPT, 200, { "Content-Type": "text/javascript; charset=utf-8" });
+  });
+
+  // Its own icon, so a browser's `/favicon.ico` guess never reaches the limiter or the origin.
+  app.get("/favicon.svg", async (c) => {
+    await adminToken(c);
+    return c.body(FAVICON, 200, { "Content-Type": "image/svg+xml" });
   });
 
   app.get("/dashboard.css", async (c) => {

@@ -23,10 +23,13 @@ export interface Session {
   expiresAtMs: number;
 }
 
-// One derived key per token per isolate (deriving costs two WebCrypto calls). Finished keys only.
-const keys = new Map<string, CryptoKey>();
+/** WebCrypto's key type, named without the DOM/Workers-only global `CryptoKey` (the library builds on Node too). */
+type HmacKey = Awaited<ReturnType<typeof crypto.subtle.importKey>>;
 
-async function sessionKey(adminToken: string): Promise<CryptoKey> {
+// One derived key per token per isolate (deriving costs two WebCrypto calls). Finished keys only.
+const keys = new Map<string, HmacKey>();
+
+async function sessionKey(adminToken: string): Promise<HmacKey> {
   const cached = keys.get(adminToken);
   if (cached) return cached;
   const tokenKey = await hmacKey(encoder.encode(adminToken));

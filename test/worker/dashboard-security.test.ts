@@ -301,3 +301,26 @@ describe("admin actions with the dashboard's cookie", () => {
     expect(data.rules.map((r) => r.name)).toEqual(["api", "per-ip"]);
   });
 });
+
+describe("the same-origin check", () => {
+  it("falls back to Sec-Fetch-Site when the browser sends `Origin: null`", async () => {
+    const testEnv = freshEnv();
+    const cookie = await signIn(testEnv);
+    const { csrf } = await page(testEnv, cookie);
+    const put = (headers: Record<string, string>) =>
+      call(testEnv, "/__floodgate/mode", {
+        method: "PUT",
+        token: null,
+        headers: {
+          "Content-Type": "application/json",
+          Cookie: cookie,
+          "X-Floodgate-CSRF": csrf as string,
+          ...headers,
+        },
+        body: JSON.stringify({ rule: "api", mode: "off" }),
+      });
+    expect((await put({ Origin: "null" })).status).toBe(403);
+    expect((await put({ Origin: "null", "Sec-Fetch-Site": "cross-site" })).status).toBe(403);
+    expect((await put({ Origin: "null", "Sec-Fetch-Site": "same-origin" })).status).toBe(200);
+  });
+});
