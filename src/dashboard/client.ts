@@ -8,7 +8,7 @@
 export const DASHBOARD_SCRIPT = `"use strict";
 (function () {
   var PREFIX = "/__floodgate";
-  var REFRESH_MS = 3000;
+  var REFRESH_MS = 5000;
   var SVG = "http://www.w3.org/2000/svg";
   var COLORS = ["#2f855a", "#c53030", "#b7791f"];
   var LABELS = ["allowed", "denied", "would deny"];

@@ -51,6 +51,8 @@ export type WaitUntil = (promise: Promise<unknown>) => void;
 export class MetricsAggregator {
   private buckets = new Map<number, Bucket>();
   private lastFlushMs = 0;
+  /** Keys this isolate has already given their TTL (after a flush that succeeded): EXPIRE once, not per flush. */
+  private expiring = new Set<string>();
 
   constructor(
     private readonly redis: Redis,
@@ -96,23 +98,27 @@ export class MetricsAggregator {
     const buckets = this.buckets;
     this.buckets = new Map();
     const pipeline = this.redis.pipeline();
+    const fresh: string[] = [];
     let commands = 0;
+    const expire = (key: string) => {
+      if (this.expiring.has(key)) return;
+      pipeline.expire(key, METRICS_TTL_SECONDS);
+      fresh.push(key);
+      commands++;
+    };
     for (const [minute, bucket] of buckets) {
       const keys = metricsKeys(this.prefix, minute);
       for (const [field, count] of bucket.counts) {
         pipeline.hincrby(keys.counts, field, count);
         commands++;
       }
-      pipeline.expire(keys.counts, METRICS_TTL_SECONDS);
-      commands++;
+      expire(keys.counts);
       for (const [rule, identities] of bucket.denied) {
-        const key = keys.denied(rule);
         for (const [identity, count] of top(identities, (a, b) => b - a)) {
-          pipeline.zincrby(key, count, identity);
+          pipeline.zincrby(keys.denied(rule), count, identity);
           commands++;
         }
-        pipeline.expire(key, METRICS_TTL_SECONDS);
-        commands++;
+        expire(keys.denied(rule));
       }
       for (const [rule, identities] of bucket.near) {
         const [first, ...rest] = top(identities, (a, b) => a - b).map(([member, score]) => ({
@@ -122,12 +128,15 @@ export class MetricsAggregator {
         if (!first) continue;
         // LT keeps each identity's lowest remaining across isolates; one ZADD carries every member.
         pipeline.zadd(keys.near(rule), { lt: true }, first, ...rest);
-        pipeline.expire(keys.near(rule), METRICS_TTL_SECONDS);
-        commands += 2;
+        commands++;
+        expire(keys.near(rule));
       }
     }
     try {
       await pipeline.exec();
+      // Only now: a key whose EXPIRE was lost with a failed pipeline gets another next time.
+      if (this.expiring.size > 10_000) this.expiring.clear();
+      for (const key of fresh) this.expiring.add(key);
     } catch {
       // Best effort: the dashboard shows a gap rather than a request paying for a retry.
     }
