@@ -29,7 +29,8 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     coldLoadTimeoutMs: config.timeoutMs,
   });
-  const metrics = new MetricsAggregator(store.redis, config.prefix);
+  // Counted only for the dashboard, which needs the admin token: without it, no Redis command is spent on it.
+  const metrics = config.adminToken ? new MetricsAggregator(store.redis, config.prefix) : undefined;
   const admin = adminContextOf({ config, store, decider, liveModes, metrics });
 
   const app = new Hono<AppEnv>();
@@ -37,7 +38,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   // The dashboard's counts leave the isolate at most every few seconds, after a response, never on its path.
   app.use("*", async (c, next) => {
     await next();
-    metrics.flushIfDue((promise) => c.executionCtx.waitUntil(promise));
+    metrics?.flushIfDue((promise) => c.executionCtx.waitUntil(promise));
   });
   // First, so that admin requests are never rate-limited; the admin app answers every path under its
   // prefix itself (unknown ones with 401/404), so none falls through to the proxy.

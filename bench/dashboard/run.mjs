@@ -27,7 +27,14 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const rules = (limit) => [
   { name: "per-ip", key: "ip", algorithm: "sliding-window", limit, period: "1m" },
   { name: "per-key", key: "header:x-api-key", algorithm: "token-bucket", limit, period: "1m" },
-  { name: "global", key: "global", algorithm: "fixed-window", limit: 1_000_000, period: "1m", mode: "monitor" },
+  {
+    name: "global",
+    key: "global",
+    algorithm: "fixed-window",
+    limit: 1_000_000,
+    period: "1m",
+    mode: "monitor",
+  },
 ];
 const SCENARIOS = [
   { name: "3 rules, all allowed, 20 identities", rules: rules(1_000_000), identities: 20 },
@@ -61,7 +68,9 @@ try {
         RATE_LIMIT_TIMEOUT_MS: "2000",
       },
     });
-    await worker.fetch("/warm", { headers: { "CF-Connecting-IP": "192.0.2.1" } }).then((r) => r.arrayBuffer());
+    await worker
+      .fetch("/warm", { headers: { "CF-Connecting-IP": "192.0.2.1" } })
+      .then((r) => r.arrayBuffer());
     await sleep(6000); // past the first flush
     const before = await commandstats(direct);
     const started = Date.now();
@@ -95,7 +104,9 @@ try {
       scenario: scenario.name,
       requests: sent,
       perMinute: Math.round(metrics / elapsedMin),
-      byCommand: METRICS_COMMANDS.map((c) => `${c} ${Math.round(delta(after, before, [c]) / elapsedMin)}`).join(", "),
+      byCommand: METRICS_COMMANDS.map(
+        (c) => `${c} ${Math.round(delta(after, before, [c]) / elapsedMin)}`,
+      ).join(", "),
       perRequest: (metrics / sent).toFixed(3),
       decisionsPerRequest: (decisions / sent).toFixed(2),
       read: reads.join(" / "),

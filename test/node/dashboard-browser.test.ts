@@ -64,7 +64,7 @@ beforeAll(async () => {
   });
   browser = await launchChromium();
   page = await browser.context.newPage();
-}, 120_000);
+}, 600_000); // a fresh machine installs Debian's chromium first
 
 afterAll(async () => {
   await browser?.close();

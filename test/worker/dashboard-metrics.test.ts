@@ -101,3 +101,19 @@ describe("the dashboard's counts", () => {
     expect(Number(await redis.hget(counts as string, "~decisions"))).toBe(10);
   });
 });
+
+describe("without RATE_LIMIT_ADMIN_TOKEN", () => {
+  it("counts nothing for the dashboard: no metrics key is written", async () => {
+    const prefix = `t-dmet-${crypto.randomUUID().slice(0, 8)}`;
+    const { RATE_LIMIT_ADMIN_TOKEN: _, ...testEnv } = makeEnv(prefix, RULES);
+    for (let i = 0; i < 3; i++) {
+      expect(
+        (await call(testEnv, "/anything", { token: null, headers: { "x-api-key": "k" }, ip: "192.0.2.50" }))
+          .status,
+      ).toBe(200);
+    }
+    const keys = await keysUnder(prefix);
+    expect(keys.length).toBeGreaterThan(0); // the limiter's own state
+    expect(keys.filter((key) => key.startsWith(`${prefix}:metrics:`))).toEqual([]);
+  });
+});
