@@ -36,6 +36,18 @@ export function sameOrigin(request: Request): boolean {
   return request.headers.get("Sec-Fetch-Site") === "same-origin";
 }
 
+/**
+ * Whether a browser says the request comes from another site. Sign-in and sign-out refuse those (login CSRF);
+ * a client that is not a browser (curl, a script) sends neither header and may sign in.
+ */
+export function crossSite(request: Request): boolean {
+  const origin = request.headers.get("Origin");
+  const site = request.headers.get("Sec-Fetch-Site");
+  if (origin !== null && origin !== "null") return origin !== new URL(request.url).origin;
+  if (site !== null) return site !== "same-origin" && site !== "none";
+  return origin === "null";
+}
+
 /** Refuses (403) a state-changing request made with the cookie from another origin or without the CSRF token. */
 export async function checkStateChange(
   request: Request,

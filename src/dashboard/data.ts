@@ -4,7 +4,6 @@
  * the live modes, and health (minutes that have settled come from a per-isolate cache). The page's first
  * HTML and its refreshes (`dashboard.json`) both come from here. Identities are hashed (`hash:…`) as stored; nothing here can show a raw one.
  */
-import type { Redis } from "@upstash/redis";
 import type { AdminContext } from "../admin/context";
 import { healthReport, type HealthReport } from "../admin/health";
 import { showHash } from "../admin/identity";
@@ -13,6 +12,7 @@ import { explainMode, type ModeSource } from "../live/effective";
 import { fieldMap, readLiveModes } from "../live/modes";
 import type { Mode } from "../engine/types";
 import { metricsKeys, minuteOf } from "../observability/metrics";
+import { type Read, readSettled } from "./settled";
 
 /** Minutes in the chart (the last hour). */
 export const CHART_MINUTES = 60;
@@ -99,7 +99,7 @@ export async function readDashboard(admin: AdminContext): Promise<DashboardData>
     }
   }
   const [replies, live, health] = await Promise.all([
-    readSettled(admin.redis, reads, nowMinute),
+    readSettled(admin.redis, reads, nowMinute, CHART_MINUTES),
     readLiveModes(
       admin.redis,
       prefix,
@@ -175,58 +175,6 @@ export async function readDashboard(admin: AdminContext): Promise<DashboardData>
     };
   });
   return { generatedAt: new Date().toISOString(), health, decisions, rules: views };
-}
-
-type Pipeline = ReturnType<Redis["pipeline"]>;
-/** One key to read, and how. */
-interface Read {
-  key: string;
-  minute: number;
-  send: (pipeline: Pipeline, key: string) => void;
-}
-
-/**
- * Replies for minutes at least this old are kept per isolate for `SETTLED_CACHE_MS`: isolates flush within
- * seconds, so an open page re-reads only the last two minutes (a late flush of an idle isolate shows up
- * within a minute).
- */
-const SETTLED_AFTER_MINUTES = 2;
-const SETTLED_CACHE_MS = 60_000;
-const settledReplies = new WeakMap<object, Map<string, { reply: unknown; minute: number; atMs: number }>>();
-
-/** The replies to `reads`, in order: settled minutes from this isolate's cache, the rest in one pipeline. */
-async function readSettled(redis: Redis, reads: Read[], nowMinute: number): Promise<unknown[]> {
-  let cache = settledReplies.get(redis);
-  if (!cache) {
-    cache = new Map();
-    settledReplies.set(redis, cache);
-  }
-  const nowMs = Date.now();
-  for (const [key, entry] of cache) {
-    if (entry.minute <= nowMinute - CHART_MINUTES || nowMs - entry.atMs >= SETTLED_CACHE_MS)
-      cache.delete(key);
-  }
-  const replies: unknown[] = new Array(reads.length);
-  const missing: number[] = [];
-  const pipeline = redis.pipeline();
-  reads.forEach((read, i) => {
-    const hit = cache.get(read.key);
-    if (hit) replies[i] = hit.reply;
-    else {
-      read.send(pipeline, read.key);
-      missing.push(i);
-    }
-  });
-  if (missing.length === 0) return replies;
-  const fetched = (await pipeline.exec()) as unknown[];
-  missing.forEach((i, j) => {
-    const read = reads[i] as Read;
-    replies[i] = fetched[j];
-    if (read.minute <= nowMinute - SETTLED_AFTER_MINUTES) {
-      cache.set(read.key, { reply: fetched[j], minute: read.minute, atMs: nowMs });
-    }
-  });
-  return replies;
 }
 
 /** A `ZRANGE … WITHSCORES` reply as [member, score] pairs. */

@@ -16,7 +16,7 @@ import type { AdminContextResolver } from "../admin/context";
 import { AdminError, notFound } from "../admin/problem";
 import { DASHBOARD_SCRIPT } from "./client";
 import { DASHBOARD_HEADERS } from "./csp";
-import { sameOrigin, sessionOf } from "./csrf";
+import { crossSite, sessionOf } from "./csrf";
 import { readDashboard } from "./data";
 import { renderDashboard, renderSignIn } from "./render";
 import { createSession, csrfToken, sessionCookieHeader } from "./session";
@@ -65,7 +65,7 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
 
   app.post("/login", async (c) => {
     const token = await adminToken(c);
-    if (!sameOrigin(c.req.raw))
+    if (crossSite(c.req.raw))
       throw new AdminError(403, "Forbidden", "Sign in from the dashboard's own page.");
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const presented = typeof form.token === "string" ? form.token : "";
@@ -77,7 +77,7 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
 
   app.post("/logout", async (c) => {
     await adminToken(c);
-    if (!sameOrigin(c.req.raw))
+    if (crossSite(c.req.raw))
       throw new AdminError(403, "Forbidden", "Sign out from the dashboard's own page.");
     c.header("Set-Cookie", sessionCookieHeader(undefined, secure(c), PREFIX));
     return c.redirect(`${PREFIX}/`, 303);

@@ -51,8 +51,12 @@ const base64url = (bytes: Uint8Array): string => {
 
 function fromBase64url(text: string): Uint8Array | undefined {
   if (!/^[A-Za-z0-9_-]+$/.test(text)) return undefined;
-  const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/"));
-  return Uint8Array.from(binary, (ch) => ch.charCodeAt(0));
+  try {
+    const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/"));
+    return Uint8Array.from(binary, (ch) => ch.charCodeAt(0));
+  } catch {
+    return undefined; // e.g. a length no base64 has: a forged cookie, not a server error
+  }
 }
 
 async function sign(adminToken: string, payload: string): Promise<string> {

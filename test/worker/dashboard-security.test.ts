@@ -324,3 +324,37 @@ describe("the same-origin check", () => {
     expect((await put({ Origin: "null", "Sec-Fetch-Site": "same-origin" })).status).toBe(200);
   });
 });
+
+describe("sign-in from a client that is not a browser", () => {
+  it("signs in without Origin or Sec-Fetch-Site (curl), and refuses one a browser marks cross-site", async () => {
+    const form = () => new URLSearchParams({ token: ADMIN_TOKEN });
+    const plain = await call(freshEnv(), "/__floodgate/login", { method: "POST", token: null, body: form() });
+    expect(plain.status).toBe(303);
+    expect(plain.headers.get("Set-Cookie")).toMatch(/^floodgate_session=/);
+    for (const headers of [
+      { "Sec-Fetch-Site": "cross-site" },
+      { "Sec-Fetch-Site": "same-site" },
+      { Origin: "null" },
+    ]) {
+      const response = await call(freshEnv(), "/__floodgate/login", {
+        method: "POST",
+        token: null,
+        headers,
+        body: form(),
+      });
+      expect(response.status).toBe(403);
+      expect(response.headers.get("Set-Cookie")).toBeNull();
+    }
+  });
+
+  it("answers a cookie that is not even base64 with 401, not a server error", async () => {
+    const testEnv = freshEnv();
+    for (const value of ["1.2.A", "9999999999999.x.%%%", "garbage", "1.2.3.4"]) {
+      const response = await call(testEnv, "/__floodgate/dashboard.json", {
+        token: null,
+        headers: { Cookie: `floodgate_session=${value}` },
+      });
+      expect(response.status).toBe(401);
+    }
+  });
+});
