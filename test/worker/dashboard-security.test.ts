@@ -331,11 +331,12 @@ describe("sign-in from a client that is not a browser", () => {
     const plain = await call(freshEnv(), "/__floodgate/login", { method: "POST", token: null, body: form() });
     expect(plain.status).toBe(303);
     expect(plain.headers.get("Set-Cookie")).toMatch(/^floodgate_session=/);
-    for (const headers of [
+    const browserCrossSite: Record<string, string>[] = [
       { "Sec-Fetch-Site": "cross-site" },
       { "Sec-Fetch-Site": "same-site" },
       { Origin: "null" },
-    ]) {
+    ];
+    for (const headers of browserCrossSite) {
       const response = await call(freshEnv(), "/__floodgate/login", {
         method: "POST",
         token: null,
