@@ -143,6 +143,31 @@ export const DASHBOARD_SCRIPT = `"use strict";
     });
   }
 
+  // The first page of a rule's overrides; clicking one puts its hash and numbers in the form, to edit or delete.
+  function listOverrides(rule, form) {
+    return api("GET", "/overrides/" + encodeURIComponent(rule) + "?limit=20").then(function (result) {
+      var list = form.closest("[data-rule]").querySelector('[data-list="overrides"]');
+      list.replaceChildren();
+      result.overrides.forEach(function (item) {
+        var li = document.createElement("li");
+        var button = document.createElement("button");
+        button.type = "button";
+        button.textContent = item.identity + ": " + item.limit + " per " + (item.period || "rule period") +
+          ", burst " + item.burst + (item.ttl ? ", ttl " + item.ttl + " s" : "");
+        button.addEventListener("click", function () {
+          form.elements.identity.value = item.identity;
+          form.elements.limit.value = String(item.limit);
+          form.elements.period.value = item.period || "";
+          form.elements.burst.value = String(item.burst);
+          form.elements.ttl.value = item.ttl ? String(item.ttl) : "";
+        });
+        li.appendChild(button);
+        list.appendChild(li);
+      });
+      return result.overrides.length + " override(s) under " + rule + (result.next_cursor ? " (first 20 shown)." : ".");
+    });
+  }
+
   var actions = {
     mode: function (rule, form) {
       var value = form.elements.mode.value;
@@ -158,6 +183,7 @@ export const DASHBOARD_SCRIPT = `"use strict";
       });
     },
     override: function (rule, form, op) {
+      if (op === "list") return listOverrides(rule, form);
       var path = "/overrides/" + encodeURIComponent(rule) + "/" + encodeURIComponent(form.elements.identity.value);
       if (op === "delete") {
         return api("DELETE", path).then(function () { return "Override removed under " + rule + "."; });

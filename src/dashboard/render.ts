@@ -151,7 +151,9 @@ function renderRule(rule: RuleView): string {
 <label>TTL s <input name="ttl" type="number" min="1" step="1"></label>
 <button type="submit" name="op" value="put">Save override</button>
 <button type="submit" name="op" value="delete">Delete override</button>
+<button type="submit" name="op" value="list" formnovalidate>List overrides</button>
 </form>
+<ol class="overrides" data-list="overrides"></ol>
 </div>
 </article>`;
 }

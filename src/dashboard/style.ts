@@ -31,6 +31,8 @@ dd { margin: 0; font-weight: 600; }
 .actions form { display: flex; flex-wrap: wrap; gap: 0.4rem; align-items: end; margin-top: 0.5rem; font-size: 0.8rem; }
 .actions input { width: 9rem; }
 .actions input[type="number"] { width: 4.5rem; }
+.overrides { font-size: 0.75rem; font-family: ui-monospace, monospace; padding-left: 1.2rem; }
+.overrides button { font: inherit; background: none; border: none; color: #2b6cb0; cursor: pointer; text-align: left; }
 .signin { max-width: 22rem; margin: 10vh auto; background: #fff; padding: 1.5rem; border-radius: 6px; }
 .signin form { display: grid; gap: 0.5rem; }
 .hint { color: #718096; font-size: 0.8rem; }

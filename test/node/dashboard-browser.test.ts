@@ -156,6 +156,30 @@ describe("the dashboard in Chromium", () => {
     expect(await page.content()).not.toContain("vip-user");
   });
 
+  it("lists, edits and deletes an override from the page", async () => {
+    const hash = await hashIdentity("vip-user");
+    const form = card("per-user").locator('form[data-action="override"]');
+    await form.getByRole("button", { name: "List overrides" }).click();
+    await expect.poll(() => page.locator("#status").textContent()).toBe("1 override(s) under per-user.");
+    const listed = card("per-user").locator('[data-list="overrides"] button');
+    expect(await listed.textContent()).toBe(`hash:${hash}: 5 per rule period, burst 5`);
+
+    await listed.click(); // fills the form with the override, by its hash
+    expect(await form.locator('input[name="identity"]').inputValue()).toBe(`hash:${hash}`);
+    await form.locator('input[name="limit"]').fill("7");
+    await form.locator('input[name="burst"]').fill("7");
+    await form.locator('input[name="period"]').fill("1h");
+    await form.getByRole("button", { name: "Save override" }).click();
+    await expect
+      .poll(() => page.locator("#status").textContent())
+      .toBe(`Override for hash:${hash} under per-user: limit 7 per 1h, burst 7, until deleted.`);
+
+    await form.getByRole("button", { name: "Delete override" }).click();
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Override removed under per-user.");
+    await form.getByRole("button", { name: "List overrides" }).click();
+    await expect.poll(() => page.locator("#status").textContent()).toBe("0 override(s) under per-user.");
+  });
+
   it("resets an identity from the page", async () => {
     const form = card("per-user").locator('form[data-action="reset"]');
     await form.locator('input[name="identity"]').fill("alice");
