@@ -13,22 +13,23 @@ import { launchChromium } from "../support/chromium.mjs";
 import { type MiniflareWorker, startWorker } from "../support/miniflare-worker.mjs";
 
 const ADMIN_TOKEN = `browser-admin-${crypto.randomUUID()}`;
+// Periods of an hour and algorithms without epoch-aligned windows: no window boundary can fall inside the test.
 const RULES = [
   {
     name: "api",
     match: { path: "/api/*" },
     key: "header:x-api-key",
-    algorithm: "fixed-window",
+    algorithm: "gcra",
     limit: 3,
-    period: "1m",
+    period: "1h",
   },
   {
     name: "watch",
     match: { path: "/watch/*" },
     key: "ip",
-    algorithm: "sliding-window",
+    algorithm: "sliding-log",
     limit: 2,
-    period: "1m",
+    period: "1h",
     mode: "monitor",
   },
   {

@@ -8,8 +8,9 @@ import { call, makeEnv, redis } from "./admin-harness";
 import { keysUnder } from "./proxy-harness";
 
 const RULES = [
-  { name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 6, period: "1m" },
-  { name: "watch", key: "ip", algorithm: "gcra", limit: 3, period: "1m", mode: "monitor" },
+  // An hour, and no epoch-aligned window: no window boundary can fall inside a test.
+  { name: "api", key: "header:x-api-key", algorithm: "gcra", limit: 6, period: "1h" },
+  { name: "watch", key: "ip", algorithm: "gcra", limit: 3, period: "1h", mode: "monitor" },
 ];
 
 interface Data {
@@ -50,7 +51,7 @@ describe("the dashboard's counts", () => {
     const api = data.rules.find((r) => r.name === "api");
     const watch = data.rules.find((r) => r.name === "watch");
     expect(api?.last5m).toEqual({ allowed: 7, denied: 6, wouldDeny: 0, unavailable: 0 });
-    // `watch` (monitor, 3 per minute per IP) allowed 192.0.2.10's first 3 and 192.0.2.11's one, and would have
+    // `watch` (monitor, 3 per hour per IP) allowed 192.0.2.10's first 3 and 192.0.2.11's one, and would have
     // denied the rest, except where `api`'s cached denial answered without Redis (`watch` then not evaluated).
     expect(watch?.last5m.allowed).toBe(4);
     expect(watch?.last5m.denied).toBe(0);

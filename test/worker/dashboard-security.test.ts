@@ -8,7 +8,7 @@ import worker from "../../src/worker";
 import { ADMIN_TOKEN, baseEnv, call, makeEnv } from "./admin-harness";
 
 const RULES = [
-  { name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 2, period: "1m" },
+  { name: "api", key: "header:x-api-key", algorithm: "gcra", limit: 2, period: "1h" },
   { name: "per-ip", key: "ip", algorithm: "token-bucket", limit: 5, period: "1m", mode: "monitor" },
 ];
 const PAGE = "/__floodgate/";
