@@ -5,6 +5,7 @@
 // line and a curl loop to try; everything else goes to stderr. SIGINT/SIGTERM stop every process started.
 // `npm start -- --cluster` (or FLOODGATE_REDIS=cluster) runs a real 3-master Redis Cluster (one replica
 // each) behind the REST server instead of a single redis-server.
+import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -112,6 +113,11 @@ if (vars.ORIGIN_URL) {
   log(`demo origin at ${origin.url}`);
 }
 
+// The dashboard (and the admin API) need an admin token: without one, this run makes a random one and
+// prints it (it lives as long as this process); one set in .dev.vars or the environment is never printed.
+const generatedAdminToken = vars.RATE_LIMIT_ADMIN_TOKEN ? undefined : randomBytes(24).toString("base64url");
+if (generatedAdminToken) vars.RATE_LIMIT_ADMIN_TOKEN = generatedAdminToken;
+
 // The bindings reach wrangler in a file only this user can read, deleted on exit: no secret in `ps`.
 const envDir = mkdtempSync(join(tmpdir(), "floodgate-env-"));
 const envFile = join(envDir, "bindings.env");
@@ -170,6 +176,11 @@ if (!exiting) {
   );
   console.log(
     `for i in $(seq 12); do curl -s -o /dev/null -w "%{http_code} retry-after=%header{retry-after}\\n" ${url}/; done`,
+  );
+  log(
+    generatedAdminToken
+      ? `dashboard: open ${url}/__floodgate/ and sign in with the admin token ${generatedAdminToken} (made for this run; set RATE_LIMIT_ADMIN_TOKEN in .dev.vars to keep one)`
+      : `dashboard: open ${url}/__floodgate/ and sign in with RATE_LIMIT_ADMIN_TOKEN (from ${from.RATE_LIMIT_ADMIN_TOKEN})`,
   );
 }
 

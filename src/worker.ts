@@ -15,7 +15,7 @@ import { createProxy } from "./http/proxy";
 import { createJwtVerifier } from "./identity";
 import { createLiveModes } from "./live";
 import { createLimiter } from "./middleware";
-import { createDecisionObserver } from "./observability";
+import { createDecisionObserver, MetricsAggregator } from "./observability";
 import { createDecider } from "./resilience/decider";
 
 type AppEnv = { Bindings: Env };
@@ -29,10 +29,17 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     coldLoadTimeoutMs: config.timeoutMs,
   });
-  const admin = adminContextOf({ config, store, decider, liveModes });
+  // Counted only for the dashboard, which needs the admin token: without it, no Redis command is spent on it.
+  const metrics = config.adminToken ? new MetricsAggregator(store.redis, config.prefix) : undefined;
+  const admin = adminContextOf({ config, store, decider, liveModes, metrics });
 
   const app = new Hono<AppEnv>();
   app.onError(onError);
+  // The dashboard's counts leave the isolate at most every few seconds, after a response, never on its path.
+  app.use("*", async (c, next) => {
+    await next();
+    metrics?.flushIfDue((promise) => c.executionCtx.waitUntil(promise));
+  });
   // First, so that admin requests are never rate-limited; the admin app answers every path under its
   // prefix itself (unknown ones with 401/404), so none falls through to the proxy.
   app.route(
@@ -53,7 +60,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
           ? createJwtVerifier({ secret: config.jwtSecret, jwksUrl: config.jwksUrl })
           : undefined,
       liveModes: (c) => liveModes.current((promise) => c.executionCtx.waitUntil(promise)),
-      onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS }),
+      onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
     },
   );
   app.use("*", limiter.middleware);

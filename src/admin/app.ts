@@ -3,11 +3,13 @@
  *
  *   app.route(ADMIN_PREFIX, createAdminApp((c) => adminContextFor(c)));
  *
- * `/health` is always served; everything else needs `RATE_LIMIT_ADMIN_TOKEN` (404 without it) and
- * `Authorization: Bearer <token>` (401 otherwise, checked before routing, so an unknown admin path is 401
+ * `/health` is always served; everything else needs `RATE_LIMIT_ADMIN_TOKEN` (404 without it), and all but
+ * the dashboard's page, sign-in and assets (src/dashboard/routes.ts) need `Authorization: Bearer <token>` or
+ * the dashboard's session cookie (401 otherwise, checked before routing, so an unknown admin path is 401
  * before it is 404). Requests here are never rate-limited and never proxied.
  */
 import { Hono } from "hono";
+import { dashboardHeaders, dashboardPublicRoutes, dashboardRoutes } from "../dashboard/routes";
 import { authorize } from "./auth";
 import type { AdminContextResolver, AdminEnv } from "./context";
 
@@ -27,6 +29,7 @@ export const ADMIN_PREFIX = "/__floodgate";
 /** Builds the admin app; `resolve` gives it the Worker's config, Redis client, store and decider. */
 export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
   const app = new Hono<AdminEnv>();
+  dashboardHeaders(app);
 
   app.get("/health", async (c) => {
     const admin = await resolve(c);
@@ -34,14 +37,18 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
     return c.json(report, 200, { "Cache-Control": "no-store" });
   });
 
+  // The dashboard's page, sign-in and assets answer without a session (the page shows the sign-in form).
+  dashboardPublicRoutes(app, resolve);
+
   app.use("*", async function adminGate(c, next) {
     const admin = await resolve(c);
-    await authorize(c.req.header("Authorization"), admin.config.adminToken);
+    await authorize(c.req.raw, admin.config.adminToken);
     c.set("admin", admin);
     await next();
     c.header("Cache-Control", "no-store");
   });
 
+  dashboardRoutes(app);
   liveRoutes(app);
   keyRoutes(app);
   overrideRoutes(app);

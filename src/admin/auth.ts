@@ -1,23 +1,28 @@
 /**
  * The admin API's gate: off (404) without `RATE_LIMIT_ADMIN_TOKEN`, otherwise `Authorization: Bearer <token>`
- * compared in constant time. It runs before routing to a handler, so with a token set an unknown admin path
- * is 401 before it is 404 (nothing about which paths exist leaks to a caller without the token).
+ * compared in constant time, or the dashboard's session cookie (src/dashboard/csrf.ts: a change made with
+ * the cookie must come from the dashboard's own origin and carry its CSRF token). It runs before routing
+ * to a handler, so with a token set an unknown admin path is 401 before it is 404 (nothing about which
+ * paths exist leaks to a caller without the token).
  */
 import { timingSafeEqual } from "hono/utils/buffer";
+import { checkStateChange, sessionOf } from "../dashboard/csrf";
 import { AdminError, notFound } from "./problem";
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 /**
  * Checks one request against the admin token; throws the `AdminError` to answer with (404 when the API is
- * off, 401 when the token is missing or wrong).
+ * off, 401 when the token or session is missing or wrong, 403 for a cross-site change made with the cookie).
  */
-export async function authorize(
-  authorization: string | undefined,
-  adminToken: string | undefined,
-): Promise<void> {
+export async function authorize(request: Request, adminToken: string | undefined): Promise<void> {
   if (!adminToken)
     throw notFound("The admin API is off: set the RATE_LIMIT_ADMIN_TOKEN secret to enable it.");
+  const authorization = request.headers.get("Authorization");
+  if (!authorization) {
+    const session = await sessionOf(request, adminToken);
+    if (session) return checkStateChange(request, adminToken, session);
+  }
   const presented = authorization ? BEARER.exec(authorization)?.[1] : undefined;
   if (!presented) {
     throw new AdminError(401, "Unauthorized", "Send the admin token as `Authorization: Bearer <token>`.");

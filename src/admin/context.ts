@@ -12,6 +12,7 @@ import { scriptSha } from "../engine/script";
 import type { Store } from "../engine/store";
 import type { Decision, RuleCall } from "../engine/types";
 import type { LiveModeCache } from "../live/cache";
+import type { MetricsAggregator } from "../observability/metrics";
 import type { DeciderHealth, ResilientDecider } from "../resilience/decider";
 import { notFound } from "./problem";
 
@@ -32,6 +33,8 @@ export interface AdminContext {
   forget(rule: string, identityHash: string): void;
   /** This isolate's copy of the live modes, refreshed at once after a switch made here. */
   liveModes?: LiveModeCache;
+  /** This isolate's dashboard counts (src/observability/metrics.ts): flushed before the dashboard reads. */
+  metrics?: Pick<MetricsAggregator, "flush">;
 }
 
 /** The admin app's Hono environment: the resolved context travels in `c.var.admin`. */
@@ -55,10 +58,11 @@ export interface AdminParts {
   /** The resilient decider (`createDecider`): health and the deny cache. */
   decider: Pick<ResilientDecider, "health" | "forget">;
   liveModes?: LiveModeCache;
+  metrics?: AdminContext["metrics"];
 }
 
 /** Wires the admin context from the Worker's per-isolate parts. */
-export function adminContextOf({ config, store, decider, liveModes }: AdminParts): AdminContext {
+export function adminContextOf({ config, store, decider, liveModes, metrics }: AdminParts): AdminContext {
   return {
     config,
     redis: store.redis,
@@ -70,5 +74,6 @@ export function adminContextOf({ config, store, decider, liveModes }: AdminParts
     health: () => decider.health(),
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     liveModes,
+    metrics,
   };
 }

@@ -8,7 +8,7 @@ import { ProblemError } from "../util/problem";
 /** An admin request that cannot be served. */
 export class AdminError extends ProblemError {
   override readonly name = "AdminError";
-  constructor(status: 400 | 401 | 404 | 503, title: string, detail: string) {
+  constructor(status: 400 | 401 | 403 | 404 | 503, title: string, detail: string) {
     const headers: Record<string, string> =
       status === 401 ? { "WWW-Authenticate": 'Bearer realm="floodgate-admin"' } : {};
     super(status, "about:blank", title, detail, headers);

@@ -1,11 +1,13 @@
 /**
  * The decision observer the Worker hands to the pipeline's `onDecision`: Analytics Engine data points
- * (when `RATE_LIMIT_ANALYTICS` is bound) and a log line per denial / would-deny. Synchronous and
- * never throwing, so observing a decision can neither slow nor fail the request.
+ * (when `RATE_LIMIT_ANALYTICS` is bound), the dashboard's per-isolate counts (metrics.ts) and a log line
+ * per denial / would-deny. Synchronous and never throwing, so observing a decision can neither slow nor
+ * fail the request.
  */
 import type { DecisionEvent } from "../middleware";
 import { type DataPointSink, writeDecision } from "./analytics";
 import { decisionLogLine } from "./log";
+import type { MetricsAggregator } from "./metrics";
 
 export type { DecisionEvent } from "../middleware";
 
@@ -13,6 +15,8 @@ export type { DecisionEvent } from "../middleware";
 export interface ObserverOptions {
   /** The `RATE_LIMIT_ANALYTICS` binding, if any. */
   analytics?: DataPointSink;
+  /** The isolate's dashboard counts (metrics.ts), if any. */
+  metrics?: Pick<MetricsAggregator, "record">;
   /** Where log lines go. @default console.log */
   log?: (line: string) => void;
 }
@@ -23,6 +27,7 @@ export function createDecisionObserver(options: ObserverOptions): (event: Decisi
   return function onDecision({ decision, request, requestId }) {
     try {
       if (decision.results.length === 0) return;
+      options.metrics?.record(decision);
       if (options.analytics) writeDecision(options.analytics, decision, request.method, coloOf(request));
       const line = decisionLogLine(decision, request.method, requestId);
       if (line) log(line);
@@ -43,4 +48,5 @@ function coloOf(request: Request): string {
 
 export { type DataPoint, type DataPointSink, dataPointsOf } from "./analytics";
 export { decisionLogLine } from "./log";
+export { MetricsAggregator, METRICS_FLUSH_INTERVAL_MS, metricsKeys, minuteOf } from "./metrics";
 export { type RuleVerdict, ruleVerdictOf } from "./verdict";

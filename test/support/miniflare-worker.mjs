@@ -15,14 +15,16 @@ let bundled;
 
 /**
  * Starts the Worker. Bindings are text (non-strings are JSON-encoded, as a secret string would be).
- * @param {{ bindings: Record<string, unknown>, entry?: string }} options
+ * @param {{ bindings: Record<string, unknown>, entry?: string, port?: number }} options port: also serve
+ *   real HTTP on 127.0.0.1:<port> (for a browser); `url` is then its address
  * @returns {Promise<{
  *   fetch: (path: string, init?: RequestInit) => Promise<Response>,
  *   logs: string[],
+ *   url: string,
  *   dispose: () => Promise<void>,
  * }>} fetch: a request to the Worker (path relative to http://floodgate.test); logs: every line it logged
  */
-export async function startWorker({ bindings, entry }) {
+export async function startWorker({ bindings, entry, port }) {
   bundled ??= bundleWorker(entry === undefined ? {} : { entry });
   const { code } = await bundled;
   /** @type {string[]} */
@@ -40,11 +42,13 @@ export async function startWorker({ bindings, entry }) {
     handleStructuredLogs: (log) => {
       logs.push(String(log.message));
     },
+    ...(port === undefined ? {} : { host: "127.0.0.1", port }),
   });
   const mf = new Miniflare(options);
-  await mf.ready;
+  const url = (await mf.ready).origin;
   return {
     logs,
+    url,
     fetch: async (path, init) =>
       /** @type {Response} */ (
         /** @type {unknown} */ (

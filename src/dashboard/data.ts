@@ -1,0 +1,186 @@
+/**
+ * What the dashboard shows, read in one pipeline: per-minute counts of the last hour, the top denied and
+ * the closest-to-their-limit identities of the last 5 minutes (src/observability/metrics.ts wrote them),
+ * the live modes, and health (minutes that have settled come from a per-isolate cache). The page's first
+ * HTML and its refreshes (`dashboard.json`) both come from here. Identities are hashed (`hash:…`) as stored; nothing here can show a raw one.
+ */
+import type { AdminContext } from "../admin/context";
+import { healthReport, type HealthReport } from "../admin/health";
+import { showHash } from "../admin/identity";
+import { formatPeriod } from "../admin/period";
+import { explainMode, type ModeSource } from "../live/effective";
+import { fieldMap, readLiveModes } from "../live/modes";
+import type { Mode } from "../engine/types";
+import { metricsKeys, minuteOf } from "../observability/metrics";
+import { type Read, readSettled } from "./settled";
+
+/** Minutes in the chart (the last hour). */
+export const CHART_MINUTES = 60;
+/** Minutes in the short view (counts, top denied, closest to their limit). */
+export const RECENT_MINUTES = 5;
+const LISTED = 5;
+
+/** Requests per verdict. */
+export interface Counts {
+  allowed: number;
+  denied: number;
+  wouldDeny: number;
+  unavailable: number;
+}
+
+/** One rule as the dashboard shows it. */
+export interface RuleView {
+  name: string;
+  algorithm: string;
+  key: string;
+  limit: number;
+  period: string;
+  burst: number;
+  mode: { effective: Mode; source: ModeSource };
+  last5m: Counts;
+  last1h: Counts;
+  /** One point per minute, oldest first: [allowed, denied, would-deny]. */
+  series: Array<[number, number, number]>;
+  topDenied: Array<{ identity: string; count: number }>;
+  /** Lowest remaining quota seen, in % of the limit. */
+  nearest: Array<{ identity: string; remainingPercent: number }>;
+}
+
+/** Everything on the page. */
+export interface DashboardData {
+  generatedAt: string;
+  health: HealthReport;
+  /** Decisions, and those not (fully) from Redis by reason, over the last 5 minutes and hour. */
+  decisions: {
+    last5m: number;
+    last1h: number;
+    degraded5m: Record<string, number>;
+    degraded1h: Record<string, number>;
+  };
+  rules: RuleView[];
+}
+
+const zero = (): Counts => ({ allowed: 0, denied: 0, wouldDeny: 0, unavailable: 0 });
+const VERDICT_FIELDS: Array<[string, keyof Counts]> = [
+  ["allowed", "allowed"],
+  ["denied", "denied"],
+  ["would-deny", "wouldDeny"],
+  ["unavailable", "unavailable"],
+];
+
+/** Reads the dashboard's numbers; flushes this isolate's own pending counts first, so they show at once. */
+export async function readDashboard(admin: AdminContext): Promise<DashboardData> {
+  await admin.metrics?.flush();
+  const { prefix, rules } = admin.config;
+  const nowMinute = minuteOf(Date.now());
+  const minutes = Array.from({ length: CHART_MINUTES }, (_, i) => nowMinute - CHART_MINUTES + 1 + i);
+  const recent = minutes.slice(-RECENT_MINUTES);
+
+  const reads: Read[] = minutes.map((minute) => ({
+    key: metricsKeys(prefix, minute).counts,
+    minute,
+    send: (p, key) => p.hgetall(key),
+  }));
+  for (const rule of rules) {
+    for (const minute of recent) {
+      const keys = metricsKeys(prefix, minute);
+      reads.push(
+        {
+          key: keys.denied(rule.name),
+          minute,
+          send: (p, key) => p.zrange(key, 0, LISTED - 1, { rev: true, withScores: true }),
+        },
+        {
+          key: keys.near(rule.name),
+          minute,
+          send: (p, key) => p.zrange(key, 0, LISTED - 1, { withScores: true }),
+        },
+      );
+    }
+  }
+  const [replies, live, health] = await Promise.all([
+    readSettled(admin.redis, reads, nowMinute, CHART_MINUTES),
+    readLiveModes(
+      admin.redis,
+      prefix,
+      rules.map((r) => r.name),
+    ),
+    healthReport(admin.redis, admin.scriptSha, admin.health()),
+  ]);
+  const perMinute = replies.slice(0, CHART_MINUTES).map((reply) => fieldMap(reply));
+  const count = (fields: Record<string, unknown>, field: string) => Number(fields[field] ?? 0) || 0;
+
+  const decisions = {
+    last5m: 0,
+    last1h: 0,
+    degraded5m: {} as Record<string, number>,
+    degraded1h: {} as Record<string, number>,
+  };
+  perMinute.forEach((fields, i) => {
+    const isRecent = i >= CHART_MINUTES - RECENT_MINUTES;
+    for (const field of Object.keys(fields)) {
+      if (field === "~decisions") {
+        decisions.last1h += count(fields, field);
+        if (isRecent) decisions.last5m += count(fields, field);
+      } else if (field.startsWith("~degraded:")) {
+        const reason = field.slice("~degraded:".length);
+        decisions.degraded1h[reason] = (decisions.degraded1h[reason] ?? 0) + count(fields, field);
+        if (isRecent)
+          decisions.degraded5m[reason] = (decisions.degraded5m[reason] ?? 0) + count(fields, field);
+      }
+    }
+  });
+
+  let next = CHART_MINUTES;
+  const views = rules.map((rule): RuleView => {
+    const last5m = zero();
+    const last1h = zero();
+    const series = perMinute.map((fields, i): [number, number, number] => {
+      for (const [verdict, name] of VERDICT_FIELDS) {
+        const n = count(fields, `${rule.name}:${verdict}`);
+        last1h[name] += n;
+        if (i >= CHART_MINUTES - RECENT_MINUTES) last5m[name] += n;
+      }
+      const at = (v: string) => count(fields, `${rule.name}:${v}`);
+      return [at("allowed"), at("denied"), at("would-deny")];
+    });
+    const denied = new Map<string, number>();
+    const near = new Map<string, number>();
+    for (let m = 0; m < RECENT_MINUTES; m++) {
+      for (const [member, score] of pairs(replies[next++]))
+        denied.set(member, (denied.get(member) ?? 0) + score);
+      for (const [member, score] of pairs(replies[next++]))
+        near.set(member, Math.min(near.get(member) ?? score, score));
+    }
+    const mode = explainMode(rule, admin.config.mode, live);
+    return {
+      name: rule.name,
+      algorithm: rule.algorithm,
+      key: rule.keyText,
+      limit: rule.limit,
+      period: formatPeriod(rule.periodMs),
+      burst: rule.burst,
+      mode: { effective: mode.mode, source: mode.source },
+      last5m,
+      last1h,
+      series,
+      topDenied: [...denied]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, LISTED)
+        .map(([hash, n]) => ({ identity: showHash(hash), count: n })),
+      nearest: [...near]
+        .sort((a, b) => a[1] - b[1])
+        .slice(0, LISTED)
+        .map(([hash, permille]) => ({ identity: showHash(hash), remainingPercent: permille / 10 })),
+    };
+  });
+  return { generatedAt: new Date().toISOString(), health, decisions, rules: views };
+}
+
+/** A `ZRANGE … WITHSCORES` reply as [member, score] pairs. */
+function pairs(reply: unknown): Array<[string, number]> {
+  if (!Array.isArray(reply)) return [];
+  const out: Array<[string, number]> = [];
+  for (let i = 0; i + 1 < reply.length; i += 2) out.push([String(reply[i]), Number(reply[i + 1])]);
+  return out;
+}

@@ -1,0 +1,105 @@
+/**
+ * The dashboard's routes on the admin app (only when `RATE_LIMIT_ADMIN_TOKEN` is set; 404 otherwise):
+ *
+ *   GET  /__floodgate/                the dashboard, or the sign-in form without a valid session
+ *   POST /__floodgate/login           form field `token` → 303 to the dashboard with the session cookie
+ *   POST /__floodgate/logout          clears the cookie → 303 to the sign-in form
+ *   GET  /__floodgate/dashboard.js    the page's script; dashboard.css, favicon.svg (no secrets in any)
+ *   GET  /__floodgate/dashboard.json  the numbers the script refreshes (behind the admin gate)
+ *
+ * Every response here carries the dashboard's CSP (csp.ts).
+ */
+import type { Context, Hono } from "hono";
+import { timingSafeEqual } from "hono/utils/buffer";
+import type { AdminContextResolver, AdminEnv } from "../admin/context";
+import { AdminError, notFound } from "../admin/problem";
+import { DASHBOARD_SCRIPT } from "./client";
+import { DASHBOARD_HEADERS } from "./csp";
+import { crossSite, sessionOf } from "./csrf";
+import { readDashboard } from "./data";
+import { renderDashboard, renderSignIn } from "./render";
+import { createSession, csrfToken, sessionCookieHeader } from "./session";
+import { DASHBOARD_STYLE } from "./style";
+
+const PREFIX = "/__floodgate";
+const FAVICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#2b6cb0"/><path d="M3 11h10M3 7h6" stroke="#fff" stroke-width="2"/></svg>';
+
+/** Adds the dashboard's security headers to every response of the admin app (API responses too: harmless). */
+export function dashboardHeaders(app: Hono<AdminEnv>): void {
+  app.use("*", async function dashboardHeaders(c, next) {
+    await next();
+    try {
+      for (const [name, value] of Object.entries(DASHBOARD_HEADERS)) c.res.headers.set(name, value);
+    } catch {
+      // A response with immutable headers is not one of the dashboard's own.
+    }
+  });
+}
+
+/** The routes served before the admin gate: the page itself, sign-in, sign-out, the script and the stylesheet. */
+export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContextResolver): void {
+  const adminToken = async (c: Context): Promise<string> => {
+    const token = (await resolve(c)).config.adminToken;
+    if (!token) throw notFound("The dashboard is off: set the RATE_LIMIT_ADMIN_TOKEN secret to enable it.");
+    return token;
+  };
+  const secure = (c: Context) => new URL(c.req.url).protocol === "https:";
+
+  // `/__floodgate/` (and `/__floodgate`): a sub-app's "/" route matches only the path without the slash.
+  app.get("*", async (c, next) => {
+    const path = new URL(c.req.url).pathname;
+    if (path !== PREFIX && path !== `${PREFIX}/`) return next();
+    const admin = await resolve(c);
+    const token = await adminToken(c);
+    // A forged or expired cookie gets the sign-in form, like no cookie at all.
+    const session = await sessionOf(c.req.raw, token).catch((error) => {
+      if (error instanceof AdminError) return undefined;
+      throw error;
+    });
+    if (!session) return c.html(renderSignIn(false));
+    const [data, csrf] = await Promise.all([readDashboard(admin), csrfToken(token, session)]);
+    return c.html(renderDashboard(data, csrf));
+  });
+
+  app.post("/login", async (c) => {
+    const token = await adminToken(c);
+    if (crossSite(c.req.raw))
+      throw new AdminError(403, "Forbidden", "Sign in from the dashboard's own page.");
+    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+    const presented = typeof form.token === "string" ? form.token : "";
+    // Hashes both sides before comparing: constant time whatever the lengths.
+    if (!presented || !(await timingSafeEqual(presented, token))) return c.html(renderSignIn(true), 401);
+    c.header("Set-Cookie", sessionCookieHeader(await createSession(token), secure(c), PREFIX));
+    return c.redirect(`${PREFIX}/`, 303);
+  });
+
+  app.post("/logout", async (c) => {
+    await adminToken(c);
+    if (crossSite(c.req.raw))
+      throw new AdminError(403, "Forbidden", "Sign out from the dashboard's own page.");
+    c.header("Set-Cookie", sessionCookieHeader(undefined, secure(c), PREFIX));
+    return c.redirect(`${PREFIX}/`, 303);
+  });
+
+  app.get("/dashboard.js", async (c) => {
+    await adminToken(c);
+    return c.body(DASHBOARD_SCRIPT, 200, { "Content-Type": "text/javascript; charset=utf-8" });
+  });
+
+  // Its own icon, so a browser's `/favicon.ico` guess never reaches the limiter or the origin.
+  app.get("/favicon.svg", async (c) => {
+    await adminToken(c);
+    return c.body(FAVICON, 200, { "Content-Type": "image/svg+xml" });
+  });
+
+  app.get("/dashboard.css", async (c) => {
+    await adminToken(c);
+    return c.body(DASHBOARD_STYLE, 200, { "Content-Type": "text/css; charset=utf-8" });
+  });
+}
+
+/** The routes behind the admin gate (Bearer token or session cookie). */
+export function dashboardRoutes(app: Hono<AdminEnv>): void {
+  app.get("/dashboard.json", async (c) => c.json(await readDashboard(c.get("admin"))));
+}
