@@ -66,6 +66,7 @@ async function planCall(
   const tier =
     tierName !== undefined && Object.hasOwn(rule.tiers, tierName) ? rule.tiers[tierName] : undefined;
   const limit = tier?.limit ?? rule.limit;
+  const identityHash = await hashIdentity(identity);
 
   return {
     rule: rule.name,
@@ -77,7 +78,9 @@ async function planCall(
     cost: rule.algorithm === "concurrency" ? 1 : await costOf(c, rule, costFn),
     mode,
     failure: rule.failure ?? context.failure,
-    identityHash: await hashIdentity(identity),
+    identityHash,
+    // Only an identity the isolate knows to have an override costs the script an override read.
+    override: context.live.overrides?.has(rule.name, identityHash) ?? true,
   };
 }
 
