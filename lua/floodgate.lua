@@ -69,6 +69,36 @@ local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, PER_RULE = 0, 1, 2, 3, 4, 5, 
 -- Algorithm codes, compared as the strings they arrive as (cheaper than tonumber).
 local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = "1", "2", "3", "4", "5", "6"
 
+-- Fast path: ONE fixed-window rule, no override, no options: the commonest call, and the cheapest. It is the
+-- general path below for that case with nothing else to do (same replies); anything unusual (another
+-- algorithm's state under this key, cost over the limit) goes on to the general path untouched.
+-- (A plain call's rule 1 starts at ARGV[2].)
+if #ARGV == 1 + PER_RULE and ARGV[1] == "0" and ARGV[2 + ALGORITHM] == FIXED and ARGV[2 + MODE] == "1" then
+  local limit, cost_arg = tonumber(ARGV[2 + LIMIT]), ARGV[2 + COST] -- units
+  local cost = tonumber(cost_arg) -- units
+  if limit > 0 and cost <= limit then
+    local counted = redis.pcall("INCRBY", KEYS[1], cost_arg)
+    if type(counted) == "number" and counted - cost <= 1e13 then
+      if counted == cost then -- a new counter: its expiry is its window's end, on Redis's clock
+        local time = redis.call("TIME")
+        local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) -- ms
+        local period = tonumber(ARGV[2 + PERIOD]) -- ms
+        local end_ms = now_ms - now_ms % period + period -- ms
+        redis.call("PEXPIREAT", KEYS[1], string.format("%d", end_ms))
+        local reset_after = math.ceil(end_ms - (tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000))
+        return { 1, 1, limit, limit - cost, reset_after, reset_after }
+      elseif counted <= limit then
+        return { 1, 1, limit, limit - counted, -1, -1 } -- -1: the window's end (see the header)
+      end
+      redis.call("DECRBY", KEYS[1], cost_arg) -- denied: nothing counted, Retry-After on Redis's clock
+      local reset = redis.call("PTTL", KEYS[1])
+      return { 0, 0, limit, limit - counted + cost, reset, reset }
+    elseif type(counted) == "number" then
+      redis.call("DECRBY", KEYS[1], cost_arg) -- a token-bucket/gcra TAT: the general path replaces it
+    end
+  end
+end
+
 local call = ARGV[1]
 local request_id = call ~= "0" and ARGV[2] or "" -- only sliding-log and concurrency rules use it
 local peek = call == "2" and ARGV[3] == "1"

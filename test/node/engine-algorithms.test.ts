@@ -129,10 +129,13 @@ describe.each(["sliding-window", "sliding-log", "token-bucket", "gcra"] as Algor
   },
 );
 
-describe("fixed-window (real time: its counter expires on Redis's own clock)", () => {
+describe.each([
+  ["reading its override", true],
+  ["as production calls it, without an override read", false],
+])("fixed-window %s (real time: its counter expires on Redis's own clock)", (_, override) => {
   it("admits exactly `limit` per epoch-aligned window; retryAfterMs is the window's end", async () => {
     const periodMs = 1000;
-    const call = ruleCall({ algorithm: "fixed-window", limit: 4, periodMs });
+    const call = ruleCall({ algorithm: "fixed-window", limit: 4, periodMs, override });
     // Start just after a window boundary so that the burst fits inside one window.
     await sleep(periodMs - ((await redisNowMs(redis)) % periodMs) + 20);
     const outcomes = [];
@@ -156,8 +159,20 @@ describe("fixed-window (real time: its counter expires on Redis's own clock)", (
     expect(await hit(call)).toMatchObject({ outcome: "allowed", remaining: 3 });
   });
 
+  it("says when the window ends, on an allowed request too", async () => {
+    const periodMs = 3_600_000;
+    const call = ruleCall({ algorithm: "fixed-window", limit: 10, periodMs, override });
+    for (let i = 0; i < 3; i++) {
+      const untilEnd = periodMs - ((await redisNowMs(redis)) % periodMs);
+      const r = await hit(call);
+      expect(r.outcome).toBe("allowed");
+      expect(Math.abs(r.resetAfterMs - untilEnd)).toBeLessThanOrEqual(1000);
+      expect(r.retryAfterMs).toBe(r.resetAfterMs);
+    }
+  });
+
   it("counts cost and refuses a cost above the limit without counting it", async () => {
-    const call = ruleCall({ algorithm: "fixed-window", limit: 10, periodMs: 3_600_000, cost: 6 });
+    const call = ruleCall({ algorithm: "fixed-window", limit: 10, periodMs: 3_600_000, cost: 6, override });
     expect(await hit(call)).toMatchObject({ outcome: "allowed", remaining: 4 });
     expect(await hit(call)).toMatchObject({ outcome: "denied", remaining: 4 });
     expect(await hit({ ...call, cost: 11 })).toMatchObject({
