@@ -70,18 +70,35 @@ function beforeCall(sha, code, rules, id) {
 function upstashCalls(sha) {
   const prefix = "@upstash/ratelimit";
   return [
-    ["fixed-window", (id, now) => {
-      const bucket = Math.floor(now / PERIOD_MS);
-      return ["EVALSHA", sha.fixedWindow, "1", `${prefix}:${id}:${bucket}`, HUGE, String(PERIOD_MS), "1"];
-    }],
-    ["sliding-window", (id, now) => {
-      const bucket = Math.floor(now / PERIOD_MS);
-      const [cur, prev] = [`${prefix}:${id}:${bucket}`, `${prefix}:${id}:${bucket - 1}`];
-      return ["EVALSHA", sha.slidingWindow, "2", cur, prev, HUGE, String(now), String(PERIOD_MS), "1"];
-    }],
-    ["token-bucket", (id, now) => [
-      "EVALSHA", sha.tokenBucket, "1", `${prefix}:${id}`, HUGE, String(PERIOD_MS), HUGE, String(now), "1",
-    ]],
+    [
+      "fixed-window",
+      (id, now) => {
+        const bucket = Math.floor(now / PERIOD_MS);
+        return ["EVALSHA", sha.fixedWindow, "1", `${prefix}:${id}:${bucket}`, HUGE, String(PERIOD_MS), "1"];
+      },
+    ],
+    [
+      "sliding-window",
+      (id, now) => {
+        const bucket = Math.floor(now / PERIOD_MS);
+        const [cur, prev] = [`${prefix}:${id}:${bucket}`, `${prefix}:${id}:${bucket - 1}`];
+        return ["EVALSHA", sha.slidingWindow, "2", cur, prev, HUGE, String(now), String(PERIOD_MS), "1"];
+      },
+    ],
+    [
+      "token-bucket",
+      (id, now) => [
+        "EVALSHA",
+        sha.tokenBucket,
+        "1",
+        `${prefix}:${id}`,
+        HUGE,
+        String(PERIOD_MS),
+        HUGE,
+        String(now),
+        "1",
+      ],
+    ],
   ];
 }
 
@@ -98,7 +115,9 @@ async function measureRun(redis, build, ids) {
   const stats = await redis.info("commandstats");
   let calls = 0;
   let evalshaUsec = Number.NaN;
-  for (const [, command, n, perCall] of stats.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=\d+,usec_per_call=([0-9.]+)/g)) {
+  for (const [, command, n, perCall] of stats.matchAll(
+    /cmdstat_([a-z|]+):calls=(\d+),usec=\d+,usec_per_call=([0-9.]+)/g,
+  )) {
     if (command === "config" || command === "info") continue;
     calls += Number(n);
     if (command === "evalsha") evalshaUsec = Number(perCall);
@@ -115,14 +134,29 @@ export async function measureCommands(redis, { before, repetitions = 3 } = {}) {
     tokenBucket: await redis.script("LOAD", upstashScript("tokenBucketLimitScript")),
   };
   if (before) {
-    const text = execFileSync("git", ["-C", root, "show", `${before}:lua/floodgate.lua`], { encoding: "utf8" });
+    const text = execFileSync("git", ["-C", root, "show", `${before}:lua/floodgate.lua`], {
+      encoding: "utf8",
+    });
     sha.before = await redis.script("LOAD", stripKeyLocking(text));
   }
   const scenarios = [];
   for (const [algorithm, code] of ALGORITHMS) {
     for (const rules of [1, 3]) {
-      scenarios.push({ name: `floodgate ${algorithm} ×${rules}`, algorithm, rules, who: "floodgate", build: (id) => floodgateCall(sha.ours, code, rules, id) });
-      if (before) scenarios.push({ name: `floodgate before ${algorithm} ×${rules}`, algorithm, rules, who: "before", build: (id) => beforeCall(sha.before, code, rules, id) });
+      scenarios.push({
+        name: `floodgate ${algorithm} ×${rules}`,
+        algorithm,
+        rules,
+        who: "floodgate",
+        build: (id) => floodgateCall(sha.ours, code, rules, id),
+      });
+      if (before)
+        scenarios.push({
+          name: `floodgate before ${algorithm} ×${rules}`,
+          algorithm,
+          rules,
+          who: "before",
+          build: (id) => beforeCall(sha.before, code, rules, id),
+        });
     }
   }
   for (const [algorithm, build] of upstashCalls(sha)) {
@@ -131,7 +165,10 @@ export async function measureCommands(redis, { before, repetitions = 3 } = {}) {
   const runs = new Map(scenarios.map((s) => [s.name, []]));
   for (let rep = 0; rep < repetitions; rep++) {
     for (const scenario of scenarios) {
-      const ids = Array.from({ length: IDENTITIES }, (_, i) => `${rep}-${i}-${Math.random().toString(36).slice(2, 10)}`);
+      const ids = Array.from(
+        { length: IDENTITIES },
+        (_, i) => `${rep}-${i}-${Math.random().toString(36).slice(2, 10)}`,
+      );
       const cold = await measureRun(redis, scenario.build, ids);
       const warm = await measureRun(redis, scenario.build, ids);
       runs.get(scenario.name).push({ cold, warm });
@@ -158,7 +195,8 @@ export async function measureCommands(redis, { before, repetitions = 3 } = {}) {
 /** The markdown table: one row per algorithm and rule count, Floodgate (before) and @upstash/ratelimit side by side. */
 export function commandsTable(rows) {
   const hasBefore = rows.some((r) => r.who === "before");
-  const find = (who, algorithm, rules) => rows.find((r) => r.who === who && r.algorithm === algorithm && r.rules === rules);
+  const find = (who, algorithm, rules) =>
+    rows.find((r) => r.who === who && r.algorithm === algorithm && r.rules === rules);
   const cmd = (r) => (r ? `${r.warmCommands.toFixed(2)} / ${r.coldCommands.toFixed(2)}` : "–");
   const us = (r) => (r ? `${r.warmUsec.toFixed(2)} / ${r.coldUsec.toFixed(2)}` : "–");
   const header = ["algorithm", "rules", "Floodgate commands warm / cold", "Floodgate EVALSHA µs warm / cold"];
@@ -179,11 +217,16 @@ export function commandsTable(rows) {
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  const { values } = parseArgs({ options: { before: { type: "string" }, repetitions: { type: "string", default: "3" } } });
+  const { values } = parseArgs({
+    options: { before: { type: "string" }, repetitions: { type: "string", default: "3" } },
+  });
   const server = await startRedis();
   const redis = new Redis(server.url);
   try {
-    const rows = await measureCommands(redis, { before: values.before, repetitions: Number(values.repetitions) });
+    const rows = await measureCommands(redis, {
+      before: values.before,
+      repetitions: Number(values.repetitions),
+    });
     console.log(
       `Billable commands (every command in INFO commandstats, EVALSHA included) and EVALSHA usec_per_call per decision; ` +
         `${IDENTITIES} identities, cold = first decision of an identity, warm = its second; every call allowed; median of ${values.repetitions} interleaved runs.\n`,

@@ -11,7 +11,6 @@
  * Until the set is loaded (its read failed or timed out), every call reads its override: never wrong,
  * only one command dearer.
  */
-import type { Redis } from "@upstash/redis";
 
 /** The Redis key of the override index. */
 export const overrideIndexKey = (prefix: string): string => `${prefix}:overrides`;

@@ -88,7 +88,9 @@ describe("admin changes reach every isolate", () => {
 
 describe("a new override, as the decision reads it only for identities known to have one", () => {
   const prefix = `${PREFIX}-lower`;
-  const rules = [{ name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 100, period: "1h" }];
+  const rules = [
+    { name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 100, period: "1h" },
+  ];
   const writer = makeEnv(prefix, rules);
   const other = makeEnv(prefix, rules);
 
@@ -109,7 +111,9 @@ describe("a new override, as the decision reads it only for identities known to 
     expect((await request(other, "key-lower")).status).toBe(200);
 
     const loweredAt = Date.now();
-    expect((await send(writer, "PUT", "/__floodgate/overrides/api/key-lower", { limit: 2 })).status).toBe(200);
+    expect((await send(writer, "PUT", "/__floodgate/overrides/api/key-lower", { limit: 2 })).status).toBe(
+      200,
+    );
     expect((await request(writer, "key-lower")).status).toBe(429); // 2 used: the override's whole limit
     const elapsedMs = await firstDenied(other, "key-lower", loweredAt);
     expect(elapsedMs).toBeDefined();
@@ -120,8 +124,9 @@ describe("a new override, as the decision reads it only for identities known to 
     expect((await request(fresh, "key-lower")).status).toBe(429);
 
     // Removed: the rule's own limit again, in the writer at once.
-    expect((await call(writer, "/__floodgate/overrides/api/key-lower", { method: "DELETE" })).status).toBe(204);
+    expect((await call(writer, "/__floodgate/overrides/api/key-lower", { method: "DELETE" })).status).toBe(
+      204,
+    );
     expect((await request(writer, "key-lower")).status).toBe(200);
   });
 });
-
