@@ -114,6 +114,87 @@ local n = (#ARGV - first + 1) / PER_RULE
 local floor, ceil, format = math.floor, math.ceil, string.format
 local now_us, now_ms -- µs, ms: Redis's clock (plus the test offset), read below only if a rule needs it
 local clock = call == "2" -- peek and time travel always read it
+
+-- Fast paths for ONE rule without override or options, the commonest call: token-bucket / gcra and the
+-- sliding window's allowed path, the general path below for that case with nothing else to do (same
+-- replies). A sliding-window denial goes on to the general path with the clock already read.
+local single_algorithm = n == 1 and call == "0" and ARGV[2 + MODE] == "1" and ARGV[2 + ALGORITHM]
+if single_algorithm == BUCKET or single_algorithm == GCRA or single_algorithm == SLIDING then
+  local time = redis.call("TIME")
+  now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  now_ms = floor(now_us / 1000)
+  local limit, cost_arg = tonumber(ARGV[2 + LIMIT]), ARGV[2 + COST] -- units
+  local cost = cost_arg == "1" and 1 or tonumber(cost_arg) -- units
+  local period_us = tonumber(ARGV[2 + PERIOD]) * 1000 -- µs
+  local key = KEYS[1]
+  if single_algorithm ~= SLIDING then
+    local burst = tonumber(ARGV[2 + BURST]) -- units
+    if limit > 0 and cost <= burst then
+      local interval_us = ceil(period_us / limit)
+      local capacity_us = burst * interval_us
+      local tat_us = tonumber(redis.pcall("GET", key)) or 0
+      if tat_us < now_us then
+        tat_us = now_us
+      end
+      local tat_after_us = tat_us + cost * interval_us
+      if tat_after_us - now_us <= capacity_us then
+        redis.call("SET", key, format("%d", tat_after_us), "PXAT", format("%d", ceil(tat_after_us / 1000)))
+        local avail_after = floor((now_us + capacity_us - tat_after_us) / interval_us)
+        local wait_us = tat_after_us - capacity_us + (avail_after + 1) * interval_us - now_us
+        return {
+          1, 1, limit, avail_after, ceil((tat_after_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0,
+        }
+      end
+      local wait_us = tat_after_us - capacity_us - now_us
+      return {
+        0,
+        0,
+        limit,
+        floor((now_us + capacity_us - tat_us) / interval_us),
+        tat_us > now_us and ceil((tat_us - now_us) / 1000) or 0,
+        wait_us > 0 and ceil(wait_us / 1000) or 0,
+      }
+    end
+  elseif limit > 0 and cost <= limit then
+    local period = period_us / 1000 -- ms
+    local window = floor(now_ms / period)
+    local start_us = window * period_us
+    local end_us = start_us + period_us
+    local prev, cur, same = 0, 0, nil
+    local raw = redis.pcall("GET", key)
+    if type(raw) == "string" then
+      local head, w, p, c = string.match(raw, "^((%d+):(%d+):)(%d+)$")
+      w = tonumber(w)
+      if w == window then
+        same, prev, cur = head, tonumber(p), tonumber(c)
+      elseif w == window - 1 then
+        prev = tonumber(c)
+      end
+    end
+    local in_view_us = end_us - now_us -- µs of the previous window still in view
+    if prev * in_view_us + (cur + cost) * period_us <= limit * period_us then
+      if same then
+        redis.call("SET", key, same .. (cur + cost), "KEEPTTL")
+      else
+        local expire_ms = format("%d", ceil((end_us + period_us) / 1000))
+        redis.call("SET", key, format("%d:%d:%d", window, prev, cur + cost), "PXAT", expire_ms)
+      end
+      local c = cur + cost
+      local avail_after = floor(limit - prev * in_view_us / period_us - c + 1e-9)
+      local need, wait_us = avail_after + 1, 0 -- ms until one more unit fits
+      if c + need <= limit then
+        if prev > 0 then
+          wait_us = start_us + period_us * (1 - (limit - need - c) / prev) - now_us
+        end
+      else
+        wait_us = end_us + period_us * (1 - (limit - need) / c) - now_us
+      end
+      return {
+        1, 1, limit, avail_after, ceil((end_us + period_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0,
+      }
+    end
+  end
+end
 for i = 1, n do
   local at = first + (i - 1) * PER_RULE
   local mode = ARGV[at + MODE]
@@ -121,7 +202,7 @@ for i = 1, n do
     clock = true -- every other algorithm works from now; an override may change the period
   end
 end
-if clock then
+if clock and not now_us then
   local time = redis.call("TIME")
   now_us = tonumber(time[1]) * 1000000 + tonumber(time[2]) + offset_ms * 1000
   now_ms = floor(now_us / 1000)

@@ -269,3 +269,24 @@ describe("concurrency", () => {
     expect(await hit(call)).toMatchObject({ outcome: "allowed", remaining: 0 });
   });
 });
+
+describe.each(["fixed-window", "sliding-window", "token-bucket", "gcra"] as Algorithm[])(
+  "%s as production calls it (one rule, no override read: the script's fast path)",
+  (algorithm) => {
+    it("answers exactly as a call that reads the (absent) override", async () => {
+      const lean = ruleCall({ algorithm, limit: 5, periodMs: PERIOD, burst: 3, override: false });
+      const full = ruleCall({ algorithm, limit: 5, periodMs: PERIOD, burst: 3, override: true });
+      for (let i = 0; i < 7; i++) {
+        const [a, b] = [await hit(lean), await hit(full)];
+        expect([a.allowed, a.outcome, a.limit, a.remaining]).toEqual([
+          b.allowed,
+          b.outcome,
+          b.limit,
+          b.remaining,
+        ]);
+        expect(Math.abs(a.resetAfterMs - b.resetAfterMs)).toBeLessThanOrEqual(1000);
+        expect(Math.abs(a.retryAfterMs - b.retryAfterMs)).toBeLessThanOrEqual(1000);
+      }
+    });
+  },
+);
