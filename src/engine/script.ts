@@ -112,6 +112,9 @@ export function scriptArguments(
   return { keys, args };
 }
 
+/** The reply's "end of the current window" marker (see {@link orWindowEnd}). */
+const WINDOW_END = -1;
+
 /** Thrown when a reply does not have the script's shape (a different script under the same SHA?). */
 export class ReplyShapeError extends Error {
   constructor(detail: string) {
@@ -164,6 +167,3 @@ function orWindowEnd(ms: number, call: RuleCall, now: number): number {
   if (ms === WINDOW_END && call.algorithm === "fixed-window") return call.periodMs - (now % call.periodMs);
   return 0;
 }
-
-/** The reply's "end of the current window" marker (see {@link orWindowEnd}). */
-const WINDOW_END = -1;
