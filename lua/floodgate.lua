@@ -39,6 +39,8 @@ Returns an array of integers only: { allowed, then 5 per rule }
                (cost exceeds capacity: one period); allowed: until more quota is available, 0 when full
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/script.ts).
+Short reply: a call of ONE fixed-window rule allowed on a live counter returns just the remaining units, an
+  integer (= { 1, 1, limit, remaining, -1, -1 }).
 
 Semantics: phase 1 evaluates every rule without writing. Only if every `on` rule allows does phase 2
 write each ALLOWING rule: a denied request consumes nothing anywhere (no partial counting), and a
@@ -88,7 +90,7 @@ if #ARGV == 1 + PER_RULE and ARGV[1] == "0" and ARGV[2 + ALGORITHM] == FIXED and
         local reset_after = math.ceil(end_ms - (tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000))
         return { 1, 1, limit, limit - cost, reset_after, reset_after }
       elseif counted <= limit then
-        return { 1, 1, limit, limit - counted, -1, -1 } -- -1: the window's end (see the header)
+        return limit - counted -- the short reply (see the header): an array costs Redis more to send
       end
       redis.call("DECRBY", KEYS[1], cost_arg) -- denied: nothing counted, Retry-After on Redis's clock
       local reset = redis.call("PTTL", KEYS[1])

@@ -123,11 +123,33 @@ export class ReplyShapeError extends Error {
   }
 }
 
-/** The one decoder: the script's raw integer reply → whether the request is allowed, and one result per call. */
+/**
+ * The one decoder: the script's raw integer reply → whether the request is allowed, and one result per call.
+ * Besides the full reply (`REPLY`), the script's short reply for one fixed-window rule: the remaining units.
+ */
 export function decodeReply(
   raw: unknown,
   calls: readonly RuleCall[],
 ): { allowed: boolean; results: RuleResult[] } {
+  const only = calls.length === 1 ? calls[0] : undefined;
+  if (typeof raw === "number" && only?.algorithm === "fixed-window") {
+    // The short reply: one fixed-window rule allowed on a live counter, `raw` units remaining.
+    const untilWindowEnd = orWindowEnd(WINDOW_END, only, Date.now());
+    return {
+      allowed: true,
+      results: [
+        {
+          call: only,
+          outcome: "allowed",
+          limit: only.limit,
+          remaining: Math.max(0, raw),
+          resetAfterMs: untilWindowEnd,
+          retryAfterMs: untilWindowEnd,
+          source: "redis",
+        },
+      ],
+    };
+  }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
   if (!Array.isArray(raw) || raw.length !== expected) {
     throw new ReplyShapeError(
