@@ -39,8 +39,10 @@ Returns an array of integers only: { allowed, then 5 per rule }
                (cost exceeds capacity: one period); allowed: until more quota is available, 0 when full
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/script.ts).
-Short reply: a call of ONE fixed-window rule allowed on a live counter returns just the remaining units, an
-  integer (= { 1, 1, limit, remaining, -1, -1 }).
+Short replies, for ONE rule allowed on a fast path (an array costs Redis more to send, per element):
+  fixed-window on a live counter: the remaining units, an integer     (= { 1, 1, limit, remaining, -1, -1 })
+  token-bucket, gcra, sliding-window: { remaining, reset_after_ms, retry_after_ms }
+                                           (= { 1, 1, limit, remaining, reset_after_ms, retry_after_ms })
 
 Semantics: phase 1 evaluates every rule without writing. Only if every `on` rule allows does phase 2
 write each ALLOWING rule: a denied request consumes nothing anywhere (no partial counting), and a
@@ -90,7 +92,7 @@ if #ARGV == 1 + PER_RULE and ARGV[1] == "0" and ARGV[2 + ALGORITHM] == FIXED and
         local reset_after = math.ceil(end_ms - (tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000))
         return { 1, 1, limit, limit - cost, reset_after, reset_after }
       elseif counted <= limit then
-        return limit - counted -- the short reply (see the header): an array costs Redis more to send
+        return limit - counted -- the short reply (see the header)
       end
       redis.call("DECRBY", KEYS[1], cost_arg) -- denied: nothing counted, Retry-After on Redis's clock
       local reset = redis.call("PTTL", KEYS[1])
@@ -123,7 +125,7 @@ local clock = call == "2" -- peek and time travel always read it
 local single_algorithm = n == 1 and call == "0" and ARGV[2 + MODE] == "1" and ARGV[2 + ALGORITHM]
 if single_algorithm == BUCKET or single_algorithm == GCRA or single_algorithm == SLIDING then
   local time = redis.call("TIME")
-  now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  now_us = time[1] * 1000000 + time[2] -- Lua's own string arithmetic: cheaper than two tonumber calls
   now_ms = floor(now_us / 1000)
   local limit, cost_arg = tonumber(ARGV[2 + LIMIT]), ARGV[2 + COST] -- units
   local cost = cost_arg == "1" and 1 or tonumber(cost_arg) -- units
@@ -143,9 +145,7 @@ if single_algorithm == BUCKET or single_algorithm == GCRA or single_algorithm ==
         redis.call("SET", key, format("%d", tat_after_us), "PXAT", format("%d", ceil(tat_after_us / 1000)))
         local avail_after = floor((now_us + capacity_us - tat_after_us) / interval_us)
         local wait_us = tat_after_us - capacity_us + (avail_after + 1) * interval_us - now_us
-        return {
-          1, 1, limit, avail_after, ceil((tat_after_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0,
-        }
+        return { avail_after, ceil((tat_after_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0 }
       end
       local wait_us = tat_after_us - capacity_us - now_us
       return {
@@ -191,9 +191,7 @@ if single_algorithm == BUCKET or single_algorithm == GCRA or single_algorithm ==
       else
         wait_us = end_us + period_us * (1 - (limit - need) / c) - now_us
       end
-      return {
-        1, 1, limit, avail_after, ceil((end_us + period_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0,
-      }
+      return { avail_after, ceil((end_us + period_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0 }
     end
   end
 end

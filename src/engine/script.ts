@@ -132,23 +132,8 @@ export function decodeReply(
   calls: readonly RuleCall[],
 ): { allowed: boolean; results: RuleResult[] } {
   const only = calls.length === 1 ? calls[0] : undefined;
-  if (typeof raw === "number" && only?.algorithm === "fixed-window") {
-    // The short reply: one fixed-window rule allowed on a live counter, `raw` units remaining.
-    const untilWindowEnd = orWindowEnd(WINDOW_END, only, Date.now());
-    return {
-      allowed: true,
-      results: [
-        {
-          call: only,
-          outcome: "allowed",
-          limit: only.limit,
-          remaining: Math.max(0, raw),
-          resetAfterMs: untilWindowEnd,
-          retryAfterMs: untilWindowEnd,
-          source: "redis",
-        },
-      ],
-    };
+  if (only && (typeof raw === "number" || (Array.isArray(raw) && raw.length === SHORT_REPLY_LENGTH))) {
+    return { allowed: true, results: [shortReply(raw, only)] };
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
   if (!Array.isArray(raw) || raw.length !== expected) {
@@ -177,6 +162,38 @@ export function decodeReply(
     };
   });
   return { allowed: at(REPLY.allowed) === 1, results };
+}
+
+/** Length of the short array reply: one rule allowed on a fast path (lua/floodgate.lua's header). */
+const SHORT_REPLY_LENGTH = 3;
+
+/**
+ * A short reply (one rule allowed on one of the script's fast paths): the remaining units alone (a fixed
+ * window on a live counter), or `{ remaining, reset_after_ms, retry_after_ms }`. No override was read, so the
+ * limit in force is the call's own.
+ */
+function shortReply(raw: unknown, call: RuleCall): RuleResult {
+  const at = (value: unknown, i: number): number => {
+    const n = Number(value);
+    if (!Number.isFinite(n)) throw new ReplyShapeError(`element ${i} is not a number`);
+    return n;
+  };
+  const [remaining, resetAfterMs, retryAfterMs] = Array.isArray(raw)
+    ? raw.map(at)
+    : [at(raw, 0), WINDOW_END, WINDOW_END];
+  if (!Array.isArray(raw) && call.algorithm !== "fixed-window") {
+    throw new ReplyShapeError(`an integer reply for a ${call.algorithm} rule`);
+  }
+  const now = Date.now();
+  return {
+    call,
+    outcome: "allowed",
+    limit: call.limit,
+    remaining: Math.max(0, remaining ?? 0),
+    resetAfterMs: orWindowEnd(resetAfterMs ?? 0, call, now),
+    retryAfterMs: orWindowEnd(retryAfterMs ?? 0, call, now),
+    source: "redis",
+  };
 }
 
 /**
