@@ -74,8 +74,9 @@ local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, PER_RULE = 0, 1, 2, 3, 4, 5, 
 local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = "1", "2", "3", "4", "5", "6"
 
 -- Fast path: ONE fixed-window rule, no override, no options: the commonest call, and the cheapest. It is the
--- general path below for that case with nothing else to do (same replies); anything unusual (another
--- algorithm's state under this key, cost over the limit) goes on to the general path untouched.
+-- general path below for that case with nothing else to do (the same values; the short reply when allowed on
+-- a live counter); anything unusual (another algorithm's state under this key, cost over the limit) goes on
+-- to the general path untouched.
 -- (A plain call's rule 1 starts at ARGV[2].)
 if #ARGV == 1 + PER_RULE and ARGV[1] == "0" and ARGV[2 + ALGORITHM] == FIXED and ARGV[2 + MODE] == "1" then
   local limit, cost_arg = tonumber(ARGV[2 + LIMIT]), ARGV[2 + COST] -- units
@@ -120,8 +121,9 @@ local now_us, now_ms -- µs, ms: Redis's clock (plus the test offset), read belo
 local clock = call == "2" -- peek and time travel always read it
 
 -- Fast paths for ONE rule without override or options, the commonest call: token-bucket / gcra and the
--- sliding window's allowed path, the general path below for that case with nothing else to do (same
--- replies). A sliding-window denial goes on to the general path with the clock already read.
+-- sliding window's allowed path, the general path below for that case with nothing else to do (the same
+-- values; the short reply when allowed). A sliding-window denial goes on to the general path with the clock
+-- already read.
 local single_algorithm = n == 1 and call == "0" and ARGV[2 + MODE] == "1" and ARGV[2 + ALGORITHM]
 if single_algorithm == BUCKET or single_algorithm == GCRA or single_algorithm == SLIDING then
   local time = redis.call("TIME")
