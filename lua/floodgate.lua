@@ -6,22 +6,28 @@ The shebang tells Upstash to lock only the keys in KEYS (not the whole database)
 this script touches arrives in KEYS and no key is shared by all identities. Stock Redis rejects the flag;
 the local REST server strips it (and maps the SHA) the way Upstash accepts it.
 
-KEYS (2 per rule, rule i = 1..n):
-  KEYS[2i-1]  state key    <prefix>:<rule>:<hash>            (layout per algorithm below)
-  KEYS[2i]    override     <prefix>:override:<rule>:<hash>   hash: limit, period (MILLISECONDS), burst;
-                                                              read only; absent burst = the override's limit
+Upstash bills the EVALSHA plus every command run inside it, so the allowed path of each algorithm is kept
+to the fewest commands (README, "Redis"): no per-call extras, TIME only when some rule needs the clock,
+and an override read only for the identities the caller knows to have one.
+
+KEYS:
+  KEYS[i]      state key of rule i = 1..n   <prefix>:<rule>:<hash>   (layout per algorithm below)
+  KEYS[n + k]  override of the k-th rule whose mode slot says "with override", in rule order:
+               <prefix>:override:<rule>:<hash>, hash: limit, period (MILLISECONDS), burst; read only;
+               absent burst = the override's limit
 ARGV:
-  ARGV[1]  time offset, ms added to Redis TIME. ALWAYS 0 in production; tests use it to travel in time
-           (fixed-window counters expire on Redis's real clock: for them only offsets within one window hold).
-  ARGV[2]  request id: the concurrency lease member and part of sliding-log members
-  ARGV[3]  peek: "1" = evaluate with the given cost but write nothing (admin API), "0" = decide
-  then 6 per rule, starting at ARGV[4 + 6(i-1)]:
-    algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
-    limit      units per period (concurrency: requests in flight), tier already applied by the edge
-    period     ms (concurrency: lease after which an unreleased slot is freed)
-    burst      token-bucket capacity / gcra burst (units a fresh identity may spend at once)
-    cost       units this request consumes, >= 1 (ignored by concurrency: one slot)
-    mode       1 on (can deny) | 0 monitor (reported, never denies)
+  ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log or
+           concurrency rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] peek ("1" = evaluate
+           with the given cost but write nothing: the admin API), ARGV[4] time offset, ms added to Redis
+           TIME (tests that travel in time; fixed-window counters expire on Redis's real clock, so for them
+           only offsets within one window hold)
+  then 6 per rule, rule i's at ARGV[first + 6(i-1) + slot] (first = 2, 3 or 5 as ARGV[1] says):
+    slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
+    slot 1 mode       1 on (can deny) | 0 monitor (reported, never denies); 3 | 2: the same, with an override key
+    slot 2 limit      units per period (concurrency: requests in flight), tier already applied by the edge
+    slot 3 period     ms (concurrency: lease after which an unreleased slot is freed)
+    slot 4 burst      token-bucket capacity / gcra burst (units a fresh identity may spend at once)
+    slot 5 cost       units this request consumes, >= 1 (ignored by concurrency: one slot)
 
 Returns an array of integers only: { allowed, then 5 per rule }
   [1]          1 if every `on` rule allows (and then every allowing rule was written), else 0
@@ -31,6 +37,12 @@ Returns an array of integers only: { allowed, then 5 per rule }
   [5 + 5(i-1)] reset_after_ms: until the rule is fully reset (window end, bucket full); 0 when untouched
   [6 + 5(i-1)] retry_after_ms: denied: when the same request would be allowed absent other traffic
                (cost exceeds capacity: one period); allowed: until more quota is available, 0 when full
+  A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
+  current epoch-aligned window", which the caller works out (src/engine/script.ts).
+Short replies, for ONE rule allowed on a fast path (an array costs Redis more to send, per element):
+  fixed-window on a live counter: the remaining units, an integer     (= { 1, 1, limit, remaining, -1, -1 })
+  token-bucket, gcra, sliding-window: { remaining, reset_after_ms, retry_after_ms }
+                                           (= { 1, 1, limit, remaining, reset_after_ms, retry_after_ms })
 
 Semantics: phase 1 evaluates every rule without writing. Only if every `on` rule allows does phase 2
 write each ALLOWING rule: a denied request consumes nothing anywhere (no partial counting), and a
@@ -38,6 +50,13 @@ write each ALLOWING rule: a denied request consumes nothing anywhere (no partial
 One exception, invisible from outside (the script is atomic): a fixed-window counter is incremented in
 phase 1 (INCRBY instead of GET now and INCRBY later) and decremented again, or deleted if phase 1 created
 it, when its rule or the request is denied; a counter it creates gets its expiry in the same step.
+
+Time: Redis's, never the edge's. TIME is read at most once per call, and not at all when every rule is a
+fixed window whose counter is live: the counter expires AT its window's end on Redis's clock, and Redis
+checks expiry against the time the script started, so a counter this script can see IS the counter of the
+window the script runs in (a boundary crossed while the script runs changes nothing: the script is one
+instant). Only creating a counter needs the clock (to set its expiry), and a denial asks the counter its
+PTTL, so Retry-After stays on Redis's clock.
 
 State layout per algorithm (one key per identity; every write carries a TTL within one period of its window):
   fixed-window    integer counter, expires AT the epoch-aligned window end
@@ -49,23 +68,147 @@ State layout per algorithm (one key per identity; every write carries a TTL with
   concurrency     ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire
 ]]
 
-local offset_ms = ARGV[1] == "0" and 0 or tonumber(ARGV[1]) -- ms (tonumber is not free, see below)
-local request_id = ARGV[2]
-local peek = ARGV[3] == "1"
-
--- Time is Redis's, never the edge's: every edge node agrees on one clock.
-local time = redis.call("TIME")
-local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2]) + offset_ms * 1000 -- µs
-local floor, ceil, format = math.floor, math.ceil, string.format
-local now_ms = floor(now_us / 1000) -- ms
-
--- Measured (issue 3, redis-server 7.0 in a loop): a redis.call costs about 0.7-1 µs (TIME 1.8, SET with
--- PXAT 3.5, SET KEEPTTL 1.8), a table with 9 fields 1.3, string.format 0.4 ("%d"; "%.0f" 0.8), tonumber
--- 0.2, while arithmetic is nearly free. So: the fewest commands on the allowed path, no functions (a
--- chunk-level function is re-created on every EVALSHA), no table for a single rule's pending write, and µs
--- rounded up to ms inline: `x > 0 and ceil(x / 1000) or 0`.
+-- Slots of one rule's ARGV group (see the header).
+local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, PER_RULE = 0, 1, 2, 3, 4, 5, 6
 -- Algorithm codes, compared as the strings they arrive as (cheaper than tonumber).
 local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = "1", "2", "3", "4", "5", "6"
+
+-- Fast path: ONE fixed-window rule, no override, no options: the commonest call, and the cheapest. It is the
+-- general path below for that case with nothing else to do (the same values; the short reply when allowed on
+-- a live counter); anything unusual (another algorithm's state under this key, cost over the limit) goes on
+-- to the general path untouched.
+-- (A plain call's rule 1 starts at ARGV[2].)
+if #ARGV == 1 + PER_RULE and ARGV[1] == "0" and ARGV[2 + ALGORITHM] == FIXED and ARGV[2 + MODE] == "1" then
+  local limit, cost_arg = tonumber(ARGV[2 + LIMIT]), ARGV[2 + COST] -- units
+  local cost = tonumber(cost_arg) -- units
+  if limit > 0 and cost <= limit then
+    local counted = redis.pcall("INCRBY", KEYS[1], cost_arg)
+    if type(counted) == "number" and counted - cost <= 1e13 then
+      if counted == cost then -- a new counter: its expiry is its window's end, on Redis's clock
+        local time = redis.call("TIME")
+        local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) -- ms
+        local period = tonumber(ARGV[2 + PERIOD]) -- ms
+        local end_ms = now_ms - now_ms % period + period -- ms
+        redis.call("PEXPIREAT", KEYS[1], string.format("%d", end_ms))
+        local reset_after = math.ceil(end_ms - (tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000))
+        return { 1, 1, limit, limit - cost, reset_after, reset_after }
+      elseif counted <= limit then
+        return limit - counted -- the short reply (see the header)
+      end
+      redis.call("DECRBY", KEYS[1], cost_arg) -- denied: nothing counted, Retry-After on Redis's clock
+      local reset = redis.call("PTTL", KEYS[1])
+      return { 0, 0, limit, limit - counted + cost, reset, reset }
+    elseif type(counted) == "number" then
+      redis.call("DECRBY", KEYS[1], cost_arg) -- a token-bucket/gcra TAT: the general path replaces it
+    end
+  end
+end
+
+local call = ARGV[1]
+local request_id = call ~= "0" and ARGV[2] or "" -- only sliding-log and concurrency rules use it
+local peek = call == "2" and ARGV[3] == "1"
+local offset_ms = call == "2" and tonumber(ARGV[4]) or 0 -- ms; 0 in production
+local first = call == "0" and 2 or call == "1" and 3 or 5 -- ARGV index of rule 1's first slot
+local n = (#ARGV - first + 1) / PER_RULE
+
+-- Measured (redis-server 7.0, INFO commandstats): EVALSHA itself about 2 µs plus ~0.27 per argument, a
+-- redis.call about 0.7-1 µs (TIME 1.2 + 0.9 for its tonumbers, INCRBY 3.0, HGETALL of a missing key 1.8),
+-- a table with 9 fields 1.3, string.format 0.4, tonumber 0.2, while arithmetic is nearly free. So: the
+-- fewest commands on the allowed path, no functions (a chunk-level function is re-created on every
+-- EVALSHA), no table for a single rule's pending write, and µs rounded up to ms inline.
+local floor, ceil, format = math.floor, math.ceil, string.format
+local now_us, now_ms -- µs, ms: Redis's clock (plus the test offset), read below only if a rule needs it
+local clock = call == "2" -- peek and time travel always read it
+
+-- Fast paths for ONE rule without override or options, the commonest call: token-bucket / gcra and the
+-- sliding window's allowed path, the general path below for that case with nothing else to do (the same
+-- values; the short reply when allowed). A sliding-window denial goes on to the general path with the clock
+-- already read.
+local single_algorithm = n == 1 and call == "0" and ARGV[2 + MODE] == "1" and ARGV[2 + ALGORITHM]
+if single_algorithm == BUCKET or single_algorithm == GCRA or single_algorithm == SLIDING then
+  local time = redis.call("TIME")
+  now_us = time[1] * 1000000 + time[2] -- Lua's own string arithmetic: cheaper than two tonumber calls
+  now_ms = floor(now_us / 1000)
+  local limit, cost_arg = tonumber(ARGV[2 + LIMIT]), ARGV[2 + COST] -- units
+  local cost = cost_arg == "1" and 1 or tonumber(cost_arg) -- units
+  local period_us = tonumber(ARGV[2 + PERIOD]) * 1000 -- µs
+  local key = KEYS[1]
+  if single_algorithm ~= SLIDING then
+    local burst = tonumber(ARGV[2 + BURST]) -- units
+    if limit > 0 and cost <= burst then
+      local interval_us = ceil(period_us / limit)
+      local capacity_us = burst * interval_us
+      local tat_us = tonumber(redis.pcall("GET", key)) or 0
+      if tat_us < now_us then
+        tat_us = now_us
+      end
+      local tat_after_us = tat_us + cost * interval_us
+      if tat_after_us - now_us <= capacity_us then
+        redis.call("SET", key, format("%d", tat_after_us), "PXAT", format("%d", ceil(tat_after_us / 1000)))
+        local avail_after = floor((now_us + capacity_us - tat_after_us) / interval_us)
+        local wait_us = tat_after_us - capacity_us + (avail_after + 1) * interval_us - now_us
+        return { avail_after, ceil((tat_after_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0 }
+      end
+      local wait_us = tat_after_us - capacity_us - now_us
+      return {
+        0,
+        0,
+        limit,
+        floor((now_us + capacity_us - tat_us) / interval_us),
+        tat_us > now_us and ceil((tat_us - now_us) / 1000) or 0,
+        wait_us > 0 and ceil(wait_us / 1000) or 0,
+      }
+    end
+  elseif limit > 0 and cost <= limit then
+    local period = period_us / 1000 -- ms
+    local window = floor(now_ms / period)
+    local start_us = window * period_us
+    local end_us = start_us + period_us
+    local prev, cur, same = 0, 0, nil
+    local raw = redis.pcall("GET", key)
+    if type(raw) == "string" then
+      local head, w, p, c = string.match(raw, "^((%d+):(%d+):)(%d+)$")
+      w = tonumber(w)
+      if w == window then
+        same, prev, cur = head, tonumber(p), tonumber(c)
+      elseif w == window - 1 then
+        prev = tonumber(c)
+      end
+    end
+    local in_view_us = end_us - now_us -- µs of the previous window still in view
+    if prev * in_view_us + (cur + cost) * period_us <= limit * period_us then
+      if same then
+        redis.call("SET", key, same .. (cur + cost), "KEEPTTL")
+      else
+        local expire_ms = format("%d", ceil((end_us + period_us) / 1000))
+        redis.call("SET", key, format("%d:%d:%d", window, prev, cur + cost), "PXAT", expire_ms)
+      end
+      local c = cur + cost
+      local avail_after = floor(limit - prev * in_view_us / period_us - c + 1e-9)
+      local need, wait_us = avail_after + 1, 0 -- ms until one more unit fits
+      if c + need <= limit then
+        if prev > 0 then
+          wait_us = start_us + period_us * (1 - (limit - need - c) / prev) - now_us
+        end
+      else
+        wait_us = end_us + period_us * (1 - (limit - need) / c) - now_us
+      end
+      return { avail_after, ceil((end_us + period_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0 }
+    end
+  end
+end
+for i = 1, n do
+  local at = first + (i - 1) * PER_RULE
+  local mode = ARGV[at + MODE]
+  if ARGV[at + ALGORITHM] ~= FIXED or mode == "3" or mode == "2" then
+    clock = true -- every other algorithm works from now; an override may change the period
+  end
+end
+if clock and not now_us then
+  local time = redis.call("TIME")
+  now_us = tonumber(time[1]) * 1000000 + tonumber(time[2]) + offset_ms * 1000
+  now_ms = floor(now_us / 1000)
+end
 -- (Lua numbers given to redis.call are formatted by Redis, which costs more than passing strings.)
 
 -- Phase 1: evaluate every rule. The reply gets each rule's values as things stand now; an allowing rule
@@ -74,42 +217,46 @@ local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = "1", "2", "3", "4", "5", 
 -- avail_after, reset_after, more_after, undo } in `more_pending`.
 -- The one exception is the fixed-window counter, which phase 1 increments at once (one command instead of
 -- GET now and INCRBY later) and takes back if the rule denies or, in phase 2, if the request is denied.
-local n = (#ARGV - 3) / 6
 local reply = n == 1 and { 1, 0, 0, 0, 0, 0 } or { 1 } -- sized at once for the common single rule
 local p_i, p_period_us, p_value, p_expire_us, p_clear, p_avail_after, p_reset_after, p_more_after, p_undo
 local more_pending
 local allowed = true
+local override_at = n -- KEYS index of the last override key used
 for i = 1, n do
-  local a = 3 + (i - 1) * 6
-  local algorithm = ARGV[a + 1]
-  local limit = tonumber(ARGV[a + 2]) -- units
-  local period = tonumber(ARGV[a + 3]) -- ms
+  local at = first + (i - 1) * PER_RULE
+  local algorithm = ARGV[at + ALGORITHM]
+  local mode = ARGV[at + MODE]
+  local limit = tonumber(ARGV[at + LIMIT]) -- units
+  local period = tonumber(ARGV[at + PERIOD]) -- ms
   local burst -- units; parsed only by the algorithms that use it
-  local cost_arg = ARGV[a + 5]
+  local cost_arg = ARGV[at + COST]
   local cost = cost_arg == "1" and 1 or tonumber(cost_arg) -- units
-  local key = KEYS[2 * i - 1]
-  -- Overrides are read here, in the same atomic call, so "read override" and "apply limit" cannot race.
-  -- HGETALL, not HMGET: most identities have no override, and an empty reply is the cheapest one.
-  local o = redis.call("HGETALL", KEYS[2 * i])
-  if o[1] then
-    local o_limit, o_period, o_burst
-    for j = 1, #o, 2 do
-      local field = o[j]
-      if field == "limit" then
-        o_limit = tonumber(o[j + 1])
-      elseif field == "period" then
-        o_period = tonumber(o[j + 1])
-      elseif field == "burst" then
-        o_burst = tonumber(o[j + 1])
+  local key = KEYS[i]
+  if mode == "3" or mode == "2" then
+    -- Read here, in the same atomic call, so "read override" and "apply limit" cannot race. HGETALL, not
+    -- HMGET: an override may have expired since the caller learnt of it, and an empty reply is the cheapest.
+    override_at = override_at + 1
+    local o = redis.call("HGETALL", KEYS[override_at])
+    if o[1] then
+      local o_limit, o_period, o_burst
+      for j = 1, #o, 2 do
+        local field = o[j]
+        if field == "limit" then
+          o_limit = tonumber(o[j + 1])
+        elseif field == "period" then
+          o_period = tonumber(o[j + 1])
+        elseif field == "burst" then
+          o_burst = tonumber(o[j + 1])
+        end
       end
+      if o_limit then
+        limit = o_limit
+        burst = o_burst or o_limit
+      elseif o_burst then
+        burst = o_burst
+      end
+      period = o_period or period
     end
-    if o_limit then
-      limit = o_limit
-      burst = o_burst or o_limit
-    elseif o_burst then
-      burst = o_burst
-    end
-    period = o_period or period
   end
   local period_us = period * 1000 -- µs
   if algorithm == CONCURRENCY then
@@ -117,7 +264,7 @@ for i = 1, n do
   end
   local capacity = limit
   if algorithm == BUCKET or algorithm == GCRA then
-    burst = burst or tonumber(ARGV[a + 4])
+    burst = burst or tonumber(ARGV[at + BURST])
     capacity = burst
   end
   -- More than the rule can ever grant: denied with a clear outcome, never counted, never a Lua error.
@@ -140,8 +287,6 @@ for i = 1, n do
 
   if limit <= 0 then -- an override of limit 0 blocks the identity: nothing to read
   elseif algorithm == FIXED then
-    local start_ms = now_ms - now_ms % period
-    local end_us = (start_ms + period) * 1000
     local used
     if not peek and not impossible then
       -- Optimistic: count first, take back below if this rule denies (nothing else runs in between).
@@ -149,13 +294,18 @@ for i = 1, n do
       if type(counted) == "number" and counted - cost <= 1e13 then
         used = counted - cost
         if used == 0 then
-          -- A new counter: it must never exist without its expiry, so it gets it at once.
-          redis.call("PEXPIREAT", key, format("%d", start_ms + period - offset_ms))
+          -- A new counter: it must never exist without its expiry, so it gets it at once, on Redis's clock.
+          if not now_us then
+            local time = redis.call("TIME")
+            now_us = tonumber(time[1]) * 1000000 + tonumber(time[2]) + offset_ms * 1000
+            now_ms = floor(now_us / 1000)
+          end
+          redis.call("PEXPIREAT", key, format("%d", now_ms - now_ms % period + period - offset_ms))
           undo = "del"
-        elseif now_us - start_ms * 1000 < 2000 and redis.call("PTTL", key) < period / 2 then
-          -- A script's keys expire on the clock read when it started, TIME is read a moment later: in the
-          -- first instant of a window the previous window's counter may still be visible. Its PTTL gives
-          -- it away: take the increment back and start this window's counter with SET below.
+        elseif now_us and now_us % period_us < 2000 and redis.call("PTTL", key) < period / 2 then
+          -- With the clock read (TIME comes a moment after the instant the script's keys expire at), in the
+          -- first instant of a window the previous window's counter may still be visible. Its PTTL gives it
+          -- away: take the increment back and start this window's counter with SET below.
           redis.call("DECRBY", key, cost_arg)
           used = 0
         else
@@ -167,26 +317,40 @@ for i = 1, n do
         used = 0
       end
     end
+    if not used or not undo and not now_us then
+      -- Peek, cost over capacity, another algorithm's state, or a SET ahead: those work from the clock.
+      if not now_us then
+        local time = redis.call("TIME")
+        now_us = tonumber(time[1]) * 1000000 + tonumber(time[2]) + offset_ms * 1000
+        now_ms = floor(now_us / 1000)
+      end
+    end
     if not used then
-      -- Peek, cost over capacity, or not an integer counter (another algorithm's state): read only.
+      -- Read only.
       used = tonumber(redis.pcall("GET", key)) or 0
       if used > 1e13 then -- no count: a µs timestamp (TAT) left by token-bucket/gcra under this rule name
         used = 0
       end
-      if used > 0 and now_us - start_ms * 1000 < 2000 and redis.call("PTTL", key) < period / 2 then
+      if used > 0 and now_us % period_us < 2000 and redis.call("PTTL", key) < period / 2 then
         used = 0 -- the previous window's counter, see above
       end
     end
     allow = used + cost <= limit
     avail, avail_after = limit - used, limit - used - cost
-    reset_after = ceil((end_us - now_us) / 1000)
+    if now_us then
+      reset_after = ceil(((now_ms - now_ms % period + period) * 1000 - now_us) / 1000)
+    elseif allow then
+      reset_after = -1 -- the end of the current window, worked out by the caller (see the header)
+    else
+      reset_after = redis.call("PTTL", key) -- a denial answers on Redis's clock
+    end
     if used > 0 then
       reset = reset_after
     end
     more, more_after = reset, reset_after
     retry = reset_after -- the next window grants the whole limit (and cost <= limit, or it is outcome 2)
     if not undo then
-      value, expire_us = tostring(used + cost), end_us
+      value, expire_us = tostring(used + cost), (now_ms - now_ms % period + period) * 1000
     end
   elseif algorithm == SLIDING then
     local window = floor(now_ms / period)
@@ -328,7 +492,7 @@ for i = 1, n do
   if impossible then
     outcome, allow, retry = 2, false, period
   end
-  if not allow and ARGV[a + 6] == "1" then
+  if not allow and (mode == "1" or mode == "3") then
     allowed = false
   end
   if undo and not allow then
@@ -339,9 +503,9 @@ for i = 1, n do
       redis.call("DECRBY", key, cost_arg)
     end
   end
-  local at = 1 + (i - 1) * 5
-  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = outcome, limit, avail, reset
-  reply[at + 5] = allow and more or retry
+  local r = 1 + (i - 1) * 5 -- the rule's reply group follows this index
+  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = outcome, limit, avail, reset
+  reply[r + 5] = allow and more or retry
   if allow and not peek then
     if not p_i then
       p_i, p_period_us, p_value, p_expire_us, p_clear = i, period_us, value or false, expire_us or false, clear
@@ -376,20 +540,20 @@ for k = 0, more_pending and #more_pending or 0 do
   if k > 0 then
     i, period_us, value, expire_us, clear, avail_after, reset_after, more_after, undo = unpack(more_pending[k])
   end
-  local a = 3 + (i - 1) * 6
-  local algorithm = ARGV[a + 1]
-  local key = KEYS[2 * i - 1]
-  local at = 1 + (i - 1) * 5
+  local at = first + (i - 1) * PER_RULE
+  local algorithm = ARGV[at + ALGORITHM]
+  local key = KEYS[i]
+  local r = 1 + (i - 1) * 5
   if not allowed then
     if undo == "del" then
       redis.call("DEL", key)
     elseif undo == "decr" then
-      redis.call("DECRBY", key, ARGV[a + 5])
+      redis.call("DECRBY", key, ARGV[at + COST])
     elseif undo then -- a sorted set whose "now" reset phase 1 left for here
       local since_us = algorithm == LOG and now_us - period_us or now_us
       local last = redis.call("ZREVRANGEBYSCORE", key, "+inf", "(" .. format("%d", since_us), "WITHSCORES", "LIMIT", 0, 1)
       local wait_us = last[2] + (algorithm == LOG and period_us or 0) - now_us
-      reply[at + 4] = wait_us > 0 and ceil(wait_us / 1000) or 0
+      reply[r + 4] = wait_us > 0 and ceil(wait_us / 1000) or 0
     end
   else
     if expire_us == "keep" then
@@ -403,7 +567,7 @@ for k = 0, more_pending and #more_pending or 0 do
       end
       local score = format("%d", now_us)
       redis.call("ZREMRANGEBYSCORE", key, "-inf", format("%d", now_us - period_us))
-      local cost = tonumber(ARGV[a + 5])
+      local cost = tonumber(ARGV[at + COST])
       local members, prefix = {}, request_id .. ":" .. score .. ":"
       for unit = 1, cost do
         members[#members + 1] = score
@@ -422,7 +586,7 @@ for k = 0, more_pending and #more_pending or 0 do
       redis.call("ZADD", key, format("%d", now_us + period_us), request_id)
       redis.call("PEXPIREAT", key, format("%d", ceil((now_us + period_us) / 1000) - offset_ms))
     end -- else a fixed-window counter phase 1 already incremented
-    reply[at + 3], reply[at + 4], reply[at + 5] = avail_after, reset_after, more_after
+    reply[r + 3], reply[r + 4], reply[r + 5] = avail_after, reset_after, more_after
   end
 end
 return reply

@@ -1,4 +1,6 @@
 // A local Upstash-compatible REST server in front of a real redis-server, for tests, benches and `npm start`.
+
+export { CROSSSLOT } from "./cluster.mjs";
 export {
   freePort,
   killGroupWithParent,
@@ -7,7 +9,6 @@ export {
   stopChild,
   waitForOutput,
 } from "./processes.mjs";
-export { CROSSSLOT } from "./cluster.mjs";
 export { startRedisCluster, startRedisServers } from "./redis-cluster.mjs";
 export { startRedis } from "./redis-server.mjs";
 export { stripKeyLocking } from "./scripts.mjs";

@@ -4,7 +4,8 @@
  *   node bench/redis/run.mjs [--quick]
  * For each algorithm, 1 rule and 3 rules per call, plain INCR and @upstash/ratelimit's own scripts:
  * EVALSHA ops/s at 50 clients with random identities (100k), non-pipelined and pipelined (16), and Redis
- * server CPU µs per decision (INFO used_cpu_* deltas); then Redis bytes per tracked identity.
+ * server CPU µs per decision (INFO used_cpu_* deltas); billable commands and EVALSHA µs per decision, warm
+ * and cold identity (commands.mjs); then Redis bytes per tracked identity.
  * Runs are interleaved (every scenario, then again) and the median of 3 is reported.
  * Prints a markdown table on stdout (progress on stderr) and writes bench/results/redis.json.
  *
@@ -14,11 +15,11 @@
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { startRedis, stripKeyLocking } from "../../redis-rest/index.mjs";
+import { commandsTable, measureCommands, upstashScript } from "./commands.mjs";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false } } });
@@ -39,15 +40,6 @@ const has = (cmd) => spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "igno
 // ---- scripts -------------------------------------------------------------------------------------------
 const ours = stripKeyLocking(readFileSync(`${root}lua/floodgate.lua`, "utf8"));
 if (!ours) throw new Error("lua/floodgate.lua lost its allow-key-locking shebang");
-
-/** @upstash/ratelimit's single-region scripts, taken from its dist, shebang line removed for stock Redis. */
-function upstashScript(name) {
-  const require = createRequire(import.meta.url);
-  const dist = readFileSync(require.resolve("@upstash/ratelimit").replace(/index\.js$/, "index.mjs"), "utf8");
-  const match = dist.match(new RegExp(`var ${name} = \`([^\`]*)\``));
-  if (!match?.[1]) throw new Error(`${name} not found in @upstash/ratelimit`);
-  return match[1].replace(/^#!lua[^\n]*\n/, "");
-}
 
 const ALGORITHMS = [
   ["fixed-window", 1],
@@ -74,11 +66,13 @@ function scenarios(sha) {
   for (const [algorithm, code] of ALGORITHMS) {
     for (const rules of [1, 3]) {
       const keys = [];
-      const args = ["0", "__rand_int__", "0"];
+      // As the Worker sends it (lua/floodgate.lua's header): no override key, the request id only for the
+      // algorithms that store it.
+      const args = code === 3 || code === 6 ? ["1", "__rand_int__"] : ["0"];
       for (let r = 0; r < rules; r++) {
         const rule = `a${code}r${r}`;
-        keys.push(`rl:${rule}:__rand_int__`, `rl:override:${rule}:__rand_int__`);
-        args.push(String(code), ...steadyState(code), "1", "1");
+        keys.push(`rl:${rule}:__rand_int__`);
+        args.push(String(code), "1", ...steadyState(code), "1");
       }
       list.push({
         name: `floodgate ${algorithm} ×${rules}`,
@@ -187,7 +181,7 @@ const digits = (i) => String(i).padStart(12, "0");
 function memoryScenarios(sha) {
   const now = Date.now();
   const bucket = Math.floor(now / 86_400_000);
-  const slow = (code) => [String(code), "10", "86400000", "10", "1", "1"]; // long TTLs: keys live while measured
+  const slow = (code) => [String(code), "1", "10", "86400000", "10", "1"]; // long TTLs: keys live while measured
   const list = [{ name: "INCR (no TTL)", writes: (id) => [["INCR", `rl:incr:${digits(id)}`]] }];
   for (const [algorithm, code] of ALGORITHMS) {
     for (const [shape, ident, rule] of [["production key: rule `api`, hashed id", hashed, "api"]]) {
@@ -197,21 +191,20 @@ function memoryScenarios(sha) {
         shape,
         writes: (id) => {
           const key = `rl:${rule}:${ident(id)}`;
-          const call = [
+          // With options (call "2": request id, peek, time offset), so the sliding window's steady state can
+          // carry the previous window's count too: one unit spent a period ago, one now.
+          const at = (offsetMs) => [
             "EVALSHA",
             sha.ours,
-            "2",
+            "1",
             key,
-            `rl:override:${rule}:${ident(id)}`,
-            "0",
+            "2",
             `r${id}`,
             "0",
+            offsetMs,
             ...slow(code),
           ];
-          // The sliding window's steady state carries the previous window's count too: spend one unit in each.
-          return algorithm === "sliding-window"
-            ? [[...call.slice(0, 5), "-86400000", ...call.slice(6)], call]
-            : [call];
+          return algorithm === "sliding-window" ? [at("-86400000"), at("0")] : [at("0")];
         },
       });
     }
@@ -308,6 +301,8 @@ try {
       }
     }
   }
+  const commands = await measureCommands(redis, { repetitions: REPETITIONS });
+  log("billable commands measured");
   const memory = [];
   for (const scenario of memoryScenarios(sha)) {
     const result = await bytesPerIdentity(redis, scenario);
@@ -341,6 +336,7 @@ try {
     pinned,
     durationS: Math.round((Date.now() - started) / 1000),
     throughput: summary,
+    commands,
     memory,
   };
   mkdirSync(`${root}bench/results`, { recursive: true });
@@ -359,6 +355,12 @@ try {
         `| ${s.name} | ${k(s.opsPerSecondP1)} | ${(s.opsPerSecondP1 / incr.opsPerSecondP1).toFixed(2)} | ${k(s.opsPerSecondP16)} | ` +
         `${s.cpuUsPerOpP16.toFixed(2)} | ${s.usecPerCallP16.toFixed(2)} | ${s.rawOpsPerSecondP1.join(", ")} | ${s.rawCpuUsPerOpP16.join(", ")} |`,
     ),
+    "",
+    "Billable commands per decision (Upstash bills the EVALSHA and every command the script runs: the sum of `calls` " +
+      "over INFO commandstats / decisions) and Redis µs per decision (EVALSHA usec_per_call); cold = an identity's first " +
+      "decision, warm = its second; every call allowed (bench/redis/commands.mjs; `--before <ref>` adds an older script):",
+    "",
+    commandsTable(commands),
     "",
     `Redis memory per tracked identity (used_memory delta over ${MEMORY_IDENTITIES / 1000}k identities, each written once with a long period; ` +
       "the sliding windows' state carries both windows):",

@@ -67,7 +67,13 @@ export function adminContextOf({ config, store, decider, liveModes, metrics }: A
     config,
     redis: store.redis,
     // A peek never writes, so the id it runs under is never stored.
-    peek: (calls) => store.decide(calls, "admin-peek", { peek: true }),
+    // It reads every override, whatever this isolate's override index says: a look is rare and must be right.
+    peek: (calls) =>
+      store.decide(
+        calls.map((call) => ({ ...call, override: true })),
+        "admin-peek",
+        { peek: true },
+      ),
     // The engine keeps one state key per identity and rule, whatever the algorithm (lua/floodgate.lua).
     stateKeys: (rule, identityHash) => [stateKey(config.prefix, rule.name, identityHash)],
     scriptSha,

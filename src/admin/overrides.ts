@@ -1,12 +1,14 @@
 /**
  * Per-identity overrides in Redis (README "Scaling out"): a hash at `<prefix>:override:<rule>:{<hash>}` with fields
  * `limit`, `period` (ms) and `burst`, read by the decision script in the same call as the limit it changes,
- * so an override is in force from the very next request. Override keys carry no TTL unless the operator
- * gave one: the `ttl` is the override's own lifetime, independent of the rule's period.
+ * once the deciding isolate knows it exists (src/live/overrides.ts: the override index, written before the
+ * override). Override keys carry no TTL unless the operator gave one: the `ttl` is the
+ * override's own lifetime, independent of the rule's period.
  */
 import type { Redis } from "@upstash/redis";
-import { identityHashOf, overrideKeyPrefix } from "../engine/keys";
+import { identityHashOf, overrideKey, overrideKeyPrefix } from "../engine/keys";
 import { fieldMap } from "../live/modes";
+import { overrideIndexKey, overrideIndexMember } from "../live/overrides";
 
 /** One override as stored and shown. */
 export interface Override {
@@ -23,18 +25,29 @@ export interface StoredOverride extends Override {
   ttlSeconds: number | null;
 }
 
+/** Where one identity's override lives under one rule. */
+export interface OverrideTarget {
+  prefix: string;
+  rule: string;
+  identityHash: string;
+}
+
 /**
- * Replaces the whole override in one transaction (a reader never sees half of an old and half of a new one).
- * With `ttlSeconds` the key expires then; without, it lasts until deleted.
+ * Lists the identity in the override index, then replaces the whole override in one transaction (a reader
+ * never sees half of an old and half of a new one). Two steps, not one MULTI: on a Redis Cluster the index and
+ * the override live in different slots; in this order an override never exists unlisted. With `ttlSeconds`
+ * the key expires then; without, it lasts until deleted.
  */
 export async function putOverride(
-  key: string,
+  target: OverrideTarget,
   override: Override,
   ttlSeconds: number | undefined,
   redis: Redis,
 ) {
+  const key = overrideKey(target.prefix, target.rule, target.identityHash);
   const fields: Record<string, number> = { limit: override.limit, burst: override.burst };
   if (override.periodMs !== undefined) fields.period = override.periodMs;
+  await redis.sadd(overrideIndexKey(target.prefix), overrideIndexMember(target.rule, target.identityHash));
   const tx = redis.multi().del(key).hset(key, fields);
   if (ttlSeconds !== undefined) tx.expire(key, ttlSeconds);
   await tx.exec();
@@ -47,9 +60,14 @@ export async function getOverride(key: string, redis: Redis): Promise<StoredOver
   return toStoredOverride(fieldMap(fields), Number(ttl));
 }
 
-/** Removes one override; `true` if there was one. */
-export async function deleteOverride(key: string, redis: Redis): Promise<boolean> {
-  return (await redis.del(key)) > 0;
+/**
+ * Removes one override, then its index entry (separate commands: different slots on a Redis Cluster; in this
+ * order an override never exists unlisted); `true` if there was one.
+ */
+export async function deleteOverride(target: OverrideTarget, redis: Redis): Promise<boolean> {
+  const deleted = await redis.del(overrideKey(target.prefix, target.rule, target.identityHash));
+  await redis.srem(overrideIndexKey(target.prefix), overrideIndexMember(target.rule, target.identityHash));
+  return Number(deleted) > 0;
 }
 
 /** One page of a rule's overrides. */

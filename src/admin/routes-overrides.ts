@@ -1,7 +1,8 @@
 /**
  * `/overrides/:rule/:identity` (PUT, GET, DELETE) and `/overrides/:rule` (list). An override replaces the
- * rule's `limit`, `period` and `burst` for one identity; the decision script reads it in the same call, so
- * it applies from the very next request.
+ * rule's `limit`, `period` and `burst` for one identity; the decision script reads it in the same call.
+ * It applies from the very next request of this isolate (its override index is updated here) and in every
+ * other isolate within about one second (the change log, src/live/changes.ts).
  */
 import type { Hono } from "hono";
 import { overrideKey } from "../engine/keys";
@@ -57,10 +58,11 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "overrides", rule.name));
     const body = await parseBody(c.req.raw, OverrideBody);
     const override = { limit: body.limit, periodMs: body.period, burst: body.burst ?? body.limit };
-    const key = overrideKey(admin.config.prefix, rule.name, identityHash);
-    await putOverride(key, override, body.ttl, admin.redis);
+    const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
+    await putOverride(target, override, body.ttl, admin.redis);
     admin.forget(rule.name, identityHash);
-    await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash });
+    admin.liveModes?.overrides?.set(rule.name, identityHash, true);
+    await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash, override: true });
     return c.json({ rule: rule.name, ...show(identityHash, { ...override, ttlSeconds: body.ttl ?? null }) });
   });
 
@@ -77,13 +79,12 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
     const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "overrides", rule.name));
-    const existed = await deleteOverride(
-      overrideKey(admin.config.prefix, rule.name, identityHash),
-      admin.redis,
-    );
+    const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
+    const existed = await deleteOverride(target, admin.redis);
     if (!existed) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
     admin.forget(rule.name, identityHash);
-    await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash });
+    admin.liveModes?.overrides?.set(rule.name, identityHash, false);
+    await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash, override: false });
     return c.body(null, 204);
   });
 }

@@ -5,12 +5,12 @@
  * HTML and its refreshes (`dashboard.json`) both come from here. Identities are hashed (`hash:…`) as stored; nothing here can show a raw one.
  */
 import type { AdminContext } from "../admin/context";
-import { healthReport, type HealthReport } from "../admin/health";
+import { type HealthReport, healthReport } from "../admin/health";
 import { showHash } from "../admin/identity";
 import { formatPeriod } from "../admin/period";
+import type { Mode } from "../engine/types";
 import { explainMode, type ModeSource } from "../live/effective";
 import { fieldMap, readLiveModes } from "../live/modes";
-import type { Mode } from "../engine/types";
 import { metricsKeys, minuteOf } from "../observability/metrics";
 import { type Read, readSettled } from "./settled";
 

@@ -64,7 +64,17 @@ export interface CallOptions {
   peek?: boolean;
 }
 
-/** KEYS and ARGV of one script call; every key the script touches is in `keys` (Upstash key locking). */
+/** ARGV[1]: which per-call slots follow (lua/floodgate.lua's header). */
+const CALL = { plain: "0", withRequestId: "1", withOptions: "2" } as const;
+
+/** The mode slot: on/monitor, and whether the rule's override key follows the state keys. */
+const MODE_CODE = { on: "1", monitor: "0", onWithOverride: "3", monitorWithOverride: "2" } as const;
+
+/**
+ * KEYS and ARGV of one script call; every key the script touches is in `keys` (Upstash key locking).
+ * A plain decision carries no per-call extras: the request id only when a sliding-log or concurrency rule
+ * stores it, peek and the time offset only when asked for, an override key only for a call that has one.
+ */
 export function scriptArguments(
   prefix: string,
   calls: readonly RuleCall[],
@@ -72,23 +82,38 @@ export function scriptArguments(
   opts: CallOptions = {},
 ): { keys: string[]; args: string[] } {
   const keys: string[] = [];
-  const args: string[] = [String(Math.trunc(opts.timeOffsetMs ?? 0)), requestId, opts.peek ? "1" : "0"];
+  const overrides: string[] = [];
+  const args: string[] = [CALL.plain];
+  const offsetMs = Math.trunc(opts.timeOffsetMs ?? 0);
+  if (opts.peek || offsetMs !== 0) {
+    args[0] = CALL.withOptions;
+    args.push(requestId, opts.peek ? "1" : "0", String(offsetMs));
+  } else if (calls.some((call) => call.algorithm === "sliding-log" || call.algorithm === "concurrency")) {
+    args[0] = CALL.withRequestId;
+    args.push(requestId);
+  }
   for (const call of calls) {
-    keys.push(
-      stateKey(prefix, call.rule, call.identityHash),
-      overrideKey(prefix, call.rule, call.identityHash),
-    );
+    keys.push(stateKey(prefix, call.rule, call.identityHash));
+    let mode: string = call.mode === "on" ? MODE_CODE.on : MODE_CODE.monitor;
+    if (call.override !== false) {
+      overrides.push(overrideKey(prefix, call.rule, call.identityHash));
+      mode = call.mode === "on" ? MODE_CODE.onWithOverride : MODE_CODE.monitorWithOverride;
+    }
     args.push(
       String(ALGORITHM_CODE[call.algorithm]),
+      mode,
       String(call.limit),
       String(call.periodMs),
       String(call.burst),
       String(call.cost),
-      call.mode === "on" ? "1" : "0",
     );
   }
+  for (const key of overrides) keys.push(key);
   return { keys, args };
 }
+
+/** The reply's "end of the current window" marker (see {@link orWindowEnd}). */
+const WINDOW_END = -1;
 
 /** Thrown when a reply does not have the script's shape (a different script under the same SHA?). */
 export class ReplyShapeError extends Error {
@@ -98,11 +123,18 @@ export class ReplyShapeError extends Error {
   }
 }
 
-/** The one decoder: the script's raw integer reply → whether the request is allowed, and one result per call. */
+/**
+ * The one decoder: the script's raw integer reply → whether the request is allowed, and one result per call.
+ * Besides the full reply (`REPLY`), the script's short reply for one fixed-window rule: the remaining units.
+ */
 export function decodeReply(
   raw: unknown,
   calls: readonly RuleCall[],
 ): { allowed: boolean; results: RuleResult[] } {
+  const only = calls.length === 1 ? calls[0] : undefined;
+  if (only && (typeof raw === "number" || (Array.isArray(raw) && raw.length === SHORT_REPLY_LENGTH))) {
+    return { allowed: true, results: [shortReply(raw, only)] };
+  }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
   if (!Array.isArray(raw) || raw.length !== expected) {
     throw new ReplyShapeError(
@@ -114,6 +146,7 @@ export function decodeReply(
     if (!Number.isFinite(value)) throw new ReplyShapeError(`element ${i} is not a number`);
     return value;
   };
+  const now = Date.now();
   const results = calls.map((call, r): RuleResult => {
     const base = 1 + r * REPLY.fieldsPerRule;
     const outcome = OUTCOME[at(base + REPLY.outcome)];
@@ -123,10 +156,53 @@ export function decodeReply(
       outcome,
       limit: at(base + REPLY.limit),
       remaining: Math.max(0, at(base + REPLY.remaining)),
-      resetAfterMs: Math.max(0, at(base + REPLY.resetAfterMs)),
-      retryAfterMs: Math.max(0, at(base + REPLY.retryAfterMs)),
+      resetAfterMs: orWindowEnd(at(base + REPLY.resetAfterMs), call, now),
+      retryAfterMs: orWindowEnd(at(base + REPLY.retryAfterMs), call, now),
       source: "redis",
     };
   });
   return { allowed: at(REPLY.allowed) === 1, results };
+}
+
+/** Length of the short array reply: one rule allowed on a fast path (lua/floodgate.lua's header). */
+const SHORT_REPLY_LENGTH = 3;
+
+/**
+ * A short reply (one rule allowed on one of the script's fast paths): the remaining units alone (a fixed
+ * window on a live counter), or `{ remaining, reset_after_ms, retry_after_ms }`. No override was read, so the
+ * limit in force is the call's own.
+ */
+function shortReply(raw: unknown, call: RuleCall): RuleResult {
+  const at = (value: unknown, i: number): number => {
+    const n = Number(value);
+    if (!Number.isFinite(n)) throw new ReplyShapeError(`element ${i} is not a number`);
+    return n;
+  };
+  const [remaining, resetAfterMs, retryAfterMs] = Array.isArray(raw)
+    ? raw.map(at)
+    : [at(raw, 0), WINDOW_END, WINDOW_END];
+  if (!Array.isArray(raw) && call.algorithm !== "fixed-window") {
+    throw new ReplyShapeError(`an integer reply for a ${call.algorithm} rule`);
+  }
+  const now = Date.now();
+  return {
+    call,
+    outcome: "allowed",
+    limit: call.limit,
+    remaining: Math.max(0, remaining ?? 0),
+    resetAfterMs: orWindowEnd(resetAfterMs ?? 0, call, now),
+    retryAfterMs: orWindowEnd(retryAfterMs ?? 0, call, now),
+    source: "redis",
+  };
+}
+
+/**
+ * A time of the reply, ms; -1 is the script's "end of the current window" for a fixed-window rule it
+ * allowed without reading the clock (its counter being live proves the window): the epoch-aligned window
+ * end, worked out here. Whether to count was decided on Redis's clock; only this hint uses the edge's.
+ */
+function orWindowEnd(ms: number, call: RuleCall, now: number): number {
+  if (ms >= 0) return ms;
+  if (ms === WINDOW_END && call.algorithm === "fixed-window") return call.periodMs - (now % call.periodMs);
+  return 0;
 }

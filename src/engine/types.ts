@@ -18,7 +18,7 @@ export type Mode = "on" | "off" | "monitor";
 /** What a rule does when Redis cannot answer in time. */
 export type FailurePolicy = "open" | "closed";
 
-/** One rule's share of a decision, fully resolved by the edge (tier applied; overrides are read in Lua). */
+/** One rule's share of a decision, fully resolved by the edge (tier applied; an override is read in Lua). */
 export interface RuleCall {
   /** Rule name, `[A-Za-z0-9_-]{1,64}`; part of the Redis key. */
   rule: string;
@@ -36,6 +36,12 @@ export interface RuleCall {
   failure: FailurePolicy;
   /** The identity, already hashed (never a raw API key, token or IP). */
   identityHash: string;
+  /**
+   * Whether this identity may have an override under this rule: the script then reads the override key in
+   * the same atomic call. `false` skips that read (one billed command less); absent = read it (safe).
+   * @default true
+   */
+  override?: boolean;
 }
 
 /** How one rule judged the request. */

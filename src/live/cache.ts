@@ -10,6 +10,7 @@
  */
 import { DEFAULTS } from "../config/schema";
 import { type LiveModes, NO_LIVE_MODES } from "./modes";
+import type { OverrideIndex } from "./overrides";
 
 /** Schedules work that may outlive the response (`executionCtx.waitUntil`). */
 export type WaitUntil = (promise: Promise<unknown>) => void;
@@ -31,6 +32,8 @@ export interface LiveModeCacheOptions {
   catchUp?: (seenEpoch: number, epoch: number) => Promise<number>;
   /** Clock, ms. @default Date.now */
   now?: () => number;
+  /** The isolate's override index, handed on with every copy of the live modes (overrides.ts). */
+  overrides?: OverrideIndex;
 }
 
 /** Counters for measuring what live modes cost (reads per isolate). */
@@ -56,8 +59,11 @@ export class LiveModeCache {
   private readonly coldLoadTimeoutMs: number;
   private readonly staleRefreshMs: number;
   private readonly now: () => number;
+  /** Which identities have an override; the admin API updates it at once for overrides it writes. */
+  readonly overrides: OverrideIndex | undefined;
 
   constructor(options: LiveModeCacheOptions) {
+    this.overrides = options.overrides;
     this.load = options.load;
     this.refreshIntervalMs = options.refreshIntervalMs ?? 1000;
     this.coldLoadTimeoutMs = options.coldLoadTimeoutMs ?? DEFAULTS.timeoutMs;
@@ -85,7 +91,7 @@ export class LiveModeCache {
 
   /** Takes modes just read from Redis (after a switch made by this isolate), so its next request obeys them. */
   replace(modes: LiveModes): void {
-    this.snapshot = modes;
+    this.snapshot = this.withOverrides(modes);
     this.loadedAt = this.now();
   }
 
@@ -93,12 +99,12 @@ export class LiveModeCache {
     this.stats.coldLoads++;
     const modes = await this.read(this.coldLoadTimeoutMs);
     if (modes) {
-      this.snapshot = modes;
+      this.snapshot = this.withOverrides(modes);
       // A fresh isolate has no cached denials: changes made before it started are no concern of its.
       this.seenEpoch ??= modes.epoch ?? 0;
     } else {
       // A failed first read still counts as loaded: the next try is in the background, never on the path.
-      this.snapshot ??= NO_LIVE_MODES;
+      this.snapshot ??= this.withOverrides(NO_LIVE_MODES);
     }
     this.loadedAt = this.now();
     return this.snapshot;
@@ -107,11 +113,15 @@ export class LiveModeCache {
   private async refresh(): Promise<void> {
     const modes = await this.read(this.staleRefreshMs);
     if (modes) {
-      this.snapshot = modes;
+      this.snapshot = this.withOverrides(modes);
       await this.follow(modes.epoch ?? 0);
     }
     this.loadedAt = this.now();
     this.refreshStartedAt = undefined;
+  }
+
+  private withOverrides(modes: LiveModes): LiveModes {
+    return this.overrides ? { ...modes, overrides: this.overrides } : modes;
   }
 
   private async follow(epoch: number): Promise<void> {

@@ -4,10 +4,11 @@
  * reset by an operator could stay blocked in other isolates for up to a whole period.
  *
  * Every change increments `epoch` in the live-mode hash and writes `change:<epoch % CHANGE_RING>` =
- * `<epoch>|<rule>|<hash>`. Isolates already read that hash once a second; when `epoch` has moved, they read
+ * `<epoch>|<rule>|<hash>`, plus `|o1` / `|o0` when an override was set / removed. Isolates already read that hash once a second; when `epoch` has moved, they read
  * the slots they missed and forget those identities. Bounded: the ring never holds more than
  * `CHANGE_RING` fields. More changes than that between two reads of one isolate: the excess is skipped and
- * those denials run out on their own, as without the log.
+ * those denials run out on their own, as without the log, and the isolate reads the override index
+ * (overrides.ts) again, since it may have missed a new override.
  */
 import type { Redis } from "@upstash/redis";
 import { EPOCH_FIELD, hashValues, liveModeKey } from "./modes";
@@ -21,7 +22,12 @@ const slotField = (epoch: number, ring: number): string => `change:${epoch % rin
 export interface AdminChange {
   rule: string;
   identityHash: string;
+  /** An override was set (`true`) or removed (`false`); absent for a reset (overrides.ts follows it). */
+  override?: boolean;
 }
+
+const OVERRIDE_SET = "o1";
+const OVERRIDE_REMOVED = "o0";
 
 /** Records that an operator changed one identity's state (reset, override set or removed). */
 export async function recordChange(
@@ -34,7 +40,7 @@ export async function recordChange(
   // Written after the increment: a reader that sees the new epoch before this slot finds an older entry
   // there (its number does not match), stops, and tries again on its next read.
   await redis.hset(liveModeKey(prefix), {
-    [slotField(epoch, ring)]: `${epoch}|${change.rule}|${change.identityHash}`,
+    [slotField(epoch, ring)]: `${epoch}|${change.rule}|${change.identityHash}${overridePart(change)}`,
   });
 }
 
@@ -57,10 +63,15 @@ export async function readChanges(
   const changes: AdminChange[] = [];
   let readUpTo = first - 1;
   for (const [i, n] of epochs.entries()) {
-    const [number, rule, identityHash] = String(values[i] ?? "").split("|");
+    const [number, rule, identityHash, kind] = String(values[i] ?? "").split("|");
     if (Number(number) !== n || !rule || !identityHash) break;
-    changes.push({ rule, identityHash });
+    const change: AdminChange = { rule, identityHash };
+    if (kind === OVERRIDE_SET || kind === OVERRIDE_REMOVED) change.override = kind === OVERRIDE_SET;
+    changes.push(change);
     readUpTo = n;
   }
   return { changes, readUpTo };
 }
+
+const overridePart = (change: AdminChange): string =>
+  change.override === undefined ? "" : `|${change.override ? OVERRIDE_SET : OVERRIDE_REMOVED}`;

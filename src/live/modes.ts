@@ -7,6 +7,7 @@
 import type { Redis } from "@upstash/redis";
 import { MODES } from "../config/schema";
 import type { Mode } from "../engine/types";
+import type { OverrideIndex } from "./overrides";
 
 /** What live switches are in force; absent = no live switch, the configured mode applies. */
 export interface LiveModes {
@@ -16,6 +17,8 @@ export interface LiveModes {
   rules: Record<string, Mode>;
   /** How many admin changes (resets, overrides) were ever recorded; absent = none. */
   epoch?: number;
+  /** Which identities have an override (overrides.ts); absent = unknown, every decision reads its override. */
+  overrides?: OverrideIndex;
 }
 
 /** No live switch at all: what an isolate assumes when Redis cannot tell it otherwise. */
@@ -61,14 +64,27 @@ export async function readLiveModes(
   prefix: string,
   ruleNames?: readonly string[],
 ): Promise<LiveModes> {
-  let fields: Record<string, unknown>;
   if (ruleNames) {
-    const names = [GLOBAL_FIELD, EPOCH_FIELD, ...ruleNames.map((name) => `${RULE_FIELD_PREFIX}${name}`)];
-    const values = hashValues(await redis.hmget(liveModeKey(prefix), ...names), names);
-    fields = Object.fromEntries(names.map((name, i) => [name, values[i]]));
-  } else {
-    fields = fieldMap(await redis.hgetall(liveModeKey(prefix)));
+    const names = liveModeFields(ruleNames);
+    return liveModesFrom(names, await redis.hmget(liveModeKey(prefix), ...names));
   }
+  return parseLiveModes(fieldMap(await redis.hgetall(liveModeKey(prefix))));
+}
+
+/** The fields of the live-mode hash that matter for these rules (what `readLiveModes` asks for). */
+export const liveModeFields = (ruleNames: readonly string[]): string[] => [
+  GLOBAL_FIELD,
+  EPOCH_FIELD,
+  ...ruleNames.map((name) => `${RULE_FIELD_PREFIX}${name}`),
+];
+
+/** The live modes in an HMGET reply of `names` (from {@link liveModeFields}). */
+export function liveModesFrom(names: readonly string[], reply: unknown): LiveModes {
+  const values = hashValues(reply, names);
+  return parseLiveModes(Object.fromEntries(names.map((name, i) => [name, values[i]])));
+}
+
+function parseLiveModes(fields: Record<string, unknown>): LiveModes {
   const modes: LiveModes = { rules: {} };
   for (const [field, value] of Object.entries(fields)) {
     if (field === EPOCH_FIELD && value !== null && value !== undefined) modes.epoch = Number(value);

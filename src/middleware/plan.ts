@@ -62,6 +62,7 @@ async function planCall(
 
   const tierName = tierFn ? nonEmpty(await tierFn(c)) : await tierOf(rule, request);
   const { limit, periodMs, burst } = limitsFor(rule, tierName);
+  const identityHash = await hashIdentity(identity);
 
   return {
     rule: rule.name,
@@ -73,7 +74,9 @@ async function planCall(
     cost: rule.algorithm === "concurrency" ? 1 : await costOf(c, rule, costFn),
     mode,
     failure: rule.failure ?? context.failure,
-    identityHash: await hashIdentity(identity),
+    identityHash,
+    // Only an identity the isolate knows to have an override costs the script an override read.
+    override: context.live.overrides?.has(rule.name, identityHash) ?? true,
   };
 }
 

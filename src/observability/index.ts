@@ -48,5 +48,5 @@ function coloOf(request: Request): string {
 
 export { type DataPoint, type DataPointSink, dataPointsOf } from "./analytics";
 export { decisionLogLine } from "./log";
-export { MetricsAggregator, METRICS_FLUSH_INTERVAL_MS, metricsKeys, minuteOf } from "./metrics";
+export { METRICS_FLUSH_INTERVAL_MS, MetricsAggregator, metricsKeys, minuteOf } from "./metrics";
 export { type RuleVerdict, ruleVerdictOf } from "./verdict";

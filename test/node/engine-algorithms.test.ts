@@ -130,10 +130,13 @@ describe.each(["sliding-window", "sliding-log", "token-bucket", "gcra"] as Algor
   },
 );
 
-describe("fixed-window (real time: its counter expires on Redis's own clock)", () => {
+describe.each([
+  ["reading its override", true],
+  ["as production calls it, without an override read", false],
+])("fixed-window %s (real time: its counter expires on Redis's own clock)", (_, override) => {
   it("admits exactly `limit` per epoch-aligned window; retryAfterMs is the window's end", async () => {
     const periodMs = 1000;
-    const call = ruleCall({ algorithm: "fixed-window", limit: 4, periodMs });
+    const call = ruleCall({ algorithm: "fixed-window", limit: 4, periodMs, override });
     // Start just after a window boundary so that the burst fits inside one window.
     await sleep(periodMs - ((await redisNowMs(redis)) % periodMs) + 20);
     const outcomes = [];
@@ -157,8 +160,20 @@ describe("fixed-window (real time: its counter expires on Redis's own clock)", (
     expect(await hit(call)).toMatchObject({ outcome: "allowed", remaining: 3 });
   });
 
+  it("says when the window ends, on an allowed request too", async () => {
+    const periodMs = 3_600_000;
+    const call = ruleCall({ algorithm: "fixed-window", limit: 10, periodMs, override });
+    for (let i = 0; i < 3; i++) {
+      const untilEnd = periodMs - ((await redisNowMs(redis)) % periodMs);
+      const r = await hit(call);
+      expect(r.outcome).toBe("allowed");
+      expect(Math.abs(r.resetAfterMs - untilEnd)).toBeLessThanOrEqual(1000);
+      expect(r.retryAfterMs).toBe(r.resetAfterMs);
+    }
+  });
+
   it("counts cost and refuses a cost above the limit without counting it", async () => {
-    const call = ruleCall({ algorithm: "fixed-window", limit: 10, periodMs: 3_600_000, cost: 6 });
+    const call = ruleCall({ algorithm: "fixed-window", limit: 10, periodMs: 3_600_000, cost: 6, override });
     expect(await hit(call)).toMatchObject({ outcome: "allowed", remaining: 4 });
     expect(await hit(call)).toMatchObject({ outcome: "denied", remaining: 4 });
     expect(await hit({ ...call, cost: 11 })).toMatchObject({
@@ -255,3 +270,24 @@ describe("concurrency", () => {
     expect(await hit(call)).toMatchObject({ outcome: "allowed", remaining: 0 });
   });
 });
+
+describe.each(["fixed-window", "sliding-window", "token-bucket", "gcra"] as Algorithm[])(
+  "%s as production calls it (one rule, no override read: the script's fast path)",
+  (algorithm) => {
+    it("answers exactly as a call that reads the (absent) override", async () => {
+      const lean = ruleCall({ algorithm, limit: 5, periodMs: PERIOD, burst: 3, override: false });
+      const full = ruleCall({ algorithm, limit: 5, periodMs: PERIOD, burst: 3, override: true });
+      for (let i = 0; i < 7; i++) {
+        const [a, b] = [await hit(lean), await hit(full)];
+        expect([a.allowed, a.outcome, a.limit, a.remaining]).toEqual([
+          b.allowed,
+          b.outcome,
+          b.limit,
+          b.remaining,
+        ]);
+        expect(Math.abs(a.resetAfterMs - b.resetAfterMs)).toBeLessThanOrEqual(1000);
+        expect(Math.abs(a.retryAfterMs - b.retryAfterMs)).toBeLessThanOrEqual(1000);
+      }
+    });
+  },
+);

@@ -50,6 +50,20 @@ describe.each(ALGORITHMS)("%s", (algorithm) => {
   });
 });
 
+describe.each(ALGORITHMS)("%s, as production calls it (no override read, no options)", (algorithm) => {
+  it(`admits exactly 100 of ${REQUESTS} concurrent requests from ${CLIENTS} clients`, async () => {
+    const day = 24 * HOUR;
+    const call = ruleCall({ algorithm, limit: 100, periodMs: day, override: false });
+    // Real time (a fixed window is then decided without reading the clock): keep the burst in one window.
+    const [seconds] = await redis.time();
+    const intoDayMs = (Number(seconds) * 1000) % day;
+    if (intoDayMs > day - 10_000) await new Promise((resolve) => setTimeout(resolve, day - intoDayMs + 100));
+    expect(await burst(() => [call], 0)).toBe(100);
+    const peek = await (stores[0] as Store).decide([call], requestId(), { peek: true });
+    expect(peek.results[0]).toMatchObject({ outcome: "denied", remaining: 0 });
+  });
+});
+
 describe("several rules in one call", () => {
   it("consumes nothing from any rule when one rule denies (no partial counting)", async () => {
     const strict = ruleCall({ algorithm: "fixed-window", rule: "strict", limit: 3, periodMs: HOUR });

@@ -196,9 +196,14 @@ describe("the admin API's Redis calls on the cluster", () => {
     const { redis } = createStore({ url: rest.url, token: rest.token, prefix });
     const hashes = Array.from({ length: 60 }, (_, i) => `id-${i}_x`);
     for (const hash of hashes) {
-      await putOverride(overrideKey(prefix, "api", hash), { limit: 7, burst: 7 }, 3600, redis);
+      await putOverride({ prefix, rule: "api", identityHash: hash }, { limit: 7, burst: 7 }, 3600, redis);
     }
-    await putOverride(overrideKey(prefix, "other", "id-0_x"), { limit: 1, burst: 1 }, undefined, redis);
+    await putOverride(
+      { prefix, rule: "other", identityHash: "id-0_x" },
+      { limit: 1, burst: 1 },
+      undefined,
+      redis,
+    );
     const owners = new Set(await Promise.all(hashes.map((h) => ownerOf(overrideKey(prefix, "api", h)))));
     expect(owners.size).toBe(3);
     const seen: string[] = [];

@@ -85,3 +85,48 @@ describe("admin changes reach every isolate", () => {
     expect(CHANGE_RING).toBeGreaterThanOrEqual(1000);
   });
 });
+
+describe("a new override, as the decision reads it only for identities known to have one", () => {
+  const prefix = `${PREFIX}-lower`;
+  const rules = [
+    { name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 100, period: "1h" },
+  ];
+  const writer = makeEnv(prefix, rules);
+  const other = makeEnv(prefix, rules);
+
+  /** Requests from `env` until one is denied; ms from `sinceMs` to that one, or undefined. */
+  async function firstDenied(env: Record<string, unknown>, apiKey: string, sinceMs: number) {
+    while (Date.now() - sinceMs < 3000) {
+      const response = await request(env, apiKey);
+      if (response.status === 429) return Date.now() - sinceMs;
+      expect(response.status).toBe(200);
+      await sleep(50);
+    }
+    return undefined;
+  }
+
+  it("applies from the next request of the isolate that wrote it, within about a second in another, and at once in a fresh one", async () => {
+    await redis.del(`${prefix}:overrides`, liveModeKey(prefix));
+    expect((await request(writer, "key-lower")).status).toBe(200); // both isolates warm, 1 of 100 used
+    expect((await request(other, "key-lower")).status).toBe(200);
+
+    const loweredAt = Date.now();
+    expect((await send(writer, "PUT", "/__floodgate/overrides/api/key-lower", { limit: 2 })).status).toBe(
+      200,
+    );
+    expect((await request(writer, "key-lower")).status).toBe(429); // 2 used: the override's whole limit
+    const elapsedMs = await firstDenied(other, "key-lower", loweredAt);
+    expect(elapsedMs).toBeDefined();
+    expect(elapsedMs).toBeLessThanOrEqual(2000); // one refresh interval (1 s) + one Redis read, with slack for a loaded CI machine
+
+    // An isolate started after the override loads the index before its first decision.
+    const fresh = makeEnv(prefix, rules);
+    expect((await request(fresh, "key-lower")).status).toBe(429);
+
+    // Removed: the rule's own limit again, in the writer at once.
+    expect((await call(writer, "/__floodgate/overrides/api/key-lower", { method: "DELETE" })).status).toBe(
+      204,
+    );
+    expect((await request(writer, "key-lower")).status).toBe(200);
+  });
+});
