@@ -23,7 +23,8 @@ ARGV:
            only offsets within one window hold)
            | "3" REFUND: give back units consumed earlier: ARGV[2] the request id they were consumed under
            ("" if none), ARGV[3] when, µs on Redis's clock, they were consumed ("0" = unknown: the current
-           window); each rule's cost slot is the number of units to give back (mode and override slots as in
+           window; negative "-<age>" = at most <age> µs ago, as the caller measured it: only a window that
+           whole span falls in gets anything back); each rule's cost slot is the number of units to give back (mode and override slots as in
            a decision: the limits in force decide the window and the emission interval)
   then 6 per rule, rule i's at ARGV[first + 6(i-1) + slot] (first = 2, 3 or 5 as ARGV[1] says):
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
@@ -142,7 +143,11 @@ if call == "3" then
   local time = redis.call("TIME")
   now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
   local when_us = tonumber(ARGV[3]) -- µs; 0 = unknown: "the current window"
-  if when_us <= 0 then
+  if when_us < 0 then
+    -- "At most -when µs ago" (a split decision undone): the earliest instant the units can have been taken,
+    -- so a window boundary crossed since then refunds nothing rather than the next window's units.
+    when_us = now_us + when_us
+  elseif when_us == 0 then
     when_us = now_us
   end
   local returned = {}

@@ -114,7 +114,8 @@ export function scriptArguments(
 
 /**
  * KEYS and ARGV of a refund: give back `call.cost` units of each call, consumed at `whenUs` (µs on Redis's
- * clock; 0 = unknown, "the current window") under `requestId` (lua/floodgate.lua's header, call "3").
+ * clock; 0 = unknown, "the current window"; negative = at most `-whenUs` µs ago) under `requestId`
+ * (lua/floodgate.lua's header, call "3").
  */
 export function refundArguments(
   prefix: string,
@@ -124,7 +125,7 @@ export function refundArguments(
 ): { keys: string[]; args: string[] } {
   const { keys, args } = scriptArguments(prefix, calls, requestId);
   const rules = args.slice(args.length - calls.length * 6);
-  return { keys, args: [CALL.refund, requestId, String(Math.max(0, Math.trunc(whenUs))), ...rules] };
+  return { keys, args: [CALL.refund, requestId, String(Math.trunc(whenUs)), ...rules] };
 }
 
 /** The refund's reply: the units each call actually got back, in call order. */

@@ -62,7 +62,7 @@ export interface Store {
   release(call: RuleCall, requestId: string): Promise<void>;
   /**
    * Gives back `call.cost` units of each call, consumed at `whenUs` (µs, Redis's clock; 0 = unknown: the
-   * current window) under `requestId`, in one atomic call; resolves to the units each call got back. Not
+   * current window; negative: at most `-whenUs` µs ago) under `requestId`, in one atomic call; resolves to the units each call got back. Not
    * bound by the decision budget.
    * @throws {StoreError} when Redis cannot answer.
    */
@@ -82,6 +82,11 @@ export function toStoreError(error: unknown): StoreError {
   const message = error instanceof Error ? error.message : String(error);
   if (name === "TimeoutError" || name === "AbortError") {
     return new StoreError("timeout", "the Redis decision exceeded its budget", { cause: error });
+  }
+  const status = (error as { status?: unknown } | null)?.status;
+  // A REST 5xx (the endpoint could not reach Redis) reads "ERR …" but is no script error.
+  if (typeof status === "number" && status >= 500) {
+    return new StoreError("unavailable", message, { cause: error });
   }
   if (name === "UpstashError") {
     if (AUTH.test(message))
