@@ -7,8 +7,10 @@
 import { createServer } from "node:net";
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { startRestServer } from "../../redis-rest/index.mjs";
 import { groupCalls } from "../../src/engine/groups";
 import { rendezvous } from "../../src/engine/shards";
+import { createStore, StoreError } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
 import { createEngine, type Engine } from "../../src/resilience/endpoints";
 import { directRedis, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
@@ -119,6 +121,22 @@ describe("a database down", () => {
     const { port } = server.address() as { port: number };
     await new Promise((resolve) => server.close(resolve));
     deadUrl = `http://127.0.0.1:${port}`;
+  });
+
+  it("a REST server whose Redis is down answers 503, which the store reads as 'unavailable', not a script error", async () => {
+    const port = new URL(deadUrl).port;
+    const rest = await startRestServer({ redisUrl: `redis://127.0.0.1:${port}` });
+    try {
+      const store = createStore({ url: rest.url, token: rest.token, prefix: uniquePrefix("down") });
+      const error = await store
+        .decide([ruleCall({ algorithm: "gcra" })], requestId())
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreError);
+      expect((error as Error).message).toMatch(/^ERR Redis is unavailable/);
+      expect((error as StoreError).kind).toBe("unavailable");
+    } finally {
+      await rest.close();
+    }
   });
 
   it("a fail-closed rule it holds is undecided (503), so the other database's units come back", async () => {
