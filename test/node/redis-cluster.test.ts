@@ -240,7 +240,12 @@ describe("a request whose rules key on different identities (slot groups)", () =
         );
       const first = await wave();
       // Every rule decided by Redis: no CROSSSLOT (that would come back as an undecided result).
-      for (const d of first) expect(d.results.map((r) => [r.source, r.reason])).toEqual([["redis", undefined], ["redis", undefined]]);
+      for (const d of first) {
+        expect(d.results.map((r) => [r.source, r.reason])).toEqual([
+          ["redis", undefined],
+          ["redis", undefined],
+        ]);
+      }
       const admittedFirst = first.filter((d) => d.allowed).length;
       expect(admittedFirst).toBeLessThanOrEqual(20);
       await Promise.all(refunds);
