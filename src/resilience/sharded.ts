@@ -8,7 +8,7 @@
  * may under-admit for a moment, never over-admit.
  */
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
-import type { DecideOptions, Decision, RuleCall } from "../engine/types";
+import type { DecideOptions, Decision, RuleCall, RuleResult } from "../engine/types";
 import type { BreakerState } from "./breaker";
 import type { DeciderHealth, ResilientDecider } from "./decider";
 
@@ -39,6 +39,20 @@ export interface ShardedDecider extends ResilientDecider {
   endpointHealth(): DeciderHealth[];
 }
 
+const failsClosed = (call: RuleCall) => call.mode === "on" && call.failure === "closed";
+
+/** A rule not evaluated because the request is already denied by a cached denial: it carries no figures. */
+const skipped = (call: RuleCall): RuleResult => ({
+  call,
+  outcome: "allowed",
+  limit: call.limit,
+  remaining: 0,
+  resetAfterMs: 0,
+  retryAfterMs: 1000,
+  source: "undecided",
+  reason: "deny_cache",
+});
+
 const BREAKER_RANK: Readonly<Record<BreakerState, number>> = { closed: 0, "half-open": 1, open: 2 };
 
 /**
@@ -59,6 +73,15 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
     // One identity (the common case): one call, exactly as without sharding.
     if (first === undefined || sameIdentity(calls)) {
       return deciderOf(first === undefined ? 0 : route(first.identityHash)).decide(calls, requestId, opts);
+    }
+    // A denial this isolate has cached answers at once, as for one group: no group is called and counted
+    // only to be refunded. Not when a rule left undecided would be fail-closed (the decider's own rule).
+    const cached = calls.map((call) => deciderOf(route(call.identityHash)).cachedDenial(call));
+    if (
+      cached.some((r) => r !== undefined) &&
+      cached.every((r, i) => r !== undefined || !failsClosed(calls[i] as RuleCall))
+    ) {
+      return { allowed: false, results: calls.map((call, i) => cached[i] ?? skipped(call)), durationMs: 0 };
     }
     const groups = groupCalls(calls, route);
 
@@ -94,6 +117,7 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
     decide,
     release: (call, requestId) => deciderOf(route(call.identityHash)).release(call, requestId),
     forget: (rule, identityHash) => deciderOf(route(identityHash)).forget(rule, identityHash),
+    cachedDenial: (call) => deciderOf(route(call.identityHash)).cachedDenial(call),
     endpointHealth,
     health() {
       if (single) return deciderOf(0).health();

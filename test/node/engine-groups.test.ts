@@ -1,30 +1,42 @@
 /**
- * Slot groups on the run's real Redis (through the REST server): a request whose rules key on different
+ * Slot groups on a real Redis of this file's own (through the REST server): a request whose rules key on different
  * identities is decided one call per identity, and when it is not let through the allowing groups get their
  * units back from the script's refund call, sent through the caller's waitUntil. A second "endpoint" that
  * nothing listens on stands in for a database that is down.
  */
 import { createServer } from "node:net";
-import type { Redis as IORedis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { startRestServer } from "../../redis-rest/index.mjs";
+import { Redis as IORedis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RedisHandle, type RestServer, startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { groupCalls } from "../../src/engine/groups";
 import { rendezvous } from "../../src/engine/shards";
 import { createStore, StoreError } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
 import { createEngine, type Engine } from "../../src/resilience/endpoints";
-import { directRedis, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
+import { requestId, ruleCall, uniquePrefix } from "./lua-support";
 
 const HOUR = 3_600_000;
+// Its own redis-server: the tests count the EVALSHAs Redis served, which other files running at the same
+// time must not add to.
+let server: RedisHandle;
+let rest: RestServer;
 let redis: IORedis;
-beforeAll(() => {
-  redis = directRedis();
+beforeAll(async () => {
+  server = await startRedis();
+  rest = await startRestServer({ redisUrl: server.url });
+  redis = new IORedis(server.url);
 });
-afterAll(() => redis.quit());
+afterAll(async () => {
+  redis.disconnect();
+  await rest.close();
+  await server.close();
+});
+const testStore = (prefix: string) =>
+  createStore({ url: rest.url, token: rest.token, prefix, timeoutMs: 5000 });
 
 const engineOn = (prefix: string, urls: string[]): Engine =>
   createEngine({
-    endpoints: urls.map((url) => ({ url, token: inject("redisRestToken") })),
+    endpoints: urls.map((url) => ({ url, token: rest.token })),
     prefix,
     timeoutMs: 2000,
     adminTimeoutMs: 2000,
@@ -63,7 +75,7 @@ describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", 
   (algorithm) => {
     it("a request denied by one identity's rule leaves the other's state as it was once the refund landed", async () => {
       const prefix = uniquePrefix(`groups-${algorithm}`);
-      const engine = engineOn(prefix, [inject("redisRestUrl")]);
+      const engine = engineOn(prefix, [rest.url]);
       const perIp = ruleCall({ algorithm, rule: "per-ip", limit: 10, periodMs: HOUR });
       const perKey = ruleCall({ algorithm, rule: "per-key", limit: 1, periodMs: HOUR });
       expect((await decideAndSettle(engine, [perIp, perKey])).decision.allowed).toBe(true);
@@ -83,7 +95,7 @@ describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", 
 
 it("one identity: one script call and no refund, allowed or denied", async () => {
   const prefix = uniquePrefix("groups-one");
-  const engine = engineOn(prefix, [inject("redisRestUrl")]);
+  const engine = engineOn(prefix, [rest.url]);
   const calls = [
     ruleCall({ algorithm: "fixed-window", rule: "a", limit: 1, identityHash: "same" }),
     ruleCall({ algorithm: "gcra", rule: "b", limit: 5, identityHash: "same" }),
@@ -96,6 +108,27 @@ it("one identity: one script call and no refund, allowed or denied", async () =>
   expect(denied.decision.allowed).toBe(false);
   expect(denied.refunds).toBe(0);
   expect((await evalshas()) - before).toBe(2);
+});
+
+it("a denial this isolate has cached answers a cross-group request without calling any group", async () => {
+  const prefix = uniquePrefix("groups-cached");
+  const engine = engineOn(prefix, [rest.url]);
+  const perIp = ruleCall({ algorithm: "gcra", rule: "per-ip", limit: 10, periodMs: HOUR });
+  const perKey = ruleCall({ algorithm: "gcra", rule: "per-key", limit: 1, periodMs: HOUR });
+  await decideAndSettle(engine, [perIp, perKey]);
+  expect((await decideAndSettle(engine, [perIp, perKey])).decision.allowed).toBe(false);
+  const evalshas = async () =>
+    Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(await redis.info("commandstats"))?.[1] ?? 0);
+  const before = await evalshas();
+  const { decision, refunds } = await decideAndSettle(engine, [perIp, perKey]);
+  expect(decision.allowed).toBe(false);
+  expect(decision.results.map((r) => [r.source, r.reason])).toEqual([
+    ["undecided", "deny_cache"],
+    ["deny-cache", "deny_cache"],
+  ]);
+  expect(refunds).toBe(0);
+  expect((await evalshas()) - before).toBe(0);
+  expect(await remaining(prefix, perIp)).toBe(9);
 });
 
 it("a refund whose span crosses a window edge gives nothing back (never the next window's units)", async () => {
@@ -141,7 +174,7 @@ describe("a database down", () => {
 
   it("a fail-closed rule it holds is undecided (503), so the other database's units come back", async () => {
     const prefix = uniquePrefix("groups-down");
-    const urls = [inject("redisRestUrl"), deadUrl];
+    const urls = [rest.url, deadUrl];
     const engine = engineOn(prefix, urls);
     const shardOf = rendezvous(urls);
     const on = (shard: number, tag: string) => {
