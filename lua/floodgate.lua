@@ -23,8 +23,7 @@ ARGV:
            only offsets within one window hold)
            | "3" REFUND: give back units consumed earlier: ARGV[2] the request id they were consumed under
            ("" if none), ARGV[3] when, µs on Redis's clock, they were consumed ("0" = unknown: the current
-           window; negative "-<age>" = at most <age> µs ago, as the caller measured it: only a window that
-           whole span falls in gets anything back); each rule's cost slot is the number of units to give back (mode and override slots as in
+           window); each rule's cost slot is the number of units to give back (mode and override slots as in
            a decision: the limits in force decide the window and the emission interval)
   then 6 per rule, rule i's at ARGV[first + 6(i-1) + slot] (first = 2, 3 or 5 as ARGV[1] says):
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
@@ -54,6 +53,8 @@ A REFUND call returns one integer per rule instead: the units actually given bac
     sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
                     with `when` unknown, the request id's members still in the window
     concurrency     ZREM of the request id's slot (units ignored)
+  A negative `when`, "-<age>", means "at most <age> µs ago" (a split decision undone, src/resilience/sharded.ts):
+    the span is taken from its earliest instant, so a window edge that may lie inside it refunds nothing.
 Short replies, for ONE rule allowed on a fast path (an array costs Redis more to send, per element):
   fixed-window on a live counter: the remaining units, an integer     (= { 1, 1, limit, remaining, -1, -1 })
   token-bucket, gcra, sliding-window: { remaining, reset_after_ms, retry_after_ms }
