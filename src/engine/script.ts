@@ -114,8 +114,7 @@ export function scriptArguments(
 
 /**
  * KEYS and ARGV of a refund: give back `call.cost` units of each call, consumed at `whenUs` (µs on Redis's
- * clock; 0 = unknown, "the current window"; negative = at most `-whenUs` µs ago) under `requestId`
- * (lua/floodgate.lua's header, call "3").
+ * clock; 0 = unknown, "the current window") under `requestId` (lua/floodgate.lua's header, call "3").
  */
 export function refundArguments(
   prefix: string,

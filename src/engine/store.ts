@@ -62,7 +62,7 @@ export interface Store {
   release(call: RuleCall, requestId: string): Promise<void>;
   /**
    * Gives back `call.cost` units of each call, consumed at `whenUs` (µs, Redis's clock; 0 = unknown: the
-   * current window; negative: at most `-whenUs` µs ago) under `requestId`, in one atomic call; resolves to the units each call got back. Not
+   * current window) under `requestId`, in one atomic call; resolves to the units each call got back. Not
    * bound by the decision budget.
    * @throws {StoreError} when Redis cannot answer.
    */

@@ -102,11 +102,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const requestId = calls.some((call) => USES_REQUEST_ID.has(call.algorithm))
       ? request.id()
       : NO_REQUEST_ID;
-    // waitUntil: a request spanning several slot groups may leave a refund to send (src/resilience/sharded.ts).
-    const decision = await decider.decide(calls, requestId, {
-      budgetMs,
-      waitUntil: (promise) => waitUntilOf(c)(promise),
-    });
+    const decision = await decider.decide(calls, requestId, { budgetMs, waitUntil: waitUntilOf(c) });
     report(deps.onDecision, decision, c.req.raw, request);
     c.set("rateLimit", infoOf(decision));
 

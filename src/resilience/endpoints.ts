@@ -6,6 +6,7 @@
  */
 import { rendezvous } from "../engine/shards";
 import { createStore, type Store } from "../engine/store";
+import type { RuleCall } from "../engine/types";
 import { createDecider, type DeciderOptions } from "./decider";
 import { createShardedDecider, type ShardedDecider } from "./sharded";
 
@@ -32,6 +33,11 @@ export interface Engine {
   /** The store holding an identity's keys. */
   storeOf(identityHash: string): Store;
   decider: ShardedDecider;
+  /**
+   * `Store.refund` across endpoints: each call's units go back to the endpoint holding its identity (one
+   * refund call per endpoint concerned); resolves to the units each call got back, in call order.
+   */
+  refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]>;
 }
 
 /**
@@ -54,5 +60,34 @@ export function createEngine(options: EngineOptions): Engine {
     refund: (shard, calls, requestId, ageUs) => (stores[shard] as Store).refund(calls, requestId, -ageUs),
     refundTimeoutMs: adminTimeoutMs,
   });
-  return { stores, shardOf, storeOf: (identityHash) => stores[shardOf(identityHash)] as Store, decider };
+  async function refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]> {
+    if (stores.length === 1) return (stores[0] as Store).refund(calls, requestId, whenUs);
+    const byShard = new Map<number, number[]>();
+    calls.forEach((call, i) => {
+      const shard = shardOf(call.identityHash);
+      byShard.set(shard, [...(byShard.get(shard) ?? []), i]);
+    });
+    const given = new Array<number>(calls.length).fill(0);
+    await Promise.all(
+      [...byShard].map(async ([shard, indices]) => {
+        const back = await (stores[shard] as Store).refund(
+          indices.map((i) => calls[i] as RuleCall),
+          requestId,
+          whenUs,
+        );
+        indices.forEach((at, k) => {
+          given[at] = back[k] ?? 0;
+        });
+      }),
+    );
+    return given;
+  }
+
+  return {
+    stores,
+    shardOf,
+    storeOf: (identityHash) => stores[shardOf(identityHash)] as Store,
+    decider,
+    refund,
+  };
 }

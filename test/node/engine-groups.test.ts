@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RedisHandle, type RestServer, startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { groupCalls } from "../../src/engine/groups";
 import { rendezvous } from "../../src/engine/shards";
-import { createStore, StoreError } from "../../src/engine/store";
+import { createStore, type Store, StoreError } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
 import { createEngine, type Engine } from "../../src/resilience/endpoints";
 import { requestId, ruleCall, uniquePrefix } from "./lua-support";
@@ -143,6 +143,50 @@ it("a refund whose span crosses a window edge gives nothing back (never the next
   // Taken at most two hours ago: the hour it was taken in is unknown, so nothing comes back.
   expect(await store.refund([call], id, -2 * HOUR * 1000)).toEqual([0]);
   expect(await remaining(prefix, call)).toBe(4);
+});
+
+it("the engine's refund sends each call's units to the database holding its identity, in call order", async () => {
+  const prefix = uniquePrefix("groups-route");
+  const second = await startRedis();
+  const secondRest = await startRestServer({ redisUrl: second.url, token: rest.token });
+  const urls = [rest.url, secondRest.url];
+  const engine = engineOn(prefix, urls);
+  const peekOn = async (shard: number, call: RuleCall) =>
+    (await (engine.stores[shard] as Store).decide([call], requestId(), { peek: true })).results[0]?.remaining;
+  const shardOf = rendezvous(urls);
+  const on = (shard: number) => {
+    for (let i = 0; ; i++) if (shardOf(`r${i}`) === shard) return `r${i}`;
+  };
+  const calls = [0, 1, 0].map((shard, i) =>
+    ruleCall({
+      algorithm: "token-bucket",
+      rule: `r${i}`,
+      limit: 10,
+      periodMs: HOUR,
+      identityHash: on(shard),
+    }),
+  );
+  for (const call of calls)
+    await engine.storeOf(call.identityHash).decide([{ ...call, cost: 3 }], requestId());
+  try {
+    expect(
+      await engine.refund(
+        calls.map((call, i) => ({ ...call, cost: i + 1 })),
+        "",
+        0,
+      ),
+    ).toEqual([1, 2, 3]);
+    // Each database holds its own identities' state, refunded; the other one never saw them.
+    expect(await Promise.all(calls.map((call, i) => peekOn([0, 1, 0][i] as number, call)))).toEqual([
+      8, 9, 10,
+    ]);
+    expect(await Promise.all(calls.map((call, i) => peekOn([1, 0, 1][i] as number, call)))).toEqual([
+      10, 10, 10,
+    ]);
+  } finally {
+    await secondRest.close();
+    await second.close();
+  }
 });
 
 describe("a database down", () => {
