@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { pathToFileURL } from "node:url";
 /**
  * Scaling out, side by side in one run (README "Scaling out"):  node bench/scale/run.mjs [--decisions 4000]
  *   1. one database vs three (three redis-servers, each behind its own REST server): decisions/s through
@@ -11,7 +12,6 @@
  * the rows of one run, never as absolute capacity.
  */
 import { parseArgs } from "node:util";
-import { pathToFileURL } from "node:url";
 import { Redis } from "ioredis";
 import { bundleWorker } from "../../scripts/bundle-worker.mjs";
 import { cpuSeconds, stopAll } from "../lib/procs.mjs";
