@@ -4,7 +4,8 @@
 // ORIGIN_URL is given) and the Worker in `wrangler dev` on 127.0.0.1:PORT. stdout carries only the ready
 // line and a curl loop to try; everything else goes to stderr. SIGINT/SIGTERM stop every process started.
 // `npm start -- --cluster` (or FLOODGATE_REDIS=cluster) runs a real 3-master Redis Cluster (one replica
-// each) behind the REST server instead of a single redis-server.
+// each) behind the REST server instead of a single redis-server; `--databases` (FLOODGATE_REDIS=databases)
+// three independent redis-servers, each behind its own REST server, listed in UPSTASH_REDIS_REST_URL.
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,6 +18,7 @@ import {
   spawnTied,
   startRedis,
   startRedisCluster,
+  startRedisServers,
   startRestServer,
   stopChild,
 } from "../redis-rest/index.mjs";
@@ -71,12 +73,18 @@ if (await portTaken(port)) {
 }
 
 const { vars, from } = mergeBindings(join(root, ".dev.vars"), process.env);
-const redisMode = process.argv.includes("--cluster") ? "cluster" : (process.env.FLOODGATE_REDIS ?? "single");
-if (redisMode !== "single" && redisMode !== "cluster") {
-  await fail(`FLOODGATE_REDIS must be single or cluster, got ${JSON.stringify(redisMode)}`);
+const redisMode = process.argv.includes("--cluster")
+  ? "cluster"
+  : process.argv.includes("--databases")
+    ? "databases"
+    : (process.env.FLOODGATE_REDIS ?? "single");
+if (redisMode !== "single" && redisMode !== "cluster" && redisMode !== "databases") {
+  await fail(`FLOODGATE_REDIS must be single, cluster or databases, got ${JSON.stringify(redisMode)}`);
 }
-const unknownArgs = process.argv.slice(2).filter((arg) => arg !== "--cluster");
-if (unknownArgs.length > 0) await fail(`unknown option ${unknownArgs[0]}; usage: npm start [-- --cluster]`);
+const unknownArgs = process.argv.slice(2).filter((arg) => arg !== "--cluster" && arg !== "--databases");
+if (unknownArgs.length > 0) {
+  await fail(`unknown option ${unknownArgs[0]}; usage: npm start [-- --cluster | --databases]`);
+}
 
 if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   log(`using the Redis REST endpoint ${vars.UPSTASH_REDIS_REST_URL} (from ${from.UPSTASH_REDIS_REST_URL})`);
@@ -93,6 +101,23 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   log(
     `Redis Cluster (ephemeral, 3 masters + 3 replicas) at ${cluster.urls.join(", ")}; REST server at ${rest.url}`,
   );
+} else if (redisMode === "databases") {
+  // Three independent databases, each behind its own REST server, one token for all (README "Scaling out").
+  const servers = await startRedisServers(3).catch((error) =>
+    fail(`cannot start redis-server: ${error.message}`),
+  );
+  if (!servers) process.exit(1);
+  cleanups.push(() => Promise.all(servers.map((server) => server.close())));
+  const token = randomBytes(16).toString("hex");
+  const rests = [];
+  for (const server of servers) {
+    const rest = await startRestServer({ redisUrl: server.url, token });
+    cleanups.push(() => rest.close());
+    rests.push(rest);
+  }
+  vars.UPSTASH_REDIS_REST_URL = rests.map((rest) => rest.url).join(",");
+  vars.UPSTASH_REDIS_REST_TOKEN = token;
+  log(`3 redis-servers (ephemeral), each behind a REST server: ${vars.UPSTASH_REDIS_REST_URL}`);
 } else {
   const redis = await startRedis().catch((error) => fail(`cannot start redis-server: ${error.message}`));
   if (!redis) process.exit(1);

@@ -20,7 +20,9 @@ export function connectCluster(seeds, redisOptions) {
       return { host: url.hostname, port: Number(url.port || 6379) };
     }),
     {
-      redisOptions,
+      // Each node connects as soon as the cluster learns of it: with the offline queue off, a command sent
+      // to a node still connecting would fail ("Connection is closed") although the cluster is healthy.
+      redisOptions: { ...redisOptions, lazyConnect: false },
       lazyConnect: true,
       enableOfflineQueue: false,
       // A command on a connection that closed may have run: never resend it (a limiter decision is not

@@ -62,6 +62,17 @@ export async function startRestServer({
     : new Redis(redisUrl, redisOptions);
   redis.on("error", () => {}); // connection errors surface per request as 503; reconnecting is automatic
   await redis.connect().catch(() => {}); // Redis may come up later; requests get 503 until then
+  if (!(redis instanceof Redis)) {
+    // Every node's connection ready before the first request (the offline queue is off); at most 2 s.
+    const ready = (/** @type {import("ioredis").Redis} */ node) =>
+      node.status === "ready"
+        ? undefined
+        : new Promise((resolve) => {
+            node.once("ready", resolve);
+            setTimeout(resolve, 2000).unref();
+          });
+    await Promise.all(redis.nodes().map(ready));
+  }
 
   const scripts = new ScriptTranslator();
   const exec =

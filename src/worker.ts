@@ -8,7 +8,6 @@ import { type ExecutionContext, Hono } from "hono";
 import { ADMIN_PREFIX, createAdminApp } from "./admin/app";
 import { adminContextOf } from "./admin/context";
 import { ConfigError, type FloodgateConfig, parseEnv } from "./config";
-import { createStore } from "./engine/store";
 import type { Env } from "./env";
 import { MisconfiguredError, onError, ProblemError, problemResponse } from "./http/problems";
 import { createProxy } from "./http/proxy";
@@ -16,14 +15,21 @@ import { createJwtVerifier } from "./identity";
 import { createLiveModes } from "./live";
 import { createLimiter } from "./middleware";
 import { createDecisionObserver, MetricsAggregator } from "./observability";
-import { createDecider } from "./resilience/decider";
+import { createEngine } from "./resilience/endpoints";
 
 type AppEnv = { Bindings: Env };
 
-/** Builds the isolate's app from validated bindings: one store, one decider, one limiter, shared by all. */
+/** Builds the isolate's app from validated bindings: one engine (a store per endpoint), one limiter, shared by all. */
 function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
-  const store = createStore({ ...config.redis, prefix: config.prefix, timeoutMs: config.timeoutMs });
-  const decider = createDecider(store, { timeoutMs: config.timeoutMs });
+  const engine = createEngine({
+    endpoints: config.redisEndpoints,
+    prefix: config.prefix,
+    timeoutMs: config.timeoutMs,
+  });
+  const { decider, stores } = engine;
+  // Keys shared by every identity (live modes, change log, override index, dashboard counts) live on the
+  // first endpoint (README "Scaling out").
+  const store = stores[0] as (typeof stores)[0];
   const liveModes = createLiveModes(store.redis, config.prefix, {
     ruleNames: config.rules.map((rule) => rule.name),
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
@@ -31,7 +37,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   });
   // Counted only for the dashboard, which needs the admin token: without it, no Redis command is spent on it.
   const metrics = config.adminToken ? new MetricsAggregator(store.redis, config.prefix) : undefined;
-  const admin = adminContextOf({ config, store, decider, liveModes, metrics });
+  const admin = adminContextOf({ config, stores, shardOf: engine.shardOf, decider, liveModes, metrics });
 
   const app = new Hono<AppEnv>();
   app.onError(onError);

@@ -17,7 +17,7 @@ export type { AdminEnv } from "./context";
 
 import { onError } from "../http/problems";
 import { ProblemError } from "../util/problem";
-import { healthReport } from "./health";
+import { healthOfEndpoints } from "./health";
 import { AdminError, notFound } from "./problem";
 import { keyRoutes } from "./routes-keys";
 import { liveRoutes } from "./routes-live";
@@ -33,7 +33,7 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
 
   app.get("/health", async (c) => {
     const admin = await resolve(c);
-    const report = await healthReport(admin.redis, admin.scriptSha, admin.health());
+    const report = await healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth());
     return c.json(report, 200, { "Cache-Control": "no-store" });
   });
 

@@ -19,16 +19,25 @@ import { notFound } from "./problem";
 /** The admin API's view of the Worker. */
 export interface AdminContext {
   config: Pick<FloodgateConfig, "rules" | "prefix" | "adminToken" | "mode" | "failure">;
-  /** A client for admin reads and writes (not bound by the decision budget). */
+  /**
+   * A client for admin reads and writes (not bound by the decision budget) on the FIRST endpoint, which holds
+   * the keys shared by all identities: live modes, the change log, the override index, dashboard counts.
+   */
   redis: Redis;
+  /** The client of the endpoint holding one identity's keys (its state and overrides). */
+  redisOf(identityHash: string): Redis;
+  /** Every endpoint's client, in `UPSTASH_REDIS_REST_URL`'s order (one entry with one database). */
+  endpoints: readonly Redis[];
   /** Evaluates `calls` without writing anything (the store's peek), so a look never costs the client quota. */
   peek(calls: RuleCall[]): Promise<Decision>;
   /** Every Redis key holding one identity's counters under one rule (the engine's layout, suffixes included). */
   stateKeys(rule: RuleConfig, identityHash: string): string[];
   /** SHA-1 of the decision script, to ask Redis whether it is loaded. */
   scriptSha(): Promise<string>;
-  /** The decider's health (breaker state, credentials). */
+  /** The decider's health (breaker state, credentials), all endpoints summed up. */
   health(): DeciderHealth;
+  /** Each endpoint's decider health, in `endpoints`' order. */
+  endpointHealth(): DeciderHealth[];
   /** Drops this isolate's cached denial of an identity after a reset or a new override. */
   forget(rule: string, identityHash: string): void;
   /** This isolate's copy of the live modes, refreshed at once after a switch made here. */
@@ -53,23 +62,30 @@ export function findRule(context: AdminContext, name: string): RuleConfig {
 /** The per-isolate parts the admin context is made of. */
 export interface AdminParts {
   config: AdminContext["config"];
-  /** The engine's store (`createStore`): its admin client and its peek. */
-  store: Pick<Store, "redis" | "decide">;
-  /** The resilient decider (`createDecider`): health and the deny cache. */
-  decider: Pick<ResilientDecider, "health" | "forget">;
+  /** The engine's stores, one per endpoint (`createEngine`): their admin clients and their peek. */
+  stores: readonly Pick<Store, "redis" | "decide">[];
+  /** The endpoint (index into `stores`) holding an identity. @default every identity on the first */
+  shardOf?: (identityHash: string) => number;
+  /** The resilient decider (`createEngine`): health and the deny cache. */
+  decider: Pick<ResilientDecider, "health" | "forget"> & { endpointHealth?: () => DeciderHealth[] };
   liveModes?: LiveModeCache;
   metrics?: AdminContext["metrics"];
 }
 
 /** Wires the admin context from the Worker's per-isolate parts. */
-export function adminContextOf({ config, store, decider, liveModes, metrics }: AdminParts): AdminContext {
+export function adminContextOf(parts: AdminParts): AdminContext {
+  const { config, stores, shardOf = () => 0, decider, liveModes, metrics } = parts;
+  const storeOf = (identityHash: string) =>
+    stores[shardOf(identityHash)] ?? (stores[0] as AdminParts["stores"][0]);
   return {
     config,
-    redis: store.redis,
-    // A peek never writes, so the id it runs under is never stored.
+    redis: (stores[0] as AdminParts["stores"][0]).redis,
+    redisOf: (identityHash) => storeOf(identityHash).redis,
+    endpoints: stores.map((store) => store.redis),
+    // A peek never writes, so the id it runs under is never stored. The admin API peeks at one identity.
     // It reads every override, whatever this isolate's override index says: a look is rare and must be right.
     peek: (calls) =>
-      store.decide(
+      storeOf(calls[0]?.identityHash ?? "").decide(
         calls.map((call) => ({ ...call, override: true })),
         "admin-peek",
         { peek: true },
@@ -78,6 +94,7 @@ export function adminContextOf({ config, store, decider, liveModes, metrics }: A
     stateKeys: (rule, identityHash) => [stateKey(config.prefix, rule.name, identityHash)],
     scriptSha,
     health: () => decider.health(),
+    endpointHealth: () => decider.endpointHealth?.() ?? [decider.health()],
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     liveModes,
     metrics,

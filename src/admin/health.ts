@@ -10,7 +10,16 @@ import type { BreakerState } from "../resilience/breaker";
 import type { DeciderHealth } from "../resilience/decider";
 
 /** The health body. */
-export interface HealthReport {
+export interface HealthReport extends EndpointHealth {
+  /**
+   * With several databases (README "Scaling out"): each endpoint's own report, in `UPSTASH_REDIS_REST_URL`'s
+   * order (by position, never by URL); the fields above then sum them up (the worst of each).
+   */
+  endpoints?: Array<EndpointHealth & { endpoint: number }>;
+}
+
+/** One endpoint's health. */
+export interface EndpointHealth {
   /** `degraded` when Redis is unreachable, rejects our credentials, or the breaker is not closed. */
   status: "ok" | "degraded";
   redis: { reachable: boolean; credentials: "accepted" | "rejected" | "unknown"; latencyMs: number | null };
@@ -59,6 +68,41 @@ export async function healthReport(
     breakerRemainingMs: decider.breakerRemainingMs,
   };
 }
+
+/** The health of every endpoint: one report as before with one, the worst of each field plus `endpoints` with several. */
+export async function healthOfEndpoints(
+  endpoints: readonly Redis[],
+  scriptSha: () => Promise<string>,
+  deciders: readonly DeciderHealth[],
+): Promise<HealthReport> {
+  const each = await Promise.all(
+    endpoints.map((redis, i) =>
+      healthReport(redis, scriptSha, deciders[i] ?? (deciders[0] as DeciderHealth)),
+    ),
+  );
+  const first = each[0] as HealthReport;
+  if (each.length === 1) return first;
+  const worst = each.reduce((a, b) => (BREAKER_RANK[b.breaker] > BREAKER_RANK[a.breaker] ? b : a));
+  const latencies = each.map((r) => r.redis.latencyMs);
+  return {
+    status: each.every((r) => r.status === "ok") ? "ok" : "degraded",
+    redis: {
+      reachable: each.every((r) => r.redis.reachable),
+      credentials: each.some((r) => r.redis.credentials === "rejected")
+        ? "rejected"
+        : each.every((r) => r.redis.credentials === "accepted")
+          ? "accepted"
+          : "unknown",
+      latencyMs: latencies.includes(null) ? null : Math.max(...(latencies as number[])),
+    },
+    script: { loaded: each.every((r) => r.script.loaded === true) },
+    breaker: worst.breaker,
+    breakerRemainingMs: Math.max(...each.map((r) => r.breakerRemainingMs)),
+    endpoints: each.map((r, endpoint) => ({ endpoint, ...r })),
+  };
+}
+
+const BREAKER_RANK: Readonly<Record<BreakerState, number>> = { closed: 0, "half-open": 1, open: 2 };
 
 async function probe(redis: Redis, scriptSha: () => Promise<string>): Promise<Probe> {
   const startedMs = performance.now();

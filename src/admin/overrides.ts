@@ -36,18 +36,23 @@ export interface OverrideTarget {
  * Lists the identity in the override index, then replaces the whole override in one transaction (a reader
  * never sees half of an old and half of a new one). Two steps, not one MULTI: on a Redis Cluster the index and
  * the override live in different slots; in this order an override never exists unlisted. With `ttlSeconds`
- * the key expires then; without, it lasts until deleted.
+ * the key expires then; without, it lasts until deleted. With several databases the override lives on its
+ * identity's endpoint (`redis`) and the index on the first (`indexRedis`).
  */
 export async function putOverride(
   target: OverrideTarget,
   override: Override,
   ttlSeconds: number | undefined,
   redis: Redis,
+  indexRedis: Redis = redis,
 ) {
   const key = overrideKey(target.prefix, target.rule, target.identityHash);
   const fields: Record<string, number> = { limit: override.limit, burst: override.burst };
   if (override.periodMs !== undefined) fields.period = override.periodMs;
-  await redis.sadd(overrideIndexKey(target.prefix), overrideIndexMember(target.rule, target.identityHash));
+  await indexRedis.sadd(
+    overrideIndexKey(target.prefix),
+    overrideIndexMember(target.rule, target.identityHash),
+  );
   const tx = redis.multi().del(key).hset(key, fields);
   if (ttlSeconds !== undefined) tx.expire(key, ttlSeconds);
   await tx.exec();
@@ -64,9 +69,16 @@ export async function getOverride(key: string, redis: Redis): Promise<StoredOver
  * Removes one override, then its index entry (separate commands: different slots on a Redis Cluster; in this
  * order an override never exists unlisted); `true` if there was one.
  */
-export async function deleteOverride(target: OverrideTarget, redis: Redis): Promise<boolean> {
+export async function deleteOverride(
+  target: OverrideTarget,
+  redis: Redis,
+  indexRedis: Redis = redis,
+): Promise<boolean> {
   const deleted = await redis.del(overrideKey(target.prefix, target.rule, target.identityHash));
-  await redis.srem(overrideIndexKey(target.prefix), overrideIndexMember(target.rule, target.identityHash));
+  await indexRedis.srem(
+    overrideIndexKey(target.prefix),
+    overrideIndexMember(target.rule, target.identityHash),
+  );
   return Number(deleted) > 0;
 }
 
@@ -122,8 +134,36 @@ export async function listOverrides(
   return { items: await details(redis, keys), nextCursor: scanCursor };
 }
 
-/** True for a cursor `listOverrides` can continue from (a SCAN cursor). */
-export const isCursor = (cursor: string): boolean => /^\d{1,20}$/.test(cursor);
+/** True for a cursor `listOverrides` or `listOverridesOf` can continue from (a SCAN cursor, `<endpoint>-` first). */
+export const isCursor = (cursor: string): boolean => /^(\d{1,3}-)?\d{1,20}$/.test(cursor);
+
+/**
+ * Lists a rule's overrides over every endpoint, one after the other: one endpoint's SCAN to its end, then the
+ * next one's. With several endpoints the cursor is `<endpoint index>-<SCAN cursor>`; with one it is the SCAN
+ * cursor itself, as {@link listOverrides} gives it.
+ */
+export async function listOverridesOf(
+  endpoints: readonly Redis[],
+  prefix: string,
+  rule: string,
+  cursor: string,
+  pageSize: number,
+): Promise<OverridePage> {
+  if (endpoints.length === 1) return listOverrides(endpoints[0] as Redis, prefix, rule, cursor, pageSize);
+  const dash = cursor.indexOf("-");
+  let at = dash < 0 ? 0 : Number(cursor.slice(0, dash));
+  let scan = dash < 0 ? cursor : cursor.slice(dash + 1);
+  const items: OverridePage["items"] = [];
+  while (at < endpoints.length) {
+    const page = await listOverrides(endpoints[at] as Redis, prefix, rule, scan, pageSize - items.length);
+    items.push(...page.items);
+    if (page.nextCursor !== null) return { items, nextCursor: `${at}-${page.nextCursor}` };
+    at++;
+    scan = "0";
+    if (items.length >= pageSize) break;
+  }
+  return { items, nextCursor: at < endpoints.length ? `${at}-0` : null };
+}
 
 async function details(redis: Redis, keys: string[]): Promise<OverridePage["items"]> {
   if (keys.length === 0) return [];

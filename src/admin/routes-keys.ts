@@ -37,7 +37,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     };
     const [decision, override] = await Promise.all([
       admin.peek([call]),
-      getOverride(overrideKey(admin.config.prefix, rule.name, identityHash), admin.redis),
+      getOverride(overrideKey(admin.config.prefix, rule.name, identityHash), admin.redisOf(identityHash)),
     ]);
     const result = decision.results[0];
     if (!result) throw new Error("the store returned no result for the peeked rule");
@@ -68,7 +68,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const rule = findRule(admin, c.req.param("rule"));
     const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "keys", rule.name));
     const keys = admin.stateKeys(rule, identityHash);
-    const deleted = keys.length > 0 ? await admin.redis.del(...keys) : 0;
+    const deleted = keys.length > 0 ? await admin.redisOf(identityHash).del(...keys) : 0;
     admin.forget(rule.name, identityHash);
     await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash });
     return c.json({ rule: rule.name, identity: showHash(identityHash), reset: deleted > 0 });

@@ -13,7 +13,7 @@ import {
   deleteOverride,
   getOverride,
   isCursor,
-  listOverrides,
+  listOverridesOf,
   putOverride,
   type StoredOverride,
 } from "./overrides";
@@ -44,7 +44,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
       throw badRequest(`limit: must be a whole number from 1 to ${MAX_PAGE_SIZE}.`);
     }
-    const page = await listOverrides(admin.redis, admin.config.prefix, rule.name, cursor, pageSize);
+    const page = await listOverridesOf(admin.endpoints, admin.config.prefix, rule.name, cursor, pageSize);
     return c.json({
       rule: rule.name,
       overrides: page.items.map((item) => show(item.identityHash, item)),
@@ -59,7 +59,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const body = await parseBody(c.req.raw, OverrideBody);
     const override = { limit: body.limit, periodMs: body.period, burst: body.burst ?? body.limit };
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
-    await putOverride(target, override, body.ttl, admin.redis);
+    await putOverride(target, override, body.ttl, admin.redisOf(identityHash), admin.redis);
     admin.forget(rule.name, identityHash);
     admin.liveModes?.overrides?.set(rule.name, identityHash, true);
     await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash, override: true });
@@ -70,7 +70,8 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
     const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "overrides", rule.name));
-    const stored = await getOverride(overrideKey(admin.config.prefix, rule.name, identityHash), admin.redis);
+    const key = overrideKey(admin.config.prefix, rule.name, identityHash);
+    const stored = await getOverride(key, admin.redisOf(identityHash));
     if (!stored) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
     return c.json({ rule: rule.name, ...show(identityHash, stored) });
   });
@@ -80,7 +81,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const rule = findRule(admin, c.req.param("rule"));
     const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "overrides", rule.name));
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
-    const existed = await deleteOverride(target, admin.redis);
+    const existed = await deleteOverride(target, admin.redisOf(identityHash), admin.redis);
     if (!existed) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
     admin.forget(rule.name, identityHash);
     admin.liveModes?.overrides?.set(rule.name, identityHash, false);

@@ -5,7 +5,7 @@
  * HTML and its refreshes (`dashboard.json`) both come from here. Identities are hashed (`hash:…`) as stored; nothing here can show a raw one.
  */
 import type { AdminContext } from "../admin/context";
-import { type HealthReport, healthReport } from "../admin/health";
+import { type HealthReport, healthOfEndpoints } from "../admin/health";
 import { showHash } from "../admin/identity";
 import { formatPeriod } from "../admin/period";
 import type { Mode } from "../engine/types";
@@ -105,7 +105,7 @@ export async function readDashboard(admin: AdminContext): Promise<DashboardData>
       prefix,
       rules.map((r) => r.name),
     ),
-    healthReport(admin.redis, admin.scriptSha, admin.health()),
+    healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth()),
   ]);
   const perMinute = replies.slice(0, CHART_MINUTES).map((reply) => fieldMap(reply));
   const count = (fields: Record<string, unknown>, field: string) => Number(fields[field] ?? 0) || 0;

@@ -61,7 +61,11 @@ export async function restCommand(
     signal,
   });
   const body = parseBody(await response.text());
-  if (!response.ok) throw new UpstashError(`${body.error}, command was: ${JSON.stringify(command)}`);
+  if (!response.ok) {
+    // The status travels with the error: a 5xx is "Redis cannot answer" whatever its text (toStoreError).
+    const error = new UpstashError(`${body.error}, command was: ${JSON.stringify(command)}`);
+    throw Object.assign(error, { status: response.status });
+  }
   if (body.error) throw new UpstashError(body.error);
   if (body.result === undefined) throw new TypeError("Request did not return a result");
   return body.result;

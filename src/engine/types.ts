@@ -99,6 +99,12 @@ export interface DecideOptions {
    * keeps `budgetMs` with a timer of its own.
    */
   signal?: AbortSignal;
+  /**
+   * Keeps background work alive after the response (`executionCtx.waitUntil`): a request spanning several
+   * slot groups that is not let through gives back what its allowing groups consumed there.
+   * @default the work runs on unawaited
+   */
+  waitUntil?: (promise: Promise<unknown>) => void;
 }
 
 /**

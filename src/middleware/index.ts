@@ -6,10 +6,9 @@
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import { ConfigError, DEFAULTS, parseRules } from "../config";
-import { createStore } from "../engine/store";
 import type { Decider } from "../engine/types";
 import { createJwtVerifier } from "../identity";
-import { createDecider } from "../resilience/decider";
+import { createEngine } from "../resilience/endpoints";
 import { createLimiter, type Limiter } from "./limiter";
 import type { RateLimitOptions } from "./options";
 import type { PlannedRule } from "./plan";
@@ -99,7 +98,8 @@ function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, timeoutMs: n
   // timer or randomness is allowed.
   let decider: Decider | undefined;
   const get = () => {
-    decider ??= createDecider(createStore({ ...redis, prefix, timeoutMs }), { timeoutMs });
+    // The engine splits a request whose rules key on different identities by slot group (Redis Cluster).
+    decider ??= createEngine({ endpoints: [redis], prefix, timeoutMs }).decider;
     return decider;
   };
   return {

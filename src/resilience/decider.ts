@@ -49,6 +49,8 @@ export interface ResilientDecider extends Decider {
   health(): DeciderHealth;
   /** Forgets this isolate's cached denial of one identity (call after an admin reset or override). */
   forget(rule: string, identityHash: string): void;
+  /** This isolate's cached denial of `call`, if any (no Redis call; src/resilience/sharded.ts asks first). */
+  cachedDenial(call: RuleCall): RuleResult | undefined;
 }
 
 /**
@@ -184,6 +186,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     forget(rule, identityHash) {
       denyCache.forget(rule, identityHash);
     },
+    cachedDenial: (call) => denyCache.lookup(call),
   };
 }
 

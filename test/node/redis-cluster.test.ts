@@ -16,6 +16,9 @@ import {
 import { listOverrides, putOverride } from "../../src/admin/overrides";
 import { overrideKey, stateKey } from "../../src/engine/keys";
 import { createStore, type Store, StoreError } from "../../src/engine/store";
+import type { Algorithm, RuleCall } from "../../src/engine/types";
+import { createEngine } from "../../src/resilience/endpoints";
+import type { ShardedDecider } from "../../src/resilience/sharded";
 import { ALGORITHMS, offsetToWindowStart, requestId, ruleCall, uniquePrefix } from "./lua-support";
 
 const HOUR = 3_600_000;
@@ -190,6 +193,121 @@ describe("the decision script on the cluster (hash-tagged keys)", () => {
   });
 });
 
+describe("a request whose rules key on different identities (slot groups)", () => {
+  /** Two identity hashes whose keys live on different masters. */
+  async function hashesOnTwoMasters(prefix: string): Promise<[string, string]> {
+    const ip = `ip-${prefix}`;
+    const ipOwner = await ownerOf(stateKey(prefix, "per-ip", ip));
+    for (let i = 0; ; i++) {
+      const key = `key-${prefix}-${i}`;
+      if ((await ownerOf(stateKey(prefix, "per-key", key))) !== ipOwner) return [ip, key];
+    }
+  }
+  const REFUNDED: readonly Algorithm[] = [
+    "fixed-window",
+    "sliding-window",
+    "sliding-log",
+    "token-bucket",
+    "gcra",
+  ];
+
+  it.each(REFUNDED)(
+    "%s: never admits more than either limit under 200 concurrent requests through two isolates, and the refunds leave each rule counting exactly what was admitted",
+    async (algorithm) => {
+      const prefix = uniquePrefix(`groups-${algorithm}`);
+      const [ipHash, keyHash] = await hashesOnTwoMasters(prefix);
+      // Both rules bind: the per-key rule denies first, the per-IP rule then denies on its own too.
+      const perIp = ruleCall({ algorithm, rule: "per-ip", limit: 30, periodMs: HOUR, identityHash: ipHash });
+      const perKey = ruleCall({
+        algorithm,
+        rule: "per-key",
+        limit: 20,
+        periodMs: HOUR,
+        identityHash: keyHash,
+      });
+      const isolates = [0, 1].map(
+        () =>
+          createEngine({ endpoints: [{ url: rest.url, token: rest.token }], prefix, timeoutMs: 20_000 })
+            .decider,
+      );
+      const refunds: Promise<unknown>[] = [];
+      const waitUntil = (promise: Promise<unknown>) => void refunds.push(promise);
+      const wave = () =>
+        Promise.all(
+          Array.from({ length: 100 }, (_, i) =>
+            (isolates[i % 2] as ShardedDecider).decide([perIp, perKey], requestId(), { waitUntil }),
+          ),
+        );
+      const first = await wave();
+      // Every rule decided by Redis: no CROSSSLOT (that would come back as an undecided result).
+      for (const d of first) {
+        expect(d.results.map((r) => [r.source, r.reason])).toEqual([
+          ["redis", undefined],
+          ["redis", undefined],
+        ]);
+      }
+      const admittedFirst = first.filter((d) => d.allowed).length;
+      expect(admittedFirst).toBeLessThanOrEqual(20);
+      await Promise.all(refunds);
+      // Once the refunds have landed, each rule holds exactly the admitted requests: the per-IP rule was given
+      // back every unit the per-key rule's denials had taken from it.
+      const peek = async (call: RuleCall) =>
+        (
+          await createStore({ url: rest.url, token: rest.token, prefix }).decide([call], requestId(), {
+            peek: true,
+          })
+        ).results[0]?.remaining;
+      expect(await peek(perKey)).toBe(20 - admittedFirst);
+      expect(await peek(perIp)).toBe(30 - admittedFirst);
+      // A second wave takes what is left of the per-key limit, and not one more.
+      const second = await wave();
+      await Promise.all(refunds);
+      const admitted = admittedFirst + second.filter((d) => d.allowed).length;
+      expect(admitted).toBeLessThanOrEqual(20);
+      expect(await peek(perIp)).toBe(30 - admitted);
+      expect(await peek(perKey)).toBe(20 - admitted);
+    },
+    60_000,
+  );
+
+  it("sends ONE script call for rules of one identity, one per identity otherwise", async () => {
+    const prefix = uniquePrefix("groups-calls");
+    const [ipHash, keyHash] = await hashesOnTwoMasters(prefix);
+    const engine = createEngine({
+      endpoints: [{ url: rest.url, token: rest.token }],
+      prefix,
+      timeoutMs: 20_000,
+    });
+    const evalshas = async () => {
+      let calls = 0;
+      for (const redis of masters.values()) {
+        const info = await redis.info("commandstats");
+        calls += Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(info)?.[1] ?? 0);
+      }
+      return calls;
+    };
+    const one = [
+      ruleCall({ algorithm: "gcra", rule: "a", identityHash: ipHash }),
+      ruleCall({ algorithm: "fixed-window", rule: "b", identityHash: ipHash }),
+    ];
+    let before = await evalshas();
+    expect((await engine.decider.decide(one, requestId())).allowed).toBe(true);
+    expect((await evalshas()) - before).toBe(1);
+    const two = [
+      one[0] as RuleCall,
+      ruleCall({ algorithm: "fixed-window", rule: "b", identityHash: keyHash }),
+    ];
+    before = await evalshas();
+    const decision = await engine.decider.decide(two, requestId());
+    expect(decision.allowed).toBe(true);
+    expect(decision.results.map((r) => [r.call.rule, r.source])).toEqual([
+      ["a", "redis"],
+      ["b", "redis"],
+    ]);
+    expect((await evalshas()) - before).toBe(2);
+  });
+});
+
 describe("the admin API's Redis calls on the cluster", () => {
   it("stores overrides atomically and lists every one of a rule exactly once across all masters", async () => {
     const prefix = uniquePrefix("overrides");
@@ -247,6 +365,8 @@ describe("a master killed", () => {
         remaining = decision.results[0]?.remaining;
       } catch (error) {
         expect(error).toBeInstanceOf(StoreError);
+        // "Cannot answer", so the failure policy applies; never a script error (a REST 503 included).
+        expect(["unavailable", "timeout"]).toContain((error as StoreError).kind);
         failures.add((error as Error).message.replace(/, command was:.*/s, ""));
         await new Promise((resolve) => setTimeout(resolve, 100));
       }

@@ -1,0 +1,100 @@
+/**
+ * Slot groups (README "Scaling out"): the rule calls of one request that one script call may decide
+ * together. Every key of one identity carries its hash as a Redis Cluster hash tag (src/engine/keys.ts), so
+ * the calls of one identity share a slot and the calls of different identities (a per-IP and a per-key rule)
+ * may not: each identity is a group of its own, decided on the endpoint that holds it. A request whose rules
+ * all key on one identity (the common case) is exactly one group, in the caller's order.
+ */
+import type { Decision, RuleCall, RuleResult } from "./types";
+
+/** The calls of one identity, decided by one script call on one endpoint. */
+export interface CallGroup {
+  /** The endpoint holding this identity (an index into the store list; 0 with one database). */
+  shard: number;
+  /** Positions of `calls` in the request's call list, ascending. */
+  indices: number[];
+  calls: RuleCall[];
+}
+
+/** Whether every call keys on one identity: then the request is one group, one script call. */
+export function sameIdentity(calls: readonly RuleCall[]): boolean {
+  const hash = calls[0]?.identityHash;
+  for (let i = 1; i < calls.length; i++) if ((calls[i] as RuleCall).identityHash !== hash) return false;
+  return true;
+}
+
+/**
+ * Splits a request's calls by identity hash, in order of first appearance; each group keeps the request's
+ * rule order. One identity: one group holding the very array given (nothing copied).
+ * @param shardOf the endpoint of an identity hash (`rendezvous(...)` in src/engine/shards.ts)
+ */
+export function groupCalls(calls: RuleCall[], shardOf: (identityHash: string) => number): CallGroup[] {
+  const first = calls[0];
+  if (first === undefined) return [];
+  if (sameIdentity(calls)) {
+    return [{ shard: shardOf(first.identityHash), indices: calls.map((_, i) => i), calls }];
+  }
+  const byIdentity = new Map<string, CallGroup>();
+  calls.forEach((call, i) => {
+    let group = byIdentity.get(call.identityHash);
+    if (group === undefined) {
+      group = { shard: shardOf(call.identityHash), indices: [], calls: [] };
+      byIdentity.set(call.identityHash, group);
+    }
+    group.indices.push(i);
+    group.calls.push(call);
+  });
+  return [...byIdentity.values()];
+}
+
+/**
+ * The request's decision from its groups' decisions: allowed only if every group allowed, results back in
+ * the request's rule order.
+ */
+export function mergeDecisions(
+  size: number,
+  groups: readonly CallGroup[],
+  decisions: readonly Decision[],
+  durationMs: number,
+): Decision {
+  const results = new Array<RuleResult>(size);
+  let allowed = true;
+  groups.forEach((group, g) => {
+    const decision = decisions[g] as Decision;
+    if (!decision.allowed) allowed = false;
+    group.indices.forEach((at, r) => {
+      results[at] = decision.results[r] as RuleResult;
+    });
+  });
+  return { allowed, results, durationMs };
+}
+
+/**
+ * Whether the request will be let through: every group allowed, and no `on` rule with `failure = "closed"`
+ * left undecided (that request is answered 503).
+ */
+export function admitted(decision: Decision): boolean {
+  return (
+    decision.allowed &&
+    decision.results.every(
+      (r) => r.source !== "undecided" || r.call.mode !== "on" || r.call.failure !== "closed",
+    )
+  );
+}
+
+/**
+ * What one group's script call consumed in Redis and a refund must give back: every rule Redis counted,
+ * which is every allowing rule of a group Redis allowed (the script writes all of them or none). Concurrency
+ * slots are left out: the limiter releases the slots of a request it does not let through anyway.
+ * A group that timed out may or may not have been counted; it is not refunded (under-admission, never over).
+ */
+export function consumedCalls(decision: Decision): RuleCall[] {
+  if (!decision.allowed) return [];
+  const consumed: RuleCall[] = [];
+  for (const r of decision.results) {
+    if (r.source === "redis" && r.outcome === "allowed" && r.call.algorithm !== "concurrency") {
+      consumed.push(r.call);
+    }
+  }
+  return consumed;
+}

@@ -1,0 +1,146 @@
+/**
+ * One Decider over several Redis endpoints and slot groups (README "Scaling out"). Each endpoint has its own
+ * resilient decider (breaker, deny cache, fallback): one database down affects only the identities it
+ * holds. A request is split into slot groups (src/engine/groups.ts); one group is passed through untouched
+ * (exactly today's one call), several are decided in parallel (one round trip of latency) and the request is
+ * all-or-nothing without a lock: when it is not let through, what the allowing groups consumed is given back
+ * by the script's refund call, sent in the background. Until a refund lands its units are held: the limit
+ * may under-admit for a moment, never over-admit.
+ */
+import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
+import type { DecideOptions, Decision, RuleCall, RuleResult } from "../engine/types";
+import type { BreakerState } from "./breaker";
+import type { DeciderHealth, ResilientDecider } from "./decider";
+
+/** Options of {@link createShardedDecider}. */
+export interface ShardedDeciderOptions {
+  /** One decider per endpoint, in `UPSTASH_REDIS_REST_URL`'s order. */
+  deciders: readonly ResilientDecider[];
+  /** The endpoint (index into `deciders`) holding an identity (`rendezvous` in src/engine/shards.ts). */
+  shardOf: (identityHash: string) => number;
+  /**
+   * Gives back, on endpoint `shard`, what one script call consumed for `calls` under `requestId`, at most
+   * `ageUs` µs before the refund runs (the script's refund call with a negative `when`). Not bound by the
+   * decision budget; a rejection is swallowed (the units then stay held until their window or bucket frees
+   * them: under-admission only).
+   */
+  refund: (shard: number, calls: RuleCall[], requestId: string, ageUs: number) => Promise<unknown>;
+  /**
+   * Longest a refund may take to reach Redis, ms: the refund call's own timeout. It widens the span the
+   * script assumes the units were taken in, so a window edge crossed meanwhile refunds nothing rather than
+   * the next window's units. @default 5000
+   */
+  refundTimeoutMs?: number;
+}
+
+/** A decider over several endpoints; `health()` sums them up, `endpointHealth()` tells each apart. */
+export interface ShardedDecider extends ResilientDecider {
+  /** Each endpoint's health, in `deciders`' order. */
+  endpointHealth(): DeciderHealth[];
+}
+
+const failsClosed = (call: RuleCall) => call.mode === "on" && call.failure === "closed";
+
+/** A rule not evaluated because the request is already denied by a cached denial: it carries no figures. */
+const skipped = (call: RuleCall): RuleResult => ({
+  call,
+  outcome: "allowed",
+  limit: call.limit,
+  remaining: 0,
+  resetAfterMs: 0,
+  retryAfterMs: 1000,
+  source: "undecided",
+  reason: "deny_cache",
+});
+
+const BREAKER_RANK: Readonly<Record<BreakerState, number>> = { closed: 0, "half-open": 1, open: 2 };
+
+/**
+ * Routes every decision, release and forget to the endpoints holding its identities.
+ * @example
+ * const decider = createShardedDecider({ deciders, shardOf: rendezvous(urls), refund });
+ * const decision = await decider.decide(calls, requestId, { waitUntil: (p) => ctx.waitUntil(p) });
+ */
+export function createShardedDecider(options: ShardedDeciderOptions): ShardedDecider {
+  const { deciders, shardOf, refund, refundTimeoutMs = 5000 } = options;
+  if (deciders.length === 0) throw new Error("createShardedDecider: at least one decider is required");
+  const deciderOf = (shard: number) => deciders[shard] as ResilientDecider;
+  const single = deciders.length === 1;
+  const route = single ? () => 0 : shardOf;
+
+  async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
+    const first = calls[0];
+    // One identity (the common case): one call, exactly as without sharding.
+    if (first === undefined || sameIdentity(calls)) {
+      return deciderOf(first === undefined ? 0 : route(first.identityHash)).decide(calls, requestId, opts);
+    }
+    // A denial this isolate has cached answers at once, as for one group: no group is called and counted
+    // only to be refunded. Not when a rule left undecided would be fail-closed (the decider's own rule).
+    const cached = calls.map((call) => deciderOf(route(call.identityHash)).cachedDenial(call));
+    if (
+      cached.some((r) => r !== undefined) &&
+      cached.every((r, i) => r !== undefined || !failsClosed(calls[i] as RuleCall))
+    ) {
+      return { allowed: false, results: calls.map((call, i) => cached[i] ?? skipped(call)), durationMs: 0 };
+    }
+    const groups = groupCalls(calls, route);
+
+    const startedMs = performance.now();
+    const decisions = await Promise.all(
+      groups.map((group) => deciderOf(group.shard).decide(group.calls, requestId, opts)),
+    );
+    const elapsedMs = performance.now() - startedMs;
+    const decision = mergeDecisions(calls.length, groups, decisions, elapsedMs);
+    if (!admitted(decision)) {
+      // The units were taken after `startedMs`; the refund runs within its timeout of now.
+      const ageUs = Math.ceil((elapsedMs + refundTimeoutMs + 1) * 1000);
+      const refunds: Promise<unknown>[] = [];
+      groups.forEach((group, g) => {
+        const consumed = consumedCalls(decisions[g] as Decision);
+        if (consumed.length > 0) {
+          refunds.push(refund(group.shard, consumed, requestId, ageUs).catch(() => undefined));
+        }
+      });
+      if (refunds.length > 0) {
+        const all = Promise.all(refunds).then(() => undefined);
+        if (opts.waitUntil) opts.waitUntil(all);
+      }
+    }
+    return decision;
+  }
+
+  function endpointHealth(): DeciderHealth[] {
+    return deciders.map((d) => d.health());
+  }
+
+  return {
+    decide,
+    release: (call, requestId) => deciderOf(route(call.identityHash)).release(call, requestId),
+    forget: (rule, identityHash) => deciderOf(route(identityHash)).forget(rule, identityHash),
+    cachedDenial: (call) => deciderOf(route(call.identityHash)).cachedDenial(call),
+    endpointHealth,
+    health() {
+      if (single) return deciderOf(0).health();
+      // The worst endpoint speaks for all: degraded if any is, the breaker state of the worst one.
+      const each = endpointHealth();
+      let worst = each[0] as DeciderHealth;
+      for (const h of each) if (BREAKER_RANK[h.breaker] > BREAKER_RANK[worst.breaker]) worst = h;
+      const latest = each
+        .map((h) => h.lastFailure)
+        .filter((f) => f !== null)
+        .sort((a, b) => a.agoMs - b.agoMs)[0];
+      return {
+        status: each.some((h) => h.status === "degraded") ? "degraded" : "ok",
+        breaker: worst.breaker,
+        breakerRemainingMs: Math.max(...each.map((h) => h.breakerRemainingMs)),
+        consecutiveFailures: Math.max(...each.map((h) => h.consecutiveFailures)),
+        lastFailure: latest ?? null,
+        credentials: each.some((h) => h.credentials === "rejected")
+          ? "rejected"
+          : each.every((h) => h.credentials === "accepted")
+            ? "accepted"
+            : "unknown",
+      };
+    },
+  };
+}

@@ -1,0 +1,252 @@
+/**
+ * Slot groups on a real Redis of this file's own (through the REST server): a request whose rules key on different
+ * identities is decided one call per identity, and when it is not let through the allowing groups get their
+ * units back from the script's refund call, sent through the caller's waitUntil. A second "endpoint" that
+ * nothing listens on stands in for a database that is down.
+ */
+import { createServer } from "node:net";
+import { Redis as IORedis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RedisHandle, type RestServer, startRedis, startRestServer } from "../../redis-rest/index.mjs";
+import { groupCalls } from "../../src/engine/groups";
+import { rendezvous } from "../../src/engine/shards";
+import { createStore, type Store, StoreError } from "../../src/engine/store";
+import type { Algorithm, RuleCall } from "../../src/engine/types";
+import { createEngine, type Engine } from "../../src/resilience/endpoints";
+import { requestId, ruleCall, uniquePrefix } from "./lua-support";
+
+const HOUR = 3_600_000;
+// Its own redis-server: the tests count the EVALSHAs Redis served, which other files running at the same
+// time must not add to.
+let server: RedisHandle;
+let rest: RestServer;
+let redis: IORedis;
+beforeAll(async () => {
+  server = await startRedis();
+  rest = await startRestServer({ redisUrl: server.url });
+  redis = new IORedis(server.url);
+});
+afterAll(async () => {
+  redis.disconnect();
+  await rest.close();
+  await server.close();
+});
+const testStore = (prefix: string) =>
+  createStore({ url: rest.url, token: rest.token, prefix, timeoutMs: 5000 });
+
+const engineOn = (prefix: string, urls: string[]): Engine =>
+  createEngine({
+    endpoints: urls.map((url) => ({ url, token: rest.token })),
+    prefix,
+    timeoutMs: 2000,
+    adminTimeoutMs: 2000,
+    // One failure is enough to tell: no breaker delay in these tests.
+    decider: { fallbackEntries: 0 },
+  });
+
+/** Runs `decide` and waits for whatever it left for waitUntil (the refunds). */
+async function decideAndSettle(engine: Engine, calls: RuleCall[], id = requestId()) {
+  const background: Promise<unknown>[] = [];
+  const decision = await engine.decider.decide(calls, id, { waitUntil: (p) => void background.push(p) });
+  await Promise.all(background);
+  return { decision, refunds: background.length };
+}
+
+const remaining = async (prefix: string, call: RuleCall) =>
+  (await testStore(prefix).decide([{ ...call, cost: 1 }], requestId(), { peek: true })).results[0]?.remaining;
+
+describe("grouping", () => {
+  it("keeps one identity's calls as one group in the request's order, and splits by identity otherwise", () => {
+    const a = ruleCall({ algorithm: "gcra", rule: "a", identityHash: "A" });
+    const b = ruleCall({ algorithm: "fixed-window", rule: "b", identityHash: "B" });
+    const a2 = ruleCall({ algorithm: "sliding-log", rule: "c", identityHash: "A" });
+    const shardOf = rendezvous(["x", "y", "z"]);
+    const one = [a, a2];
+    expect(groupCalls(one, shardOf)).toEqual([{ shard: shardOf("A"), indices: [0, 1], calls: one }]);
+    expect(groupCalls([a, b, a2], shardOf)).toEqual([
+      { shard: shardOf("A"), indices: [0, 2], calls: [a, a2] },
+      { shard: shardOf("B"), indices: [1], calls: [b] },
+    ]);
+  });
+});
+
+describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra"] as Algorithm[])(
+  "%s across two identities",
+  (algorithm) => {
+    it("a request denied by one identity's rule leaves the other's state as it was once the refund landed", async () => {
+      const prefix = uniquePrefix(`groups-${algorithm}`);
+      const engine = engineOn(prefix, [rest.url]);
+      const perIp = ruleCall({ algorithm, rule: "per-ip", limit: 10, periodMs: HOUR });
+      const perKey = ruleCall({ algorithm, rule: "per-key", limit: 1, periodMs: HOUR });
+      expect((await decideAndSettle(engine, [perIp, perKey])).decision.allowed).toBe(true);
+      expect(await remaining(prefix, perIp)).toBe(9);
+      // The per-key rule is spent: the next request is denied there, and the per-IP unit comes back.
+      const { decision, refunds } = await decideAndSettle(engine, [perIp, perKey]);
+      expect(decision.allowed).toBe(false);
+      expect(decision.results.map((r) => [r.call.rule, r.outcome])).toEqual([
+        ["per-ip", "allowed"],
+        ["per-key", "denied"],
+      ]);
+      expect(refunds).toBe(1);
+      expect(await remaining(prefix, perIp)).toBe(9);
+    });
+  },
+);
+
+it("one identity: one script call and no refund, allowed or denied", async () => {
+  const prefix = uniquePrefix("groups-one");
+  const engine = engineOn(prefix, [rest.url]);
+  const calls = [
+    ruleCall({ algorithm: "fixed-window", rule: "a", limit: 1, identityHash: "same" }),
+    ruleCall({ algorithm: "gcra", rule: "b", limit: 5, identityHash: "same" }),
+  ];
+  const evalshas = async () =>
+    Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(await redis.info("commandstats"))?.[1] ?? 0);
+  const before = await evalshas();
+  expect((await decideAndSettle(engine, calls)).refunds).toBe(0);
+  const denied = await decideAndSettle(engine, calls);
+  expect(denied.decision.allowed).toBe(false);
+  expect(denied.refunds).toBe(0);
+  expect((await evalshas()) - before).toBe(2);
+});
+
+it("a denial this isolate has cached answers a cross-group request without calling any group", async () => {
+  const prefix = uniquePrefix("groups-cached");
+  const engine = engineOn(prefix, [rest.url]);
+  const perIp = ruleCall({ algorithm: "gcra", rule: "per-ip", limit: 10, periodMs: HOUR });
+  const perKey = ruleCall({ algorithm: "gcra", rule: "per-key", limit: 1, periodMs: HOUR });
+  await decideAndSettle(engine, [perIp, perKey]);
+  expect((await decideAndSettle(engine, [perIp, perKey])).decision.allowed).toBe(false);
+  const evalshas = async () =>
+    Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(await redis.info("commandstats"))?.[1] ?? 0);
+  const before = await evalshas();
+  const { decision, refunds } = await decideAndSettle(engine, [perIp, perKey]);
+  expect(decision.allowed).toBe(false);
+  expect(decision.results.map((r) => [r.source, r.reason])).toEqual([
+    ["undecided", "deny_cache"],
+    ["deny-cache", "deny_cache"],
+  ]);
+  expect(refunds).toBe(0);
+  expect((await evalshas()) - before).toBe(0);
+  expect(await remaining(prefix, perIp)).toBe(9);
+});
+
+it("a refund whose span crosses a window edge gives nothing back (never the next window's units)", async () => {
+  const prefix = uniquePrefix("groups-age");
+  const store = testStore(prefix);
+  const call = ruleCall({ algorithm: "fixed-window", limit: 5, periodMs: HOUR });
+  const id = requestId();
+  await store.decide([call], id);
+  // Taken at most 10 ms ago: the same hour, so it comes back.
+  expect(await store.refund([call], id, -10_000)).toEqual([1]);
+  await store.decide([call], id);
+  // Taken at most two hours ago: the hour it was taken in is unknown, so nothing comes back.
+  expect(await store.refund([call], id, -2 * HOUR * 1000)).toEqual([0]);
+  expect(await remaining(prefix, call)).toBe(4);
+});
+
+it("the engine's refund sends each call's units to the database holding its identity, in call order", async () => {
+  const prefix = uniquePrefix("groups-route");
+  const second = await startRedis();
+  const secondRest = await startRestServer({ redisUrl: second.url, token: rest.token });
+  const urls = [rest.url, secondRest.url];
+  const engine = engineOn(prefix, urls);
+  const peekOn = async (shard: number, call: RuleCall) =>
+    (await (engine.stores[shard] as Store).decide([call], requestId(), { peek: true })).results[0]?.remaining;
+  const shardOf = rendezvous(urls);
+  const on = (shard: number) => {
+    for (let i = 0; ; i++) if (shardOf(`r${i}`) === shard) return `r${i}`;
+  };
+  const calls = [0, 1, 0].map((shard, i) =>
+    ruleCall({
+      algorithm: "token-bucket",
+      rule: `r${i}`,
+      limit: 10,
+      periodMs: HOUR,
+      identityHash: on(shard),
+    }),
+  );
+  for (const call of calls)
+    await engine.storeOf(call.identityHash).decide([{ ...call, cost: 3 }], requestId());
+  try {
+    expect(
+      await engine.refund(
+        calls.map((call, i) => ({ ...call, cost: i + 1 })),
+        "",
+        0,
+      ),
+    ).toEqual([1, 2, 3]);
+    // Each database holds its own identities' state, refunded; the other one never saw them.
+    expect(await Promise.all(calls.map((call, i) => peekOn([0, 1, 0][i] as number, call)))).toEqual([
+      8, 9, 10,
+    ]);
+    expect(await Promise.all(calls.map((call, i) => peekOn([1, 0, 1][i] as number, call)))).toEqual([
+      10, 10, 10,
+    ]);
+  } finally {
+    await secondRest.close();
+    await second.close();
+  }
+});
+
+describe("a database down", () => {
+  let deadUrl: string;
+  beforeAll(async () => {
+    // A port that was free a moment ago and is closed now: connections are refused.
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as { port: number };
+    await new Promise((resolve) => server.close(resolve));
+    deadUrl = `http://127.0.0.1:${port}`;
+  });
+
+  it("a REST server whose Redis is down answers 503, which the store reads as 'unavailable', not a script error", async () => {
+    const port = new URL(deadUrl).port;
+    const rest = await startRestServer({ redisUrl: `redis://127.0.0.1:${port}` });
+    try {
+      const store = createStore({ url: rest.url, token: rest.token, prefix: uniquePrefix("down") });
+      const error = await store
+        .decide([ruleCall({ algorithm: "gcra" })], requestId())
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreError);
+      expect((error as Error).message).toMatch(/^ERR Redis is unavailable/);
+      expect((error as StoreError).kind).toBe("unavailable");
+    } finally {
+      await rest.close();
+    }
+  });
+
+  it("a fail-closed rule it holds is undecided (503), so the other database's units come back", async () => {
+    const prefix = uniquePrefix("groups-down");
+    const urls = [rest.url, deadUrl];
+    const engine = engineOn(prefix, urls);
+    const shardOf = rendezvous(urls);
+    const on = (shard: number, tag: string) => {
+      for (let i = 0; ; i++) if (shardOf(`${tag}${i}`) === shard) return `${tag}${i}`;
+    };
+    const live = ruleCall({
+      algorithm: "token-bucket",
+      rule: "live",
+      limit: 5,
+      periodMs: HOUR,
+      identityHash: on(0, "l"),
+    });
+    const dead = ruleCall({
+      algorithm: "fixed-window",
+      rule: "dead",
+      failure: "closed",
+      identityHash: on(1, "d"),
+    });
+    const { decision, refunds } = await decideAndSettle(engine, [live, dead]);
+    expect(decision.results.map((r) => [r.call.rule, r.source])).toEqual([
+      ["live", "redis"],
+      ["dead", "undecided"],
+    ]);
+    expect(refunds).toBe(1);
+    expect(await remaining(prefix, live)).toBe(5);
+    // The live database keeps deciding alone: its identity's own requests are counted.
+    expect((await decideAndSettle(engine, [live])).decision.results[0]?.source).toBe("redis");
+    expect(await remaining(prefix, live)).toBe(4);
+    expect(engine.decider.endpointHealth().map((h) => h.status)).toEqual(["ok", "degraded"]);
+  });
+});

@@ -1,0 +1,193 @@
+// The real Worker (bundled as for deploy, run in Miniflare/workerd) over THREE databases: three
+// redis-servers, each behind its own REST server, listed in UPSTASH_REDIS_REST_URL. Checked as an operator
+// would: where each client's keys land, a request spanning two identities that is denied gives the other
+// identity its unit back, the admin API finds overrides on every database, and one database down affects
+// only the clients it holds.
+import { Redis as IORedis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type RedisHandle,
+  type RestServer,
+  startRedisServers,
+  startRestServer,
+} from "../../redis-rest/index.mjs";
+import { hashIdentity, stateKey } from "../../src/engine/keys";
+import { rendezvous } from "../../src/engine/shards";
+import { startEchoOrigin } from "../support/echo-origin.mjs";
+import { startWorker } from "../support/miniflare-worker.mjs";
+
+type Worker = Awaited<ReturnType<typeof startWorker>>;
+
+const PREFIX = `scale${Date.now()}`;
+const TOKEN = "scale-test-token";
+const ADMIN = "scale-admin-token";
+const RULES = [
+  { name: "per-ip", match: { path: "/ip/*" }, key: "ip", algorithm: "fixed-window", limit: 3, period: "1h" },
+  {
+    name: "both-ip",
+    match: { path: "/both/*" },
+    key: "ip",
+    algorithm: "token-bucket",
+    limit: 5,
+    period: "1h",
+  },
+  {
+    name: "both-key",
+    match: { path: "/both/*" },
+    key: "header:x-api-key",
+    algorithm: "fixed-window",
+    limit: 2,
+    period: "1h",
+  },
+];
+
+let servers: RedisHandle[];
+let rests: RestServer[];
+let direct: IORedis[];
+let origin: Awaited<ReturnType<typeof startEchoOrigin>>;
+let worker: Worker;
+let urls: string[];
+let ipSeq = 0;
+
+beforeAll(async () => {
+  servers = await startRedisServers(3);
+  rests = await Promise.all(servers.map((s) => startRestServer({ redisUrl: s.url, token: TOKEN })));
+  urls = rests.map((r) => r.url);
+  direct = servers.map((s) => {
+    const redis = new IORedis(s.url, { maxRetriesPerRequest: 0 });
+    redis.on("error", () => {});
+    return redis;
+  });
+  origin = await startEchoOrigin();
+  worker = await startWorker({
+    bindings: {
+      ORIGIN_URL: origin.url,
+      UPSTASH_REDIS_REST_URL: urls.join(","),
+      UPSTASH_REDIS_REST_TOKEN: TOKEN,
+      RATE_LIMIT_RULES: JSON.stringify(RULES),
+      RATE_LIMIT_PREFIX: PREFIX,
+      RATE_LIMIT_TIMEOUT_MS: "1000",
+      RATE_LIMIT_ADMIN_TOKEN: ADMIN,
+    },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await worker?.dispose();
+  for (const redis of direct ?? []) redis.disconnect();
+  await origin?.close();
+  await Promise.all((rests ?? []).map((r) => r.close()));
+  await Promise.all((servers ?? []).map((s) => s.close()));
+});
+
+const freshIp = () => `203.0.${Math.floor(++ipSeq / 250)}.${(ipSeq % 250) + 1}`;
+const send = (path: string, ip: string, headers: Record<string, string> = {}) =>
+  worker.fetch(path, { headers: { "CF-Connecting-IP": ip, ...headers } });
+const admin = (path: string, init: RequestInit = {}) =>
+  worker.fetch(`/__floodgate${path}`, {
+    ...init,
+    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
+  });
+/** The database (index) an identity's keys belong on, by the Worker's own rule. */
+const databaseOf = async (identity: string) => rendezvous(urls)(await hashIdentity(identity));
+
+describe("three databases", () => {
+  it("puts each client's keys on the one database rendezvous hashing names, and uses all three", async () => {
+    const ips = Array.from({ length: 60 }, freshIp);
+    for (const ip of ips) expect((await send("/ip/x", ip)).status).toBe(200);
+    const perDatabase = [0, 0, 0];
+    for (const ip of ips) {
+      const key = stateKey(PREFIX, "per-ip", await hashIdentity(ip));
+      const holders = await Promise.all(direct.map((redis) => redis.exists(key)));
+      const at = await databaseOf(ip);
+      expect(holders).toEqual([0, 1, 2].map((i) => (i === at ? 1 : 0)));
+      perDatabase[at] = (perDatabase[at] ?? 0) + 1;
+    }
+    // 60 clients: every database holds some (the ±10 % spread over many identities: engine-shards.test.ts).
+    for (const count of perDatabase) expect(count).toBeGreaterThan(5);
+  });
+
+  it("a request denied by the per-key rule gives the per-IP rule its unit back, on another database", async () => {
+    // A key and an IP held by different databases.
+    const ip = freshIp();
+    let apiKey = "k0";
+    for (let i = 1; (await databaseOf(apiKey)) === (await databaseOf(ip)); i++) apiKey = `k${i}`;
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await send("/both/x", ip, { "x-api-key": apiKey })).status);
+    expect(statuses).toEqual([200, 200, 429, 429]);
+    // The refunds run in waitUntil: poll the per-IP state until they have landed.
+    let remaining: number | undefined;
+    for (let i = 0; i < 50 && remaining !== 3; i++) {
+      const res = await admin(`/keys/both-ip/${encodeURIComponent(ip)}`);
+      remaining = ((await res.json()) as { remaining: number }).remaining;
+      if (remaining !== 3) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    // 5 per hour, 2 requests let through: 3 left, however many were denied.
+    expect(remaining).toBe(3);
+  });
+
+  it("puts overrides on their identity's database and lists them from all three", async () => {
+    const ips = Array.from({ length: 9 }, freshIp);
+    for (const ip of ips) {
+      const res = await admin(`/overrides/per-ip/${encodeURIComponent(ip)}`, {
+        method: "PUT",
+        body: JSON.stringify({ limit: 7 }),
+      });
+      expect(res.status).toBe(200);
+    }
+    const databases = new Set(await Promise.all(ips.map(databaseOf)));
+    expect(databases.size).toBeGreaterThan(1);
+    const listed: string[] = [];
+    let cursor: string | null = "0";
+    while (cursor !== null) {
+      const res = await admin(`/overrides/per-ip?limit=4&cursor=${cursor}`);
+      expect(res.status).toBe(200);
+      const page = (await res.json()) as { overrides: { identity: string }[]; next_cursor: string | null };
+      listed.push(...page.overrides.map((o) => o.identity));
+      cursor = page.next_cursor;
+    }
+    const expected = await Promise.all(ips.map(async (ip) => `hash:${await hashIdentity(ip)}`));
+    expect(listed.sort()).toEqual(expected.sort());
+    // And the override applies: 7 for the first of them, not the rule's 3.
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) statuses.push((await send("/ip/o", ips[0] as string)).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 200, 429]);
+  });
+
+  it("one database down: only its clients follow the failure policy, the others are still limited by Redis", async () => {
+    const down = 1;
+    await (servers[down] as RedisHandle).kill();
+    const ips = Array.from({ length: 24 }, freshIp);
+    const where = await Promise.all(ips.map(databaseOf));
+    expect(where).toContain(down);
+    for (const [i, ip] of ips.entries()) {
+      const statuses: number[] = [];
+      let decided = true;
+      for (let n = 0; n < 4; n++) {
+        const res = await send("/ip/down", ip);
+        statuses.push(res.status);
+        await res.text();
+        if (n === 0) decided = res.headers.has("ratelimit");
+      }
+      if (where[i] === down) {
+        // Fail-open: proxied without RateLimit headers, bounded by the local fallback limiter alone.
+        expect(decided).toBe(false);
+        expect(statuses[0]).toBe(200);
+      } else {
+        // Decided by Redis as ever: 3 per hour, then 429.
+        expect(decided).toBe(true);
+        expect(statuses).toEqual([200, 200, 200, 429]);
+      }
+    }
+    const health = (await (await worker.fetch("/__floodgate/health")).json()) as {
+      status: string;
+      endpoints: { endpoint: number; redis: { reachable: boolean } }[];
+    };
+    expect(health.status).toBe("degraded");
+    expect(health.endpoints.map((e) => [e.endpoint, e.redis.reachable])).toEqual([
+      [0, true],
+      [1, false],
+      [2, true],
+    ]);
+  });
+});
