@@ -36,6 +36,8 @@ export interface RuleConfig {
   /** Window length; for `concurrency`, the slot lease. */
   periodMs: number;
   burst: number;
+  /** Token-bucket / GCRA: the longest a request over the rate is held for its slot instead of denied; 0 = deny. */
+  delayMs: number;
   cost: { kind: "units"; units: number } | { kind: "header"; name: string };
   tier?: KeyPart[];
   tiers: Record<string, TierLimits>;
@@ -124,6 +126,11 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
     if (rule.period === undefined && rule.algorithm !== "concurrency") {
       throw new ConfigError(`${at}.period: required for ${rule.algorithm} (e.g. "1m")`);
     }
+    if (rule.delay !== undefined && rule.algorithm !== "token-bucket" && rule.algorithm !== "gcra") {
+      throw new ConfigError(
+        `${at}.delay: only token-bucket and gcra rules can delay a request (this one is ${rule.algorithm})`,
+      );
+    }
     const cost: RuleConfig["cost"] =
       typeof rule.cost === "string"
         ? { kind: "header", name: rule.cost.slice("header:".length) }
@@ -141,6 +148,7 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
       limit: rule.limit,
       periodMs: rule.period ?? DEFAULT_LEASE_MS,
       burst: rule.burst ?? rule.limit,
+      delayMs: rule.delay ?? 0,
       cost,
       tier,
       tiers,

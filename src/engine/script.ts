@@ -5,7 +5,7 @@
  */
 import source from "../../lua/floodgate.lua";
 import { overrideKey, stateKey } from "./keys";
-import type { Algorithm, Outcome, RuleCall, RuleResult } from "./types";
+import type { Algorithm, Outcome, Reservation, RuleCall, RuleResult } from "./types";
 
 /** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
 export const SCRIPT_SOURCE: string = source;
@@ -25,7 +25,11 @@ export const OUTCOME: Readonly<Record<number, Outcome>> = {
   0: "denied",
   1: "allowed",
   2: "cost-exceeds-capacity",
+  // 3 "delayed" is decoded as "allowed" with a `delayMs` (see decodeReply).
 };
+
+/** The outcome code of an allowed request that waits for a reserved slot (a rule with a `delay`). */
+const DELAYED = 3;
 
 /** Reply layout: one head element, then a fixed-size group per rule. */
 export const REPLY = {
@@ -39,6 +43,8 @@ export const REPLY = {
   remaining: 2,
   resetAfterMs: 3,
   retryAfterMs: 4,
+  /** Stamps per rule after the groups, when some rule was delayed: the TAT written, the TAT replaced. */
+  stampsPerRule: 2,
 } as const;
 
 let shaPromise: Promise<string> | undefined;
@@ -65,7 +71,19 @@ export interface CallOptions {
 }
 
 /** ARGV[1]: which per-call slots follow (lua/floodgate.lua's header). */
-const CALL = { plain: "0", withRequestId: "1", withOptions: "2" } as const;
+const CALL = { plain: "0", withRequestId: "1", withOptions: "2", giveBack: "4" } as const;
+
+/** KEYS and ARGV of a give-back call: a delayed request's reservation returned (lua/floodgate.lua). */
+export function giveBackArguments(
+  prefix: string,
+  call: RuleCall,
+  reservation: Reservation,
+): { keys: string[]; args: string[] } {
+  return {
+    keys: [stateKey(prefix, call.rule, call.identityHash)],
+    args: [CALL.giveBack, String(reservation.tatUs), String(reservation.previousTatUs)],
+  };
+}
 
 /** The mode slot: on/monitor, and whether the rule's override key follows the state keys. */
 const MODE_CODE = { on: "1", monitor: "0", onWithOverride: "3", monitorWithOverride: "2" } as const;
@@ -106,6 +124,7 @@ export function scriptArguments(
       String(call.periodMs),
       String(call.burst),
       String(call.cost),
+      String(call.delayMs ?? 0),
     );
   }
   for (const key of overrides) keys.push(key);
@@ -136,7 +155,8 @@ export function decodeReply(
     return { allowed: true, results: [shortReply(raw, only)] };
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
-  if (!Array.isArray(raw) || raw.length !== expected) {
+  const stamped = expected + calls.length * REPLY.stampsPerRule;
+  if (!Array.isArray(raw) || (raw.length !== expected && raw.length !== stamped)) {
     throw new ReplyShapeError(
       `expected ${expected} integers, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
     );
@@ -149,7 +169,9 @@ export function decodeReply(
   const now = Date.now();
   const results = calls.map((call, r): RuleResult => {
     const base = 1 + r * REPLY.fieldsPerRule;
-    const outcome = OUTCOME[at(base + REPLY.outcome)];
+    const code = at(base + REPLY.outcome);
+    if (code === DELAYED) return delayedResult(call, at, base, raw.length === stamped ? expected + r * 2 : 0);
+    const outcome = OUTCOME[code];
     if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
     return {
       call,
@@ -162,6 +184,31 @@ export function decodeReply(
     };
   });
   return { allowed: at(REPLY.allowed) === 1, results };
+}
+
+/**
+ * A delayed rule: allowed, after a wait of `retry_after_ms` (which is also when more quota is available);
+ * `stampAt` is where its give-back stamps are (0: none, the call wrote nothing).
+ */
+function delayedResult(
+  call: RuleCall,
+  at: (i: number) => number,
+  base: number,
+  stampAt: number,
+): RuleResult {
+  const waitMs = at(base + REPLY.retryAfterMs);
+  const result: RuleResult = {
+    call,
+    outcome: "allowed",
+    limit: at(base + REPLY.limit),
+    remaining: 0,
+    resetAfterMs: at(base + REPLY.resetAfterMs),
+    retryAfterMs: waitMs,
+    source: "redis",
+    delayMs: waitMs,
+  };
+  if (stampAt > 0) result.reservation = { tatUs: at(stampAt), previousTatUs: at(stampAt + 1) };
+  return result;
 }
 
 /** Length of the short array reply: one rule allowed on a fast path (lua/floodgate.lua's header). */

@@ -6,8 +6,15 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { stateKey } from "./keys";
 import { restCommand, restEndpoint } from "./rest";
-import { type CallOptions, decodeReply, SCRIPT_SOURCE, scriptArguments, scriptSha } from "./script";
-import type { DecideOptions, Decision, RuleCall } from "./types";
+import {
+  type CallOptions,
+  decodeReply,
+  giveBackArguments,
+  SCRIPT_SOURCE,
+  scriptArguments,
+  scriptSha,
+} from "./script";
+import type { DecideOptions, Decision, Reservation, RuleCall } from "./types";
 
 /** Why Redis could not decide. */
 export type StoreErrorKind = "timeout" | "unavailable" | "auth" | "script";
@@ -50,8 +57,11 @@ export interface Store {
    * @throws {StoreError} when Redis cannot answer within `timeoutMs`.
    */
   decide(calls: RuleCall[], requestId: string, opts?: CallOptions & DecideOptions): Promise<Decision>;
-  /** Frees the `concurrency` slot `requestId` holds under `call` (ZREM); a no-op for other algorithms. */
-  release(call: RuleCall, requestId: string): Promise<void>;
+  /**
+   * Frees the `concurrency` slot `requestId` holds under `call` (ZREM); with a `reservation`, gives a
+   * delayed token-bucket/gcra slot back when it is still the last one reserved; a no-op otherwise.
+   */
+  release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void>;
 }
 
 // Redis errors meaning "cannot answer right now" (CONTRACT §9), as opposed to a broken script.
@@ -147,9 +157,17 @@ export function createStore(options: StoreOptions): Store {
     return { ...decoded, durationMs: Date.now() - startedAt };
   }
 
-  async function release(call: RuleCall, requestId: string): Promise<void> {
-    if (call.algorithm !== "concurrency") return; // only concurrency holds anything past the decision
+  async function release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
     try {
+      if (reservation) {
+        const { keys, args } = giveBackArguments(prefix, call, reservation);
+        await redis.evalsha(await scriptSha(), keys, args).catch((error: unknown) => {
+          if (!isNoScript(error)) throw error;
+          return redis.eval(SCRIPT_SOURCE, keys, args);
+        });
+        return;
+      }
+      if (call.algorithm !== "concurrency") return; // only concurrency holds anything past the decision
       await redis.zrem(stateKey(prefix, call.rule, call.identityHash), requestId);
     } catch (error) {
       throw toStoreError(error);

@@ -13,6 +13,7 @@ import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
 import { strictest } from "./headers";
 import type { DecisionEvent, RateLimitInfo } from "./options";
 import { type PlannedRule, planCalls } from "./plan";
+import { delayOf, giveBack, waitForSlot } from "./delay";
 import { releaseWhenWritten, type WaitUntil } from "./release";
 import { serverTiming, verdictOf } from "./verdict";
 
@@ -117,6 +118,14 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       if (releaseSlots) waitUntilOf(c)(releaseSlots().catch(() => undefined));
       verdict.problem.headers["Server-Timing"] = timing;
       throw verdict.problem; // the app's onError (or Hono's default) answers its problem+json
+    }
+    const waitMs = delayOf(decision); // a rule with a `delay` reserved a later slot for this request
+    if (waitMs > 0 && !(await waitForSlot(waitMs, c.req.raw.signal))) {
+      // The client went away before its slot: no one to answer, and its slots go back where they can.
+      const waitUntil = waitUntilOf(c);
+      waitUntil(giveBack(decider, decision, requestId).catch(() => undefined));
+      if (releaseSlots) waitUntil(releaseSlots().catch(() => undefined));
+      return new Response(null, { status: 499 });
     }
 
     await next();

@@ -68,6 +68,11 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   period?: Period;
   /** Token-bucket capacity / GCRA burst. @default limit */
   burst?: number;
+  /**
+   * Token-bucket / GCRA only: a request over the rate whose reserved slot comes within this long is held
+   * until its slot, then passed on, instead of denied (`"500ms"`, `"5s"`, up to `"60s"`). @default none (deny)
+   */
+  delay?: `${number}${"ms" | "s" | "m"}` | number;
   /** Units per request: a number, `"header:<name>"` (absent header = 1), or a function. @default 1 */
   cost?: number | `header:${string}` | CostFunction<E>;
   /** Where the client's tier comes from (same forms as `key`). */

@@ -70,6 +70,7 @@ async function planCall(
     limit,
     periodMs,
     burst,
+    delayMs: rule.delayMs,
     // A concurrency rule holds one slot per request, whatever the cost.
     cost: rule.algorithm === "concurrency" ? 1 : await costOf(c, rule, costFn),
     mode,

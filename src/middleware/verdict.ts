@@ -5,6 +5,7 @@
  * member, even when the local fallback limiter judged it).
  */
 import type { Decision, RuleResult } from "../engine/types";
+import { delayOf } from "./delay";
 import { QuotaExceededError, ReducedCapacityError } from "./errors";
 import { ceilSeconds, rateLimitHeaders, retryAfterSeconds, strictest } from "./headers";
 
@@ -52,11 +53,16 @@ export function verdictOf(decision: Decision): Verdict {
   };
 }
 
-/** `Server-Timing: ratelimit;dur=<ms>`, with the reason when any result did not come from Redis (STYLE §9). */
+/**
+ * `Server-Timing: ratelimit;dur=<ms>`, with the reason when any result did not come from Redis (a degraded
+ * answer is visible), or `desc="delayed"` and a `delay;dur=<ms>` metric when a rule held the request.
+ */
 export function serverTiming(decision: Decision | undefined): string {
   if (decision === undefined) return "ratelimit;dur=0";
   const degraded = decision.results.find((r) => r.source !== "redis");
   const dur = Math.max(0, Math.round(decision.durationMs * 10) / 10);
-  const reason = degraded ? (degraded.reason ?? degraded.source) : undefined;
-  return reason ? `ratelimit;dur=${dur};desc="${reason}"` : `ratelimit;dur=${dur}`;
+  const waitMs = delayOf(decision);
+  const reason = degraded ? (degraded.reason ?? degraded.source) : waitMs > 0 ? "delayed" : undefined;
+  const timing = reason ? `ratelimit;dur=${dur};desc="${reason}"` : `ratelimit;dur=${dur}`;
+  return waitMs > 0 ? `${timing}, delay;dur=${waitMs}` : timing;
 }
