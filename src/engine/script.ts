@@ -170,10 +170,11 @@ export function decodeReply(
   const results = calls.map((call, r): RuleResult => {
     const base = 1 + r * REPLY.fieldsPerRule;
     const code = at(base + REPLY.outcome);
-    if (code === DELAYED) return delayedResult(call, at, base, raw.length === stamped ? expected + r * 2 : 0);
+    const stampAt = raw.length === stamped ? expected + r * REPLY.stampsPerRule : 0;
+    if (code === DELAYED) return delayedResult(call, at, base, stampAt);
     const outcome = OUTCOME[code];
     if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
-    return {
+    const result: RuleResult = {
       call,
       outcome,
       limit: at(base + REPLY.limit),
@@ -182,6 +183,9 @@ export function decodeReply(
       retryAfterMs: orWindowEnd(at(base + REPLY.retryAfterMs), call, now),
       source: "redis",
     };
+    // Another bucket rule written beside a delayed one: its unit goes back too if the request never leaves.
+    if (stampAt > 0 && at(stampAt) > 0) result.reservation = { tatUs: at(stampAt), previousTatUs: at(stampAt + 1) };
+    return result;
   });
   return { allowed: at(REPLY.allowed) === 1, results };
 }
