@@ -78,7 +78,13 @@ describe.each(["gcra", "token-bucket"] as const)("%s with a delay", (algorithm) 
 describe("several rules with delays", () => {
   it("reports each rule's wait (the Worker waits for the longest) and reserves all of them or none", async () => {
     const fast = tenPerSecond({ rule: "fast" });
-    const slow = ruleCall({ algorithm: "token-bucket", rule: "slow", limit: 2, periodMs: 1000, delayMs: 1000 });
+    const slow = ruleCall({
+      algorithm: "token-bucket",
+      rule: "slow",
+      limit: 2,
+      periodMs: 1000,
+      delayMs: 1000,
+    });
     const both = [fast, slow];
     const first = await store.decide(both, requestId()); // both fresh: nobody waits
     expect(first.results.map((r) => r.delayMs)).toEqual([undefined, undefined]);
