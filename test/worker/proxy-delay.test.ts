@@ -4,8 +4,11 @@
  * several rules with delays wait for the longest; a client that leaves while waiting gives its slot back.
  */
 import { parseList } from "structured-headers";
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
-import { fetchWorker, makeEnv, newTag, originCount, redis, send } from "./proxy-harness";
+import { rateLimit } from "../../src/index";
+import { baseEnv, fetchWorker, makeEnv, newTag, originCount, redis, send } from "./proxy-harness";
 
 const tenPerSecond = (extra: Record<string, unknown> = {}) => ({
   name: "smooth",
@@ -134,4 +137,34 @@ describe("delay instead of deny", () => {
     expect(String(await redis.get<string>(key as string))).toBe(String(before));
     expect(await originCount(tag)).toBe(1);
   }, 30_000);
+
+  it("is an option of the middleware too", async () => {
+    const app = new Hono();
+    const options = {
+      redis: { url: baseEnv.UPSTASH_REDIS_REST_URL, token: baseEnv.UPSTASH_REDIS_REST_TOKEN },
+      prefix: `mw-${crypto.randomUUID().slice(0, 12)}`,
+      rules: [
+        { name: "queue", key: "global", algorithm: "token-bucket", limit: 1, period: "1s", delay: "1500ms" },
+      ],
+    } as const;
+    app.use(rateLimit(options));
+    app.get("/", (c) => c.json({ waitedMs: c.get("rateLimit")?.rules[0]?.delayMs ?? 0 }));
+    const call = async () => {
+      const ctx = createExecutionContext();
+      const response = await app.fetch(new Request("http://app.test/"), {}, ctx);
+      const body = (await response.json()) as { waitedMs: number };
+      await waitOnExecutionContext(ctx);
+      return { status: response.status, waitedMs: body.waitedMs };
+    };
+    const results = await Promise.all([call(), call(), call()]);
+    // One at once, one ~1 s later, and the third's slot (~2 s) is beyond the 1.5 s delay.
+    expect(results.map((r) => r.status).sort()).toEqual([200, 200, 429]);
+    const waits = results
+      .filter((r) => r.status === 200)
+      .map((r) => r.waitedMs)
+      .sort((a, b) => a - b);
+    expect(waits[0]).toBe(0);
+    expect(waits[1]).toBeGreaterThan(900);
+    expect(waits[1]).toBeLessThanOrEqual(1000);
+  });
 });
