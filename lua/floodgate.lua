@@ -24,6 +24,8 @@ ARGV:
            | "4" give back a delayed request's reservation (below, "Give-back call")
   then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2, 3 or 5 as ARGV[1] says):
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
+                      | 7 shed: priority load shedding, a concurrency budget (below) whose limit the edge sets
+                        per request to its priority class's share of one sub-key's capacity
     slot 1 mode       1 on (can deny) | 0 monitor (reported, never denies); 3 | 2: the same, with an override key
     slot 2 limit      units per period (concurrency: requests in flight), tier already applied by the edge
     slot 3 period     ms (concurrency: lease after which an unreleased slot is freed)
@@ -78,13 +80,15 @@ State layout per algorithm (one key per identity; every write carries a TTL with
   sliding-log     ZSET, one member per unit, score = time in µs; expires one period after the newest
   token-bucket,   integer TAT (theoretical arrival time, µs): both algorithms ARE the same state;
   gcra            emission interval = ceil(period / limit) in whole µs; expires when the bucket is full
-  concurrency     ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire
+  concurrency,    ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire. A shed
+  shed            rule's budget is split over sub-keys (one per identity the edge derives), so no one key is
+                  touched by every request; each is a concurrency set, admitting while fewer than `limit` hold
 ]]
 
 -- Slots of one rule's ARGV group (see the header).
 local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, DELAY, PER_RULE = 0, 1, 2, 3, 4, 5, 6, 7
 -- Algorithm codes, compared as the strings they arrive as (cheaper than tonumber).
-local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = "1", "2", "3", "4", "5", "6"
+local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY, SHED = "1", "2", "3", "4", "5", "6", "7"
 
 -- Give-back call (see the header): compare-and-set of a delayed request's reservation.
 if ARGV[1] == "4" then
@@ -290,6 +294,9 @@ for i = 1, n do
     end
   end
   local period_us = period * 1000 -- µs
+  if algorithm == SHED then
+    algorithm = CONCURRENCY -- the same slots; only the edge's limit (the class's share) differs
+  end
   if algorithm == CONCURRENCY then
     cost = 1 -- one slot per request
   end
@@ -586,6 +593,9 @@ for k = 0, more_pending and #more_pending or 0 do
   end
   local at = first + (i - 1) * PER_RULE
   local algorithm = ARGV[at + ALGORITHM]
+  if algorithm == SHED then
+    algorithm = CONCURRENCY
+  end
   local key = KEYS[i]
   local r = 1 + (i - 1) * 5
   if not allowed then

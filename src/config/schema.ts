@@ -131,7 +131,20 @@ export const ALGORITHMS = [
   "token-bucket",
   "gcra",
   "concurrency",
+  "shed",
 ] as const;
+
+/** Most sub-keys a `shed` rule's budget may be split over. */
+export const MAX_SHARDS = 64;
+
+/** A priority class's share of a `shed` rule's capacity: a fraction above 0, at most 1. */
+const shareOfCapacity = v.pipe(
+  v.number((i) => `${show(i.input)} is not a share of capacity (a number above 0, at most 1)`),
+  v.check(
+    (n) => n > 0 && n <= 1,
+    (i) => `${show(i.input)} is not a share of capacity (a number above 0, at most 1)`,
+  ),
+);
 
 const unknownField = (i: v.BaseIssue<unknown>) => `unknown field ${show(i.input)}`;
 
@@ -193,6 +206,20 @@ export const ruleSchema = v.strictObject(
       ),
     ),
     delay: v.optional(delayMs),
+    priority: v.optional(
+      v.union(
+        [v.literal("method"), keyField],
+        (i) =>
+          `${show(i.input)} is not a priority source (method | ip | header:<name> | query:<name> | jwt:<claim>, or an array of those)`,
+      ),
+    ),
+    priorities: v.optional(
+      v.pipe(
+        v.record(v.string(), shareOfCapacity),
+        v.check((r) => Object.keys(r).length > 0, "name at least one priority class"),
+      ),
+    ),
+    shards: v.optional(positiveInt(MAX_SHARDS)),
     tier: v.optional(keyField),
     tiers: v.optional(v.record(v.string(), tierSchema)),
     mode: v.optional(picklist(MODES)),

@@ -18,6 +18,7 @@ export const ALGORITHM_CODE: Readonly<Record<Algorithm, number>> = {
   "token-bucket": 4,
   gcra: 5,
   concurrency: 6,
+  shed: 7,
 };
 
 /** Outcome codes of the reply. */
@@ -70,6 +71,9 @@ export interface CallOptions {
   peek?: boolean;
 }
 
+/** Algorithms whose state stores the request id (ARGV[2]): their slots are released by it. */
+export const HOLDS_REQUEST_ID: ReadonlySet<Algorithm> = new Set(["sliding-log", "concurrency", "shed"]);
+
 /** ARGV[1]: which per-call slots follow (lua/floodgate.lua's header). */
 const CALL = { plain: "0", withRequestId: "1", withOptions: "2", giveBack: "4" } as const;
 
@@ -106,7 +110,7 @@ export function scriptArguments(
   if (opts.peek || offsetMs !== 0) {
     args[0] = CALL.withOptions;
     args.push(requestId, opts.peek ? "1" : "0", String(offsetMs));
-  } else if (calls.some((call) => call.algorithm === "sliding-log" || call.algorithm === "concurrency")) {
+  } else if (calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))) {
     args[0] = CALL.withRequestId;
     args.push(requestId);
   }

@@ -167,7 +167,8 @@ export function createStore(options: StoreOptions): Store {
         });
         return;
       }
-      if (call.algorithm !== "concurrency") return; // only concurrency holds anything past the decision
+      // Only concurrency and shed slots are held past the decision.
+      if (call.algorithm !== "concurrency" && call.algorithm !== "shed") return;
       await redis.zrem(stateKey(prefix, call.rule, call.identityHash), requestId);
     } catch (error) {
       throw toStoreError(error);

@@ -10,7 +10,9 @@ export type Algorithm =
   | "sliding-log"
   | "token-bucket"
   | "gcra"
-  | "concurrency";
+  | "concurrency"
+  /** Priority load shedding: a concurrency budget whose `limit` the edge sets per priority class. */
+  | "shed";
 
 /** `on` enforces, `monitor` counts and reports but never denies, `off` is never sent to Redis. */
 export type Mode = "on" | "off" | "monitor";
@@ -31,6 +33,8 @@ export interface RuleCall {
   burst: number;
   /** Units this request consumes (always 1 for `concurrency`). */
   cost: number;
+  /** `shed` rules: the request's priority class (for logs and the 503's body). */
+  priorityClass?: string;
   /**
    * Token-bucket / GCRA only: the longest a request over the rate may be held for its reserved slot, ms;
    * beyond it the request is denied. @default 0 (deny at once)

@@ -6,7 +6,8 @@
  */
 import type { Context, MiddlewareHandler } from "hono";
 import type { RuleConfig } from "../config";
-import type { Algorithm, Decider, Decision, FailurePolicy, Mode, RuleResult } from "../engine/types";
+import { HOLDS_REQUEST_ID } from "../engine/script";
+import type { Decider, Decision, FailurePolicy, Mode, RuleResult } from "../engine/types";
 import { type JwtVerifier, RequestIdentity } from "../identity";
 import { compileRules } from "../rules/match";
 import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
@@ -50,9 +51,7 @@ export interface Limiter {
 /** Where the request facts travel on `c.var`. */
 const REQUEST_VAR = "floodgateRequest";
 
-/** The script stores the request id only for these (lua/floodgate.lua, ARGV[2]); others need no UUID. */
-const USES_REQUEST_ID: ReadonlySet<Algorithm> = new Set(["concurrency", "sliding-log"]);
-const NO_REQUEST_ID = "-";
+const NO_REQUEST_ID = "-"; // the script stores the request id only for HOLDS_REQUEST_ID; others need no UUID
 
 /** Builds the limiter of `rules`. Nothing here runs per request. */
 export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps): Limiter {
@@ -100,7 +99,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const calls = await planCalls(c, request, matched, { mode, failure, live });
     if (calls.length === 0) return next(); // every matched rule is off or skipped: no headers, no Redis call
 
-    const requestId = calls.some((call) => USES_REQUEST_ID.has(call.algorithm))
+    const requestId = calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))
       ? request.id()
       : NO_REQUEST_ID;
     const decision = await decider.decide(calls, requestId, { budgetMs });
@@ -171,7 +170,7 @@ function infoOf(decision: Decision): RateLimitInfo {
 function heldSlots(decision: Decision): RuleResult[] {
   return decision.results.filter(
     (r) =>
-      r.call.algorithm === "concurrency" &&
+      (r.call.algorithm === "concurrency" || r.call.algorithm === "shed") &&
       r.outcome === "allowed" &&
       (r.source === "redis" || r.source === "undecided"),
   );

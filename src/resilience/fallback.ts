@@ -46,7 +46,7 @@ export class FallbackLimiter {
     const periodMs = Math.max(1, call.periodMs);
     const startMs = now - (now % periodMs);
     const resetAfterMs = startMs + periodMs - now;
-    if (call.algorithm === "concurrency") {
+    if (call.algorithm === "concurrency" || call.algorithm === "shed") {
       return {
         call,
         outcome: "allowed",
@@ -82,7 +82,7 @@ export class FallbackLimiter {
 
   /** Counts an admitted call. */
   commit(call: RuleCall): void {
-    if (call.algorithm === "concurrency" || this.windows.capacity <= 0) return;
+    if (call.algorithm === "concurrency" || call.algorithm === "shed" || this.windows.capacity <= 0) return;
     const now = this.now();
     const periodMs = Math.max(1, call.periodMs);
     const startMs = now - (now % periodMs);

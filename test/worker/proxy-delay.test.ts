@@ -7,7 +7,7 @@ import { parseList } from "structured-headers";
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
-import { rateLimit } from "../../src/index";
+import { type RateLimitOptions, rateLimit } from "../../src/index";
 import { baseEnv, fetchWorker, makeEnv, newTag, originCount, redis, send } from "./proxy-harness";
 
 const tenPerSecond = (extra: Record<string, unknown> = {}) => ({
@@ -140,13 +140,13 @@ describe("delay instead of deny", () => {
 
   it("is an option of the middleware too", async () => {
     const app = new Hono();
-    const options = {
+    const options: RateLimitOptions = {
       redis: { url: baseEnv.UPSTASH_REDIS_REST_URL, token: baseEnv.UPSTASH_REDIS_REST_TOKEN },
       prefix: `mw-${crypto.randomUUID().slice(0, 12)}`,
       rules: [
         { name: "queue", key: "global", algorithm: "token-bucket", limit: 1, period: "1s", delay: "1500ms" },
       ],
-    } as const;
+    };
     app.use(rateLimit(options));
     app.get("/", (c) => c.json({ waitedMs: c.get("rateLimit")?.rules[0]?.delayMs ?? 0 }));
     const call = async () => {
