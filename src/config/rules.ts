@@ -27,6 +27,8 @@ export interface TierLimits {
 export interface ShedConfig {
   /** Where a request's class comes from: the method, or the same forms as `key`. */
   priority: "method" | KeyPart[];
+  /** The priority source as written (`"method"`, `"header:x-priority"`, `"ip|jwt:plan"`), for messages. */
+  priorityText: string;
   /** Class name → share of capacity above which the class is shed (1 = only at full capacity). */
   classes: Record<string, number>;
   /** The class of a request whose class is missing or unknown: the one shed first. */
@@ -194,12 +196,15 @@ function shedConfig(rule: v.InferOutput<typeof ruleSchema>, at: string): ShedCon
   }
   const shards = rule.shards ?? defaultShards(rule.limit);
   if (shards > rule.limit) {
-    throw new ConfigError(`${at}.shards: ${shards} sub-keys for a capacity of ${rule.limit} leave some with none`);
+    throw new ConfigError(
+      `${at}.shards: ${shards} sub-keys for a capacity of ${rule.limit} leave some with none`,
+    );
   }
   const classes = rule.priorities;
   const fallback = Object.keys(classes).reduce((a, b) => ((classes[b] ?? 1) < (classes[a] ?? 1) ? b : a));
   return {
     priority: rule.priority === "method" ? "method" : parseKey(rule.priority),
+    priorityText: Array.isArray(rule.priority) ? rule.priority.join("|") : rule.priority,
     classes: rule.priority === "method" ? upperCaseKeys(classes) : classes,
     fallback: rule.priority === "method" ? fallback.toUpperCase() : fallback,
     shards,

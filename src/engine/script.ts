@@ -188,7 +188,8 @@ export function decodeReply(
       source: "redis",
     };
     // Another bucket rule written beside a delayed one: its unit goes back too if the request never leaves.
-    if (stampAt > 0 && at(stampAt) > 0) result.reservation = { tatUs: at(stampAt), previousTatUs: at(stampAt + 1) };
+    if (stampAt > 0 && at(stampAt) > 0)
+      result.reservation = { tatUs: at(stampAt), previousTatUs: at(stampAt + 1) };
     return result;
   });
   return { allowed: at(REPLY.allowed) === 1, results };
@@ -198,12 +199,7 @@ export function decodeReply(
  * A delayed rule: allowed, after a wait of `retry_after_ms` (which is also when more quota is available);
  * `stampAt` is where its give-back stamps are (0: none, the call wrote nothing).
  */
-function delayedResult(
-  call: RuleCall,
-  at: (i: number) => number,
-  base: number,
-  stampAt: number,
-): RuleResult {
+function delayedResult(call: RuleCall, at: (i: number) => number, base: number, stampAt: number): RuleResult {
   const waitMs = at(base + REPLY.retryAfterMs);
   const result: RuleResult = {
     call,

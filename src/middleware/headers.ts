@@ -32,7 +32,9 @@ function limitItem(result: RuleResult): string {
   const head = `${serializeString(result.call.rule)};r=${serializeInteger(Math.max(0, Math.floor(result.remaining)))}`;
   if (result.call.algorithm === "concurrency") return head;
   const item = `${head};t=${serializeInteger(ceilSeconds(result.retryAfterMs))}`;
-  return result.delayMs && result.call.mode === "on" ? `${item};delay-ms=${serializeInteger(result.delayMs)}` : item;
+  return result.delayMs && result.call.mode === "on"
+    ? `${item};delay-ms=${serializeInteger(result.delayMs)}`
+    : item;
 }
 
 /**
