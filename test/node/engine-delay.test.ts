@@ -31,10 +31,20 @@ const only = (results: RuleResult[]): RuleResult => {
   return result;
 };
 
-describe.each(["gcra", "token-bucket"] as const)("%s with a delay", (algorithm) => {
+// The one-rule fast path (a production call) and the general path (forced by a test time offset of 1 ms)
+// must reserve alike.
+const PATHS = [
+  ["gcra", "fast path", {}],
+  ["token-bucket", "fast path", {}],
+  ["gcra", "general path", { timeOffsetMs: 1 }],
+] as const;
+
+describe.each(PATHS)("%s with a delay, %s", (algorithm, _path, opts) => {
   it("gives 50 concurrent requests distinct slots one interval apart after the burst, and denies none", async () => {
     const call = tenPerSecond({ algorithm });
-    const decisions = await Promise.all(Array.from({ length: 50 }, () => store.decide([call], requestId())));
+    const decisions = await Promise.all(
+      Array.from({ length: 50 }, () => store.decide([call], requestId(), opts)),
+    );
     expect(decisions.every((d) => d.allowed)).toBe(true);
     const results = decisions.map((d) => only(d.results));
     const delayed = results.filter((r) => r.delayMs !== undefined);
@@ -57,7 +67,7 @@ describe.each(["gcra", "token-bucket"] as const)("%s with a delay", (algorithm) 
     const call = tenPerSecond({ algorithm, delayMs: 1000 });
     const results: { allowed: boolean; result: RuleResult }[] = [];
     for (let i = 0; i < 25; i++) {
-      const d = await store.decide([call], requestId());
+      const d = await store.decide([call], requestId(), opts);
       results.push({ allowed: d.allowed, result: only(d.results) });
     }
     const admitted = results.filter((r) => r.allowed);
