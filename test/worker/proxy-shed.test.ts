@@ -109,7 +109,7 @@ describe("priority load shedding", () => {
     for (let i = 0; i < 3; i++) expect((await slow(env, tag, "critical", 10)).status).toBe(200);
   });
 
-  it("shows the classes in the admin rules view", async () => {
+  it("shows the classes in the admin rules view and the dashboard", async () => {
     const env = makeEnv([budget()], { RATE_LIMIT_ADMIN_TOKEN: "shed-admin-token" });
     const response = await send(env, "/__floodgate/rules", {
       headers: { Authorization: "Bearer shed-admin-token" },
@@ -128,6 +128,12 @@ describe("priority load shedding", () => {
       unknownClass: "analytics",
       shards: 2,
     });
+    const dashboard = await send(env, "/__floodgate/dashboard.json", {
+      headers: { Authorization: "Bearer shed-admin-token" },
+    });
+    expect(dashboard.json<{ rules: { shaping?: string }[] }>().rules[0]?.shaping).toBe(
+      "sheds by header:x-priority: critical above 20, post above 18, get above 16, analytics above 14 in flight",
+    );
   });
 
   it("names the field of a wrong shed config", async () => {
