@@ -16,8 +16,8 @@ KEYS:
                <prefix>:override:<rule>:<hash>, hash: limit, period (MILLISECONDS), burst; read only;
                absent burst = the override's limit
 ARGV:
-  ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log or
-           concurrency rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] peek ("1" = evaluate
+  ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log,
+           concurrency or shed rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] peek ("1" = evaluate
            with the given cost but write nothing: the admin API), ARGV[4] time offset, ms added to Redis
            TIME (tests that travel in time; fixed-window counters expire on Redis's real clock, so for them
            only offsets within one window hold)
@@ -45,7 +45,7 @@ Returns an array of integers only: { allowed, then 5 per rule }
                allowed: until more quota is available, 0 when full; delayed: the wait until its slot
   A reply where some rule was delayed and the request allowed (so written) carries 2 more per rule after
   the groups: [2 + 5n + 2(i-1)] the TAT this call wrote (µs), [3 + 5n + 2(i-1)] the TAT it replaced (µs),
-  0 and 0 for a rule that is not token-bucket/gcra: the stamps of a give-back call.
+  0 and 0 for a rule that is not token-bucket/gcra or was not written: the stamps of a give-back call.
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/script.ts).
 Short replies, for ONE rule allowed on a fast path (an array costs Redis more to send, per element):
