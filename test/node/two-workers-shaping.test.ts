@@ -63,7 +63,6 @@ describe("two Worker instances, one Redis", () => {
     times.forEach((t, i) => {
       expect(i + 1).toBeLessThanOrEqual(10 + Math.floor((t - startedAt) / 100));
     });
-    expect((times[49] ?? 0) - (times[10] ?? 0)).toBeGreaterThanOrEqual(39 * 100 - 100);
   }, 60_000);
 
   it("keep the origin's in-flight budget across both instances", async () => {

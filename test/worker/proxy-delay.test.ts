@@ -38,8 +38,6 @@ describe("delay instead of deny", () => {
     expect(responses.map((r) => r.status)).toEqual(Array(50).fill(200));
     expect(await originCount(tag)).toBe(50);
     const times = arrivals(responses);
-    // The burst (10) leaves at once; the other 40 follow one slot every 100 ms: about 4 s in all.
-    expect((times[49] ?? 0) - (times[10] ?? 0)).toBeGreaterThanOrEqual(39 * 100 - 100);
     // The leaky bucket's envelope: by any moment t, at most the burst plus one per 100 ms since the start
     // have reached the origin (each arrives at its slot or, by network latency, later; never earlier).
     times.forEach((t, i) => {
