@@ -40,47 +40,40 @@ const PATHS = [
 ] as const;
 
 describe.each(PATHS)("%s with a delay, %s", (algorithm, _path, opts) => {
-  it("gives 50 concurrent requests distinct slots one interval apart after the burst, and denies none", async () => {
-    const call = tenPerSecond({ algorithm });
-    const decisions = await Promise.all(
-      Array.from({ length: 50 }, () => store.decide([call], requestId(), opts)),
-    );
-    expect(decisions.every((d) => d.allowed)).toBe(true);
-    const results = decisions.map((d) => only(d.results));
-    const delayed = results.filter((r) => r.delayMs !== undefined);
-    expect(results.length - delayed.length).toBe(10); // the burst leaves at once
-    expect(delayed).toHaveLength(40);
-    // Each delayed request's slot starts where its TAT minus the burst capacity is: exactly 100 ms apart.
-    const slots = delayed.map((r) => (r.reservation?.tatUs ?? 0) - 10 * 100_000).sort((a, b) => a - b);
-    for (let i = 1; i < slots.length; i++) expect((slots[i] ?? 0) - (slots[i - 1] ?? 0)).toBe(100_000);
-    for (const r of delayed) {
-      expect(r.delayMs).toBeGreaterThan(0);
-      expect(r.delayMs).toBeLessThanOrEqual(5000);
-      expect(r.reservation?.previousTatUs).toBe((r.reservation?.tatUs ?? 0) - 100_000);
-    }
-    // The waits are ordered like the slots (all decided within moments of each other).
-    const waits = delayed.map((r) => r.delayMs ?? 0).sort((a, b) => a - b);
-    expect((waits.at(-1) ?? 0) - (waits[0] ?? 0)).toBeGreaterThanOrEqual(3900 - 1000);
-  });
+  // One unit every 6 s and a delay of 60 s: the seconds these calls take cannot refill a unit, so the
+  // outcome is exact: 10 at once (the burst), 10 held for the next 10 slots, 10 denied.
+  const slow = () => tenPerSecond({ algorithm, periodMs: 60_000, delayMs: 60_000 });
+  const INTERVAL_US = 6_000_000;
 
-  it("denies a request whose slot is beyond the delay, with a retry for when it would fit the queue", async () => {
-    const call = tenPerSecond({ algorithm, delayMs: 1000 });
-    const results: { allowed: boolean; result: RuleResult }[] = [];
-    for (let i = 0; i < 25; i++) {
-      const d = await store.decide([call], requestId(), opts);
-      results.push({ allowed: d.allowed, result: only(d.results) });
-    }
-    const admitted = results.filter((r) => r.allowed);
-    // 10 at once + 10 delayed (slots 100..1000 ms ahead); sequential calls let a few ms pass, so one more
-    // slot may come within the delay.
-    expect(admitted.length).toBeGreaterThanOrEqual(20);
-    expect(admitted.length).toBeLessThanOrEqual(21);
-    const denied = results.filter((r) => !r.allowed);
-    for (const { result } of denied) {
-      expect(result.outcome).toBe("denied");
-      expect(result.delayMs).toBeUndefined();
-      expect(result.retryAfterMs).toBeGreaterThan(0);
-      expect(result.retryAfterMs).toBeLessThanOrEqual(100);
+  it("gives 30 concurrent requests the burst, then distinct slots one interval apart, then denials", async () => {
+    const call = slow();
+    const decisions = await Promise.all(
+      Array.from({ length: 30 }, () => store.decide([call], requestId(), opts)),
+    );
+    const results = decisions.map((d) => only(d.results));
+    const admitted = decisions.filter((d) => d.allowed).map((d) => only(d.results));
+    const delayed = admitted.filter((r) => r.delayMs !== undefined);
+    expect(admitted.length - delayed.length).toBe(10);
+    expect(delayed).toHaveLength(10);
+    // Each delayed request's slot starts where its TAT minus the burst capacity is: exactly one interval apart.
+    const slots = delayed.map((r) => (r.reservation?.tatUs ?? 0) - 10 * INTERVAL_US).sort((a, b) => a - b);
+    for (let i = 1; i < slots.length; i++) expect((slots[i] ?? 0) - (slots[i - 1] ?? 0)).toBe(INTERVAL_US);
+    const waits = delayed.map((r) => r.delayMs ?? 0).sort((a, b) => a - b);
+    waits.forEach((wait, k) => {
+      // The k-th slot is (k + 1) intervals after the first decision; a few seconds may have passed since.
+      expect(wait).toBeLessThanOrEqual((k + 1) * 6000);
+      expect(wait).toBeGreaterThan((k + 1) * 6000 - 3000);
+    });
+    for (const r of delayed)
+      expect(r.reservation?.previousTatUs).toBe((r.reservation?.tatUs ?? 0) - INTERVAL_US);
+    // Beyond the delay: denied, with a retry for when the request would fit the queue (the next slot frees).
+    const denied = results.filter((r) => r.outcome !== "allowed");
+    expect(denied).toHaveLength(10);
+    for (const r of denied) {
+      expect(r.outcome).toBe("denied");
+      expect(r.delayMs).toBeUndefined();
+      expect(r.retryAfterMs).toBeGreaterThan(6000 - 3000);
+      expect(r.retryAfterMs).toBeLessThanOrEqual(6000);
     }
   });
 });
