@@ -16,8 +16,8 @@ KEYS:
                <prefix>:override:<rule>:<hash>, hash: limit, period (MILLISECONDS), burst; read only;
                absent burst = the override's limit
 ARGV:
-  ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log or
-           concurrency rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] peek ("1" = evaluate
+  ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log,
+           concurrency or shed rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] peek ("1" = evaluate
            with the given cost but write nothing: the admin API), ARGV[4] time offset, ms added to Redis
            TIME (tests that travel in time; fixed-window counters expire on Redis's real clock, so for them
            only offsets within one window hold)
@@ -25,22 +25,31 @@ ARGV:
            ("" if none), ARGV[3] when, µs on Redis's clock, they were consumed ("0" = unknown: the current
            window); each rule's cost slot is the number of units to give back (mode and override slots as in
            a decision: the limits in force decide the window and the emission interval)
-  then 6 per rule, rule i's at ARGV[first + 6(i-1) + slot] (first = 2, 3 or 5 as ARGV[1] says):
+           | "5" give back a delayed request's reservation (below, "Give-back call")
+  then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2, 3 or 5 as ARGV[1] says):
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
+                      | 7 shed: priority load shedding, a concurrency budget (below) whose limit the edge sets
+                        per request to its priority class's share of one sub-key's capacity
     slot 1 mode       1 on (can deny) | 0 monitor (reported, never denies); 3 | 2: the same, with an override key
     slot 2 limit      units per period (concurrency: requests in flight), tier already applied by the edge
     slot 3 period     ms (concurrency: lease after which an unreleased slot is freed)
     slot 4 burst      token-bucket capacity / gcra burst (units a fresh identity may spend at once)
     slot 5 cost       units this request consumes, >= 1 (ignored by concurrency: one slot)
+    slot 6 delay      ms a token-bucket/gcra request over the rate may be held for its slot; "0" = deny
 
 Returns an array of integers only: { allowed, then 5 per rule }
   [1]          1 if every `on` rule allows (and then every allowing rule was written), else 0
   [2 + 5(i-1)] outcome: 0 denied | 1 allowed | 2 cost exceeds what the rule can ever grant
+               | 3 delayed: allowed from a reserved slot `retry_after_ms` from now (delay > 0 only)
   [3 + 5(i-1)] limit in force (after override)
   [4 + 5(i-1)] remaining: units available after this call (after consumption if written, else as now)
   [5 + 5(i-1)] reset_after_ms: until the rule is fully reset (window end, bucket full); 0 when untouched
   [6 + 5(i-1)] retry_after_ms: denied: when the same request would be allowed absent other traffic
-               (cost exceeds capacity: one period); allowed: until more quota is available, 0 when full
+               (cost exceeds capacity: one period; a rule with a delay: when it would fit in the queue);
+               allowed: until more quota is available, 0 when full; delayed: the wait until its slot
+  A reply where some rule was delayed and the request allowed (so written) carries 2 more per rule after
+  the groups: [2 + 5n + 2(i-1)] the TAT this call wrote (µs), [3 + 5n + 2(i-1)] the TAT it replaced (µs),
+  0 and 0 for a rule that is not token-bucket/gcra or was not written: the stamps of a give-back call.
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/script.ts).
 A REFUND call returns one integer per rule instead: the units actually given back, never more than the
@@ -59,6 +68,12 @@ Short replies, for ONE rule allowed on a fast path (an array costs Redis more to
   fixed-window on a live counter: the remaining units, an integer     (= { 1, 1, limit, remaining, -1, -1 })
   token-bucket, gcra, sliding-window: { remaining, reset_after_ms, retry_after_ms }
                                            (= { 1, 1, limit, remaining, reset_after_ms, retry_after_ms })
+
+Give-back call (ARGV[1] = "5"), for a delayed request whose client went away before its slot:
+  KEYS[1] the rule's state key; ARGV[2] the TAT the decision wrote, ARGV[3] the TAT it replaced (µs).
+  If the TAT is still the one written, no later request reserved a slot behind it, so putting back the
+  replaced TAT leaves the state exactly as if the request had never come (no over-admission). Otherwise the
+  slot stays taken (giving it back would let a later slot leave early). Returns 1 if given back, else 0.
 
 Semantics: phase 1 evaluates every rule without writing. Only if every `on` rule allows does phase 2
 write each ALLOWING rule: a denied request consumes nothing anywhere (no partial counting), and a
@@ -82,13 +97,24 @@ State layout per algorithm (one key per identity; every write carries a TTL with
                   period after the newest
   token-bucket,   integer TAT (theoretical arrival time, µs): both algorithms ARE the same state;
   gcra            emission interval = ceil(period / limit) in whole µs; expires when the bucket is full
-  concurrency     ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire
+  concurrency,    ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire. A shed
+  shed            rule's budget is split over sub-keys (one per identity the edge derives), so no one key is
+                  touched by every request; each is a concurrency set, admitting while fewer than `limit` hold
 ]]
 
 -- Slots of one rule's ARGV group (see the header).
-local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, PER_RULE = 0, 1, 2, 3, 4, 5, 6
+local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, DELAY, PER_RULE = 0, 1, 2, 3, 4, 5, 6, 7
 -- Algorithm codes, compared as the strings they arrive as (cheaper than tonumber).
-local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = "1", "2", "3", "4", "5", "6"
+local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY, SHED = "1", "2", "3", "4", "5", "6", "7"
+
+-- Give-back call (see the header): compare-and-set of a delayed request's reservation.
+if ARGV[1] == "5" then
+  if redis.call("GET", KEYS[1]) ~= ARGV[2] then
+    return 0
+  end
+  redis.call("SET", KEYS[1], ARGV[3], "PXAT", string.format("%d", math.ceil(tonumber(ARGV[3]) / 1000)))
+  return 1
+end
 
 -- Fast path: ONE fixed-window rule, no override, no options: the commonest call, and the cheapest. It is the
 -- general path below for that case with nothing else to do (the same values; the short reply when allowed on
@@ -269,7 +295,14 @@ if single_algorithm == BUCKET or single_algorithm == GCRA or single_algorithm ==
         local wait_us = tat_after_us - capacity_us + (avail_after + 1) * interval_us - now_us
         return { avail_after, ceil((tat_after_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0 }
       end
-      local wait_us = tat_after_us - capacity_us - now_us
+      local wait_us = tat_after_us - capacity_us - now_us -- > 0: over the rate
+      local delay_us = ARGV[2 + DELAY] * 1000
+      if wait_us <= delay_us then -- delayed: the slot is reserved now, the caller waits for it
+        redis.call("SET", key, format("%d", tat_after_us), "PXAT", format("%d", ceil(tat_after_us / 1000)))
+        local wait_ms = ceil(wait_us / 1000)
+        return { 1, 3, limit, 0, ceil((tat_after_us - now_us) / 1000), wait_ms, tat_after_us, tat_us }
+      end
+      wait_us = wait_us - delay_us -- a rule with a delay: when the request would fit in the queue
       return {
         0,
         0,
@@ -340,6 +373,8 @@ end
 local reply = n == 1 and { 1, 0, 0, 0, 0, 0 } or { 1 } -- sized at once for the common single rule
 local p_i, p_period_us, p_value, p_expire_us, p_clear, p_avail_after, p_reset_after, p_more_after, p_undo
 local more_pending
+local stamps -- rule index -> { TAT written, TAT replaced } of token-bucket/gcra rules, once one is delayed
+local delayed_any = false
 local allowed = true
 local override_at = n -- KEYS index of the last override key used
 for i = 1, n do
@@ -379,6 +414,9 @@ for i = 1, n do
     end
   end
   local period_us = period * 1000 -- µs
+  if algorithm == SHED then
+    algorithm = CONCURRENCY -- the same slots; only the edge's limit (the class's share) differs
+  end
   if algorithm == CONCURRENCY then
     cost = 1 -- one slot per request
   end
@@ -404,6 +442,7 @@ for i = 1, n do
   local undo = false
   -- Sorted sets: the "now" reset is only worth a command if the rule is not going to be written.
   local deferred = false
+  local delayed = false -- token-bucket/gcra with a delay: allowed from a reserved slot, `retry` ms from now
 
   if limit <= 0 then -- an override of limit 0 blocks the identity: nothing to read
   elseif algorithm == FIXED then
@@ -544,7 +583,9 @@ for i = 1, n do
       tat_us = now_us
     end
     local tat_after_us = tat_us + cost * interval_us
-    allow = tat_after_us - now_us <= capacity_us
+    local delay_us = ARGV[at + DELAY] * 1000 -- µs a request over the rate may wait for its slot
+    allow = tat_after_us - now_us <= capacity_us + delay_us
+    delayed = allow and not impossible and tat_after_us - now_us > capacity_us
     avail = floor((now_us + capacity_us - tat_us) / interval_us)
     avail_after = floor((now_us + capacity_us - tat_after_us) / interval_us)
     reset = tat_us > now_us and ceil((tat_us - now_us) / 1000) or 0
@@ -557,7 +598,17 @@ for i = 1, n do
     local wait_us = tat_after_us - capacity_us + (avail_after + 1) * interval_us - now_us
     more_after = wait_us > 0 and ceil(wait_us / 1000) or 0
     wait_us = tat_after_us - capacity_us - now_us
-    retry = wait_us > 0 and ceil(wait_us / 1000) or 0
+    if delayed then
+      retry = ceil(wait_us / 1000)
+      more_after, delayed_any = retry, true -- what phase 2 reports: the wait until its slot
+    else
+      wait_us = wait_us - delay_us -- denied with a delay: when it would fit in the queue
+      retry = wait_us > 0 and ceil(wait_us / 1000) or 0
+    end
+    if allow then
+      stamps = stamps or {}
+      stamps[i] = { tat_after_us, tat_us }
+    end
     value, expire_us = format("%d", tat_after_us), tat_after_us
   elseif algorithm == LOG then
     local since = "(" .. format("%d", now_us - period_us) -- members newer than this are in the window
@@ -608,7 +659,7 @@ for i = 1, n do
     -- more stays 0: a slot frees on release, which no clock can predict
   end
 
-  local outcome = allow and 1 or 0
+  local outcome = delayed and 3 or allow and 1 or 0
   if impossible then
     outcome, allow, retry = 2, false, period
   end
@@ -625,7 +676,7 @@ for i = 1, n do
   end
   local r = 1 + (i - 1) * 5 -- the rule's reply group follows this index
   reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = outcome, limit, avail, reset
-  reply[r + 5] = allow and more or retry
+  reply[r + 5] = allow and not delayed and more or retry
   if allow and not peek then
     if not p_i then
       p_i, p_period_us, p_value, p_expire_us, p_clear = i, period_us, value or false, expire_us or false, clear
@@ -662,6 +713,9 @@ for k = 0, more_pending and #more_pending or 0 do
   end
   local at = first + (i - 1) * PER_RULE
   local algorithm = ARGV[at + ALGORITHM]
+  if algorithm == SHED then
+    algorithm = CONCURRENCY
+  end
   local key = KEYS[i]
   local r = 1 + (i - 1) * 5
   if not allowed then
@@ -707,6 +761,14 @@ for k = 0, more_pending and #more_pending or 0 do
       redis.call("PEXPIREAT", key, format("%d", ceil((now_us + period_us) / 1000) - offset_ms))
     end -- else a fixed-window counter phase 1 already incremented
     reply[r + 3], reply[r + 4], reply[r + 5] = avail_after, reset_after, more_after
+  end
+end
+if delayed_any and allowed and not peek then
+  -- The stamps a give-back call needs (see the header), after the groups.
+  for i = 1, n do
+    local stamp = stamps[i]
+    reply[#reply + 1] = stamp and stamp[1] or 0
+    reply[#reply + 1] = stamp and stamp[2] or 0
   end
 end
 return reply

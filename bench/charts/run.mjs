@@ -32,7 +32,7 @@ const PERIOD_MS = 5_000;
 const TICK_MS = 100;
 const BIN_MS = 500;
 /** The offered load: [from s, to s, requests per second]. Bursts straddle window boundaries on purpose. */
-const PATTERN = [
+export const PATTERN = [
   [0, 4, 5],
   [4, 6, 40],
   [6, 10, 0],
@@ -41,17 +41,17 @@ const PATTERN = [
   [23, 25, 60],
   [25, 30, 10],
 ];
-const DURATION_S = PATTERN.at(-1)[1];
+export const DURATION_S = PATTERN.at(-1)[1];
 
 /** Requests offered up to `t` seconds (the integral of the pattern's rate). */
-function offeredUpTo(t) {
+export function offeredUpTo(t) {
   let total = 0;
   for (const [from, to, rate] of PATTERN) total += Math.max(0, Math.min(t, to) - from) * rate;
   return total;
 }
 
 /** The engine's store, bundled for Node (Lua as text, as the Worker's build does). */
-async function loadStore() {
+export async function loadStore() {
   const outfile = join(tmpdir(), `floodgate-chart-store-${process.pid}.mjs`);
   await build({
     entryPoints: [join(root, "src/engine/store.ts")],

@@ -30,6 +30,7 @@ export const ALGORITHMS = [
   ["token-bucket", "4"],
   ["gcra", "5"],
   ["concurrency", "6"],
+  ["shed", "7"],
 ];
 
 /** limit, period, burst: every call allowed, state kept between the two hits (a day; slow TAT rate). */
@@ -47,11 +48,11 @@ export function upstashScript(name) {
 /** The EVALSHA of one Floodgate decision as the Worker sends it (lua/floodgate.lua's header). */
 function floodgateCall(sha, code, rules, id) {
   const keys = [];
-  const needsId = code === "3" || code === "6";
+  const needsId = code === "3" || code === "6" || code === "7";
   const args = needsId ? ["1", `req-${id}-${Math.random()}`] : ["0"];
   for (let r = 0; r < rules; r++) {
     keys.push(`rl:a${code}r${r}:${id}`);
-    args.push(code, "1", ...steady(code), "1");
+    args.push(code, "1", ...steady(code), "1", "0"); // cost 1, no delay
   }
   return ["EVALSHA", sha, String(keys.length), ...keys, ...args];
 }

@@ -68,11 +68,11 @@ function scenarios(sha) {
       const keys = [];
       // As the Worker sends it (lua/floodgate.lua's header): no override key, the request id only for the
       // algorithms that store it.
-      const args = code === 3 || code === 6 ? ["1", "__rand_int__"] : ["0"];
+      const args = code === 3 || code === 6 || code === 7 ? ["1", "__rand_int__"] : ["0"];
       for (let r = 0; r < rules; r++) {
         const rule = `a${code}r${r}`;
         keys.push(`rl:${rule}:__rand_int__`);
-        args.push(String(code), "1", ...steadyState(code), "1");
+        args.push(String(code), "1", ...steadyState(code), "1", "0"); // cost 1, no delay
       }
       list.push({
         name: `floodgate ${algorithm} ×${rules}`,

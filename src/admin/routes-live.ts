@@ -3,7 +3,7 @@
  */
 import type { Hono } from "hono";
 import type { FloodgateConfig } from "../config";
-import type { RuleConfig } from "../config/rules";
+import type { RuleConfig, ShedConfig } from "../config/rules";
 import type { Mode } from "../engine/types";
 import { explainMode } from "../live/effective";
 import { type LiveModes, readLiveModes, writeLiveMode } from "../live/modes";
@@ -59,6 +59,20 @@ const showTiers = (tiers: RuleConfig["tiers"]) =>
     ]),
   );
 
+/** A shed rule's classes as an operator reads them: each class's share and the in-flight count it is shed above. */
+function showShed(shed: ShedConfig, capacity: number) {
+  return {
+    priority: shed.priorityText,
+    classes: Object.fromEntries(
+      Object.entries(shed.classes)
+        .sort(([, a], [, b]) => b - a)
+        .map(([name, share]) => [name, { share, shedAbove: Math.floor(capacity * share + 1e-9) }]),
+    ),
+    unknownClass: shed.fallback,
+    shards: shed.shards,
+  };
+}
+
 function describeRule(rule: RuleConfig, config: Config, live: LiveModes) {
   const mode = explainMode(rule, config.mode, live);
   return {
@@ -72,6 +86,8 @@ function describeRule(rule: RuleConfig, config: Config, live: LiveModes) {
     burst: rule.burst,
     cost: rule.cost.kind === "units" ? rule.cost.units : `header:${rule.cost.name}`,
     tiers: Object.keys(rule.tiers).length > 0 ? showTiers(rule.tiers) : undefined,
+    delay: rule.delayMs > 0 ? `${rule.delayMs}ms` : undefined,
+    shed: rule.shed && showShed(rule.shed, rule.limit),
     missing: rule.missing,
     failure: rule.failure ?? config.failure,
     mode: {

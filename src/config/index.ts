@@ -20,6 +20,7 @@ export {
   parseKey,
   parseRules,
   type RuleConfig,
+  type ShedConfig,
   type TierLimits,
 } from "./rules";
 export { DEFAULTS, FAILURES, MAX_UNITS, MODES, type RuleInput } from "./schema";

@@ -23,6 +23,20 @@ export interface TierLimits {
   burst?: number;
 }
 
+/** A `shed` rule's priority classes (README: "Priority load shedding"). */
+export interface ShedConfig {
+  /** Where a request's class comes from: the method, or the same forms as `key`. */
+  priority: "method" | KeyPart[];
+  /** The priority source as written (`"method"`, `"header:x-priority"`, `"ip|jwt:plan"`), for messages. */
+  priorityText: string;
+  /** Class name → share of capacity above which the class is shed (1 = only at full capacity). */
+  classes: Record<string, number>;
+  /** The class of a request whose class is missing or unknown: the one shed first. */
+  fallback: string;
+  /** Sub-keys the budget is split over, each with its share (one key every request touches would serialize). */
+  shards: number;
+}
+
 /** A validated rule with every default applied. */
 export interface RuleConfig {
   name: string;
@@ -36,6 +50,8 @@ export interface RuleConfig {
   /** Window length; for `concurrency`, the slot lease. */
   periodMs: number;
   burst: number;
+  /** Token-bucket / GCRA: the longest a request over the rate is held for its slot instead of denied; 0 = deny. */
+  delayMs: number;
   cost: { kind: "units"; units: number } | { kind: "header"; name: string };
   tier?: KeyPart[];
   tiers: Record<string, TierLimits>;
@@ -43,6 +59,8 @@ export interface RuleConfig {
   mode?: Mode;
   failure?: FailurePolicy;
   missing: "ip" | "skip" | "deny";
+  /** `shed` rules only. */
+  shed?: ShedConfig;
 }
 
 /** The limits one request gets under a rule. */
@@ -121,8 +139,14 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
         `${at}.${rule.tier === undefined ? "tiers" : "tier"}: "tier" and "tiers" go together`,
       );
     }
-    if (rule.period === undefined && rule.algorithm !== "concurrency") {
+    const shed = shedConfig(rule, at);
+    if (rule.period === undefined && rule.algorithm !== "concurrency" && rule.algorithm !== "shed") {
       throw new ConfigError(`${at}.period: required for ${rule.algorithm} (e.g. "1m")`);
+    }
+    if (rule.delay !== undefined && rule.algorithm !== "token-bucket" && rule.algorithm !== "gcra") {
+      throw new ConfigError(
+        `${at}.delay: only token-bucket and gcra rules can delay a request (this one is ${rule.algorithm})`,
+      );
     }
     const cost: RuleConfig["cost"] =
       typeof rule.cost === "string"
@@ -141,15 +165,54 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
       limit: rule.limit,
       periodMs: rule.period ?? DEFAULT_LEASE_MS,
       burst: rule.burst ?? rule.limit,
+      delayMs: rule.delay ?? 0,
       cost,
       tier,
       tiers,
       mode: rule.mode,
       failure: rule.failure,
       missing: rule.missing ?? "ip",
+      ...(shed ? { shed } : {}),
     } satisfies RuleConfig;
   });
 }
+
+/** Default sub-keys of a `shed` rule: one per 10 requests of capacity, at most 16 (README: "Priority load shedding"). */
+const defaultShards = (capacity: number): number => Math.max(1, Math.min(16, Math.floor(capacity / 10)));
+
+/** A `shed` rule's classes, checked; `undefined` for other rules (which may not use the shed fields). */
+function shedConfig(rule: v.InferOutput<typeof ruleSchema>, at: string): ShedConfig | undefined {
+  if (rule.algorithm !== "shed") {
+    for (const field of ["priority", "priorities", "shards"] as const) {
+      if (rule[field] !== undefined) throw new ConfigError(`${at}.${field}: only shed rules have ${field}`);
+    }
+    return undefined;
+  }
+  if (rule.priority === undefined) {
+    throw new ConfigError(`${at}.priority: required for shed (e.g. "header:x-priority" or "method")`);
+  }
+  if (rule.priorities === undefined) {
+    throw new ConfigError(`${at}.priorities: required for shed (e.g. { critical = 1.0, get = 0.8 })`);
+  }
+  const shards = rule.shards ?? defaultShards(rule.limit);
+  if (shards > rule.limit) {
+    throw new ConfigError(
+      `${at}.shards: ${shards} sub-keys for a capacity of ${rule.limit} leave some with none`,
+    );
+  }
+  const classes = rule.priorities;
+  const fallback = Object.keys(classes).reduce((a, b) => ((classes[b] ?? 1) < (classes[a] ?? 1) ? b : a));
+  return {
+    priority: rule.priority === "method" ? "method" : parseKey(rule.priority),
+    priorityText: Array.isArray(rule.priority) ? rule.priority.join("|") : rule.priority,
+    classes: rule.priority === "method" ? upperCaseKeys(classes) : classes,
+    fallback: rule.priority === "method" ? fallback.toUpperCase() : fallback,
+    shards,
+  };
+}
+
+const upperCaseKeys = (r: Record<string, number>): Record<string, number> =>
+  Object.fromEntries(Object.entries(r).map(([k, share]) => [k.toUpperCase(), share]));
 
 /** `"header:X-Api-Key"` → `{ kind: "header", name: "x-api-key" }`; arrays → composite parts. */
 export function parseKey(source: string | readonly string[]): KeyPart[] {

@@ -69,6 +69,29 @@ export const periodMs = v.pipe(
   }),
 );
 
+/** The longest a rule may hold a request for its slot (`delay`): a held request keeps its connection open. */
+export const MAX_DELAY_MS = 60_000;
+
+/** A delay: `"500ms"`, `"5s"`, `"1m"` or whole seconds, 0..60s; parsed into milliseconds. */
+export const delayMs = v.pipe(
+  v.unknown(),
+  v.rawTransform(({ dataset, addIssue, NEVER }) => {
+    const ms =
+      typeof dataset.value === "string" && /^\s*\d{1,9}\s*ms\s*$/.test(dataset.value)
+        ? Number.parseInt(dataset.value, 10)
+        : parseDurationMs(dataset.value);
+    if (ms === undefined) {
+      addIssue({ message: `${show(dataset.value)} is not a duration (e.g. "500ms", "5s")` });
+      return NEVER;
+    }
+    if (ms > MAX_DELAY_MS) {
+      addIssue({ message: `${show(dataset.value)} is longer than 60s` });
+      return NEVER;
+    }
+    return ms;
+  }),
+);
+
 /** The largest limit, burst or cost (keeps every Redis integer exact). */
 export const MAX_UNITS = 1_000_000_000;
 
@@ -108,7 +131,20 @@ export const ALGORITHMS = [
   "token-bucket",
   "gcra",
   "concurrency",
+  "shed",
 ] as const;
+
+/** Most sub-keys a `shed` rule's budget may be split over. */
+export const MAX_SHARDS = 64;
+
+/** A priority class's share of a `shed` rule's capacity: a fraction above 0, at most 1. */
+const shareOfCapacity = v.pipe(
+  v.number((i) => `${show(i.input)} is not a share of capacity (a number above 0, at most 1)`),
+  v.check(
+    (n) => n > 0 && n <= 1,
+    (i) => `${show(i.input)} is not a share of capacity (a number above 0, at most 1)`,
+  ),
+);
 
 const unknownField = (i: v.BaseIssue<unknown>) => `unknown field ${show(i.input)}`;
 
@@ -169,6 +205,21 @@ export const ruleSchema = v.strictObject(
         (i) => `${show(i.input)} is not a cost (a whole number, or "header:<name>")`,
       ),
     ),
+    delay: v.optional(delayMs),
+    priority: v.optional(
+      v.union(
+        [v.literal("method"), keyField],
+        (i) =>
+          `${show(i.input)} is not a priority source (method | ip | header:<name> | query:<name> | jwt:<claim>, or an array of those)`,
+      ),
+    ),
+    priorities: v.optional(
+      v.pipe(
+        v.record(v.string(), shareOfCapacity),
+        v.check((r) => Object.keys(r).length > 0, "name at least one priority class"),
+      ),
+    ),
+    shards: v.optional(positiveInt(MAX_SHARDS)),
     tier: v.optional(keyField),
     tiers: v.optional(v.record(v.string(), tierSchema)),
     mode: v.optional(picklist(MODES)),

@@ -8,6 +8,7 @@ import type { AdminContext } from "../admin/context";
 import { type HealthReport, healthOfEndpoints } from "../admin/health";
 import { showHash } from "../admin/identity";
 import { formatPeriod } from "../admin/period";
+import type { RuleConfig } from "../config/rules";
 import type { Mode } from "../engine/types";
 import { explainMode, type ModeSource } from "../live/effective";
 import { fieldMap, readLiveModes } from "../live/modes";
@@ -36,6 +37,8 @@ export interface RuleView {
   limit: number;
   period: string;
   burst: number;
+  /** How the rule shapes or sheds, in words (a delay, a shed rule's classes); absent for plain rules. */
+  shaping?: string;
   mode: { effective: Mode; source: ModeSource };
   last5m: Counts;
   last1h: Counts;
@@ -44,6 +47,17 @@ export interface RuleView {
   topDenied: Array<{ identity: string; count: number }>;
   /** Lowest remaining quota seen, in % of the limit. */
   nearest: Array<{ identity: string; remainingPercent: number }>;
+}
+
+/** A delay, or a shed rule's classes with the in-flight count each is shed above. */
+function shapingOf(rule: RuleConfig): { shaping?: string } {
+  if (rule.shed) {
+    const classes = Object.entries(rule.shed.classes)
+      .sort(([, a], [, b]) => b - a)
+      .map(([name, share]) => `${name} above ${Math.floor(rule.limit * share + 1e-9)}`);
+    return { shaping: `sheds by ${rule.shed.priorityText}: ${classes.join(", ")} in flight` };
+  }
+  return rule.delayMs > 0 ? { shaping: `holds a request up to ${rule.delayMs} ms for its slot` } : {};
 }
 
 /** Everything on the page. */
@@ -160,6 +174,7 @@ export async function readDashboard(admin: AdminContext): Promise<DashboardData>
       limit: rule.limit,
       period: formatPeriod(rule.periodMs),
       burst: rule.burst,
+      ...shapingOf(rule),
       mode: { effective: mode.mode, source: mode.source },
       last5m,
       last1h,

@@ -113,7 +113,7 @@ function renderRule(rule: RuleView): string {
 <div><dt>Algorithm</dt><dd data-field="algorithm">${escapeHtml(rule.algorithm)}</dd></div>
 <div><dt>Limit</dt><dd>${rule.limit} per ${escapeHtml(rule.period)}${rule.burst !== rule.limit ? `, burst ${rule.burst}` : ""}</dd></div>
 <div><dt>Key</dt><dd>${escapeHtml(rule.key)}</dd></div>
-<div><dt>Mode</dt><dd><span data-field="mode">${escapeHtml(rule.mode.effective)}</span> <small>(from <span data-field="mode-source">${escapeHtml(rule.mode.source)}</span>)</small></dd></div>
+${rule.shaping ? `<div><dt>Shaping</dt><dd data-field="shaping">${escapeHtml(rule.shaping)}</dd></div>\n` : ""}<div><dt>Mode</dt><dd><span data-field="mode">${escapeHtml(rule.mode.effective)}</span> <small>(from <span data-field="mode-source">${escapeHtml(rule.mode.source)}</span>)</small></dd></div>
 </dl>
 <table class="counts">
 <thead><tr><th></th><th>allowed</th><th>denied</th><th>would deny</th></tr></thead>

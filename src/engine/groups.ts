@@ -5,7 +5,7 @@
  * may not: each identity is a group of its own, decided on the endpoint that holds it. A request whose rules
  * all key on one identity (the common case) is exactly one group, in the caller's order.
  */
-import type { Decision, RuleCall, RuleResult } from "./types";
+import { type Decision, holdsSlot, type RuleCall, type RuleResult } from "./types";
 
 /** The calls of one identity, decided by one script call on one endpoint. */
 export interface CallGroup {
@@ -92,7 +92,7 @@ export function consumedCalls(decision: Decision): RuleCall[] {
   if (!decision.allowed) return [];
   const consumed: RuleCall[] = [];
   for (const r of decision.results) {
-    if (r.source === "redis" && r.outcome === "allowed" && r.call.algorithm !== "concurrency") {
+    if (r.source === "redis" && r.outcome === "allowed" && !holdsSlot(r.call.algorithm)) {
       consumed.push(r.call);
     }
   }

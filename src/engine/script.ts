@@ -5,7 +5,7 @@
  */
 import source from "../../lua/floodgate.lua";
 import { overrideKey, stateKey } from "./keys";
-import type { Algorithm, Outcome, RuleCall, RuleResult } from "./types";
+import type { Algorithm, Outcome, Reservation, RuleCall, RuleResult } from "./types";
 
 /** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
 export const SCRIPT_SOURCE: string = source;
@@ -18,6 +18,7 @@ export const ALGORITHM_CODE: Readonly<Record<Algorithm, number>> = {
   "token-bucket": 4,
   gcra: 5,
   concurrency: 6,
+  shed: 7,
 };
 
 /** Outcome codes of the reply. */
@@ -25,7 +26,11 @@ export const OUTCOME: Readonly<Record<number, Outcome>> = {
   0: "denied",
   1: "allowed",
   2: "cost-exceeds-capacity",
+  // 3 "delayed" is decoded as "allowed" with a `delayMs` (see decodeReply).
 };
+
+/** The outcome code of an allowed request that waits for a reserved slot (a rule with a `delay`). */
+const DELAYED = 3;
 
 /** Reply layout: one head element, then a fixed-size group per rule. */
 export const REPLY = {
@@ -39,6 +44,8 @@ export const REPLY = {
   remaining: 2,
   resetAfterMs: 3,
   retryAfterMs: 4,
+  /** Stamps per rule after the groups, when some rule was delayed: the TAT written, the TAT replaced. */
+  stampsPerRule: 2,
 } as const;
 
 let shaPromise: Promise<string> | undefined;
@@ -64,8 +71,26 @@ export interface CallOptions {
   peek?: boolean;
 }
 
+/** Algorithms whose state stores the request id (ARGV[2]): their slots are released by it. */
+export const HOLDS_REQUEST_ID: ReadonlySet<Algorithm> = new Set(["sliding-log", "concurrency", "shed"]);
+
 /** ARGV[1]: which per-call slots follow (lua/floodgate.lua's header). */
-const CALL = { plain: "0", withRequestId: "1", withOptions: "2", refund: "3" } as const;
+const CALL = { plain: "0", withRequestId: "1", withOptions: "2", refund: "3", giveBack: "5" } as const;
+
+/** KEYS and ARGV of a give-back call: a delayed request's reservation returned (lua/floodgate.lua). */
+export function giveBackArguments(
+  prefix: string,
+  call: RuleCall,
+  reservation: Reservation,
+): { keys: string[]; args: string[] } {
+  return {
+    keys: [stateKey(prefix, call.rule, call.identityHash)],
+    args: [CALL.giveBack, String(reservation.tatUs), String(reservation.previousTatUs)],
+  };
+}
+
+/** ARGV slots per rule (algorithm, mode, limit, period, burst, cost, delay: lua/floodgate.lua's `PER_RULE`). */
+const ARGS_PER_RULE = 7;
 
 /** The mode slot: on/monitor, and whether the rule's override key follows the state keys. */
 const MODE_CODE = { on: "1", monitor: "0", onWithOverride: "3", monitorWithOverride: "2" } as const;
@@ -88,7 +113,7 @@ export function scriptArguments(
   if (opts.peek || offsetMs !== 0) {
     args[0] = CALL.withOptions;
     args.push(requestId, opts.peek ? "1" : "0", String(offsetMs));
-  } else if (calls.some((call) => call.algorithm === "sliding-log" || call.algorithm === "concurrency")) {
+  } else if (calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))) {
     args[0] = CALL.withRequestId;
     args.push(requestId);
   }
@@ -106,6 +131,7 @@ export function scriptArguments(
       String(call.periodMs),
       String(call.burst),
       String(call.cost),
+      String(call.delayMs ?? 0),
     );
   }
   for (const key of overrides) keys.push(key);
@@ -123,7 +149,7 @@ export function refundArguments(
   whenUs: number,
 ): { keys: string[]; args: string[] } {
   const { keys, args } = scriptArguments(prefix, calls, requestId);
-  const rules = args.slice(args.length - calls.length * 6);
+  const rules = args.slice(args.length - calls.length * ARGS_PER_RULE);
   return { keys, args: [CALL.refund, requestId, String(Math.trunc(whenUs)), ...rules] };
 }
 
@@ -165,7 +191,8 @@ export function decodeReply(
     return { allowed: true, results: [shortReply(raw, only)] };
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
-  if (!Array.isArray(raw) || raw.length !== expected) {
+  const stamped = expected + calls.length * REPLY.stampsPerRule;
+  if (!Array.isArray(raw) || (raw.length !== expected && raw.length !== stamped)) {
     throw new ReplyShapeError(
       `expected ${expected} integers, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
     );
@@ -178,9 +205,12 @@ export function decodeReply(
   const now = Date.now();
   const results = calls.map((call, r): RuleResult => {
     const base = 1 + r * REPLY.fieldsPerRule;
-    const outcome = OUTCOME[at(base + REPLY.outcome)];
+    const code = at(base + REPLY.outcome);
+    const stampAt = raw.length === stamped ? expected + r * REPLY.stampsPerRule : 0;
+    if (code === DELAYED) return delayedResult(call, at, base, stampAt);
+    const outcome = OUTCOME[code];
     if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
-    return {
+    const result: RuleResult = {
       call,
       outcome,
       limit: at(base + REPLY.limit),
@@ -189,8 +219,32 @@ export function decodeReply(
       retryAfterMs: orWindowEnd(at(base + REPLY.retryAfterMs), call, now),
       source: "redis",
     };
+    // Another bucket rule written beside a delayed one: its unit goes back too if the request never leaves.
+    if (stampAt > 0 && at(stampAt) > 0)
+      result.reservation = { tatUs: at(stampAt), previousTatUs: at(stampAt + 1) };
+    return result;
   });
   return { allowed: at(REPLY.allowed) === 1, results };
+}
+
+/**
+ * A delayed rule: allowed, after a wait of `retry_after_ms` (which is also when more quota is available);
+ * `stampAt` is where its give-back stamps are (0: none, the call wrote nothing).
+ */
+function delayedResult(call: RuleCall, at: (i: number) => number, base: number, stampAt: number): RuleResult {
+  const waitMs = at(base + REPLY.retryAfterMs);
+  const result: RuleResult = {
+    call,
+    outcome: "allowed",
+    limit: at(base + REPLY.limit),
+    remaining: 0,
+    resetAfterMs: at(base + REPLY.resetAfterMs),
+    retryAfterMs: waitMs,
+    source: "redis",
+    delayMs: waitMs,
+  };
+  if (stampAt > 0) result.reservation = { tatUs: at(stampAt), previousTatUs: at(stampAt + 1) };
+  return result;
 }
 
 /** Length of the short array reply: one rule allowed on a fast path (lua/floodgate.lua's header). */

@@ -10,12 +10,13 @@ import {
   type CallOptions,
   decodeRefund,
   decodeReply,
+  giveBackArguments,
   refundArguments,
   SCRIPT_SOURCE,
   scriptArguments,
   scriptSha,
 } from "./script";
-import type { DecideOptions, Decision, RuleCall } from "./types";
+import type { DecideOptions, Decision, Reservation, RuleCall } from "./types";
 
 /** Why Redis could not decide. */
 export type StoreErrorKind = "timeout" | "unavailable" | "auth" | "script";
@@ -58,8 +59,11 @@ export interface Store {
    * @throws {StoreError} when Redis cannot answer within `timeoutMs`.
    */
   decide(calls: RuleCall[], requestId: string, opts?: CallOptions & DecideOptions): Promise<Decision>;
-  /** Frees the `concurrency` slot `requestId` holds under `call` (ZREM); a no-op for other algorithms. */
-  release(call: RuleCall, requestId: string): Promise<void>;
+  /**
+   * Frees the `concurrency` slot `requestId` holds under `call` (ZREM); with a `reservation`, gives a
+   * delayed token-bucket/gcra slot back when it is still the last one reserved; a no-op otherwise.
+   */
+  release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void>;
   /**
    * Gives back `call.cost` units of each call, consumed at `whenUs` (µs, Redis's clock; 0 = unknown: the
    * current window) under `requestId`, in one atomic call; resolves to the units each call got back. Not
@@ -167,9 +171,18 @@ export function createStore(options: StoreOptions): Store {
     return { ...decoded, durationMs: Date.now() - startedAt };
   }
 
-  async function release(call: RuleCall, requestId: string): Promise<void> {
-    if (call.algorithm !== "concurrency") return; // only concurrency holds anything past the decision
+  async function release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
     try {
+      if (reservation) {
+        const { keys, args } = giveBackArguments(prefix, call, reservation);
+        await redis.evalsha(await scriptSha(), keys, args).catch((error: unknown) => {
+          if (!isNoScript(error)) throw error;
+          return redis.eval(SCRIPT_SOURCE, keys, args);
+        });
+        return;
+      }
+      // Only concurrency and shed slots are held past the decision.
+      if (call.algorithm !== "concurrency" && call.algorithm !== "shed") return;
       await redis.zrem(stateKey(prefix, call.rule, call.identityHash), requestId);
     } catch (error) {
       throw toStoreError(error);

@@ -10,7 +10,16 @@ export type Algorithm =
   | "sliding-log"
   | "token-bucket"
   | "gcra"
-  | "concurrency";
+  | "concurrency"
+  /** Priority load shedding: a concurrency budget whose `limit` the edge sets per priority class. */
+  | "shed";
+
+/**
+ * Algorithms whose request holds a slot until it finishes (released then, never refunded, never cached or
+ * guessed locally): `concurrency` and `shed`.
+ */
+export const holdsSlot = (algorithm: Algorithm): boolean =>
+  algorithm === "concurrency" || algorithm === "shed";
 
 /** `on` enforces, `monitor` counts and reports but never denies, `off` is never sent to Redis. */
 export type Mode = "on" | "off" | "monitor";
@@ -31,6 +40,13 @@ export interface RuleCall {
   burst: number;
   /** Units this request consumes (always 1 for `concurrency`). */
   cost: number;
+  /** `shed` rules: the request's priority class (for logs and the 503's body). */
+  priorityClass?: string;
+  /**
+   * Token-bucket / GCRA only: the longest a request over the rate may be held for its reserved slot, ms;
+   * beyond it the request is denied. @default 0 (deny at once)
+   */
+  delayMs?: number;
   /** `on` rules can deny; `monitor` rules are counted and reported only. */
   mode: Exclude<Mode, "off">;
   failure: FailurePolicy;
@@ -75,6 +91,21 @@ export interface RuleResult {
   retryAfterMs: number;
   source: Source;
   reason?: DegradedReason;
+  /**
+   * An allowed token-bucket/GCRA request over the rate that got a reserved slot instead of a denial: how
+   * long it must wait for that slot, ms (never more than its call's `delayMs`). Absent = not delayed.
+   */
+  delayMs?: number;
+  /** What a give-back needs (`Decider.release`) when a delayed request's client went away. */
+  reservation?: Reservation;
+}
+
+/** A token-bucket/GCRA rule's state as one allowed call left it: the TAT it wrote and the one it replaced. */
+export interface Reservation {
+  /** µs, Redis's clock. */
+  tatUs: number;
+  /** µs, Redis's clock. */
+  previousTatUs: number;
 }
 
 /** The answer to one request: allowed only if every `on` rule allows it. */
@@ -113,6 +144,9 @@ export interface DecideOptions {
  */
 export interface Decider {
   decide(calls: RuleCall[], requestId: string, options?: DecideOptions): Promise<Decision>;
-  /** Frees a `concurrency` slot held by `requestId`. Not bound by the decision budget. */
-  release(call: RuleCall, requestId: string): Promise<void>;
+  /**
+   * Frees a `concurrency` slot held by `requestId`; with a `reservation`, gives a delayed request's slot
+   * back if no later request reserved one behind it. Not bound by the decision budget.
+   */
+  release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void>;
 }

@@ -61,6 +61,28 @@ export class QuotaExceededError extends ProblemError {
   }
 }
 
+/**
+ * 503: a `shed` rule shed the request to protect the origin (README: "Priority load shedding"). Not a 429:
+ * the client did nothing wrong, the origin is near capacity.
+ */
+export class LoadShedError extends ProblemError {
+  override readonly name = "LoadShedError";
+  constructor(rules: readonly string[], priorityClass: string | undefined, retryAfterSeconds: number) {
+    super(
+      503,
+      `${IANA}#temporary-reduced-capacity`,
+      "Service Unavailable",
+      `The service is near capacity and sheds ${priorityClass === undefined ? "this request" : `requests of priority "${priorityClass}"`} for now; retry in ${retryAfterSeconds} s.`,
+      { "Retry-After": String(retryAfterSeconds) },
+      {
+        "violated-policies": rules,
+        ...(priorityClass === undefined ? {} : { priority: priorityClass }),
+        retry_after: retryAfterSeconds,
+      },
+    );
+  }
+}
+
 /** 503: Redis could not decide and a matched `on` rule fails closed (README: "When things fail"). */
 export class ReducedCapacityError extends ProblemError {
   override readonly name = "ReducedCapacityError";

@@ -23,11 +23,18 @@ function policyItem(result: RuleResult): string {
   return `${head};w=${serializeInteger(Math.max(1, ceilSeconds(result.call.periodMs)))}`;
 }
 
-/** `r` = available quota; `t` = seconds until more is available (0 when full); no `t` for concurrency. */
+/**
+ * `r` = available quota; `t` = seconds until more is available (0 when full); no `t` for concurrency.
+ * A request this rule held for its reserved slot also carries `delay-ms`, how long it waited (an extension
+ * parameter: the draft lets a client ignore parameters it does not know).
+ */
 function limitItem(result: RuleResult): string {
   const head = `${serializeString(result.call.rule)};r=${serializeInteger(Math.max(0, Math.floor(result.remaining)))}`;
   if (result.call.algorithm === "concurrency") return head;
-  return `${head};t=${serializeInteger(ceilSeconds(result.retryAfterMs))}`;
+  const item = `${head};t=${serializeInteger(ceilSeconds(result.retryAfterMs))}`;
+  return result.delayMs && result.call.mode === "on"
+    ? `${item};delay-ms=${serializeInteger(result.delayMs)}`
+    : item;
 }
 
 /**

@@ -104,6 +104,6 @@ function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, timeoutMs: n
   };
   return {
     decide: (calls, requestId, opts) => get().decide(calls, requestId, opts),
-    release: (call, requestId) => get().release(call, requestId),
+    release: (call, requestId, reservation) => get().release(call, requestId, reservation),
   };
 }

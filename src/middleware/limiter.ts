@@ -6,10 +6,19 @@
  */
 import type { Context, MiddlewareHandler } from "hono";
 import type { RuleConfig } from "../config";
-import type { Algorithm, Decider, Decision, FailurePolicy, Mode, RuleResult } from "../engine/types";
+import { HOLDS_REQUEST_ID } from "../engine/script";
+import {
+  type Decider,
+  type Decision,
+  type FailurePolicy,
+  holdsSlot,
+  type Mode,
+  type RuleResult,
+} from "../engine/types";
 import { type JwtVerifier, RequestIdentity } from "../identity";
 import { compileRules } from "../rules/match";
 import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
+import { delayOf, giveBack, waitForSlot } from "./delay";
 import { strictest } from "./headers";
 import type { DecisionEvent, RateLimitInfo } from "./options";
 import { type PlannedRule, planCalls } from "./plan";
@@ -49,9 +58,7 @@ export interface Limiter {
 /** Where the request facts travel on `c.var`. */
 const REQUEST_VAR = "floodgateRequest";
 
-/** The script stores the request id only for these (lua/floodgate.lua, ARGV[2]); others need no UUID. */
-const USES_REQUEST_ID: ReadonlySet<Algorithm> = new Set(["concurrency", "sliding-log"]);
-const NO_REQUEST_ID = "-";
+const NO_REQUEST_ID = "-"; // the script stores the request id only for HOLDS_REQUEST_ID; others need no UUID
 
 /** Builds the limiter of `rules`. Nothing here runs per request. */
 export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps): Limiter {
@@ -99,7 +106,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const calls = await planCalls(c, request, matched, { mode, failure, live });
     if (calls.length === 0) return next(); // every matched rule is off or skipped: no headers, no Redis call
 
-    const requestId = calls.some((call) => USES_REQUEST_ID.has(call.algorithm))
+    const requestId = calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))
       ? request.id()
       : NO_REQUEST_ID;
     const decision = await decider.decide(calls, requestId, { budgetMs, waitUntil: waitUntilOf(c) });
@@ -117,6 +124,14 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       if (releaseSlots) waitUntilOf(c)(releaseSlots().catch(() => undefined));
       verdict.problem.headers["Server-Timing"] = timing;
       throw verdict.problem; // the app's onError (or Hono's default) answers its problem+json
+    }
+    const waitMs = delayOf(decision); // a rule with a `delay` reserved a later slot for this request
+    if (waitMs > 0 && !(await waitForSlot(waitMs, c.req.raw.signal))) {
+      // The client went away before its slot: no one to answer, and its slots go back where they can.
+      const waitUntil = waitUntilOf(c);
+      waitUntil(giveBack(decider, decision, requestId).catch(() => undefined));
+      if (releaseSlots) waitUntil(releaseSlots().catch(() => undefined));
+      return new Response(null, { status: 499 });
     }
 
     await next();
@@ -162,7 +177,7 @@ function infoOf(decision: Decision): RateLimitInfo {
 function heldSlots(decision: Decision): RuleResult[] {
   return decision.results.filter(
     (r) =>
-      r.call.algorithm === "concurrency" &&
+      holdsSlot(r.call.algorithm) &&
       r.outcome === "allowed" &&
       (r.source === "redis" || r.source === "undecided"),
   );

@@ -68,6 +68,20 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   period?: Period;
   /** Token-bucket capacity / GCRA burst. @default limit */
   burst?: number;
+  /**
+   * Token-bucket / GCRA only: a request over the rate whose reserved slot comes within this long is held
+   * until its slot, then passed on, instead of denied (`"500ms"`, `"5s"`, up to `"60s"`). @default none (deny)
+   */
+  delay?: `${number}${"ms" | "s" | "m"}` | number;
+  /** `shed` rules: where a request's priority class comes from: `"method"` or the same forms as `key`. */
+  priority?: "method" | KeySource | KeySource[];
+  /**
+   * `shed` rules: class → share of capacity (0 < share ≤ 1) above which the class is shed, e.g.
+   * `{ critical: 1, post: 0.9, get: 0.8, analytics: 0.7 }`; a request without a known class gets the lowest.
+   */
+  priorities?: Record<string, number>;
+  /** `shed` rules: sub-keys the budget is split over. @default ⌊limit / 10⌋, 1..16 */
+  shards?: number;
   /** Units per request: a number, `"header:<name>"` (absent header = 1), or a function. @default 1 */
   cost?: number | `header:${string}` | CostFunction<E>;
   /** Where the client's tier comes from (same forms as `key`). */

@@ -10,6 +10,7 @@ import type { FailurePolicy, Mode, RuleCall } from "../engine/types";
 import { identityOf, type RequestIdentity, tierOf } from "../identity";
 import { effectiveMode, type LiveModes } from "../rules/modes";
 import { InvalidCostError, MissingIdentityError } from "./errors";
+import { shardIdentity, shedPlan } from "./shed";
 import type { CostFunction, KeyFunction } from "./options";
 
 /** A validated rule plus the functions the middleware user gave for it. */
@@ -61,7 +62,15 @@ async function planCall(
   }
 
   const tierName = tierFn ? nonEmpty(await tierFn(c)) : await tierOf(rule, request);
-  const { limit, periodMs, burst } = limitsFor(rule, tierName);
+  let { limit, periodMs, burst } = limitsFor(rule, tierName);
+  let priorityClass: string | undefined;
+  if (rule.shed) {
+    // One sub-key of the budget, and the share of it this request's priority class may fill.
+    const plan = await shedPlan({ ...rule, shed: rule.shed }, c.req.method, request, limit);
+    ({ limit, priorityClass } = plan);
+    burst = limit;
+    identity = shardIdentity(identity, plan.shard);
+  }
   const identityHash = await hashIdentity(identity);
 
   return {
@@ -70,13 +79,16 @@ async function planCall(
     limit,
     periodMs,
     burst,
+    delayMs: rule.delayMs,
     // A concurrency rule holds one slot per request, whatever the cost.
-    cost: rule.algorithm === "concurrency" ? 1 : await costOf(c, rule, costFn),
+    cost: rule.algorithm === "concurrency" || rule.shed ? 1 : await costOf(c, rule, costFn),
     mode,
     failure: rule.failure ?? context.failure,
     identityHash,
-    // Only an identity the isolate knows to have an override costs the script an override read.
-    override: context.live.overrides?.has(rule.name, identityHash) ?? true,
+    // Only an identity the isolate knows to have an override costs the script an override read (a shed
+    // sub-key has none: its limit is the class's share).
+    override: !rule.shed && (context.live.overrides?.has(rule.name, identityHash) ?? true),
+    ...(priorityClass === undefined ? {} : { priorityClass }),
   };
 }
 

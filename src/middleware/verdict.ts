@@ -5,13 +5,14 @@
  * member, even when the local fallback limiter judged it).
  */
 import type { Decision, RuleResult } from "../engine/types";
-import { QuotaExceededError, ReducedCapacityError } from "./errors";
+import { delayOf } from "./delay";
+import { LoadShedError, QuotaExceededError, ReducedCapacityError } from "./errors";
 import { ceilSeconds, rateLimitHeaders, retryAfterSeconds, strictest } from "./headers";
 
 /** What the request gets: the headers to add to an allowed response, or the problem to answer with. */
 export type Verdict =
   | { allowed: true; headers: Record<string, string> }
-  | { allowed: false; problem: QuotaExceededError | ReducedCapacityError };
+  | { allowed: false; problem: QuotaExceededError | ReducedCapacityError | LoadShedError };
 
 /** Judges one decision. */
 export function verdictOf(decision: Decision): Verdict {
@@ -33,11 +34,27 @@ export function verdictOf(decision: Decision): Verdict {
 
   // RateLimit members only for what Redis decided (now, or recently: the deny cache). Undecided rules and
   // the approximate fallback limiter's guesses are not advertised as quota (README: "When things fail").
-  const fromRedis = decision.results.filter((r) => r.source === "redis" || r.source === "deny-cache");
+  // A shed rule is the origin's budget, not the client's quota: it has no RateLimit member.
+  const fromRedis = decision.results.filter(
+    (r) => (r.source === "redis" || r.source === "deny-cache") && r.call.algorithm !== "shed",
+  );
   const headers = rateLimitHeaders(fromRedis);
   const decided = decision.results.filter((r) => r.source !== "undecided");
-  const violated = decided.filter((r) => r.call.mode === "on" && r.outcome !== "allowed");
-  if (violated.length === 0) return { allowed: true, headers };
+  const denied = decided.filter((r) => r.call.mode === "on" && r.outcome !== "allowed");
+  if (denied.length === 0) return { allowed: true, headers };
+  // Over its own quota, a client hears 429 (its to fix); shed alone, 503 (the origin's load, not its fault).
+  const violated = denied.filter((r) => r.call.algorithm !== "shed");
+  if (violated.length === 0) {
+    const shedBy = denied[0] as RuleResult;
+    return {
+      allowed: false,
+      problem: new LoadShedError(
+        denied.map((r) => r.call.rule),
+        shedBy.call.priorityClass,
+        1, // slots free as requests finish: no clock predicts when
+      ),
+    };
+  }
 
   const retryAfter = retryAfterSeconds(violated);
   const policy = (strictest(violated) as RuleResult).call.rule;
@@ -52,11 +69,16 @@ export function verdictOf(decision: Decision): Verdict {
   };
 }
 
-/** `Server-Timing: ratelimit;dur=<ms>`, with the reason when any result did not come from Redis (STYLE §9). */
+/**
+ * `Server-Timing: ratelimit;dur=<ms>`, with the reason when any result did not come from Redis (a degraded
+ * answer is visible), or `desc="delayed"` and a `delay;dur=<ms>` metric when a rule held the request.
+ */
 export function serverTiming(decision: Decision | undefined): string {
   if (decision === undefined) return "ratelimit;dur=0";
   const degraded = decision.results.find((r) => r.source !== "redis");
   const dur = Math.max(0, Math.round(decision.durationMs * 10) / 10);
-  const reason = degraded ? (degraded.reason ?? degraded.source) : undefined;
-  return reason ? `ratelimit;dur=${dur};desc="${reason}"` : `ratelimit;dur=${dur}`;
+  const waitMs = delayOf(decision);
+  const reason = degraded ? (degraded.reason ?? degraded.source) : waitMs > 0 ? "delayed" : undefined;
+  const timing = reason ? `ratelimit;dur=${dur};desc="${reason}"` : `ratelimit;dur=${dur}`;
+  return waitMs > 0 ? `${timing}, delay;dur=${waitMs}` : timing;
 }

@@ -1,5 +1,6 @@
 /**
- * One structured JSON log line per denied request and per `monitor` would-deny, for Workers Logs /
+ * One structured JSON log line per denied request, per `monitor` would-deny and per request held for its
+ * slot (`ratelimit.delayed`, with each rule's `delay_ms`), for Workers Logs /
  * Logpush / `wrangler tail`. It names the rules and the hashed identity (`hash:…`, which the admin API
  * accepts, so an operator can go from a log line to `GET /__floodgate/keys/<rule>/hash:…`); never a raw
  * identity, token, header or query string.
@@ -9,14 +10,17 @@ import type { Decision } from "../engine/types";
 import { showHash } from "../identity/show";
 import { ruleVerdictOf } from "./verdict";
 
-/** The log line of a decision, or `undefined` when nothing was (or would have been) denied. */
+/** The log line of a decision, or `undefined` when nothing was (or would have been) denied or delayed. */
 export function decisionLogLine(decision: Decision, method: string, requestId: string): string | undefined {
   const verdicts = decision.results.map(ruleVerdictOf);
-  const shown = decision.results.filter((_, i) => verdicts[i] !== "allowed" && verdicts[i] !== "skipped");
+  const shown = decision.results.filter(
+    (r, i) => (verdicts[i] !== "allowed" && verdicts[i] !== "skipped") || r.delayMs,
+  );
   if (shown.length === 0) return undefined;
   const denied = verdicts.some((v) => v === "denied" || v === "unavailable");
+  const wouldDeny = verdicts.some((v) => v === "would-deny");
   return JSON.stringify({
-    event: denied ? "ratelimit.denied" : "ratelimit.would_deny",
+    event: denied ? "ratelimit.denied" : wouldDeny ? "ratelimit.would_deny" : "ratelimit.delayed",
     request_id: requestId,
     method,
     latency_ms: Math.round(decision.durationMs * 10) / 10,
@@ -28,6 +32,7 @@ export function decisionLogLine(decision: Decision, method: string, requestId: s
       limit: r.limit,
       remaining: r.remaining,
       retry_after_ms: r.retryAfterMs,
+      ...(r.delayMs ? { delay_ms: r.delayMs } : {}),
       source: r.source,
       ...(r.reason ? { reason: r.reason } : {}),
     })),

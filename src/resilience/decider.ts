@@ -6,7 +6,15 @@
  * breaker (open: no call) → the store, bounded by the budget → on failure, the local fallback limiter
  * for fail-open rules and `undecided` for the rest. The caller applies each rule's failure policy.
  */
-import type { DecideOptions, Decider, Decision, DegradedReason, RuleCall, RuleResult } from "../engine/types";
+import type {
+  DecideOptions,
+  Decider,
+  Decision,
+  DegradedReason,
+  Reservation,
+  RuleCall,
+  RuleResult,
+} from "../engine/types";
 import { type BreakerOptions, CircuitBreaker } from "./breaker";
 import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache } from "./deny-cache";
 import { classifyFailure, FAILURE_TEXT } from "./failure";
@@ -19,7 +27,7 @@ export type { DeciderHealth } from "./health";
 export interface DecisionStore {
   /** One atomic decision; throws a `StoreError` (with `kind`) when Redis cannot answer. */
   decide(calls: RuleCall[], requestId: string, options?: DecideOptions): Promise<Decision>;
-  release(call: RuleCall, requestId: string): Promise<void>;
+  release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void>;
 }
 
 /** Options of `createDecider`. */
@@ -173,11 +181,11 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
 
   return {
     decide,
-    async release(call, requestId) {
+    async release(call, requestId, reservation) {
       // A slot we cannot free now is freed by its lease in Redis; releases never touch the breaker.
       if (breaker.state === "open") return;
       try {
-        await store.release(call, requestId);
+        await store.release(call, requestId, reservation);
       } catch {
         // Same: the lease expires on its own.
       }

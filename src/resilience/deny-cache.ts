@@ -8,7 +8,7 @@
  * isolates see only once their cached denial runs out (at most one retryAfter later). Not cached:
  * `concurrency` (a slot may free at any moment) and `cost-exceeds-capacity` (no wait would help).
  */
-import type { RuleCall, RuleResult } from "../engine/types";
+import { holdsSlot, type RuleCall, type RuleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 
 /** Most entries kept; the oldest is dropped first. @default 10000 */
@@ -44,7 +44,7 @@ export class DenyCache {
   remember(result: RuleResult): void {
     const { call } = result;
     if (this.entries.capacity <= 0 || call.mode !== "on" || result.outcome !== "denied") return;
-    if (call.algorithm === "concurrency" || result.retryAfterMs <= 0) return;
+    if (holdsSlot(call.algorithm) || result.retryAfterMs <= 0) return;
     const key = entryKey(call);
     const atMs = this.now();
     this.entries.set(key, { result, atMs, untilMs: atMs + result.retryAfterMs });
@@ -55,7 +55,7 @@ export class DenyCache {
    * A call with a smaller cost than the denied one is not answered here: it may fit sooner.
    */
   lookup(call: RuleCall): RuleResult | undefined {
-    if (call.mode !== "on" || call.algorithm === "concurrency") return undefined;
+    if (call.mode !== "on" || holdsSlot(call.algorithm)) return undefined;
     const key = entryKey(call);
     const entry = this.entries.get(key);
     if (entry === undefined) return undefined;

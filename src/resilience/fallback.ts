@@ -8,7 +8,7 @@
  * here (slots live in Redis). Its job is to keep a Redis outage from turning into "no limit at all",
  * not to be exact. Memory is bounded: at most `maxEntries` windows, the oldest dropped first.
  */
-import type { RuleCall, RuleResult } from "../engine/types";
+import { holdsSlot, type RuleCall, type RuleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 
 /** Most (rule, identity) windows kept. @default 10000 */
@@ -46,7 +46,7 @@ export class FallbackLimiter {
     const periodMs = Math.max(1, call.periodMs);
     const startMs = now - (now % periodMs);
     const resetAfterMs = startMs + periodMs - now;
-    if (call.algorithm === "concurrency") {
+    if (holdsSlot(call.algorithm)) {
       return {
         call,
         outcome: "allowed",
@@ -82,7 +82,7 @@ export class FallbackLimiter {
 
   /** Counts an admitted call. */
   commit(call: RuleCall): void {
-    if (call.algorithm === "concurrency" || this.windows.capacity <= 0) return;
+    if (holdsSlot(call.algorithm) || this.windows.capacity <= 0) return;
     const now = this.now();
     const periodMs = Math.max(1, call.periodMs);
     const startMs = now - (now % periodMs);

@@ -76,6 +76,22 @@ RATE_LIMIT_RULES = '[{"name":"s","key":"header:x-api-key","algorithm":"token-buc
     expect((await checkConfig(toml, ["--env", "production"])).out).toContain("no [env.production] section");
   });
 
+  it("reports a delay on an algorithm that cannot hold requests, and a shed rule without classes", async () => {
+    const { code, out } = await checkConfig(valid, [], {
+      RATE_LIMIT_RULES: JSON.stringify([
+        { name: "w", key: "ip", algorithm: "fixed-window", limit: 10, period: "1s", delay: "2s" },
+      ]),
+    });
+    expect(code).toBe(1);
+    expect(out).toContain("RATE_LIMIT_RULES[0].delay: only token-bucket and gcra rules can delay a request");
+    const shed = await checkConfig(valid, [], {
+      RATE_LIMIT_RULES: JSON.stringify([
+        { name: "o", key: "global", algorithm: "shed", limit: 20, priority: "method" },
+      ]),
+    });
+    expect(shed.out).toContain("RATE_LIMIT_RULES[0].priorities: required for shed");
+  });
+
   it("lets the environment override the file, like the Worker's secrets", async () => {
     const { code, out } = await checkConfig(valid, [], { RATE_LIMIT_FAILURE: "sideways" });
     expect(code).toBe(1);

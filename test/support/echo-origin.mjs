@@ -21,7 +21,9 @@ import { closable } from "../../redis-rest/close-server.mjs";
  * - `/redirect`: 302 with `Location: /elsewhere` (a proxy must pass it on, not follow it)
  * - `/status/<code>`: that status, with the usual JSON body (none for 204/304)
  * - requests with an `x-count-tag` header are counted per tag; `GET /__counts/<tag>` answers `{ "count": n }`
- *   (so a test can count how many requests the proxy really let through)
+ *   (so a test can count how many requests the proxy really let through); `GET /__inflight/<tag>` answers
+ *   `{ "max": n }`, the most of them the origin was answering at once (the JSON of any path has
+ *   `receivedAtMs`, the origin's clock when the request arrived)
  * - `/.well-known/jwks.json`: a JWKS with one ES256 public key (kid `test-es256`); `/__test-signing-key` gives the
  *   matching private JWK, so tests can sign tokens that verify against the JWKS (a test origin only!)
  * - `Upgrade: websocket` on `/ws`: completes the handshake and sends one text message, `hello <path>`
@@ -31,6 +33,8 @@ import { closable } from "../../redis-rest/close-server.mjs";
 export async function startEchoOrigin({ port = 0 } = {}) {
   /** @type {Map<string, number>} */
   const counts = new Map();
+  /** @type {Map<string, { now: number, max: number }>} */
+  const inflight = new Map();
   const keys = generateKeyPairSync("ec", { namedCurve: "P-256" });
   const jwk = { kid: "test-es256", alg: "ES256", use: "sig" };
   const publicJwks = JSON.stringify({ keys: [{ ...keys.publicKey.export({ format: "jwk" }), ...jwk }] });
@@ -56,8 +60,23 @@ export async function startEchoOrigin({ port = 0 } = {}) {
       res.end(url.pathname === "/__test-signing-key" ? privateJwk : publicJwks);
       return;
     }
+    const busy = /^\/__inflight\/(.+)$/.exec(url.pathname);
+    if (busy) {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ max: inflight.get(decodeURIComponent(busy[1] ?? ""))?.max ?? 0 }));
+      return;
+    }
     const tag = req.headers["x-count-tag"];
-    if (typeof tag === "string") counts.set(tag, (counts.get(tag) ?? 0) + 1);
+    if (typeof tag === "string") {
+      counts.set(tag, (counts.get(tag) ?? 0) + 1);
+      const state = inflight.get(tag) ?? { now: 0, max: 0 };
+      state.now += 1;
+      state.max = Math.max(state.max, state.now);
+      inflight.set(tag, state);
+      res.on("close", () => {
+        state.now -= 1;
+      });
+    }
     /** @type {Buffer[]} */
     const chunks = [];
     for await (const chunk of req) chunks.push(chunk);
@@ -145,6 +164,7 @@ function describe(req, url, body) {
     query,
     headers: req.headers,
     bodyLength: body.length,
+    receivedAtMs: Date.now(),
   };
   if (body.length > 0 && body.length <= 65_536) {
     const text = body.toString("utf8");
