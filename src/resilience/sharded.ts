@@ -115,7 +115,8 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
 
   return {
     decide,
-    release: (call, requestId) => deciderOf(route(call.identityHash)).release(call, requestId),
+    release: (call, requestId, reservation) =>
+      deciderOf(route(call.identityHash)).release(call, requestId, reservation),
     forget: (rule, identityHash) => deciderOf(route(identityHash)).forget(rule, identityHash),
     cachedDenial: (call) => deciderOf(route(call.identityHash)).cachedDenial(call),
     endpointHealth,
