@@ -109,6 +109,8 @@ export function createStore(options: StoreOptions): Store {
   const redis = new Redis({ ...clientOptions, signal: () => AbortSignal.timeout(adminTimeoutMs) });
   // Decisions skip the SDK: one plain fetch per command (rest.ts), its headers built here once.
   const endpoint = restEndpoint(url, token);
+  // The script's SHA once known: the decision's path then awaits only its fetch.
+  let sha: string | undefined;
 
   async function decide(
     calls: RuleCall[],
@@ -126,7 +128,7 @@ export function createStore(options: StoreOptions): Store {
       try {
         raw = await restCommand(
           endpoint,
-          ["evalsha", await scriptSha(), keys.length, ...keys, ...args],
+          ["evalsha", (sha ??= await scriptSha()), keys.length, ...keys, ...args],
           signal(),
         );
       } catch (error) {

@@ -91,12 +91,18 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     if (matched.length === 0) return next();
 
     // A fresh isolate's first read of the live modes waits on Redis: the decision gets what is left of
-    // the same budget, so no request waits on Redis longer than `timeoutMs` in all.
-    const liveStartedAt = Date.now();
-    const live = deps.liveModes ? await deps.liveModes(c) : NO_LIVE_MODES;
-    const budgetMs = timeoutMs - (Date.now() - liveStartedAt);
+    // the same budget, so no request waits on Redis longer than `timeoutMs` in all. A warm isolate's
+    // modes (and most plans) come without a promise: nothing to wait for, nothing to await.
+    let live = deps.liveModes ? deps.liveModes(c) : NO_LIVE_MODES;
+    let budgetMs = timeoutMs;
+    if (live instanceof Promise) {
+      const liveStartedAt = Date.now();
+      live = await live;
+      budgetMs -= Date.now() - liveStartedAt;
+    }
     // A missing identity under `missing = "deny"` or a bad cost throws its 401 / 400 here.
-    const calls = await planCalls(c, request, matched, { mode, failure, live });
+    const plan = planCalls(c, request, matched, { mode, failure, live });
+    const calls = plan instanceof Promise ? await plan : plan;
     if (calls.length === 0) return next(); // every matched rule is off or skipped: no headers, no Redis call
 
     const requestId = calls.some((call) => USES_REQUEST_ID.has(call.algorithm))
