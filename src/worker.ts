@@ -77,7 +77,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       // Unreachable while the admin app is mounted; the prefix must never reach the origin regardless.
       throw new ProblemError(404, "about:blank", "Not Found", "No such admin endpoint.");
     }
-    return proxy(c.req.raw, request.url, request.trustedIp());
+    return proxy(c.req.raw, request.url, request.trustedIp(), request.timer);
   });
   return app;
 }

@@ -6,6 +6,7 @@
  */
 import type { JWTPayload } from "jose";
 import type { KeyPart, RuleConfig } from "../config";
+import type { RunningTimer } from "../util/timer";
 import { canonicalIp, clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
 import { bearerToken, claimValue, type JwtVerifier } from "./jwt";
 
@@ -29,6 +30,8 @@ export class RequestIdentity {
   private ip?: string | null;
   private uuid?: string;
   readonly url: URL;
+  /** A timer already running for this request (the decision budget's), for a later wait to hang its own on. */
+  timer?: RunningTimer;
 
   constructor(
     readonly request: Request,

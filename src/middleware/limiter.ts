@@ -108,7 +108,12 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const requestId = calls.some((call) => USES_REQUEST_ID.has(call.algorithm))
       ? request.id()
       : NO_REQUEST_ID;
-    const decision = await decider.decide(calls, requestId, { budgetMs });
+    const decision = await decider.decide(calls, requestId, {
+      budgetMs,
+      onTimer: (timer) => {
+        request.timer = timer;
+      },
+    });
     report(deps.onDecision, decision, c.req.raw, request);
     c.set("rateLimit", infoOf(decision));
 
