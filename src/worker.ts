@@ -64,6 +64,8 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
           : undefined,
       liveModes: (c) => liveModes.current((promise) => c.executionCtx.waitUntil(promise)),
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
+      // What `onError` would answer, without the throw.
+      answer: problemResponse,
     },
   );
   app.use("*", limiter.middleware);

@@ -9,6 +9,7 @@ import type { RuleConfig } from "../config";
 import type { Algorithm, Decider, Decision, FailurePolicy, Mode, RuleResult } from "../engine/types";
 import { type JwtVerifier, RequestIdentity } from "../identity";
 import { compileRules } from "../rules/match";
+import type { ProblemError } from "../util/problem";
 import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
 import { strictest } from "./headers";
 import type { DecisionEvent, RateLimitInfo } from "./options";
@@ -32,6 +33,12 @@ export interface LimiterDeps {
   liveModes?: ((c: Context) => LiveModes | Promise<LiveModes>) | undefined;
   /** Called once per decided request. Must not throw; it is not awaited. */
   onDecision?: ((event: DecisionEvent) => void) | undefined;
+  /**
+   * Answers a 429 / 503 with this response instead of throwing it to the app's `onError`: for an app whose
+   * `onError` would answer exactly this (the Worker's). A throw costs Hono's error path on every denied
+   * request. @default throw (an app's `onError` sees every outcome)
+   */
+  answer?: ((problem: ProblemError) => Response) | undefined;
 }
 
 /** One limiter: what the Worker's middleware, admin API and proxy share. */
@@ -127,6 +134,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     if (!verdict.allowed) {
       if (releaseSlots) waitUntilOf(c)(releaseSlots().catch(() => undefined));
       verdict.problem.headers["Server-Timing"] = timing;
+      if (deps.answer) return deps.answer(verdict.problem);
       throw verdict.problem; // the app's onError (or Hono's default) answers its problem+json
     }
 
