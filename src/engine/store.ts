@@ -126,11 +126,8 @@ export function createStore(options: StoreOptions): Store {
     let raw: unknown;
     try {
       try {
-        raw = await restCommand(
-          endpoint,
-          ["evalsha", (sha ??= await scriptSha()), keys.length, ...keys, ...args],
-          signal(),
-        );
+        sha ??= await scriptSha();
+        raw = await restCommand(endpoint, ["evalsha", sha, keys.length, ...keys, ...args], signal());
       } catch (error) {
         if (!isNoScript(error)) throw error;
         // Redis restarted or flushed its scripts: EVAL runs it once and caches it again.
