@@ -4,9 +4,13 @@
  * hits every target alike; the median of the repetitions is reported. Ratios are to (b'), the bare proxy
  * plus one hand-written EVALSHA fetch: the physical limit of a request decided by Redis over REST.
  */
-import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
 import { IP_HEADER, startProxyingFloodgate } from "./lib/floodgate.mjs";
+import { stopAll } from "./lib/procs.mjs";
 import { fmt, median, table } from "./lib/report.mjs";
 import { restCommand, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
 import { startWorker } from "./lib/workerd.mjs";
@@ -29,9 +33,19 @@ const deniedRule = [{ name: "bench-denied", key: "ip", algorithm: "fixed-window"
 
 /**
  * Runs the overhead part. `durationS` per target per repetition; `repetitions` interleaved rounds.
+ * `only`: target ids to run (default all). `baseline`: a git revision whose Floodgate is measured too, in
+ * the same interleaved rounds, as targets `c@<rev>`, `d@<rev>` and `c-denied@<rev>` (its src/ and lua/ are
+ * extracted under bench/.baseline/, so it bundles against this checkout's node_modules).
  * Returns `{ markdown, json }`.
  */
-export async function runOverhead({ durationS = 5, repetitions = 3, warmupS = 1, log = console.error } = {}) {
+export async function runOverhead({
+  durationS = 5,
+  repetitions = 3,
+  warmupS = 1,
+  only,
+  baseline,
+  log = console.error,
+} = {}) {
   ensureWrk();
   const redis = await startRedis();
   const rest = await startRest(redis.url);
@@ -47,7 +61,7 @@ export async function runOverhead({ durationS = 5, repetitions = 3, warmupS = 1,
     UPSTASH_REDIS_REST_TOKEN: rest.token,
     LIMIT: String(HUGE_LIMIT),
   };
-  const floodgate = (rules, prefix) => ({ rest, origin, rules, prefix });
+  const floodgate = (rules, prefix, entry) => ({ rest, origin, rules, prefix, entry });
 
   /** Each target: how to start it and which identity the load uses. */
   const specs = [
@@ -78,9 +92,22 @@ export async function runOverhead({ durationS = 5, repetitions = 3, warmupS = 1,
     },
   ];
 
+  if (baseline) {
+    const entry = extractBaseline(baseline);
+    for (const spec of specs.filter((s) => s.floodgate)) {
+      const { rules, prefix } = spec.floodgate;
+      specs.push({
+        ...spec,
+        id: `${spec.id}@${baseline}`,
+        label: `${spec.label} @${baseline}`,
+        floodgate: floodgate(rules, `${prefix}-base`, entry),
+      });
+    }
+  }
+
   const targets = [];
   const skipped = [];
-  for (const spec of specs) {
+  for (const spec of specs.filter((s) => !only || only.includes(s.id))) {
     const headers = spec.headers ?? LOAD_HEADERS;
     if (spec.floodgate) {
       const { worker, skipped: reason } = await startProxyingFloodgate(
@@ -104,7 +131,7 @@ export async function runOverhead({ durationS = 5, repetitions = 3, warmupS = 1,
   }
 
   const pidsOf = (target) => ({
-    ...(target.id === "a" ? {} : { workerd: target.proc.pid }),
+    ...(target.proc === origin ? {} : { workerd: target.proc.pid }),
     origin: origin.pid,
     rest: rest.pid,
     redis: redis.pid,
@@ -125,7 +152,7 @@ export async function runOverhead({ durationS = 5, repetitions = 3, warmupS = 1,
       await sleep(200);
     }
   }
-  for (const target of targets) if (target.id !== "a") await target.proc.stop();
+  for (const target of targets) if (target.proc !== origin) await target.proc.stop();
   await Promise.all([origin.stop(), rest.stop(), redis.stop()]);
   return summarize(targets, runs, skipped, { durationS, repetitions });
 }
@@ -137,6 +164,7 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
     return {
       id: t.id,
       label: t.label,
+      denied: Boolean(t.denied),
       rps: median(r.map((x) => x.rps)),
       rawRps: r.map((x) => x.rps),
       p50Ms: median(r.map((x) => x.p50Ms)),
@@ -185,7 +213,7 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
         fmt(r.workerdUs),
         fmt(r.rpsRatio, 2),
         fmt(r.cpuRatio, 2),
-        r.id === "c-denied" ? `${r.non2xx} (429, expected)` : String(r.non2xx),
+        r.denied ? `${r.non2xx} (429, expected)` : String(r.non2xx),
         [r.workerdPercent, r.originPercent, r.restPercent, r.redisPercent].map((x) => fmt(x)).join(" / "),
       ]),
     ),
@@ -213,4 +241,40 @@ function goals(byId, deniedVsBare) {
     ],
   ];
   return `Goals: ${lines.map(([goal, ok]) => `${goal}: ${check(ok)}`).join("; ")}.`;
+}
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+
+/** Extracts `revision`'s src/ and lua/ under bench/.baseline/<revision>/; returns its Worker entry. */
+function extractBaseline(revision) {
+  const dir = `${root}bench/.baseline/${revision.replace(/[^A-Za-z0-9._-]+/g, "_")}`;
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const archive = execFileSync("git", ["archive", revision, "src", "lua"], { cwd: root, maxBuffer: 1 << 28 });
+  execFileSync("tar", ["-x", "-C", dir], { input: archive });
+  return `${dir}/src/worker.ts`;
+}
+
+// `node bench/overhead.mjs [--only b',c,d] [--seconds 5] [--repetitions 3] [--baseline main]`: this part
+// alone, printed (bench/run.mjs runs it as part of the suite and writes bench/results/).
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { values } = parseArgs({
+    options: {
+      only: { type: "string" },
+      seconds: { type: "string", default: "5" },
+      repetitions: { type: "string", default: "3" },
+      baseline: { type: "string" },
+    },
+  });
+  try {
+    const { markdown } = await runOverhead({
+      durationS: Number(values.seconds),
+      repetitions: Number(values.repetitions),
+      only: values.only?.split(",").map((id) => id.trim()),
+      baseline: values.baseline,
+    });
+    console.log(markdown);
+  } finally {
+    await stopAll();
+  }
 }

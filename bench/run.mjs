@@ -6,6 +6,7 @@
  *   node bench/run.mjs --only overhead,charts   just those parts (the others' last results are kept)
  *   node bench/run.mjs --quick                  shorter runs (2 s × 1 repetition) to try the harness
  *   node bench/run.mjs --assemble               run nothing, only rebuild latest.md from the parts' results
+ *   node bench/run.mjs --baseline <rev>         overhead also measures <rev>'s Floodgate, in the same rounds
  *
  * Each part writes bench/results/<part>.md and <part>.json; latest.md is assembled from every part's last
  * result, under a description of the machine. Never part of `npm test`: it saturates both cores.
@@ -52,7 +53,8 @@ const PARTS = {
   redis: { title: "Redis: the Lua script alone", run: ({ quick }) => runRedisBench({ quick }) },
   overhead: {
     title: "Overhead under `workerd serve`",
-    run: ({ quick }) => runOverhead(quick ? { durationS: 2, repetitions: 1, warmupS: 1 } : {}),
+    run: ({ quick, baseline }) =>
+      runOverhead({ ...(quick ? { durationS: 2, repetitions: 1, warmupS: 1 } : {}), baseline }),
   },
   exactness: {
     title: "Exactness across instances",
@@ -66,6 +68,7 @@ const { values } = parseArgs({
     only: { type: "string" },
     quick: { type: "boolean", default: false },
     assemble: { type: "boolean", default: false },
+    baseline: { type: "string" },
   },
 });
 const selected = values.assemble
@@ -93,7 +96,7 @@ for (const part of selected) {
   console.error(`\n== ${part} ==`);
   const startedAt = new Date().toISOString().replace(/\.\d+Z$/, "Z");
   try {
-    const { markdown, json } = await PARTS[part].run({ quick: values.quick });
+    const { markdown, json } = await PARTS[part].run({ quick: values.quick, baseline: values.baseline });
     const quickNote = values.quick ? " (`--quick`: shortened, not for comparison)" : "";
     writeFileSync(`${results}${part}.md`, `_Run ${startedAt} on ${revision}${quickNote}._\n\n${markdown}\n`);
     if (json) writeFileSync(`${results}${part}.json`, `${JSON.stringify({ startedAt, ...json }, null, 2)}\n`);

@@ -42,10 +42,13 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.onError(onError);
   // The dashboard's counts leave the isolate at most every few seconds, after a response, never on its path.
-  app.use("*", async (c, next) => {
-    await next();
-    metrics?.flushIfDue((promise) => c.executionCtx.waitUntil(promise));
-  });
+  // Without the dashboard, no such step: each middleware is one more async hop per request.
+  if (metrics) {
+    app.use("*", async (c, next) => {
+      await next();
+      metrics.flushIfDue((promise) => c.executionCtx.waitUntil(promise));
+    });
+  }
   // First, so that admin requests are never rate-limited; the admin app answers every path under its
   // prefix itself (unknown ones with 401/404), so none falls through to the proxy.
   app.route(
@@ -67,6 +70,8 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
           : undefined,
       liveModes: (c) => liveModes.current((promise) => c.executionCtx.waitUntil(promise)),
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
+      // What `onError` would answer, without the throw.
+      answer: problemResponse,
     },
   );
   app.use("*", limiter.middleware);
@@ -80,7 +85,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       // Unreachable while the admin app is mounted; the prefix must never reach the origin regardless.
       throw new ProblemError(404, "about:blank", "Not Found", "No such admin endpoint.");
     }
-    return proxy(c.req.raw, request.url, request.trustedIp());
+    return proxy(c.req.raw, request.url, request.trustedIp(), request.timer);
   });
   return app;
 }

@@ -9,12 +9,15 @@ export const IP_HEADER = "CF-Connecting-IP";
 
 /**
  * Starts Floodgate with `rules` in front of `origin`, deciding through `rest`. `prefix` isolates its Redis
- * keys from every other target's.
+ * keys from every other target's; `entry` is another checkout's Worker (a baseline revision).
  */
-export function startFloodgate(name, { rest, origin, rules, prefix, bindings = {}, extraArgs = [] }) {
+export function startFloodgate(
+  name,
+  { rest, origin, rules, prefix, bindings = {}, extraArgs = [], entry = "src/worker.ts" },
+) {
   return startWorker(
     name,
-    "src/worker.ts",
+    entry,
     {
       ORIGIN_URL: origin.url,
       UPSTASH_REDIS_REST_URL: rest.url,

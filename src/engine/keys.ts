@@ -29,6 +29,9 @@ export async function hashIdentity(identity: string): Promise<string> {
   return hash;
 }
 
+/** {@link hashIdentity}'s answer without a promise when this isolate hashed `identity` recently, else `undefined`. */
+export const recentHash = (identity: string): string | undefined => hashCache.get(identity);
+
 /**
  * The hash tag of one identity: Redis Cluster hashes only what is between the first `{` and the next `}`,
  * so every key carrying it shares a slot. A hash (base64url) never contains `{` or `}`.

@@ -133,6 +133,8 @@ export function createStore(options: StoreOptions): Store {
   const redis = new Redis({ ...clientOptions, signal: () => AbortSignal.timeout(adminTimeoutMs) });
   // Decisions skip the SDK: one plain fetch per command (rest.ts), its headers built here once.
   const endpoint = restEndpoint(url, token);
+  // The script's SHA once known: the decision's path then awaits only its fetch.
+  let sha: string | undefined;
 
   async function decide(
     calls: RuleCall[],
@@ -148,11 +150,8 @@ export function createStore(options: StoreOptions): Store {
     let raw: unknown;
     try {
       try {
-        raw = await restCommand(
-          endpoint,
-          ["evalsha", await scriptSha(), keys.length, ...keys, ...args],
-          signal(),
-        );
+        sha ??= await scriptSha();
+        raw = await restCommand(endpoint, ["evalsha", sha, keys.length, ...keys, ...args], signal());
       } catch (error) {
         if (!isNoScript(error)) throw error;
         // Redis restarted or flushed its scripts: EVAL runs it once and caches it again.

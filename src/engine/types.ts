@@ -2,6 +2,7 @@
  * The engine's vocabulary: what the Worker asks Redis to decide, and what comes back.
  * The limiting logic itself lives in `lua/floodgate.lua`; these types only describe its inputs and outputs.
  */
+import type { RunningTimer } from "../util/timer";
 
 /** Every algorithm the script implements. */
 export type Algorithm =
@@ -136,6 +137,11 @@ export interface DecideOptions {
    * @default the work runs on unawaited
    */
   waitUntil?: (promise: Promise<unknown>) => void;
+  /**
+   * Told of the timer the decider started for the budget (it runs on after the decision), so that a later
+   * step of the request can hang its own on it (src/util/timer.ts).
+   */
+  onTimer?: (timer: RunningTimer) => void;
 }
 
 /**

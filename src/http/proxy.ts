@@ -8,6 +8,7 @@
  * - No response headers within `timeoutMs` → 504; a network failure → 502.
  * Hand-rolled rather than `hono/proxy` because that helper drops `Upgrade` (no WebSockets) and follows redirects.
  */
+import { deadlineAfter, type RunningTimer } from "../util/timer";
 import { OriginTimeoutError, OriginUnreachableError } from "./problems";
 
 /** RFC 9110 §7.6.1 hop-by-hop fields, plus the non-standard ones proxies commonly see. */
@@ -33,18 +34,24 @@ export interface ProxyOptions {
 
 /**
  * Forwards one request, given its already parsed `url` and the client IP from the trusted header
- * (sets `X-Forwarded-For`; `undefined` = not known). Throws `OriginTimeoutError` (504) or
- * `OriginUnreachableError` (502).
+ * (sets `X-Forwarded-For`; `undefined` = not known). `timer`: one already running for this request (the
+ * decision budget's); the origin timeout is then armed only once it fires (src/util/timer.ts). Throws
+ * `OriginTimeoutError` (504) or `OriginUnreachableError` (502).
  */
-export type OriginProxy = (request: Request, url: URL, clientIp: string | undefined) => Promise<Response>;
+export type OriginProxy = (
+  request: Request,
+  url: URL,
+  clientIp: string | undefined,
+  timer?: RunningTimer,
+) => Promise<Response>;
 
 /** The proxy to one origin; what does not depend on the request is computed here, once. */
 export function createProxy({ originUrl, timeoutMs }: ProxyOptions): OriginProxy {
   // Scheme, host, port and base path: a parsed request path always starts with `/`, so appending it can
   // only extend the origin's path, never change its host.
   const base = `${originUrl.origin}${originUrl.pathname.replace(/\/+$/, "")}`;
-  return (request, url, clientIp) =>
-    forward(request, url, `${base}${url.pathname}${url.search}`, timeoutMs, clientIp);
+  return (request, url, clientIp, timer) =>
+    forward(request, url, `${base}${url.pathname}${url.search}`, timeoutMs, clientIp, timer);
 }
 
 function dropHopByHop(headers: Headers, keepUpgrade: boolean): void {
@@ -64,6 +71,7 @@ async function forward(
   target: string,
   timeoutMs: number,
   clientIp: string | undefined,
+  running: RunningTimer | undefined,
 ): Promise<Response> {
   const websocket = request.headers.get("upgrade")?.toLowerCase() === "websocket";
 
@@ -77,10 +85,14 @@ async function forward(
 
   const controller = new AbortController();
   let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    controller.abort();
-  }, timeoutMs);
+  const cancelTimeout = deadlineAfter(
+    timeoutMs,
+    () => {
+      timedOut = true;
+      controller.abort();
+    },
+    running,
+  );
   let response: Response;
   try {
     response = await fetch(target, {
@@ -94,7 +106,7 @@ async function forward(
     throw timedOut ? new OriginTimeoutError(timeoutMs) : new OriginUnreachableError();
   } finally {
     // Only the wait for headers is bounded; the body then streams for as long as it takes.
-    clearTimeout(timer);
+    cancelTimeout();
   }
 
   if (response.status === 101) return response; // the WebSocket itself rides on this response

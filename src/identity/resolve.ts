@@ -6,6 +6,7 @@
  */
 import type { JWTPayload } from "jose";
 import type { KeyPart, RuleConfig } from "../config";
+import type { RunningTimer } from "../util/timer";
 import { canonicalIp, clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
 import { bearerToken, claimValue, type JwtVerifier } from "./jwt";
 
@@ -29,6 +30,8 @@ export class RequestIdentity {
   private ip?: string | null;
   private uuid?: string;
   readonly url: URL;
+  /** A timer already running for this request (the decision budget's), for a later wait to hang its own on. */
+  timer?: RunningTimer;
 
   constructor(
     readonly request: Request,
@@ -63,6 +66,13 @@ export class RequestIdentity {
 
   /** The value of one key part, or `undefined` when the request has none. */
   async part(part: KeyPart): Promise<string | undefined> {
+    if (part.kind !== "jwt") return this.plainPart(part);
+    const payload = await this.jwtPayload();
+    return payload === undefined ? undefined : claimValue(payload, part.claim);
+  }
+
+  /** The value of a part read straight from the request (every kind but `jwt`, which needs verifying). */
+  plainPart(part: Exclude<KeyPart, { kind: "jwt" }>): string | undefined {
     switch (part.kind) {
       case "ip":
         return this.clientIp();
@@ -74,10 +84,6 @@ export class RequestIdentity {
         return nonEmpty(this.request.headers.get(part.name));
       case "query":
         return nonEmpty(this.url.searchParams.get(part.name));
-      case "jwt": {
-        const payload = await this.jwtPayload();
-        return payload === undefined ? undefined : claimValue(payload, part.claim);
-      }
     }
   }
 
@@ -96,7 +102,23 @@ export async function identityOfKey(
   parts: readonly KeyPart[],
   request: RequestIdentity,
 ): Promise<string | undefined> {
-  const values = await Promise.all(parts.map((part) => request.part(part)));
+  return joinParts(await Promise.all(parts.map((part) => request.part(part))));
+}
+
+/** Whether a key has a `jwt:` part, the one kind that cannot be read without waiting (verification). */
+export const needsVerification = (parts: readonly KeyPart[] | undefined): boolean =>
+  parts?.some((part) => part.kind === "jwt") ?? false;
+
+/**
+ * {@link identityOfKey} at once, for a key without a `jwt:` part (see {@link needsVerification}): the same
+ * identity, without a promise per part on the request's path.
+ */
+export function plainIdentityOfKey(parts: readonly KeyPart[], request: RequestIdentity): string | undefined {
+  if (parts.length === 1) return request.plainPart(parts[0] as Exclude<KeyPart, { kind: "jwt" }>);
+  return joinParts(parts.map((part) => request.plainPart(part as Exclude<KeyPart, { kind: "jwt" }>)));
+}
+
+function joinParts(values: readonly (string | undefined)[]): string | undefined {
   if (values.some((value) => value === undefined)) return undefined;
   if (values.length === 1) return values[0];
   return (values as string[]).map(encodeURIComponent).join("|");
@@ -113,7 +135,19 @@ export type RuleIdentity =
  * A missing key follows the rule's `missing`: `ip` (default) falls back to the client IP.
  */
 export async function identityOf(rule: RuleConfig, request: RequestIdentity): Promise<RuleIdentity> {
-  const identity = await identityOfKey(rule.key, request);
+  return identityOfValue(rule, request, await identityOfKey(rule.key, request));
+}
+
+/** {@link identityOf} at once, for a rule whose key has no `jwt:` part (see {@link needsVerification}). */
+export function plainIdentityOf(rule: RuleConfig, request: RequestIdentity): RuleIdentity {
+  return identityOfValue(rule, request, plainIdentityOfKey(rule.key, request));
+}
+
+function identityOfValue(
+  rule: RuleConfig,
+  request: RequestIdentity,
+  identity: string | undefined,
+): RuleIdentity {
   if (identity !== undefined) return { kind: "identity", identity, fallback: false };
   if (rule.missing === "skip") return { kind: "skip" };
   if (rule.missing === "deny") return { kind: "deny" };
@@ -123,9 +157,17 @@ export async function identityOf(rule: RuleConfig, request: RequestIdentity): Pr
 /** The client's tier for a rule with `tier`/`tiers`, or `undefined` (the rule's own limits apply). */
 export async function tierOf(rule: RuleConfig, request: RequestIdentity): Promise<string | undefined> {
   if (rule.tier === undefined) return undefined;
-  const tier = await identityOfKey(rule.tier, request);
-  return tier !== undefined && Object.hasOwn(rule.tiers, tier) ? tier : undefined;
+  return knownTier(rule, await identityOfKey(rule.tier, request));
 }
+
+/** {@link tierOf} at once, for a rule whose `tier` has no `jwt:` part. */
+export function plainTierOf(rule: RuleConfig, request: RequestIdentity): string | undefined {
+  if (rule.tier === undefined) return undefined;
+  return knownTier(rule, plainIdentityOfKey(rule.tier, request));
+}
+
+const knownTier = (rule: RuleConfig, tier: string | undefined): string | undefined =>
+  tier !== undefined && Object.hasOwn(rule.tiers, tier) ? tier : undefined;
 
 /**
  * An identity as an operator types it (admin API paths), in the form the proxy would compute:

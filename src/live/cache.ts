@@ -74,9 +74,10 @@ export class LiveModeCache {
 
   /**
    * The live modes for this request. Warm: answers at once and, when the copy is older than the refresh
-   * interval, starts one background refresh through `waitUntil`. Cold: waits for one read.
+   * interval, starts one background refresh through `waitUntil`. Cold: waits for one read. Answers warm
+   * requests without a promise, so the request path awaits nothing for its modes.
    */
-  async current(waitUntil: WaitUntil): Promise<LiveModes> {
+  current(waitUntil: WaitUntil): LiveModes | Promise<LiveModes> {
     if (this.snapshot === undefined) return this.coldLoad();
     const now = this.now();
     const refreshing =

@@ -18,6 +18,7 @@ import {
 import { type JwtVerifier, RequestIdentity } from "../identity";
 import { compileRules } from "../rules/match";
 import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
+import type { ProblemError } from "../util/problem";
 import { delayOf, giveBack, waitForSlot } from "./delay";
 import { strictest } from "./headers";
 import type { DecisionEvent, RateLimitInfo } from "./options";
@@ -41,6 +42,12 @@ export interface LimiterDeps {
   liveModes?: ((c: Context) => LiveModes | Promise<LiveModes>) | undefined;
   /** Called once per decided request. Must not throw; it is not awaited. */
   onDecision?: ((event: DecisionEvent) => void) | undefined;
+  /**
+   * Answers a 429 / 503 with this response instead of throwing it to the app's `onError`: for an app whose
+   * `onError` would answer exactly this (the Worker's). A throw costs Hono's error path on every denied
+   * request. @default throw (an app's `onError` sees every outcome)
+   */
+  answer?: ((problem: ProblemError) => Response) | undefined;
 }
 
 /** One limiter: what the Worker's middleware, admin API and proxy share. */
@@ -98,18 +105,30 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     if (matched.length === 0) return next();
 
     // A fresh isolate's first read of the live modes waits on Redis: the decision gets what is left of
-    // the same budget, so no request waits on Redis longer than `timeoutMs` in all.
-    const liveStartedAt = Date.now();
-    const live = deps.liveModes ? await deps.liveModes(c) : NO_LIVE_MODES;
-    const budgetMs = timeoutMs - (Date.now() - liveStartedAt);
+    // the same budget, so no request waits on Redis longer than `timeoutMs` in all. A warm isolate's
+    // modes (and most plans) come without a promise: nothing to wait for, nothing to await.
+    let live = deps.liveModes ? deps.liveModes(c) : NO_LIVE_MODES;
+    let budgetMs = timeoutMs;
+    if (live instanceof Promise) {
+      const liveStartedAt = Date.now();
+      live = await live;
+      budgetMs -= Date.now() - liveStartedAt;
+    }
     // A missing identity under `missing = "deny"` or a bad cost throws its 401 / 400 here.
-    const calls = await planCalls(c, request, matched, { mode, failure, live });
+    const plan = planCalls(c, request, matched, { mode, failure, live });
+    const calls = plan instanceof Promise ? await plan : plan;
     if (calls.length === 0) return next(); // every matched rule is off or skipped: no headers, no Redis call
 
     const requestId = calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))
       ? request.id()
       : NO_REQUEST_ID;
-    const decision = await decider.decide(calls, requestId, { budgetMs, waitUntil: waitUntilOf(c) });
+    const decision = await decider.decide(calls, requestId, {
+      budgetMs,
+      waitUntil: waitUntilOf(c),
+      onTimer: (timer) => {
+        request.timer = timer;
+      },
+    });
     report(deps.onDecision, decision, c.req.raw, request);
     c.set("rateLimit", infoOf(decision));
 
@@ -123,6 +142,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     if (!verdict.allowed) {
       if (releaseSlots) waitUntilOf(c)(releaseSlots().catch(() => undefined));
       verdict.problem.headers["Server-Timing"] = timing;
+      if (deps.answer) return deps.answer(verdict.problem);
       throw verdict.problem; // the app's onError (or Hono's default) answers its problem+json
     }
     const waitMs = delayOf(decision); // a rule with a `delay` reserved a later slot for this request

@@ -5,13 +5,20 @@
  */
 import type { Context } from "hono";
 import { limitsFor, MAX_UNITS, type RuleConfig } from "../config";
-import { hashIdentity } from "../engine/keys";
-import type { FailurePolicy, Mode, RuleCall } from "../engine/types";
-import { identityOf, type RequestIdentity, tierOf } from "../identity";
+import { hashIdentity, recentHash } from "../engine/keys";
+import { type FailurePolicy, holdsSlot, type Mode, type RuleCall } from "../engine/types";
+import {
+  identityOf,
+  needsVerification,
+  plainIdentityOf,
+  plainTierOf,
+  type RequestIdentity,
+  tierOf,
+} from "../identity";
 import { effectiveMode, type LiveModes } from "../rules/modes";
 import { InvalidCostError, MissingIdentityError } from "./errors";
-import { shardIdentity, shedPlan } from "./shed";
 import type { CostFunction, KeyFunction } from "./options";
+import { shardIdentity, shedPlan } from "./shed";
 
 /** A validated rule plus the functions the middleware user gave for it. */
 export interface PlannedRule {
@@ -28,26 +35,74 @@ export interface PlanContext {
   live: LiveModes;
 }
 
-/** The engine calls for one request, in rule order. */
-export async function planCalls(
+/**
+ * The engine calls for one request, in rule order. At once (no promise) when every rule's inputs are in the
+ * request already, as for `ip`, `header:` or `query:` keys of identities this isolate has hashed before;
+ * a promise when a key function, a JWT or a new identity's digest must be waited for.
+ */
+export function planCalls(
   c: Context,
   request: RequestIdentity,
   rules: readonly PlannedRule[],
   context: PlanContext,
-): Promise<RuleCall[]> {
-  const calls = await Promise.all(rules.map((planned) => planCall(c, request, planned, context)));
-  return calls.filter((call): call is RuleCall => call !== undefined);
+): RuleCall[] | Promise<RuleCall[]> {
+  const planned: (RuleCall | undefined | Promise<RuleCall | undefined>)[] = [];
+  let waiting = false;
+  try {
+    for (const rule of rules) {
+      const call = planCall(c, request, rule, context);
+      if (call instanceof Promise) waiting = true;
+      planned.push(call);
+    }
+  } catch (error) {
+    // A later rule's 401/400 ends the request: an earlier rule's pending work must not reject unhandled.
+    for (const call of planned) if (call instanceof Promise) call.catch(() => undefined);
+    throw error;
+  }
+  return waiting ? Promise.all(planned).then(defined) : defined(planned as (RuleCall | undefined)[]);
 }
 
-async function planCall(
+const defined = (calls: (RuleCall | undefined)[]): RuleCall[] =>
+  calls.filter((call): call is RuleCall => call !== undefined);
+
+function planCall(
+  c: Context,
+  request: RequestIdentity,
+  planned: PlannedRule,
+  context: PlanContext,
+): RuleCall | undefined | Promise<RuleCall | undefined> {
+  const { rule } = planned;
+  const mode = effectiveMode(rule, context.live, context.mode);
+  if (mode === "off") return undefined; // off: no headers, no Redis call
+  if (
+    planned.keyFn ||
+    planned.tierFn ||
+    planned.costFn ||
+    rule.shed ||
+    needsVerification(rule.key) ||
+    needsVerification(rule.tier)
+  ) {
+    return planCallWaiting(c, request, planned, context, mode);
+  }
+
+  const resolved = plainIdentityOf(rule, request);
+  if (resolved.kind === "skip") return undefined;
+  if (resolved.kind === "deny") throw new MissingIdentityError(rule.name, rule.keyText);
+  const tierName = plainTierOf(rule, request);
+  const cost = holdsSlot(rule.algorithm) ? 1 : headerCost(c, rule);
+  const hash = recentHash(resolved.identity);
+  if (hash !== undefined) return callOf(rule, tierName, hash, cost, mode, context);
+  return hashIdentity(resolved.identity).then((h) => callOf(rule, tierName, h, cost, mode, context));
+}
+
+/** A rule with a key, tier or cost function, or a `jwt:` part: its inputs are awaited. */
+async function planCallWaiting(
   c: Context,
   request: RequestIdentity,
   { rule, keyFn, tierFn, costFn }: PlannedRule,
   context: PlanContext,
+  mode: RuleCall["mode"],
 ): Promise<RuleCall | undefined> {
-  const mode = effectiveMode(rule, context.live, context.mode);
-  if (mode === "off") return undefined; // off: no headers, no Redis call
-
   let identity: string | undefined;
   if (keyFn) {
     identity = nonEmpty(await keyFn(c));
@@ -62,38 +117,65 @@ async function planCall(
   }
 
   const tierName = tierFn ? nonEmpty(await tierFn(c)) : await tierOf(rule, request);
-  let { limit, periodMs, burst } = limitsFor(rule, tierName);
-  let priorityClass: string | undefined;
+  let share: ShedShare | undefined;
   if (rule.shed) {
     // One sub-key of the budget, and the share of it this request's priority class may fill.
-    const plan = await shedPlan({ ...rule, shed: rule.shed }, c.req.method, request, limit);
-    ({ limit, priorityClass } = plan);
-    burst = limit;
+    const plan = await shedPlan(
+      { ...rule, shed: rule.shed },
+      c.req.method,
+      request,
+      limitsFor(rule, tierName).limit,
+    );
+    share = { limit: plan.limit, priorityClass: plan.priorityClass };
     identity = shardIdentity(identity, plan.shard);
   }
   const identityHash = await hashIdentity(identity);
+  // A concurrency or shed rule holds one slot per request, whatever the cost.
+  const cost = holdsSlot(rule.algorithm) ? 1 : await costOf(c, rule, costFn);
+  return callOf(rule, tierName, identityHash, cost, mode, context, share);
+}
 
+/** A shed rule's limit for this request: its priority class's share of one sub-key (src/middleware/shed.ts). */
+interface ShedShare {
+  limit: number;
+  priorityClass: string;
+}
+
+function callOf(
+  rule: RuleConfig,
+  tierName: string | undefined,
+  identityHash: string,
+  cost: number,
+  mode: RuleCall["mode"],
+  context: PlanContext,
+  share?: ShedShare,
+): RuleCall {
+  const { limit, periodMs, burst } = limitsFor(rule, tierName);
   return {
     rule: rule.name,
     algorithm: rule.algorithm,
-    limit,
+    limit: share?.limit ?? limit,
     periodMs,
-    burst,
+    burst: share?.limit ?? burst,
     delayMs: rule.delayMs,
-    // A concurrency rule holds one slot per request, whatever the cost.
-    cost: rule.algorithm === "concurrency" || rule.shed ? 1 : await costOf(c, rule, costFn),
+    cost,
     mode,
     failure: rule.failure ?? context.failure,
     identityHash,
     // Only an identity the isolate knows to have an override costs the script an override read (a shed
     // sub-key has none: its limit is the class's share).
     override: !rule.shed && (context.live.overrides?.has(rule.name, identityHash) ?? true),
-    ...(priorityClass === undefined ? {} : { priorityClass }),
+    ...(share === undefined ? {} : { priorityClass: share.priorityClass }),
   };
 }
 
 async function costOf(c: Context, rule: RuleConfig, costFn: CostFunction | undefined): Promise<number> {
   if (costFn) return checkedCost(rule.name, "the cost function", await costFn(c));
+  return headerCost(c, rule);
+}
+
+/** The rule's fixed cost, or the one its cost header gives. */
+function headerCost(c: Context, rule: RuleConfig): number {
   if (rule.cost.kind === "units") return rule.cost.units;
   const header = c.req.header(rule.cost.name);
   // An absent header means one unit (README: "Rules"), so plain requests stay cheap.

@@ -15,6 +15,7 @@ import type {
   RuleCall,
   RuleResult,
 } from "../engine/types";
+import { RunningTimer } from "../util/timer";
 import { type BreakerOptions, CircuitBreaker } from "./breaker";
 import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache } from "./deny-cache";
 import { classifyFailure, FAILURE_TEXT } from "./failure";
@@ -156,7 +157,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
 
     try {
       const budgetMs = Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
-      const decision = await decideWithin(store, calls, requestId, budgetMs, guardMs);
+      const decision = await decideWithin(store, calls, requestId, budgetMs, guardMs, opts.onTimer);
       if (breaker.state !== "closed") log("floodgate: Redis answers again; circuit breaker closed");
       breaker.success();
       tracker.succeeded();
@@ -202,7 +203,8 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
  * `store.decide` bounded by ONE timer (a timer costs a few % of a request's CPU in workerd): the signal
  * aborts the store's requests at `budgetMs` and only then starts the `guardMs` grace, after which the
  * decider stops waiting on a store that did not stop. `AbortSignal.timeout` measured cheaper than
- * `setTimeout` + `clearTimeout` + `AbortController`; once the decision is in, its late abort finds no listener.
+ * `setTimeout` + `clearTimeout` + `AbortController`. Its one listener stays (removing it costs as much as
+ * adding it): once the decision is in, it only tells `onTimer`'s later step of the request that it fired.
  */
 function decideWithin(
   store: DecisionStore,
@@ -210,19 +212,25 @@ function decideWithin(
   requestId: string,
   budgetMs: number,
   guardMs: number,
+  onTimer: DecideOptions["onTimer"],
 ): Promise<Decision> {
   return new Promise((resolve, reject) => {
     const signal = AbortSignal.timeout(budgetMs);
+    const timer = new RunningTimer(Date.now() + budgetMs);
+    onTimer?.(timer);
+    let settled = false;
     let guard: ReturnType<typeof setTimeout> | undefined;
-    const onAbort = () => {
-      guard = setTimeout(
-        () => reject(Object.assign(new Error("decision deadline passed"), { kind: "timeout" })),
-        guardMs,
-      );
-    };
-    signal.addEventListener("abort", onAbort);
+    signal.addEventListener("abort", () => {
+      if (!settled) {
+        guard = setTimeout(
+          () => reject(Object.assign(new Error("decision deadline passed"), { kind: "timeout" })),
+          guardMs,
+        );
+      }
+      timer.fire();
+    });
     const settle = () => {
-      signal.removeEventListener("abort", onAbort);
+      settled = true;
       if (guard !== undefined) clearTimeout(guard);
     };
     store.decide(calls, requestId, { budgetMs, signal }).then(
