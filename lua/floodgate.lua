@@ -21,6 +21,10 @@ ARGV:
            with the given cost but write nothing: the admin API), ARGV[4] time offset, ms added to Redis
            TIME (tests that travel in time; fixed-window counters expire on Redis's real clock, so for them
            only offsets within one window hold)
+           | "3" REFUND: give back units consumed earlier: ARGV[2] the request id they were consumed under
+           ("" if none), ARGV[3] when, µs on Redis's clock, they were consumed ("0" = unknown: the current
+           window); each rule's cost slot is the number of units to give back (mode and override slots as in
+           a decision: the limits in force decide the window and the emission interval)
   then 6 per rule, rule i's at ARGV[first + 6(i-1) + slot] (first = 2, 3 or 5 as ARGV[1] says):
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
     slot 1 mode       1 on (can deny) | 0 monitor (reported, never denies); 3 | 2: the same, with an override key
@@ -39,6 +43,16 @@ Returns an array of integers only: { allowed, then 5 per rule }
                (cost exceeds capacity: one period); allowed: until more quota is available, 0 when full
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/script.ts).
+A REFUND call returns one integer per rule instead: the units actually given back, never more than the
+  state still holds from that time:
+    fixed-window    DECRBY, only while the counter is still that of the window `when` falls in
+    sliding-window  the current window's count, only if `when` falls in the window the state is of and that
+                    window is still the current one
+    token-bucket,   the TAT moves back by units * emission interval, never below now (what has refilled since
+    gcra            stays refilled)
+    sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
+                    with `when` unknown, the request id's members still in the window
+    concurrency     ZREM of the request id's slot (units ignored)
 Short replies, for ONE rule allowed on a fast path (an array costs Redis more to send, per element):
   fixed-window on a live counter: the remaining units, an integer     (= { 1, 1, limit, remaining, -1, -1 })
   token-bucket, gcra, sliding-window: { remaining, reset_after_ms, retry_after_ms }
@@ -62,7 +76,8 @@ State layout per algorithm (one key per identity; every write carries a TTL with
   fixed-window    integer counter, expires AT the epoch-aligned window end
   sliding-window  string "window:prev:cur" (window = floor(now / period)), lives until the next window ends
                   (a write within the same window keeps the expiry the window's first write set)
-  sliding-log     ZSET, one member per unit, score = time in µs; expires one period after the newest
+  sliding-log     ZSET, one member per unit, `<request id>:<score>:<unit>`, score = time in µs; expires one
+                  period after the newest
   token-bucket,   integer TAT (theoretical arrival time, µs): both algorithms ARE the same state;
   gcra            emission interval = ceil(period / limit) in whole µs; expires when the bucket is full
   concurrency     ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire
@@ -108,7 +123,7 @@ local call = ARGV[1]
 local request_id = call ~= "0" and ARGV[2] or "" -- only sliding-log and concurrency rules use it
 local peek = call == "2" and ARGV[3] == "1"
 local offset_ms = call == "2" and tonumber(ARGV[4]) or 0 -- ms; 0 in production
-local first = call == "0" and 2 or call == "1" and 3 or 5 -- ARGV index of rule 1's first slot
+local first = call == "0" and 2 or call == "1" and 3 or call == "3" and 4 or 5 -- ARGV index of rule 1's first slot
 local n = (#ARGV - first + 1) / PER_RULE
 
 -- Measured (redis-server 7.0, INFO commandstats): EVALSHA itself about 2 µs plus ~0.27 per argument, a
@@ -119,6 +134,105 @@ local n = (#ARGV - first + 1) / PER_RULE
 local floor, ceil, format = math.floor, math.ceil, string.format
 local now_us, now_ms -- µs, ms: Redis's clock (plus the test offset), read below only if a rule needs it
 local clock = call == "2" -- peek and time travel always read it
+
+-- Refund (call "3"): give back `cost` units each rule consumed at `when` (see the header). Its own block, so
+-- the decision paths below stay as they are; rare (lease returns, undoing a split decision), so it reads
+-- the clock and the override unconditionally. Never gives back more than the state still holds.
+if call == "3" then
+  local time = redis.call("TIME")
+  now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  local when_us = tonumber(ARGV[3]) -- µs; 0 = unknown: "the current window"
+  if when_us <= 0 then
+    when_us = now_us
+  end
+  local returned = {}
+  local override_at = n
+  for i = 1, n do
+    local at = first + (i - 1) * PER_RULE
+    local algorithm, mode = ARGV[at + ALGORITHM], ARGV[at + MODE]
+    local limit, period = tonumber(ARGV[at + LIMIT]), tonumber(ARGV[at + PERIOD]) -- units, ms
+    local units = tonumber(ARGV[at + COST]) -- units to give back
+    local key = KEYS[i]
+    if mode == "3" or mode == "2" then -- the limits in force are the override's (same reading as below)
+      override_at = override_at + 1
+      local o = redis.call("HGETALL", KEYS[override_at])
+      for j = 1, #o, 2 do
+        if o[j] == "limit" then
+          limit = tonumber(o[j + 1])
+        elseif o[j] == "period" then
+          period = tonumber(o[j + 1])
+        end
+      end
+    end
+    local period_us = period * 1000 -- µs
+    local given = 0 -- units actually given back
+    if limit <= 0 or units <= 0 then -- nothing was consumed under a blocking override
+    elseif algorithm == FIXED then
+      -- Only the counter of the window the units were taken in, and only while it is that window's.
+      if floor(when_us / period_us) == floor(now_us / period_us) then
+        local used = tonumber(redis.pcall("GET", key))
+        if used and used <= 1e13 then
+          given = math.min(units, used)
+          if given > 0 then
+            redis.call("DECRBY", key, given)
+          end
+        end
+      end
+    elseif algorithm == SLIDING then
+      local raw = redis.pcall("GET", key)
+      if type(raw) == "string" then
+        local head, w, c = string.match(raw, "^((%d+):%d+:)(%d+)$")
+        w, c = tonumber(w), tonumber(c)
+        if w and w == floor(when_us / period_us) and w == floor(now_us / period_us) then
+          given = math.min(units, c)
+          redis.call("SET", key, head .. (c - given), "KEEPTTL")
+        end
+      end
+    elseif algorithm == BUCKET or algorithm == GCRA then
+      -- The TAT moves back by the units' emission intervals, never below now (a full bucket stays full).
+      local tat_us = tonumber(redis.pcall("GET", key))
+      if tat_us and tat_us > now_us then
+        local interval_us = ceil(period_us / limit)
+        local back_us = tat_us - units * interval_us
+        if back_us < now_us then
+          back_us = now_us
+        end
+        given = math.min(units, ceil((tat_us - back_us) / interval_us))
+        redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
+      end
+    elseif algorithm == LOG then
+      -- The members this call's request id recorded at `when` (`<id>:<when µs>:<unit>`); when unknown, any
+      -- of the id's members still in the window.
+      local members = {}
+      if tonumber(ARGV[3]) > 0 then
+        local prefix = request_id .. ":" .. format("%d", when_us) .. ":"
+        for unit = 1, units do
+          members[unit] = prefix .. unit
+        end
+      else
+        local since = "(" .. format("%d", now_us - period_us)
+        local prefix = request_id .. ":"
+        local all = redis.pcall("ZRANGEBYSCORE", key, since, "+inf")
+        if type(all) == "table" then
+          for _, member in ipairs(all) do
+            if #members < units and string.sub(member, 1, #prefix) == prefix then
+              members[#members + 1] = member
+            end
+          end
+        end
+      end
+      for j = 1, #members, 1000 do -- unpack() has a stack limit
+        local removed = redis.pcall("ZREM", key, unpack(members, j, math.min(j + 999, #members)))
+        given = given + (type(removed) == "number" and removed or 0)
+      end
+    elseif algorithm == CONCURRENCY then
+      local removed = redis.pcall("ZREM", key, request_id)
+      given = type(removed) == "number" and removed or 0
+    end
+    returned[i] = given
+  end
+  return returned
+end
 
 -- Fast paths for ONE rule without override or options, the commonest call: token-bucket / gcra and the
 -- sliding window's allowed path, the general path below for that case with nothing else to do (the same

@@ -65,7 +65,7 @@ export interface CallOptions {
 }
 
 /** ARGV[1]: which per-call slots follow (lua/floodgate.lua's header). */
-const CALL = { plain: "0", withRequestId: "1", withOptions: "2" } as const;
+const CALL = { plain: "0", withRequestId: "1", withOptions: "2", refund: "3" } as const;
 
 /** The mode slot: on/monitor, and whether the rule's override key follows the state keys. */
 const MODE_CODE = { on: "1", monitor: "0", onWithOverride: "3", monitorWithOverride: "2" } as const;
@@ -110,6 +110,35 @@ export function scriptArguments(
   }
   for (const key of overrides) keys.push(key);
   return { keys, args };
+}
+
+/**
+ * KEYS and ARGV of a refund: give back `call.cost` units of each call, consumed at `whenUs` (µs on Redis's
+ * clock; 0 = unknown, "the current window") under `requestId` (lua/floodgate.lua's header, call "3").
+ */
+export function refundArguments(
+  prefix: string,
+  calls: readonly RuleCall[],
+  requestId: string,
+  whenUs: number,
+): { keys: string[]; args: string[] } {
+  const { keys, args } = scriptArguments(prefix, calls, requestId);
+  const rules = args.slice(args.length - calls.length * 6);
+  return { keys, args: [CALL.refund, requestId, String(Math.max(0, Math.trunc(whenUs))), ...rules] };
+}
+
+/** The refund's reply: the units each call actually got back, in call order. */
+export function decodeRefund(raw: unknown, calls: readonly RuleCall[]): number[] {
+  if (!Array.isArray(raw) || raw.length !== calls.length) {
+    throw new ReplyShapeError(
+      `expected ${calls.length} refunded counts, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
+    );
+  }
+  return raw.map((value, i) => {
+    const n = Number(value);
+    if (!Number.isFinite(n)) throw new ReplyShapeError(`element ${i} is not a number`);
+    return n;
+  });
 }
 
 /** The reply's "end of the current window" marker (see {@link orWindowEnd}). */

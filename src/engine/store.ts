@@ -6,7 +6,15 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { stateKey } from "./keys";
 import { restCommand, restEndpoint } from "./rest";
-import { type CallOptions, decodeReply, SCRIPT_SOURCE, scriptArguments, scriptSha } from "./script";
+import {
+  type CallOptions,
+  decodeRefund,
+  decodeReply,
+  refundArguments,
+  SCRIPT_SOURCE,
+  scriptArguments,
+  scriptSha,
+} from "./script";
 import type { DecideOptions, Decision, RuleCall } from "./types";
 
 /** Why Redis could not decide. */
@@ -52,6 +60,13 @@ export interface Store {
   decide(calls: RuleCall[], requestId: string, opts?: CallOptions & DecideOptions): Promise<Decision>;
   /** Frees the `concurrency` slot `requestId` holds under `call` (ZREM); a no-op for other algorithms. */
   release(call: RuleCall, requestId: string): Promise<void>;
+  /**
+   * Gives back `call.cost` units of each call, consumed at `whenUs` (µs, Redis's clock; 0 = unknown: the
+   * current window) under `requestId`, in one atomic call; resolves to the units each call got back. Not
+   * bound by the decision budget.
+   * @throws {StoreError} when Redis cannot answer.
+   */
+  refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]>;
 }
 
 // Redis errors meaning "cannot answer right now" (CONTRACT §9), as opposed to a broken script.
@@ -156,5 +171,27 @@ export function createStore(options: StoreOptions): Store {
     }
   }
 
-  return { prefix, redis, decide, release };
+  async function refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]> {
+    if (calls.length === 0) return [];
+    const { keys, args } = refundArguments(prefix, calls, requestId, whenUs);
+    const signal = () => AbortSignal.timeout(adminTimeoutMs);
+    let raw: unknown;
+    try {
+      try {
+        raw = await restCommand(
+          endpoint,
+          ["evalsha", await scriptSha(), keys.length, ...keys, ...args],
+          signal(),
+        );
+      } catch (error) {
+        if (!isNoScript(error)) throw error;
+        raw = await restCommand(endpoint, ["eval", SCRIPT_SOURCE, keys.length, ...keys, ...args], signal());
+      }
+      return decodeRefund(raw, calls);
+    } catch (error) {
+      throw toStoreError(error);
+    }
+  }
+
+  return { prefix, redis, decide, release, refund };
 }
