@@ -21,6 +21,9 @@ ARGV:
            with the given cost but write nothing: the admin API), ARGV[4] time offset, ms added to Redis
            TIME (tests that travel in time; fixed-window counters expire on Redis's real clock, so for them
            only offsets within one window hold)
+           | "4" LEASE: a decision (ARGV[2] the request id, ARGV[3] the longest lease life, ms) in which each
+           rule may take more units than the request's cost; after the rule groups one slot per rule: the
+           units wanted (this request's cost included; <= cost or a concurrency rule = no lease)
            | "3" REFUND: give back units consumed earlier: ARGV[2] the request id they were consumed under
            ("" if none), ARGV[3] when, µs on Redis's clock, they were consumed ("0" = unknown: the current
            window); each rule's cost slot is the number of units to give back (mode and override slots as in
@@ -43,13 +46,32 @@ Returns an array of integers only: { allowed, then 5 per rule }
                (cost exceeds capacity: one period); allowed: until more quota is available, 0 when full
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/script.ts).
+A LEASE call returns the decision's reply with, appended, { units, life_ms } per rule (0, 0 = no lease;
+  units include this request's cost) and then Redis's now in µs (the "when" of a later refund). The rule's
+  group reports as for the request's cost alone. A rule leases at most min(wanted, max(cost, avail / 2)), so
+  the last units of a window are decided one by one, and only for at least 10 ms. Why no leased unit can be
+  spent where Redis would not have admitted it (the caller spends a lease only within life_ms, measured from
+  before it sent the call, so every spend happens between the grant and the grant + life on Redis's clock):
+    fixed-window    the units are counted in the current window and life ends before its edge: every unit
+                    is spent in the window that counts it, as if its requests had all arrived at the grant
+    sliding-window  the same (the current window's count, life within the window); the estimate only
+                    shrinks as the window advances, so units that fit at the grant fit at any later instant
+    sliding-log     the units are recorded at grant + life (scored in the future), the latest instant they
+                    can be spent: every window that contains a spend contains its record, and ZCOUNT counts
+                    future scores, so later grants see them at once
+    token-bucket,   the grant must fit now (units <= available), and the TAT is recorded as if every unit were
+    gcra            spent at grant + life: GCRA's TAT only grows with later arrivals, so that is the largest
+                    TAT any spending of them could give; life <= the bucket's capacity
+  Returned units (REFUND) only undo units never spent: counters and sorted sets are additive; a TAT moves
+  back never below max(now, when), and a lease return passes as `when` the latest end any live lease can
+  have, so it never eats into another lease's "as if spent at its end".
 A REFUND call returns one integer per rule instead: the units actually given back, never more than the
   state still holds from that time:
     fixed-window    DECRBY, only while the counter is still that of the window `when` falls in
     sliding-window  the current window's count, only if `when` falls in the window the state is of and that
                     window is still the current one
-    token-bucket,   the TAT moves back by units * emission interval, never below now (what has refilled since
-    gcra            stays refilled)
+    token-bucket,   the TAT moves back by units * emission interval, never below max(now, when) (what has
+    gcra            refilled since stays refilled)
     sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
                     with `when` unknown, the request id's members still in the window
     concurrency     ZREM of the request id's slot (units ignored)
@@ -123,8 +145,9 @@ local call = ARGV[1]
 local request_id = call ~= "0" and ARGV[2] or "" -- only sliding-log and concurrency rules use it
 local peek = call == "2" and ARGV[3] == "1"
 local offset_ms = call == "2" and tonumber(ARGV[4]) or 0 -- ms; 0 in production
-local first = call == "0" and 2 or call == "1" and 3 or call == "3" and 4 or 5 -- ARGV index of rule 1's first slot
-local n = (#ARGV - first + 1) / PER_RULE
+local first = call == "0" and 2 or call == "1" and 3 or (call == "3" or call == "4") and 4 or 5 -- rule 1's first slot
+local lease = call == "4" -- a LEASE call: one more slot per rule after the groups (see the header)
+local n = (#ARGV - first + 1) / (lease and PER_RULE + 1 or PER_RULE)
 
 -- Measured (redis-server 7.0, INFO commandstats): EVALSHA itself about 2 µs plus ~0.27 per argument, a
 -- redis.call about 0.7-1 µs (TIME 1.2 + 0.9 for its tonumbers, INCRBY 3.0, HGETALL of a missing key 1.8),
@@ -133,7 +156,7 @@ local n = (#ARGV - first + 1) / PER_RULE
 -- EVALSHA), no table for a single rule's pending write, and µs rounded up to ms inline.
 local floor, ceil, format = math.floor, math.ceil, string.format
 local now_us, now_ms -- µs, ms: Redis's clock (plus the test offset), read below only if a rule needs it
-local clock = call == "2" -- peek and time travel always read it
+local clock = call == "2" or lease -- peek and time travel always read it; a lease's life is on the clock
 
 -- Refund (call "3"): give back `cost` units each rule consumed at `when` (see the header). Its own block, so
 -- the decision paths below stay as they are; rare (lease returns, undoing a split decision), so it reads
@@ -189,13 +212,15 @@ if call == "3" then
         end
       end
     elseif algorithm == BUCKET or algorithm == GCRA then
-      -- The TAT moves back by the units' emission intervals, never below now (a full bucket stays full).
+      -- The TAT moves back by the units' emission intervals, never below max(now, when): what has refilled
+      -- since stays refilled, and a lease return keeps other live leases' records (see LEASE above).
+      local floor_us = math.max(now_us, tonumber(ARGV[3]))
       local tat_us = tonumber(redis.pcall("GET", key))
-      if tat_us and tat_us > now_us then
+      if tat_us and tat_us > floor_us then
         local interval_us = ceil(period_us / limit)
         local back_us = tat_us - units * interval_us
-        if back_us < now_us then
-          back_us = now_us
+        if back_us < floor_us then
+          back_us = floor_us
         end
         given = math.min(units, ceil((tat_us - back_us) / interval_us))
         redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
@@ -332,6 +357,9 @@ end
 -- The one exception is the fixed-window counter, which phase 1 increments at once (one command instead of
 -- GET now and INCRBY later) and takes back if the rule denies or, in phase 2, if the request is denied.
 local reply = n == 1 and { 1, 0, 0, 0, 0, 0 } or { 1 } -- sized at once for the common single rule
+-- Leases granted by this call (call "4"): rule index -> units (this request's cost included), life ms.
+local lease_ms = lease and tonumber(ARGV[3]) or 0 -- ms, the longest life a lease may have
+local lease_units, lease_life = {}, {}
 local p_i, p_period_us, p_value, p_expire_us, p_clear, p_avail_after, p_reset_after, p_more_after, p_undo
 local more_pending
 local allowed = true
@@ -602,6 +630,35 @@ for i = 1, n do
     -- more stays 0: a slot frees on release, which no clock can predict
   end
 
+  -- LEASE (call "4"): an allowing rule asked for more than this request's cost takes up to that many units
+  -- now, as if that many requests were admitted at this instant (see the header for why no unit can be
+  -- spent where Redis would not have admitted it). Half of what is left at most, so that the last units of a
+  -- window go one by one, centrally.
+  local wanted = lease and tonumber(ARGV[first + n * PER_RULE + i - 1]) or 0 -- units
+  if wanted > cost and allow and not impossible and algorithm ~= CONCURRENCY then
+    local life = lease_ms -- ms
+    if algorithm == FIXED or algorithm == SLIDING then
+      life = math.min(life, now_ms - now_ms % period + period - now_ms - 1) -- never past the window's edge
+    elseif algorithm == BUCKET or algorithm == GCRA then
+      life = math.min(life, floor(burst * ceil(period_us / limit) / 1000)) -- never longer than the bucket
+    end
+    local units = math.min(wanted, math.max(cost, floor(avail / 2)), avail)
+    if life >= 10 and units > cost then
+      lease_units[i], lease_life[i] = units, life
+      if algorithm == FIXED and value then -- a SET ahead (phase 1 did not count): it sets the lease's units
+        value = tostring(tonumber(value) + units - cost)
+      elseif algorithm == SLIDING then
+        local head, c = string.match(value, "^(.*:)(%d+)$")
+        value = head .. (tonumber(c) + units - cost)
+      elseif algorithm == BUCKET or algorithm == GCRA then
+        -- Recorded as if every unit were spent at the lease's end, the latest it can be spent.
+        local interval_us = ceil(period_us / limit)
+        local tat_us = math.max(tonumber(value) - cost * interval_us, now_us + life * 1000)
+        expire_us = tat_us + units * interval_us
+        value = format("%d", expire_us)
+      end
+    end
+  end
   local outcome = allow and 1 or 0
   if impossible then
     outcome, allow, retry = 2, false, period
@@ -679,9 +736,9 @@ for k = 0, more_pending and #more_pending or 0 do
       if clear then
         redis.call("DEL", key)
       end
-      local score = format("%d", now_us)
+      local score = format("%d", now_us + (lease_life[i] or 0) * 1000) -- a lease's units: at its end
       redis.call("ZREMRANGEBYSCORE", key, "-inf", format("%d", now_us - period_us))
-      local cost = tonumber(ARGV[at + COST])
+      local cost = lease_units[i] or tonumber(ARGV[at + COST])
       local members, prefix = {}, request_id .. ":" .. score .. ":"
       for unit = 1, cost do
         members[#members + 1] = score
@@ -691,7 +748,7 @@ for k = 0, more_pending and #more_pending or 0 do
           members = {}
         end
       end
-      redis.call("PEXPIREAT", key, format("%d", ceil((now_us + period_us) / 1000) - offset_ms))
+      redis.call("PEXPIREAT", key, format("%d", ceil((tonumber(score) + period_us) / 1000) - offset_ms))
     elseif algorithm == CONCURRENCY then
       if clear then
         redis.call("DEL", key)
@@ -699,8 +756,17 @@ for k = 0, more_pending and #more_pending or 0 do
       redis.call("ZREMRANGEBYSCORE", key, "-inf", format("%d", now_us))
       redis.call("ZADD", key, format("%d", now_us + period_us), request_id)
       redis.call("PEXPIREAT", key, format("%d", ceil((now_us + period_us) / 1000) - offset_ms))
-    end -- else a fixed-window counter phase 1 already incremented
+    elseif lease_units[i] then -- a fixed-window counter phase 1 incremented by the cost: now the rest
+      redis.call("INCRBY", key, lease_units[i] - tonumber(ARGV[at + COST]))
+    end
     reply[r + 3], reply[r + 4], reply[r + 5] = avail_after, reset_after, more_after
   end
+end
+if lease then -- after the groups: units and life of each rule's lease (0 = none), then Redis's now in µs
+  local at = 1 + 5 * n
+  for i = 1, n do
+    reply[at + 2 * i - 1], reply[at + 2 * i] = allowed and lease_units[i] or 0, allowed and lease_life[i] or 0
+  end
+  reply[at + 2 * n + 1] = now_us
 end
 return reply

@@ -62,10 +62,15 @@ export interface CallOptions {
   timeOffsetMs?: number;
   /** Evaluate with the given cost but write nothing (the admin API's view of an identity). @default false */
   peek?: boolean;
+  /**
+   * Ask for leases (not with `peek` or `timeOffsetMs`): `units[i]` units wanted for call i, its cost
+   * included (≤ cost = none), each living at most `maxMs`.
+   */
+  lease?: { units: readonly number[]; maxMs: number };
 }
 
 /** ARGV[1]: which per-call slots follow (lua/floodgate.lua's header). */
-const CALL = { plain: "0", withRequestId: "1", withOptions: "2", refund: "3" } as const;
+const CALL = { plain: "0", withRequestId: "1", withOptions: "2", refund: "3", lease: "4" } as const;
 
 /** The mode slot: on/monitor, and whether the rule's override key follows the state keys. */
 const MODE_CODE = { on: "1", monitor: "0", onWithOverride: "3", monitorWithOverride: "2" } as const;
@@ -85,7 +90,10 @@ export function scriptArguments(
   const overrides: string[] = [];
   const args: string[] = [CALL.plain];
   const offsetMs = Math.trunc(opts.timeOffsetMs ?? 0);
-  if (opts.peek || offsetMs !== 0) {
+  if (opts.lease) {
+    args[0] = CALL.lease;
+    args.push(requestId, String(Math.trunc(opts.lease.maxMs)));
+  } else if (opts.peek || offsetMs !== 0) {
     args[0] = CALL.withOptions;
     args.push(requestId, opts.peek ? "1" : "0", String(offsetMs));
   } else if (calls.some((call) => call.algorithm === "sliding-log" || call.algorithm === "concurrency")) {
@@ -109,6 +117,7 @@ export function scriptArguments(
     );
   }
   for (const key of overrides) keys.push(key);
+  if (opts.lease) for (let i = 0; i < calls.length; i++) args.push(String(opts.lease.units[i] ?? 0));
   return { keys, args };
 }
 
@@ -122,7 +131,7 @@ export function refundArguments(
   requestId: string,
   whenUs: number,
 ): { keys: string[]; args: string[] } {
-  const { keys, args } = scriptArguments(prefix, calls, requestId);
+  const { keys, args } = scriptArguments(prefix, calls, requestId); // a plain decision's groups, reused
   const rules = args.slice(args.length - calls.length * 6);
   return { keys, args: [CALL.refund, requestId, String(Math.max(0, Math.trunc(whenUs))), ...rules] };
 }
@@ -165,7 +174,8 @@ export function decodeReply(
     return { allowed: true, results: [shortReply(raw, only)] };
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
-  if (!Array.isArray(raw) || raw.length !== expected) {
+  const leased = Array.isArray(raw) && raw.length === expected + 2 * calls.length + 1;
+  if (!Array.isArray(raw) || (raw.length !== expected && !leased)) {
     throw new ReplyShapeError(
       `expected ${expected} integers, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
     );
@@ -180,7 +190,13 @@ export function decodeReply(
     const base = 1 + r * REPLY.fieldsPerRule;
     const outcome = OUTCOME[at(base + REPLY.outcome)];
     if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
+    const units = leased ? at(expected + 2 * r) : 0;
+    const lease =
+      units > 0
+        ? { units, lifeMs: at(expected + 2 * r + 1), whenUs: at(expected + 2 * calls.length) }
+        : undefined;
     return {
+      ...(lease && { lease }),
       call,
       outcome,
       limit: at(base + REPLY.limit),

@@ -48,7 +48,17 @@ export interface RuleCall {
 export type Outcome = "allowed" | "denied" | "cost-exceeds-capacity";
 
 /** Where a rule's result came from; anything but `redis` is a degraded answer and says why. */
-export type Source = "redis" | "deny-cache" | "fallback" | "undecided";
+export type Source = "redis" | "lease" | "deny-cache" | "fallback" | "undecided";
+
+/** Units a decision leased for the isolate to spend locally (lua/floodgate.lua's header, call "4"). */
+export interface LeaseGrant {
+  /** Units taken in Redis, this request's cost included. */
+  units: number;
+  /** How long the units may be spent, ms from before the call was sent. */
+  lifeMs: number;
+  /** Redis's clock at the grant, µs: the "when" of a later refund. */
+  whenUs: number;
+}
 
 /** Why a result did not come from Redis. */
 export type DegradedReason = "timeout" | "redis_error" | "breaker_open" | "auth" | "deny_cache";
@@ -75,6 +85,8 @@ export interface RuleResult {
   retryAfterMs: number;
   source: Source;
   reason?: DegradedReason;
+  /** Set when the decision leased more units than the request's cost for this rule. */
+  lease?: LeaseGrant;
 }
 
 /** The answer to one request: allowed only if every `on` rule allows it. */
