@@ -16,6 +16,7 @@ import { createJwtVerifier } from "./identity";
 import { createLiveModes } from "./live";
 import { createLimiter } from "./middleware";
 import { createDecisionObserver, MetricsAggregator } from "./observability";
+import { withLeases } from "./leases";
 import { createDecider } from "./resilience/decider";
 
 type AppEnv = { Bindings: Env };
@@ -23,7 +24,12 @@ type AppEnv = { Bindings: Env };
 /** Builds the isolate's app from validated bindings: one store, one decider, one limiter, shared by all. */
 function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   const store = createStore({ ...config.redis, prefix: config.prefix, timeoutMs: config.timeoutMs });
-  const decider = createDecider(store, { timeoutMs: config.timeoutMs });
+  const resilient = createDecider(store, { timeoutMs: config.timeoutMs });
+  // README "Leases": hot identities decided here from units Redis handed out ahead of time.
+  const decider =
+    config.leases === "on"
+      ? withLeases(resilient, { refund: store.refund, maxMs: config.leaseMs })
+      : resilient;
   const liveModes = createLiveModes(store.redis, config.prefix, {
     ruleNames: config.rules.map((rule) => rule.name),
     forget: (rule, identityHash) => decider.forget(rule, identityHash),

@@ -33,7 +33,7 @@ export interface RuleConfig {
   keyText: string;
   algorithm: Algorithm;
   limit: number;
-  /** Window length; for `concurrency`, the slot lease. */
+  /** Window length; for `concurrency`, the slot lease (when an unreleased slot is freed). */
   periodMs: number;
   burst: number;
   cost: { kind: "units"; units: number } | { kind: "header"; name: string };
@@ -43,6 +43,8 @@ export interface RuleConfig {
   mode?: Mode;
   failure?: FailurePolicy;
   missing: "ip" | "skip" | "deny";
+  /** `false`: never decided from a lease (README "Leases"); concurrency rules never are. */
+  lease: boolean;
 }
 
 /** The limits one request gets under a rule. */
@@ -73,8 +75,8 @@ export function limitsFor(rule: RuleConfig, tierName: string | undefined): Effec
   };
 }
 
-/** Default lease of a `concurrency` slot held by a request that never finished. */
-export const DEFAULT_LEASE_MS = 60_000;
+/** Default slot lease of a `concurrency` rule: when a slot held by a request that never finished is freed. */
+export const DEFAULT_SLOT_LEASE_MS = 60_000;
 
 /** Options that change what a valid rule is. */
 export interface ParseRulesOptions {
@@ -139,7 +141,7 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
       keyText: Array.isArray(rule.key) ? rule.key.join("|") : rule.key,
       algorithm: rule.algorithm,
       limit: rule.limit,
-      periodMs: rule.period ?? DEFAULT_LEASE_MS,
+      periodMs: rule.period ?? DEFAULT_SLOT_LEASE_MS,
       burst: rule.burst ?? rule.limit,
       cost,
       tier,
@@ -147,6 +149,7 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
       mode: rule.mode,
       failure: rule.failure,
       missing: rule.missing ?? "ip",
+      lease: rule.lease ?? true,
     } satisfies RuleConfig;
   });
 }

@@ -42,6 +42,8 @@ export interface RuleCall {
    * @default true
    */
   override?: boolean;
+  /** `false` = never decided from a lease (the rule's `lease = false`); concurrency never is. @default true */
+  lease?: boolean;
 }
 
 /** How one rule judged the request. */
@@ -111,6 +113,10 @@ export interface DecideOptions {
    * keeps `budgetMs` with a timer of its own.
    */
   signal?: AbortSignal;
+  /** Ask for leases (lua/floodgate.lua, call "4"): units wanted per call, cost included; longest life, ms. */
+  lease?: { units: readonly number[]; maxMs: number };
+  /** Schedules background work (lease returns) past the response: `executionCtx.waitUntil`. */
+  waitUntil?: (promise: Promise<unknown>) => void;
 }
 
 /**

@@ -5,10 +5,11 @@
  * called once, on the first request, and the limiter it builds serves every later request of the isolate.
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
-import { ConfigError, DEFAULTS, parseRules } from "../config";
+import { ConfigError, DEFAULTS, MAX_LEASE_MS, parseRules } from "../config";
 import { createStore } from "../engine/store";
 import type { Decider } from "../engine/types";
 import { createJwtVerifier } from "../identity";
+import { withLeases } from "../leases";
 import { createDecider } from "../resilience/decider";
 import { createLimiter, type Limiter } from "./limiter";
 import type { RateLimitOptions } from "./options";
@@ -95,11 +96,23 @@ function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, timeoutMs: n
   }
   const redis = options.redis;
   const prefix = options.prefix ?? DEFAULTS.prefix;
+  const leases = options.leases ?? DEFAULTS.leases;
+  const leaseMs = options.leaseMs ?? DEFAULTS.leaseMs;
+  if (leases !== "on" && leases !== "off")
+    throw new ConfigError(`leases: ${String(leases)} is not one of on | off`);
+  if (!Number.isInteger(leaseMs) || leaseMs < 1 || leaseMs > MAX_LEASE_MS) {
+    throw new ConfigError(
+      `leaseMs: ${String(leaseMs)} is not a whole number of ms from 1 to ${MAX_LEASE_MS}`,
+    );
+  }
   // Built on the first decision: a Worker may call `rateLimit({...})` at module scope, where no I/O,
   // timer or randomness is allowed.
   let decider: Decider | undefined;
   const get = () => {
-    decider ??= createDecider(createStore({ ...redis, prefix, timeoutMs }), { timeoutMs });
+    if (decider) return decider;
+    const store = createStore({ ...redis, prefix, timeoutMs });
+    const resilient = createDecider(store, { timeoutMs });
+    decider = leases === "on" ? withLeases(resilient, { refund: store.refund, maxMs: leaseMs }) : resilient;
     return decider;
   };
   return {

@@ -102,7 +102,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const requestId = calls.some((call) => USES_REQUEST_ID.has(call.algorithm))
       ? request.id()
       : NO_REQUEST_ID;
-    const decision = await decider.decide(calls, requestId, { budgetMs });
+    const decision = await decider.decide(calls, requestId, { budgetMs, waitUntil: waitUntilOf(c) });
     report(deps.onDecision, decision, c.req.raw, request);
     c.set("rateLimit", infoOf(decision));
 

@@ -77,6 +77,7 @@ async function planCall(
     identityHash,
     // Only an identity the isolate knows to have an override costs the script an override read.
     override: context.live.overrides?.has(rule.name, identityHash) ?? true,
+    lease: rule.lease,
   };
 }
 

@@ -33,7 +33,10 @@ export function verdictOf(decision: Decision): Verdict {
 
   // RateLimit members only for what Redis decided (now, or recently: the deny cache). Undecided rules and
   // the approximate fallback limiter's guesses are not advertised as quota (README: "When things fail").
-  const fromRedis = decision.results.filter((r) => r.source === "redis" || r.source === "deny-cache");
+  // A lease's figures are Redis's at the grant minus what this isolate spent since (README "Leases").
+  const fromRedis = decision.results.filter(
+    (r) => r.source === "redis" || r.source === "deny-cache" || r.source === "lease",
+  );
   const headers = rateLimitHeaders(fromRedis);
   const decided = decision.results.filter((r) => r.source !== "undecided");
   const violated = decided.filter((r) => r.call.mode === "on" && r.outcome !== "allowed");

@@ -146,7 +146,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
 
     try {
       const budgetMs = Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
-      const decision = await decideWithin(store, calls, requestId, budgetMs, guardMs);
+      const decision = await decideWithin(store, calls, requestId, budgetMs, guardMs, opts.lease);
       if (breaker.state !== "closed") log("floodgate: Redis answers again; circuit breaker closed");
       breaker.success();
       tracker.succeeded();
@@ -199,6 +199,7 @@ function decideWithin(
   requestId: string,
   budgetMs: number,
   guardMs: number,
+  lease?: DecideOptions["lease"],
 ): Promise<Decision> {
   return new Promise((resolve, reject) => {
     const signal = AbortSignal.timeout(budgetMs);
@@ -214,7 +215,7 @@ function decideWithin(
       signal.removeEventListener("abort", onAbort);
       if (guard !== undefined) clearTimeout(guard);
     };
-    store.decide(calls, requestId, { budgetMs, signal }).then(
+    store.decide(calls, requestId, lease ? { budgetMs, signal, lease } : { budgetMs, signal }).then(
       (decision) => {
         settle();
         resolve(decision);

@@ -1,0 +1,153 @@
+/**
+ * Leases: hot identities decided with no Redis call, and never one request too many.
+ * A decision for a (rule, identity) this isolate sees often asks the script for more units than the
+ * request's cost (lua/floodgate.lua, call "4"); later requests spend them here until they run out or the
+ * lease expires; what is left at expiry goes back to Redis (call "3") in the background. A request is
+ * decided here only when EVERY one of its rules holds a live lease with room for its cost: otherwise one
+ * Redis call decides all of them, as always (all-or-nothing stays). README: "Leases".
+ */
+import type { DecideOptions, Decision, RuleCall, RuleResult } from "../engine/types";
+import type { ResilientDecider } from "../resilience/decider";
+import { LEASE_MARGIN_MS, type Lease, LeaseTable } from "./table";
+
+/** Gives back units consumed earlier (`Store.refund` in src/engine/store.ts). */
+export type Refund = (calls: RuleCall[], leaseId: string, whenUs: number) => Promise<number[]>;
+
+/** Options of {@link withLeases}. */
+export interface LeaseOptions {
+  /** Gives unused units back at a lease's expiry; absent = they are not returned (only expire). */
+  refund?: Refund | undefined;
+  /** The longest life of a lease, ms (`RATE_LIMIT_LEASE_MS`). @default 1000 */
+  maxMs?: number;
+  /** Most (rule, identity) pairs tracked per isolate. @default 10000 */
+  entries?: number;
+  /** Clock, ms. @default Date.now */
+  now?: () => number;
+}
+
+/** Counts of how requests were decided, for the dashboard. */
+export interface LeaseStats {
+  /** Requests decided here from leases, with no Redis call. */
+  local: number;
+  /** Requests that went to the decider. */
+  remote: number;
+}
+
+/**
+ * A decider that decides hot identities from leases; `forget` (an admin reset or override change, from
+ * the change log) also revokes that identity's leases. A mode switch needs no hook: a lease serves only
+ * requests in the mode it was granted in.
+ */
+export interface LeasingDecider extends ResilientDecider {
+  readonly stats: LeaseStats;
+}
+
+/** Default and upper bound of `RATE_LIMIT_LEASE_MS`. */
+export const DEFAULT_LEASE_MAX_MS = 1000;
+
+/** Whether a call may ever be leased: never a concurrency slot, never a rule with `lease = false`. */
+export const leasable = (call: RuleCall): boolean => call.algorithm !== "concurrency" && call.lease !== false;
+
+/**
+ * Wraps `decider` so that hot identities are decided from leases.
+ * @example
+ * const decider = withLeases(createDecider(store), { refund: store.refund, maxMs: 1000 });
+ */
+export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}): LeasingDecider {
+  const now = options.now ?? Date.now;
+  const maxMs = options.maxMs ?? DEFAULT_LEASE_MAX_MS;
+  const table = new LeaseTable(options.entries ?? 10_000);
+  const stats: LeaseStats = { local: 0, remote: 0 };
+
+  /** Gives back what `lease` did not spend (nothing once revoked), in the background. */
+  function giveBack(lease: Lease, waitUntil: DecideOptions["waitUntil"]): void {
+    const units = lease.left;
+    lease.left = 0;
+    if (units <= 0 || !options.refund || !waitUntil) return;
+    waitUntil(options.refund([{ ...lease.call, cost: units }], lease.leaseId, whenOf(lease)).catch(() => []));
+  }
+
+  /** The refund's `when` (lua/floodgate.lua's header, REFUND): per algorithm. */
+  function whenOf(lease: Lease): number {
+    const { algorithm } = lease.call;
+    if (algorithm === "sliding-log") return lease.grant.whenUs + lease.grant.lifeMs * 1000;
+    if (algorithm === "token-bucket" || algorithm === "gcra") {
+      // Never below the latest end any lease still live anywhere can have: Redis's now + the longest life.
+      return lease.grant.whenUs + (now() - lease.sentAt + maxMs + 50) * 1000;
+    }
+    return lease.grant.whenUs;
+  }
+
+  function local(calls: RuleCall[], leases: Lease[], at: number): Decision {
+    const results = calls.map((call, i): RuleResult => {
+      const lease = leases[i] as Lease;
+      lease.left -= call.cost;
+      lease.spent += call.cost;
+      const elapsed = at - lease.sentAt;
+      const r = lease.result;
+      return {
+        call,
+        outcome: "allowed",
+        limit: r.limit,
+        // Never more than Redis reported at the grant minus what was spent here since.
+        remaining: Math.max(0, r.remaining - lease.spent),
+        resetAfterMs: r.resetAfterMs, // spends since only move a full reset later: never earlier than the truth
+        retryAfterMs: Math.max(0, r.retryAfterMs - elapsed),
+        source: "lease",
+      };
+    });
+    stats.local++;
+    return { allowed: true, results, durationMs: 0 };
+  }
+
+  async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
+    const at = now();
+    if (calls.length > 0 && calls.every(leasable)) {
+      const leases = calls.map((call) => table.usable(call, at));
+      if (leases.every((lease) => lease !== undefined)) {
+        for (const call of calls) table.wanted(call, at, maxMs);
+        return local(calls, leases as Lease[], at);
+      }
+    }
+    stats.remote++;
+    const units = calls.map((call) =>
+      leasable(call) && !table.usable(call, at) ? table.wanted(call, at, maxMs) : call.cost,
+    );
+    if (units.every((u, i) => u <= (calls[i] as RuleCall).cost))
+      return decider.decide(calls, requestId, opts);
+    const decision = await decider.decide(calls, requestId, { ...opts, lease: { units, maxMs } });
+    for (const result of decision.results) {
+      if (!result.lease || result.source !== "redis") continue;
+      const lease: Lease = {
+        call: result.call,
+        leaseId: requestId,
+        grant: result.lease,
+        sentAt: at,
+        expiresAt: at + result.lease.lifeMs - LEASE_MARGIN_MS,
+        left: result.lease.units - result.call.cost,
+        result,
+        spent: 0,
+      };
+      const previous = table.put(lease);
+      if (previous) giveBack(previous, opts.waitUntil);
+      // At expiry, what is left goes back (a timer inside waitUntil: no request waits on it).
+      opts.waitUntil?.(
+        new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, lease.expiresAt - now()))).then(() => {
+          table.remove(lease);
+          giveBack(lease, opts.waitUntil);
+        }),
+      );
+    }
+    return decision;
+  }
+
+  return {
+    ...decider,
+    stats,
+    decide,
+    forget(rule, identityHash) {
+      table.revoke(rule, identityHash);
+      decider.forget(rule, identityHash);
+    },
+  };
+}

@@ -1,0 +1,113 @@
+/**
+ * The isolate's leases: units a Redis decision took for one (rule, identity) ahead of time, spent here
+ * by later requests without a Redis call (lua/floodgate.lua's header, call "4"), and how hot each
+ * (rule, identity) is, which decides how many units the next decision asks for. Plain values only, bounded.
+ */
+import type { LeaseGrant, RuleCall, RuleResult } from "../engine/types";
+import { BoundedMap } from "../util/bounded-map";
+
+/** One live lease. */
+export interface Lease {
+  /** The call it was granted under: a request under other limits, mode or override flag cannot spend it. */
+  readonly call: RuleCall;
+  /** The id its units were taken under (sliding-log members are named after it). */
+  readonly leaseId: string;
+  readonly grant: LeaseGrant;
+  /** Local clock, ms, before the granting call was sent: spends happen only before `expiresAt`. */
+  readonly sentAt: number;
+  readonly expiresAt: number;
+  /** Units still here to spend (the grant minus the granting request's cost, minus later spends). */
+  left: number;
+  /** The granting decision's figures for this rule, for honest headers. */
+  readonly result: RuleResult;
+  /** Units spent here since the grant, the granting request's excluded. */
+  spent: number;
+}
+
+/** How hot one (rule, identity) is here: requests seen in the current second and the one before. */
+interface Heat {
+  second: number;
+  count: number;
+  previous: number;
+}
+
+/** Spends end this much before the lease does: the isolate's clock may lag Redis's by a little. */
+export const LEASE_MARGIN_MS = 5;
+
+/** The lease table of one isolate. */
+export class LeaseTable {
+  private readonly leases: BoundedMap<string, Lease>;
+  private readonly heat: BoundedMap<string, Heat>;
+
+  /** @param capacity most (rule, identity) pairs held, leases and heat each. */
+  constructor(capacity: number) {
+    this.leases = new BoundedMap(capacity);
+    this.heat = new BoundedMap(capacity);
+  }
+
+  /** The live lease of `call` with room for its cost, if any. */
+  usable(call: RuleCall, now: number): Lease | undefined {
+    const lease = this.leases.get(keyOf(call.rule, call.identityHash));
+    if (lease === undefined || now >= lease.expiresAt || lease.left < call.cost) return undefined;
+    return sameTerms(lease.call, call) ? lease : undefined;
+  }
+
+  /** Counts one request of `call` and says how many units its next decision should ask for. */
+  wanted(call: RuleCall, now: number, maxMs: number): number {
+    const key = keyOf(call.rule, call.identityHash);
+    const second = Math.floor(now / 1000);
+    let heat = this.heat.get(key);
+    if (heat === undefined || heat.second < second - 1) heat = { second, count: 0, previous: 0 };
+    else if (heat.second === second - 1) heat = { second, count: 0, previous: heat.count };
+    heat.count++;
+    this.heat.set(key, heat);
+    // Requests per second seen here: the last whole second, or this one so far if it is already busier.
+    const rate = Math.max(heat.previous, heat.count);
+    if (rate < 2) return call.cost; // cold: decided one by one, exactly as without leases
+    return call.cost * Math.max(1, Math.ceil((rate * maxMs) / 1000));
+  }
+
+  /** Takes a new lease; returns the one it replaces (its unused units are to be returned). */
+  put(lease: Lease): Lease | undefined {
+    const key = keyOf(lease.call.rule, lease.call.identityHash);
+    const previous = this.leases.get(key);
+    this.leases.set(key, lease);
+    return previous;
+  }
+
+  /** Drops the lease of one identity (all identities when `identityHash` is absent) under `rule`. */
+  revoke(rule: string, identityHash?: string): number {
+    let revoked = 0;
+    for (const [key, lease] of this.leases) {
+      if (
+        lease.call.rule !== rule ||
+        (identityHash !== undefined && lease.call.identityHash !== identityHash)
+      )
+        continue;
+      lease.left = 0; // a revoked lease's units are never returned: the state they came from may be gone
+      this.leases.delete(key);
+      revoked++;
+    }
+    return revoked;
+  }
+
+  /** Removes `lease` if it is still the table's (its expiry came). */
+  remove(lease: Lease): void {
+    const key = keyOf(lease.call.rule, lease.call.identityHash);
+    if (this.leases.get(key) === lease) this.leases.delete(key);
+  }
+}
+
+const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
+
+/** A lease serves only requests under the terms it was granted under. */
+function sameTerms(a: RuleCall, b: RuleCall): boolean {
+  return (
+    a.algorithm === b.algorithm &&
+    a.limit === b.limit &&
+    a.periodMs === b.periodMs &&
+    a.burst === b.burst &&
+    a.mode === b.mode &&
+    (a.override ?? true) === (b.override ?? true)
+  );
+}
