@@ -64,7 +64,10 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     const units = lease.left;
     lease.left = 0;
     if (units <= 0 || !options.refund || !waitUntil) return;
-    waitUntil(options.refund([{ ...lease.call, cost: units }], lease.leaseId, whenOf(lease)).catch(() => []));
+    const { rule, identityHash } = lease.call;
+    const returned = options.refund([{ ...lease.call, cost: units }], lease.leaseId, whenOf(lease));
+    // Units back in Redis may turn a cached denial wrong: this isolate asks Redis again next time.
+    waitUntil(returned.then(([n]) => n && decider.forget(rule, identityHash)).catch(() => undefined));
   }
 
   /** The refund's `when` (lua/floodgate.lua's header, REFUND): per algorithm. */
@@ -102,17 +105,17 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
 
   async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
     const at = now();
-    if (calls.length > 0 && calls.every(leasable)) {
-      const leases = calls.map((call) => table.usable(call, at));
-      if (leases.every((lease) => lease !== undefined)) {
-        for (const call of calls) table.wanted(call, at, maxMs);
-        return local(calls, leases as Lease[], at);
-      }
+    // A request with a rule that is never leased (a concurrency slot) always goes to Redis, so leasing its
+    // other rules would only park units where this request cannot spend them.
+    if (calls.length === 0 || !calls.every(leasable)) return decider.decide(calls, requestId, opts);
+    const leases = calls.map((call) => table.usable(call, at));
+    if (leases.every((lease) => lease !== undefined)) {
+      for (const call of calls) table.wanted(call, at, maxMs);
+      return local(calls, leases as Lease[], at);
     }
     stats.remote++;
-    const units = calls.map((call) =>
-      leasable(call) && !table.usable(call, at) ? table.wanted(call, at, maxMs) : call.cost,
-    );
+    // Rules that still hold a lease with room keep it; the others may ask for one.
+    const units = calls.map((call, i) => (leases[i] ? call.cost : table.wanted(call, at, maxMs)));
     if (units.every((u, i) => u <= (calls[i] as RuleCall).cost))
       return decider.decide(calls, requestId, opts);
     const decision = await decider.decide(calls, requestId, { ...opts, lease: { units, maxMs } });

@@ -64,7 +64,9 @@ export class LeaseTable {
     // Requests per second seen here: the last whole second, or this one so far if it is already busier.
     const rate = Math.max(heat.previous, heat.count);
     if (rate < 2) return call.cost; // cold: decided one by one, exactly as without leases
-    return call.cost * Math.max(1, Math.ceil((rate * maxMs) / 1000));
+    // A quarter of what the rate would spend in a whole life: a lease is usually spent well before it
+    // expires, so few units wait for a return while other isolates are being denied.
+    return call.cost * Math.max(1, Math.ceil((rate * maxMs) / 4000));
   }
 
   /** Takes a new lease; returns the one it replaces (its unused units are to be returned). */
