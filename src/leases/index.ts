@@ -114,11 +114,20 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       return local(calls, leases as Lease[], at);
     }
     stats.remote++;
-    // Rules that still hold a lease with room keep it; the others may ask for one.
-    const units = calls.map((call, i) => (leases[i] ? call.cost : table.wanted(call, at, maxMs)));
-    if (units.every((u, i) => u <= (calls[i] as RuleCall).cost))
-      return decider.decide(calls, requestId, opts);
-    const decision = await decider.decide(calls, requestId, { ...opts, lease: { units, maxMs } });
+    // Rules that still hold a lease with room keep it; the others may ask for one, one request at a time.
+    const units = calls.map((call, i) => {
+      const wanted = table.wanted(call, at, maxMs);
+      return leases[i] || table.asking(call) ? call.cost : wanted;
+    });
+    const asking = calls.filter((call, i) => (units[i] as number) > call.cost);
+    if (asking.length === 0) return afterDenial(await decider.decide(calls, requestId, opts), calls);
+    for (const call of asking) table.ask(call, 1);
+    let decision: Decision;
+    try {
+      decision = await decider.decide(calls, requestId, { ...opts, lease: { units, maxMs } });
+    } finally {
+      for (const call of asking) table.ask(call, -1);
+    }
     for (const result of decision.results) {
       if (!result.lease || result.source !== "redis") continue;
       const lease: Lease = {
@@ -141,7 +150,21 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
         }),
       );
     }
-    return decision;
+    return afterDenial(decision, calls);
+  }
+
+  /**
+   * A denial by Redis wrote nothing; if meanwhile a concurrent request of this isolate leased every rule
+   * with room (a burst: its lease call went out first), the request is admitted from those units, which
+   * Redis already counted. Without this, a burst into one isolate would park the quota in leases and deny.
+   */
+  function afterDenial(decision: Decision, calls: RuleCall[]): Decision {
+    if (decision.allowed || !decision.results.every((r) => r.source === "redis")) return decision;
+    const at = now();
+    const leases = calls.map((call) => table.usable(call, at));
+    if (!leases.every((lease) => lease !== undefined)) return decision;
+    stats.remote--; // counted as local instead
+    return local(calls, leases as Lease[], at);
   }
 
   return {

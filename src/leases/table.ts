@@ -29,6 +29,8 @@ interface Heat {
   second: number;
   count: number;
   previous: number;
+  /** Lease requests on their way to Redis: one at a time, so a burst does not park units in many leases. */
+  asking?: number;
 }
 
 /** Spends end this much before the lease does: the isolate's clock may lag Redis's by a little. */
@@ -57,8 +59,10 @@ export class LeaseTable {
     const key = keyOf(call.rule, call.identityHash);
     const second = Math.floor(now / 1000);
     let heat = this.heat.get(key);
-    if (heat === undefined || heat.second < second - 1) heat = { second, count: 0, previous: 0 };
-    else if (heat.second === second - 1) heat = { second, count: 0, previous: heat.count };
+    if (heat === undefined || heat.second < second - 1)
+      heat = { second, count: 0, previous: 0, asking: heat?.asking ?? 0 };
+    else if (heat.second === second - 1)
+      heat = { second, count: 0, previous: heat.count, asking: heat.asking ?? 0 };
     heat.count++;
     this.heat.set(key, heat);
     // Requests per second seen here: the last whole second, or this one so far if it is already busier.
@@ -67,6 +71,17 @@ export class LeaseTable {
     // A quarter of what the rate would spend in a whole life: a lease is usually spent well before it
     // expires, so few units wait for a return while other isolates are being denied.
     return call.cost * Math.max(1, Math.ceil((rate * maxMs) / 4000));
+  }
+
+  /** Whether a decision asking for a lease of this (rule, identity) is already on its way. */
+  asking(call: RuleCall): boolean {
+    return (this.heat.get(keyOf(call.rule, call.identityHash))?.asking ?? 0) > 0;
+  }
+
+  /** Marks a lease request of `call` as sent (`+1`) or answered (`-1`). */
+  ask(call: RuleCall, delta: 1 | -1): void {
+    const heat = this.heat.get(keyOf(call.rule, call.identityHash));
+    if (heat) heat.asking = Math.max(0, (heat.asking ?? 0) + delta);
   }
 
   /** Takes a new lease; returns the one it replaces (its unused units are to be returned). */
