@@ -2,7 +2,8 @@
  * Leases: hot identities decided with no Redis call, and never one request too many.
  * A decision for a (rule, identity) this isolate sees often asks the script for more units than the
  * request's cost (lua/floodgate.lua, call "4"); later requests spend them here until they run out or the
- * lease expires; what is left at expiry goes back to Redis (call "3") in the background. A request is
+ * lease expires; what is left at expiry goes back to Redis (call "3") in the background, sent by the
+ * isolate's next request (any identity) after the expiry. A request is
  * decided here only when EVERY one of its rules holds a live lease with room for its cost: otherwise one
  * Redis call decides all of them, as always (all-or-nothing stays). README: "Leases".
  */
@@ -42,7 +43,10 @@ export interface LeasingDecider extends ResilientDecider {
   readonly stats: LeaseStats;
 }
 
-/** Default and upper bound of `RATE_LIMIT_LEASE_MS`. */
+/** How often a request looks for expired leases to return, ms. */
+const SWEEP_INTERVAL_MS = 100;
+
+/** Default of `RATE_LIMIT_LEASE_MS`. */
 export const DEFAULT_LEASE_MAX_MS = 1000;
 
 /** Whether a call may ever be leased: never a concurrency slot, never a rule with `lease = false`. */
@@ -58,6 +62,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
   const maxMs = options.maxMs ?? DEFAULT_LEASE_MAX_MS;
   const table = new LeaseTable(options.entries ?? 10_000);
   const stats: LeaseStats = { local: 0, remote: 0 };
+  let nextSweepAt = 0;
 
   /** Gives back what `lease` did not spend (nothing once revoked), in the background. */
   function giveBack(lease: Lease, waitUntil: DecideOptions["waitUntil"]): void {
@@ -105,6 +110,12 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
 
   async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
     const at = now();
+    if (at >= nextSweepAt) {
+      // Expired leases give back what is left, from the isolate's next request (no timer keeps a
+      // finished request alive for it).
+      nextSweepAt = at + SWEEP_INTERVAL_MS;
+      for (const lease of table.expired(at)) giveBack(lease, opts.waitUntil);
+    }
     // A request with a rule that is never leased (a concurrency slot) always goes to Redis, so leasing its
     // other rules would only park units where this request cannot spend them.
     if (calls.length === 0 || !calls.every(leasable)) return decider.decide(calls, requestId, opts);
@@ -142,13 +153,6 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       };
       const previous = table.put(lease);
       if (previous) giveBack(previous, opts.waitUntil);
-      // At expiry, what is left goes back (a timer inside waitUntil: no request waits on it).
-      opts.waitUntil?.(
-        new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, lease.expiresAt - now()))).then(() => {
-          table.remove(lease);
-          giveBack(lease, opts.waitUntil);
-        }),
-      );
     }
     return afterDenial(decision, calls);
   }

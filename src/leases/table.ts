@@ -108,10 +108,15 @@ export class LeaseTable {
     return revoked;
   }
 
-  /** Removes `lease` if it is still the table's (its expiry came). */
-  remove(lease: Lease): void {
-    const key = keyOf(lease.call.rule, lease.call.identityHash);
-    if (this.leases.get(key) === lease) this.leases.delete(key);
+  /** Removes and returns every lease that expired by `now`. */
+  expired(now: number): Lease[] {
+    const out: Lease[] = [];
+    for (const [key, lease] of this.leases) {
+      if (now < lease.expiresAt) continue;
+      this.leases.delete(key);
+      out.push(lease);
+    }
+    return out;
   }
 }
 
