@@ -26,9 +26,10 @@ ARGV:
            units wanted (this request's cost included; <= cost or a concurrency rule = no lease)
            | "3" REFUND: give back units consumed earlier: ARGV[2] the request id they were consumed under
            ("" if none), ARGV[3] when, µs on Redis's clock, they were consumed ("0" = unknown: the current
-           window); each rule's cost slot is the number of units to give back (mode and override slots as in
+           window; token-bucket/gcra: the instant below which the TAT never moves back); each rule's cost slot is the number of units to give back (mode and override slots as in
            a decision: the limits in force decide the window and the emission interval)
-  then 6 per rule, rule i's at ARGV[first + 6(i-1) + slot] (first = 2, 3 or 5 as ARGV[1] says):
+  then 6 per rule, rule i's at ARGV[first + 6(i-1) + slot] (first = 2, 3, 5, or 4 for calls "3" and "4"),
+  and for a LEASE call, rule i's units wanted at ARGV[first + 6n + i - 1]:
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
     slot 1 mode       1 on (can deny) | 0 monitor (reported, never denies); 3 | 2: the same, with an override key
     slot 2 limit      units per period (concurrency: requests in flight), tier already applied by the edge
