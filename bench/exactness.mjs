@@ -131,7 +131,13 @@ export async function runExactness({
   const policies = [
     { label: "", bindings: {} },
     { label: ", `RATE_LIMIT_FAILURE=closed`", bindings: { RATE_LIMIT_FAILURE: "closed" } },
-    { label: ", `RATE_LIMIT_LEASES=off`", bindings: { RATE_LIMIT_LEASES: "off" } },
+    // Leases on and off side by side, with a budget this shared machine does not overrun, so that every
+    // admission is Redis's (now or by lease) and over/under-admission is the limiter's alone.
+    { label: ", budget 2000 ms (leases on)", bindings: { RATE_LIMIT_TIMEOUT_MS: "2000" } },
+    {
+      label: ", budget 2000 ms, `RATE_LIMIT_LEASES=off`",
+      bindings: { RATE_LIMIT_TIMEOUT_MS: "2000", RATE_LIMIT_LEASES: "off" },
+    },
   ];
   let floodgate = {};
   for (const [p, policy] of policies.entries()) {

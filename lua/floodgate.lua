@@ -50,7 +50,8 @@ Returns an array of integers only: { allowed, then 5 per rule }
 A LEASE call returns the decision's reply with, appended, { units, life_ms } per rule (0, 0 = no lease;
   units include this request's cost) and then Redis's now in µs (the "when" of a later refund). The rule's
   group reports as for the request's cost alone. A rule leases at most min(wanted, max(cost, avail / 2)), so
-  the last units of a window are decided one by one, and only for at least 10 ms. Why no leased unit can be
+  the last units of a window are decided one by one, and only for at least 10 ms. A cost of 0 in a LEASE
+  call is a renewal: it takes only the lease (none when nothing is left), and counts no request. Why no leased unit can be
   spent where Redis would not have admitted it (the caller spends a lease only within life_ms, measured from
   before it sent the call, so every spend happens between the grant and the grant + life on Redis's clock):
     fixed-window    the units are counted in the current window and life ends before its edge: every unit
@@ -99,8 +100,8 @@ State layout per algorithm (one key per identity; every write carries a TTL with
   fixed-window    integer counter, expires AT the epoch-aligned window end
   sliding-window  string "window:prev:cur" (window = floor(now / period)), lives until the next window ends
                   (a write within the same window keeps the expiry the window's first write set)
-  sliding-log     ZSET, one member per unit, `<request id>:<score>:<unit>`, score = time in µs; expires one
-                  period after the newest
+  sliding-log     ZSET, one member per unit, `<request id>:<score>:<unit>`, score = time in µs (a lease's:
+                  its end); expires one period plus min(period, 10 s, the longest lease) after the last write
   token-bucket,   integer TAT (theoretical arrival time, µs): both algorithms ARE the same state;
   gcra            emission interval = ceil(period / limit) in whole µs; expires when the bucket is full
   concurrency     ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire
@@ -108,6 +109,8 @@ State layout per algorithm (one key per identity; every write carries a TTL with
 
 -- Slots of one rule's ARGV group (see the header).
 local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, PER_RULE = 0, 1, 2, 3, 4, 5, 6
+-- The longest a lease lives (RATE_LIMIT_LEASE_MS is validated to at most this), ms.
+local LEASE_HORIZON_MS = 10000
 -- Algorithm codes, compared as the strings they arrive as (cheaper than tonumber).
 local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY = "1", "2", "3", "4", "5", "6"
 
@@ -642,6 +645,8 @@ for i = 1, n do
       life = math.min(life, now_ms - now_ms % period + period - now_ms - 1) -- never past the window's edge
     elseif algorithm == BUCKET or algorithm == GCRA then
       life = math.min(life, floor(burst * ceil(period_us / limit) / 1000)) -- never longer than the bucket
+    else -- sliding-log: within the extra life every write gives the key (phase 2)
+      life = math.min(life, period, LEASE_HORIZON_MS)
     end
     local units = math.min(wanted, math.max(cost, floor(avail / 2)), avail)
     if life >= 10 and units > cost then
@@ -749,7 +754,10 @@ for k = 0, more_pending and #more_pending or 0 do
           members = {}
         end
       end
-      redis.call("PEXPIREAT", key, format("%d", ceil((tonumber(score) + period_us) / 1000) - offset_ms))
+      -- A lease's members are scored up to min(period, LEASE_HORIZON_MS) ahead: every write keeps the
+      -- key that much longer than its newest member needs, so no write can cut a lease's members short.
+      local horizon_ms = math.min(period_us / 1000, LEASE_HORIZON_MS)
+      redis.call("PEXPIREAT", key, format("%d", ceil((now_us + period_us) / 1000) + horizon_ms - offset_ms))
     elseif algorithm == CONCURRENCY then
       if clear then
         redis.call("DEL", key)

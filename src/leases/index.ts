@@ -121,8 +121,23 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     if (calls.length === 0 || !calls.every(leasable)) return decider.decide(calls, requestId, opts);
     const leases = calls.map((call) => table.usable(call, at));
     if (leases.every((lease) => lease !== undefined)) {
-      for (const call of calls) table.wanted(call, at, maxMs);
-      return local(calls, leases as Lease[], at);
+      const wanted = calls.map((call) => table.wanted(call, at, maxMs));
+      const decision = local(calls, leases as Lease[], at);
+      // Half spent, no spare yet, none on its way, and plenty left in Redis: the next lease is fetched in
+      // the background, so a hot identity never waits on Redis (and its concurrent requests do not all go
+      // there when it runs out). Near the end of the quota, no renewal: the last units go one by one.
+      const renew = calls.some((call, i) => {
+        const lease = leases[i] as Lease;
+        const units = lease.grant.units;
+        return (
+          2 * lease.left < units &&
+          lease.result.remaining >= 4 * units &&
+          !table.hasSpare(call) &&
+          !table.asking(call)
+        );
+      });
+      if (renew && opts.waitUntil) opts.waitUntil(renewal(calls, wanted, requestId));
+      return decision;
     }
     stats.remote++;
     // Rules that still hold a lease with room keep it; the others may ask for one, one request at a time.
@@ -139,22 +154,46 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     } finally {
       for (const call of asking) table.ask(call, -1);
     }
+    take(decision, requestId, at);
+    return afterDenial(decision, calls);
+  }
+
+  /** Puts the leases `decision` granted into the table. */
+  function take(decision: Decision, leaseId: string, sentAt: number): void {
     for (const result of decision.results) {
       if (!result.lease || result.source !== "redis") continue;
       const lease: Lease = {
         call: result.call,
-        leaseId: requestId,
+        leaseId,
         grant: result.lease,
-        sentAt: at,
-        expiresAt: at + result.lease.lifeMs - LEASE_MARGIN_MS,
+        sentAt,
+        expiresAt: sentAt + result.lease.lifeMs - LEASE_MARGIN_MS,
         left: result.lease.units - result.call.cost,
         result,
         spent: 0,
       };
-      const previous = table.put(lease);
-      if (previous) giveBack(previous, opts.waitUntil);
+      table.put(lease, now());
     }
-    return afterDenial(decision, calls);
+  }
+
+  /**
+   * A lease call for no request (cost 0: lua/floodgate.lua's header, LEASE), run in the background. A rule
+   * with nothing left to lease gets none and nothing is counted; the current lease is spent meanwhile.
+   */
+  async function renewal(calls: RuleCall[], wanted: number[], requestId: string): Promise<void> {
+    const at = now();
+    const renewing = calls.map((call) => ({ ...call, cost: 0 }));
+    // Sliding-log members are named after the lease's id: a renewal must not reuse the request's.
+    const leaseId = calls.some((call) => call.algorithm === "sliding-log") ? `${requestId}:r` : requestId;
+    for (const call of calls) table.ask(call, 1);
+    try {
+      const decision = await decider.decide(renewing, leaseId, { lease: { units: wanted, maxMs } });
+      if (decision.allowed) take(decision, leaseId, at);
+    } catch {
+      // The decider never throws; a renewal that fails leaves the isolate to ask on the request path.
+    } finally {
+      for (const call of calls) table.ask(call, -1);
+    }
   }
 
   /**

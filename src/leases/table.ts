@@ -39,19 +39,35 @@ export const LEASE_MARGIN_MS = 5;
 /** The lease table of one isolate. */
 export class LeaseTable {
   private readonly leases: BoundedMap<string, Lease>;
+  /** A renewal taken while the current lease still had room: spent once the current one is not. */
+  private readonly spares: BoundedMap<string, Lease>;
   private readonly heat: BoundedMap<string, Heat>;
+  /** Leases put aside with units left (replaced or promoted over): returned by the next sweep. */
+  private retired: Lease[] = [];
 
   /** @param capacity most (rule, identity) pairs held, leases and heat each. */
   constructor(capacity: number) {
     this.leases = new BoundedMap(capacity);
+    this.spares = new BoundedMap(capacity);
     this.heat = new BoundedMap(capacity);
   }
 
-  /** The live lease of `call` with room for its cost, if any. */
+  /** The live lease of `call` with room for its cost, if any (its spare, once the current one has none). */
   usable(call: RuleCall, now: number): Lease | undefined {
-    const lease = this.leases.get(keyOf(call.rule, call.identityHash));
-    if (lease === undefined || now >= lease.expiresAt || lease.left < call.cost) return undefined;
-    return sameTerms(lease.call, call) ? lease : undefined;
+    const key = keyOf(call.rule, call.identityHash);
+    const lease = this.leases.get(key);
+    if (lease !== undefined && fits(lease, call, now)) return lease;
+    const spare = this.spares.get(key);
+    if (spare === undefined || !fits(spare, call, now)) return undefined;
+    this.spares.delete(key);
+    this.leases.set(key, spare);
+    if (lease !== undefined && lease.left > 0) this.retired.push(lease);
+    return spare;
+  }
+
+  /** Whether `call` has a spare lease waiting (then no renewal is needed). */
+  hasSpare(call: RuleCall): boolean {
+    return this.spares.has(keyOf(call.rule, call.identityHash));
   }
 
   /** Counts one request of `call` and says how many units its next decision should ask for. */
@@ -84,43 +100,56 @@ export class LeaseTable {
     if (heat) heat.asking = Math.max(0, (heat.asking ?? 0) + delta);
   }
 
-  /** Takes a new lease; returns the one it replaces (its unused units are to be returned). */
-  put(lease: Lease): Lease | undefined {
+  /**
+   * Takes a new lease: the spare when the current one is live with room (a renewal), else the current one.
+   * A lease it displaces with units left is retired, to be returned.
+   */
+  put(lease: Lease, now: number): void {
     const key = keyOf(lease.call.rule, lease.call.identityHash);
-    const previous = this.leases.get(key);
-    this.leases.set(key, lease);
-    return previous;
+    const current = this.leases.get(key);
+    const into =
+      current !== undefined && current.left > 0 && now < current.expiresAt ? this.spares : this.leases;
+    const displaced = into.get(key);
+    into.set(key, lease);
+    if (displaced !== undefined && displaced.left > 0) this.retired.push(displaced);
   }
 
   /** Drops the lease of one identity (all identities when `identityHash` is absent) under `rule`. */
   revoke(rule: string, identityHash?: string): number {
     let revoked = 0;
-    for (const [key, lease] of this.leases) {
-      if (
-        lease.call.rule !== rule ||
-        (identityHash !== undefined && lease.call.identityHash !== identityHash)
-      )
-        continue;
-      lease.left = 0; // a revoked lease's units are never returned: the state they came from may be gone
-      this.leases.delete(key);
-      revoked++;
+    const concerned = (lease: Lease) =>
+      lease.call.rule === rule && (identityHash === undefined || lease.call.identityHash === identityHash);
+    for (const map of [this.leases, this.spares]) {
+      for (const [key, lease] of map) {
+        if (!concerned(lease)) continue;
+        lease.left = 0; // a revoked lease's units are never returned: the state they came from may be gone
+        map.delete(key);
+        revoked++;
+      }
     }
+    for (const lease of this.retired) if (concerned(lease)) lease.left = 0;
     return revoked;
   }
 
-  /** Removes and returns every lease that expired by `now`. */
+  /** Removes and returns every lease that expired by `now`, and every retired one. */
   expired(now: number): Lease[] {
-    const out: Lease[] = [];
-    for (const [key, lease] of this.leases) {
-      if (now < lease.expiresAt) continue;
-      this.leases.delete(key);
-      out.push(lease);
+    const out = this.retired;
+    this.retired = [];
+    for (const map of [this.leases, this.spares]) {
+      for (const [key, lease] of map) {
+        if (now < lease.expiresAt) continue;
+        map.delete(key);
+        out.push(lease);
+      }
     }
     return out;
   }
 }
 
 const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
+
+const fits = (lease: Lease, call: RuleCall, now: number): boolean =>
+  now < lease.expiresAt && lease.left >= call.cost && sameTerms(lease.call, call);
 
 /** A lease serves only requests under the terms it was granted under. */
 function sameTerms(a: RuleCall, b: RuleCall): boolean {

@@ -81,3 +81,17 @@ it("a denied request leases nothing, and a concurrency rule is never leased", as
   expect(denied.results.map((r) => r.lease)).toEqual([undefined, undefined]);
   expect(await remaining(window)).toBe(80);
 });
+
+it("a renewal (cost 0) takes only the lease, and nothing at all once nothing is left", async () => {
+  for (const algorithm of ["fixed-window", "sliding-log", "token-bucket"] as Algorithm[]) {
+    const call = ruleCall({ algorithm, limit: 10, periodMs: 600_000, cost: 0 });
+    const renewal = await store.decide([call], requestId(), { lease: { units: [4], maxMs: 1000 } });
+    expect(renewal.allowed).toBe(true);
+    expect(renewal.results[0]?.lease?.units).toBe(4);
+    await expectLeft(call, 6);
+    expect((await store.decide([{ ...call, cost: await remaining(call) }], requestId())).allowed).toBe(true);
+    const empty = await store.decide([call], requestId(), { lease: { units: [4], maxMs: 1000 } });
+    expect(empty.results[0]?.lease).toBeUndefined();
+    expect(await remaining(call)).toBe(0);
+  }
+});
