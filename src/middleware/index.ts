@@ -21,7 +21,7 @@ export type * from "./options";
 export type { PlannedRule } from "./plan";
 
 /**
- * Rate-limits the requests of a Hono app with Floodgate's engine (one atomic Redis call per request).
+ * Rate-limits the requests of a Hono app with Floodgate's engine (one atomic Redis call per request, or none for a hot identity holding a lease: README "Leases").
  * A denied request throws a 429 (`QuotaExceededError`, an `HTTPException`) whose default response is
  * problem+json with `Retry-After`; the decision is on `c.get("rateLimit")`. An invalid option throws a
  * `ConfigError` naming the field (at once for a value, on the first request for a function).
