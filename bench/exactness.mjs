@@ -7,7 +7,7 @@
  */
 import { IP_HEADER, startProxyingFloodgate } from "./lib/floodgate.mjs";
 import { freePort } from "./lib/procs.mjs";
-import { table } from "./lib/report.mjs";
+import { fmt, table } from "./lib/report.mjs";
 import { startOrigin, startRedis, startRest } from "./lib/stack.mjs";
 import { startWorker } from "./lib/workerd.mjs";
 
@@ -24,6 +24,7 @@ export async function hammer(urls, { total, concurrency, headers }) {
   /** Admitted requests whose decision did not come from Redis (`Server-Timing` desc), by reason. */
   const degraded = {};
   const admittedPerInstance = urls.map(() => 0);
+  let leased = 0;
   let next = 0;
   const worker = async () => {
     while (next < total) {
@@ -35,7 +36,9 @@ export async function hammer(urls, { total, concurrency, headers }) {
         await response.arrayBuffer();
         status = String(response.status);
         const reason = /desc="([^"]+)"/.exec(response.headers.get("server-timing") ?? "")?.[1];
-        if (reason && response.status === 200) degraded[reason] = (degraded[reason] ?? 0) + 1;
+        // A lease is Redis's decision made ahead of time (README "Leases"), not a degraded one.
+        if (reason === "lease" && response.status === 200) leased++;
+        else if (reason && response.status === 200) degraded[reason] = (degraded[reason] ?? 0) + 1;
       } catch {
         status = "error";
       }
@@ -49,6 +52,7 @@ export async function hammer(urls, { total, concurrency, headers }) {
     statuses,
     degraded,
     admitted: statuses["200"] ?? 0,
+    leased,
     admittedPerInstance,
     elapsedMs: Date.now() - startedAt,
   };
@@ -127,6 +131,13 @@ export async function runExactness({
   const policies = [
     { label: "", bindings: {} },
     { label: ", `RATE_LIMIT_FAILURE=closed`", bindings: { RATE_LIMIT_FAILURE: "closed" } },
+    // Leases on and off side by side, with a budget this shared machine does not overrun, so that every
+    // admission is Redis's (now or by lease) and over/under-admission is the limiter's alone.
+    { label: ", budget 2000 ms (leases on)", bindings: { RATE_LIMIT_TIMEOUT_MS: "2000" } },
+    {
+      label: ", budget 2000 ms, `RATE_LIMIT_LEASES=off`",
+      bindings: { RATE_LIMIT_TIMEOUT_MS: "2000", RATE_LIMIT_LEASES: "off" },
+    },
   ];
   let floodgate = {};
   for (const [p, policy] of policies.entries()) {
@@ -212,6 +223,8 @@ export async function runExactness({
         "offered",
         "admitted (per instance)",
         "over-admitted",
+        "under-admitted",
+        "decided from leases",
         "statuses",
         "admitted without Redis",
         "admitted by Redis (≤ N?)",
@@ -223,6 +236,8 @@ export async function runExactness({
         String(r.offered),
         `**${r.admitted}** (${r.admittedPerInstance.join(" + ")})`,
         r.bound ? `${r.over} (design bound: ≤ ${r.bound - r.limit})` : String(r.over),
+        r.bound || r.over >= 0 ? "0" : `${-r.over} (${fmt((-100 * r.over) / r.limit, 1)} %)`,
+        String(r.leased ?? 0),
         Object.entries(r.statuses)
           .map(([status, count]) => `${status}×${count}`)
           .join(", "),

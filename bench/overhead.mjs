@@ -5,7 +5,9 @@
  * plus one hand-written EVALSHA fetch: the physical limit of a request decided by Redis over REST.
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -29,6 +31,13 @@ const threeRules = [
   { name: "bench-key", key: "header:x-api-key", algorithm: "token-bucket", limit: HUGE_LIMIT, period: "60s" },
   { name: "bench-global", key: "global", algorithm: "gcra", limit: HUGE_LIMIT, period: "60s" },
 ];
+/** A wrk script giving every request a new client IP: every identity cold (the lease-less path). */
+const COLD_SCRIPT = `math.randomseed(os.time() + tonumber(tostring({}):sub(8), 16))
+request = function()
+  wrk.headers["${IP_HEADER}"] = string.format("10.%d.%d.%d", math.random(0, 255), math.random(0, 255), math.random(1, 254))
+  return wrk.format(nil)
+end
+`;
 const deniedRule = [{ name: "bench-denied", key: "ip", algorithm: "fixed-window", limit: 1, period: "1h" }];
 
 /**
@@ -76,7 +85,28 @@ export async function runOverhead({
       label: "(b') proxy + one raw EVALSHA fetch",
       start: () => startWorker("bp", "bench/workers/evalsha-proxy.mjs", { ...common, EVALSHA_SHA: sha }),
     },
-    { id: "c", label: "(c) Floodgate, 1 rule", floodgate: floodgate(oneRule, "bench-c") },
+    {
+      id: "c",
+      label: "(c) Floodgate, 1 rule, hot identity (leases on, the default)",
+      floodgate: floodgate(oneRule, "bench-c"),
+    },
+    {
+      id: "c-off",
+      label: "(c) Floodgate, 1 rule, hot identity, `RATE_LIMIT_LEASES=off`",
+      floodgate: { ...floodgate(oneRule, "bench-c-off"), bindings: { RATE_LIMIT_LEASES: "off" } },
+    },
+    {
+      id: "c-cold",
+      label: "(c) Floodgate, 1 rule, a new identity per request (leases on)",
+      floodgate: floodgate(oneRule, "bench-c-cold"),
+      cold: true,
+    },
+    {
+      id: "c-cold-off",
+      label: "(c) Floodgate, 1 rule, a new identity per request, `RATE_LIMIT_LEASES=off`",
+      floodgate: { ...floodgate(oneRule, "bench-c-cold-off"), bindings: { RATE_LIMIT_LEASES: "off" } },
+      cold: true,
+    },
     { id: "d", label: "(d) Floodgate, 3 rules", floodgate: floodgate(threeRules, "bench-d") },
     {
       id: "e",
@@ -137,16 +167,35 @@ export async function runOverhead({
     redis: redis.pid,
   });
   const runs = Object.fromEntries(targets.map((t) => [t.id, []]));
+  const coldScript = join(tmpdir(), `floodgate-bench-cold-${process.pid}.lua`);
+  writeFileSync(coldScript, COLD_SCRIPT);
+  /** Calls per command name Redis has served (INFO commandstats; commands run by scripts included). */
+  const commandCalls = async () => {
+    const info = String(await restCommand(rest, ["INFO", "commandstats"]));
+    const calls = {};
+    for (const m of info.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)) calls[m[1]] = Number(m[2]);
+    return calls;
+  };
   for (const target of targets) {
     await runWrk(`${target.proc.url}/`, { durationS: warmupS, headers: target.headers });
   }
   for (let round = 1; round <= repetitions; round++) {
     for (const target of targets) {
+      const before = await commandCalls();
       const result = await runWrk(`${target.proc.url}/`, {
         durationS,
         headers: target.headers,
         pids: pidsOf(target),
+        ...(target.cold && { script: coldScript }),
       });
+      // Upstash bills EVALSHA plus every command the script runs (README "Redis"); INFO itself excluded.
+      const after = await commandCalls();
+      let billable = 0;
+      for (const [name, n] of Object.entries(after)) if (name !== "info") billable += n - (before[name] ?? 0);
+      result.evalshaPerRequest =
+        ((after.evalsha ?? 0) - (before.evalsha ?? 0) + (after.eval ?? 0) - (before.eval ?? 0)) /
+        result.requests;
+      result.commandsPerRequest = billable / result.requests;
       log(`overhead round ${round} ${target.label}: ${fmt(result.rps)} req/s, non-2xx ${result.non2xx}`);
       runs[target.id].push(result);
       await sleep(200);
@@ -172,6 +221,8 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
       non2xx: r.reduce((sum, x) => sum + x.non2xx + x.socketErrors, 0),
       requests: r.reduce((sum, x) => sum + x.requests, 0),
       workerdUs: cpu("workerd", "usPerRequest"),
+      evalshaPerRequest: median(r.map((x) => x.evalshaPerRequest ?? Number.NaN)),
+      commandsPerRequest: median(r.map((x) => x.commandsPerRequest ?? Number.NaN)),
       workerdPercent: cpu("workerd", "percent"),
       originPercent: cpu("origin", "percent"),
       restPercent: cpu("rest", "percent"),
@@ -203,6 +254,8 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
         "× (b') req/s",
         "× (b') CPU",
         "non-2xx",
+        "Redis calls/req",
+        "billable cmds/req",
         "CPU % workerd / origin / REST / redis",
       ],
       rows.map((r) => [
@@ -214,6 +267,8 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
         fmt(r.rpsRatio, 2),
         fmt(r.cpuRatio, 2),
         r.denied ? `${r.non2xx} (429, expected)` : String(r.non2xx),
+        fmt(r.evalshaPerRequest, 3),
+        fmt(r.commandsPerRequest, 3),
         [r.workerdPercent, r.originPercent, r.restPercent, r.redisPercent].map((x) => fmt(x)).join(" / "),
       ]),
     ),
@@ -221,9 +276,30 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
     `Already-denied identity: (c) answers at **${fmt(deniedVsBare, 2)}×** the bare proxy's (b) req/s (goal ≥ 0.90).`,
     "",
     goals(byId, deniedVsBare),
+    "",
+    leaseGoals(byId),
     ...skipped.map((s) => `\nNot measured: ${s.label}: ${s.reason}`),
   ].join("\n");
   return { markdown, json: { durationS, repetitions, rows, deniedVsBare, skipped, runs } };
+}
+
+/** The lease goals (README "Leases"), each checked against this run's medians. */
+function leaseGoals(byId) {
+  const { b, c } = byId;
+  const cold = byId["c-cold"];
+  const coldOff = byId["c-cold-off"];
+  if (!b || !c) return "Lease goals: not measured.";
+  const vsBare = (x) =>
+    `${fmt(x.rps / b.rps, 2)}× req/s, ${fmt(b.workerdUs / x.workerdUs, 2)}× CPU efficiency`;
+  const lines = [
+    `hot identity with leases: ${fmt(c.evalshaPerRequest, 3)} Redis calls/request (goal ≤ 0.1), ` +
+      `${fmt(c.commandsPerRequest, 3)} billable commands/request (goal ≤ 0.3), ${vsBare(c)} of the bare proxy (b) (goal ≥ 0.9 each)`,
+    cold && coldOff
+      ? `cold identities: leases on ${fmt(cold.rps)} req/s, ${fmt(cold.workerdUs)} µs CPU, ${fmt(cold.commandsPerRequest, 2)} cmds/req; ` +
+        `off ${fmt(coldOff.rps)} req/s, ${fmt(coldOff.workerdUs)} µs CPU, ${fmt(coldOff.commandsPerRequest, 2)} cmds/req`
+      : "cold identities: not measured",
+  ];
+  return `Lease goals: ${lines.join("; ")}.`;
 }
 
 /** The issue's goals, each checked against this run's medians. */

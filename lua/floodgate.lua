@@ -23,10 +23,15 @@ ARGV:
            only offsets within one window hold)
            | "3" REFUND: give back units consumed earlier: ARGV[2] the request id they were consumed under
            ("" if none), ARGV[3] when, µs on Redis's clock, they were consumed ("0" = unknown: the current
-           window); each rule's cost slot is the number of units to give back (mode and override slots as in
-           a decision: the limits in force decide the window and the emission interval)
+           window; token-bucket/gcra: the instant below which the TAT never moves back); each rule's cost
+           slot is the number of units to give back (mode and override slots as in a decision: the limits in
+           force decide the window and the emission interval)
+           | "4" LEASE: a decision (ARGV[2] the request id, ARGV[3] the longest lease life, ms) in which each
+           rule may take more units than the request's cost; after the rule groups one slot per rule: the
+           units wanted (this request's cost included; <= cost, a concurrency/shed or a delayed rule = no lease)
            | "5" give back a delayed request's reservation (below, "Give-back call")
-  then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2, 3 or 5 as ARGV[1] says):
+  then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2, 3, 5, or 4 for calls "3" and "4"),
+  and for a LEASE call, rule i's units wanted at ARGV[first + 7n + i - 1]:
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
                       | 7 shed: priority load shedding, a concurrency budget (below) whose limit the edge sets
                         per request to its priority class's share of one sub-key's capacity
@@ -48,17 +53,38 @@ Returns an array of integers only: { allowed, then 5 per rule }
                (cost exceeds capacity: one period; a rule with a delay: when it would fit in the queue);
                allowed: until more quota is available, 0 when full; delayed: the wait until its slot
   A reply where some rule was delayed and the request allowed (so written) carries 2 more per rule after
-  the groups: [2 + 5n + 2(i-1)] the TAT this call wrote (µs), [3 + 5n + 2(i-1)] the TAT it replaced (µs),
-  0 and 0 for a rule that is not token-bucket/gcra or was not written: the stamps of a give-back call.
+  the groups (and after a LEASE call's appendix, below, when there is one): for rule i, first the TAT this
+  call wrote (µs), then the TAT it replaced (µs), 0 and 0 for a rule that is not token-bucket/gcra or was
+  not written: the stamps of a give-back call.
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/script.ts).
+A LEASE call returns the decision's reply with, appended, { units, life_ms } per rule (0, 0 = no lease;
+  units include this request's cost) and then Redis's now in µs (the "when" of a later refund). The rule's
+  group reports as for the request's cost alone. A rule leases at most min(wanted, max(cost, avail / 2)), so
+  the last units of a window are decided one by one, and only for at least 10 ms. A cost of 0 in a LEASE
+  call is a renewal: it takes only the lease (none when nothing is left), and counts no request. Why no leased unit can be
+  spent where Redis would not have admitted it (the caller spends a lease only within life_ms, measured from
+  before it sent the call, so every spend happens between the grant and the grant + life on Redis's clock):
+    fixed-window    the units are counted in the current window and life ends before its edge: every unit
+                    is spent in the window that counts it, as if its requests had all arrived at the grant
+    sliding-window  the same (the current window's count, life within the window); the estimate only
+                    shrinks as the window advances, so units that fit at the grant fit at any later instant
+    sliding-log     the units are recorded at grant + life (scored in the future), the latest instant they
+                    can be spent: every window that contains a spend contains its record, and ZCOUNT counts
+                    future scores, so later grants see them at once
+    token-bucket,   the grant must fit now (units <= available), and the TAT is recorded as if every unit were
+    gcra            spent at grant + life: GCRA's TAT only grows with later arrivals, so that is the largest
+                    TAT any spending of them could give; life <= the bucket's capacity
+  Returned units (REFUND) only undo units never spent: counters and sorted sets are additive; a TAT moves
+  back never below max(now, when), and a lease return passes as `when` the latest end any live lease can
+  have, so it never eats into another lease's "as if spent at its end".
 A REFUND call returns one integer per rule instead: the units actually given back, never more than the
   state still holds from that time:
     fixed-window    DECRBY, only while the counter is still that of the window `when` falls in
     sliding-window  the current window's count, only if `when` falls in the window the state is of and that
                     window is still the current one
-    token-bucket,   the TAT moves back by units * emission interval, never below now (what has refilled since
-    gcra            stays refilled)
+    token-bucket,   the TAT moves back by units * emission interval, never below max(now, when) (what has
+    gcra            refilled since stays refilled)
     sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
                     with `when` unknown, the request id's members still in the window
     concurrency     ZREM of the request id's slot (units ignored)
@@ -93,8 +119,8 @@ State layout per algorithm (one key per identity; every write carries a TTL with
   fixed-window    integer counter, expires AT the epoch-aligned window end
   sliding-window  string "window:prev:cur" (window = floor(now / period)), lives until the next window ends
                   (a write within the same window keeps the expiry the window's first write set)
-  sliding-log     ZSET, one member per unit, `<request id>:<score>:<unit>`, score = time in µs; expires one
-                  period after the newest
+  sliding-log     ZSET, one member per unit, `<request id>:<score>:<unit>`, score = time in µs (a lease's:
+                  its end); expires one period plus min(period, 10 s, the longest lease) after the last write
   token-bucket,   integer TAT (theoretical arrival time, µs): both algorithms ARE the same state;
   gcra            emission interval = ceil(period / limit) in whole µs; expires when the bucket is full
   concurrency,    ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire. A shed
@@ -104,6 +130,8 @@ State layout per algorithm (one key per identity; every write carries a TTL with
 
 -- Slots of one rule's ARGV group (see the header).
 local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, DELAY, PER_RULE = 0, 1, 2, 3, 4, 5, 6, 7
+-- The longest a lease lives (RATE_LIMIT_LEASE_MS is validated to at most this), ms.
+local LEASE_HORIZON_MS = 10000
 -- Algorithm codes, compared as the strings they arrive as (cheaper than tonumber).
 local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY, SHED = "1", "2", "3", "4", "5", "6", "7"
 
@@ -151,8 +179,9 @@ local call = ARGV[1]
 local request_id = call ~= "0" and ARGV[2] or "" -- only sliding-log and concurrency rules use it
 local peek = call == "2" and ARGV[3] == "1"
 local offset_ms = call == "2" and tonumber(ARGV[4]) or 0 -- ms; 0 in production
-local first = call == "0" and 2 or call == "1" and 3 or call == "3" and 4 or 5 -- ARGV index of rule 1's first slot
-local n = (#ARGV - first + 1) / PER_RULE
+local first = call == "0" and 2 or call == "1" and 3 or (call == "3" or call == "4") and 4 or 5 -- rule 1's first slot
+local lease = call == "4" -- a LEASE call: one more slot per rule after the groups (see the header)
+local n = (#ARGV - first + 1) / (lease and PER_RULE + 1 or PER_RULE)
 
 -- Measured (redis-server 7.0, INFO commandstats): EVALSHA itself about 2 µs plus ~0.27 per argument, a
 -- redis.call about 0.7-1 µs (TIME 1.2 + 0.9 for its tonumbers, INCRBY 3.0, HGETALL of a missing key 1.8),
@@ -161,7 +190,108 @@ local n = (#ARGV - first + 1) / PER_RULE
 -- EVALSHA), no table for a single rule's pending write, and µs rounded up to ms inline.
 local floor, ceil, format = math.floor, math.ceil, string.format
 local now_us, now_ms -- µs, ms: Redis's clock (plus the test offset), read below only if a rule needs it
-local clock = call == "2" -- peek and time travel always read it
+local clock = call == "2" or lease -- peek and time travel always read it; a lease's life is on the clock
+
+-- Refund (call "3"): give back `cost` units each rule consumed at `when` (see the header). Its own block, so
+-- the decision paths below stay as they are; rare (lease returns, undoing a split decision), so it reads
+-- the clock and the override unconditionally. Never gives back more than the state still holds.
+if call == "3" then
+  local time = redis.call("TIME")
+  now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  local when_us = tonumber(ARGV[3]) -- µs; 0 = unknown: "the current window"
+  if when_us <= 0 then
+    when_us = now_us
+  end
+  local returned = {}
+  local override_at = n
+  for i = 1, n do
+    local at = first + (i - 1) * PER_RULE
+    local algorithm, mode = ARGV[at + ALGORITHM], ARGV[at + MODE]
+    local limit, period = tonumber(ARGV[at + LIMIT]), tonumber(ARGV[at + PERIOD]) -- units, ms
+    local units = tonumber(ARGV[at + COST]) -- units to give back
+    local key = KEYS[i]
+    if mode == "3" or mode == "2" then -- the limits in force are the override's (same reading as below)
+      override_at = override_at + 1
+      local o = redis.call("HGETALL", KEYS[override_at])
+      for j = 1, #o, 2 do
+        if o[j] == "limit" then
+          limit = tonumber(o[j + 1])
+        elseif o[j] == "period" then
+          period = tonumber(o[j + 1])
+        end
+      end
+    end
+    local period_us = period * 1000 -- µs
+    local given = 0 -- units actually given back
+    if limit <= 0 or units <= 0 then -- nothing was consumed under a blocking override
+    elseif algorithm == FIXED then
+      -- Only the counter of the window the units were taken in, and only while it is that window's.
+      if floor(when_us / period_us) == floor(now_us / period_us) then
+        local used = tonumber(redis.pcall("GET", key))
+        if used and used <= 1e13 then
+          given = math.min(units, used)
+          if given > 0 then
+            redis.call("DECRBY", key, given)
+          end
+        end
+      end
+    elseif algorithm == SLIDING then
+      local raw = redis.pcall("GET", key)
+      if type(raw) == "string" then
+        local head, w, c = string.match(raw, "^((%d+):%d+:)(%d+)$")
+        w, c = tonumber(w), tonumber(c)
+        if w and w == floor(when_us / period_us) and w == floor(now_us / period_us) then
+          given = math.min(units, c)
+          redis.call("SET", key, head .. (c - given), "KEEPTTL")
+        end
+      end
+    elseif algorithm == BUCKET or algorithm == GCRA then
+      -- The TAT moves back by the units' emission intervals, never below max(now, when): what has refilled
+      -- since stays refilled, and a lease return keeps other live leases' records (see LEASE above).
+      local floor_us = math.max(now_us, tonumber(ARGV[3]))
+      local tat_us = tonumber(redis.pcall("GET", key))
+      if tat_us and tat_us > floor_us then
+        local interval_us = ceil(period_us / limit)
+        local back_us = tat_us - units * interval_us
+        if back_us < floor_us then
+          back_us = floor_us
+        end
+        given = math.min(units, ceil((tat_us - back_us) / interval_us))
+        redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
+      end
+    elseif algorithm == LOG then
+      -- The members this call's request id recorded at `when` (`<id>:<when µs>:<unit>`); when unknown, any
+      -- of the id's members still in the window.
+      local members = {}
+      if tonumber(ARGV[3]) > 0 then
+        local prefix = request_id .. ":" .. format("%d", when_us) .. ":"
+        for unit = 1, units do
+          members[unit] = prefix .. unit
+        end
+      else
+        local since = "(" .. format("%d", now_us - period_us)
+        local prefix = request_id .. ":"
+        local all = redis.pcall("ZRANGEBYSCORE", key, since, "+inf")
+        if type(all) == "table" then
+          for _, member in ipairs(all) do
+            if #members < units and string.sub(member, 1, #prefix) == prefix then
+              members[#members + 1] = member
+            end
+          end
+        end
+      end
+      for j = 1, #members, 1000 do -- unpack() has a stack limit
+        local removed = redis.pcall("ZREM", key, unpack(members, j, math.min(j + 999, #members)))
+        given = given + (type(removed) == "number" and removed or 0)
+      end
+    elseif algorithm == CONCURRENCY then
+      local removed = redis.pcall("ZREM", key, request_id)
+      given = type(removed) == "number" and removed or 0
+    end
+    returned[i] = given
+  end
+  return returned
+end
 
 -- Refund (call "3"): give back `cost` units each rule consumed at `when` (see the header). Its own block, so
 -- the decision paths below stay as they are; rare (lease returns, undoing a split decision), so it reads
@@ -371,6 +501,9 @@ end
 -- The one exception is the fixed-window counter, which phase 1 increments at once (one command instead of
 -- GET now and INCRBY later) and takes back if the rule denies or, in phase 2, if the request is denied.
 local reply = n == 1 and { 1, 0, 0, 0, 0, 0 } or { 1 } -- sized at once for the common single rule
+-- Leases granted by this call (call "4"): rule index -> units (this request's cost included), life ms.
+local lease_ms = lease and tonumber(ARGV[3]) or 0 -- ms, the longest life a lease may have
+local lease_units, lease_life = {}, {}
 local p_i, p_period_us, p_value, p_expire_us, p_clear, p_avail_after, p_reset_after, p_more_after, p_undo
 local more_pending
 local stamps -- rule index -> { TAT written, TAT replaced } of token-bucket/gcra rules, once one is delayed
@@ -659,6 +792,37 @@ for i = 1, n do
     -- more stays 0: a slot frees on release, which no clock can predict
   end
 
+  -- LEASE (call "4"): an allowing rule asked for more than this request's cost takes up to that many units
+  -- now, as if that many requests were admitted at this instant (see the header for why no unit can be
+  -- spent where Redis would not have admitted it). Half of what is left at most, so that the last units of a
+  -- window go one by one, centrally.
+  local wanted = lease and tonumber(ARGV[first + n * PER_RULE + i - 1]) or 0 -- units
+  if wanted > cost and allow and not delayed and not impossible and algorithm ~= CONCURRENCY and algorithm ~= SHED then
+    local life = lease_ms -- ms
+    if algorithm == FIXED or algorithm == SLIDING then
+      life = math.min(life, now_ms - now_ms % period + period - now_ms - 1) -- never past the window's edge
+    elseif algorithm == BUCKET or algorithm == GCRA then
+      life = math.min(life, floor(burst * ceil(period_us / limit) / 1000)) -- never longer than the bucket
+    else -- sliding-log: within the extra life every write gives the key (phase 2)
+      life = math.min(life, period, LEASE_HORIZON_MS)
+    end
+    local units = math.min(wanted, math.max(cost, floor(avail / 2)), avail)
+    if life >= 10 and units > cost then
+      lease_units[i], lease_life[i] = units, life
+      if algorithm == FIXED and value then -- a SET ahead (phase 1 did not count): it sets the lease's units
+        value = tostring(tonumber(value) + units - cost)
+      elseif algorithm == SLIDING then
+        local head, c = string.match(value, "^(.*:)(%d+)$")
+        value = head .. (tonumber(c) + units - cost)
+      elseif algorithm == BUCKET or algorithm == GCRA then
+        -- Recorded as if every unit were spent at the lease's end, the latest it can be spent.
+        local interval_us = ceil(period_us / limit)
+        local tat_us = math.max(tonumber(value) - cost * interval_us, now_us + life * 1000)
+        expire_us = tat_us + units * interval_us
+        value = format("%d", expire_us)
+      end
+    end
+  end
   local outcome = delayed and 3 or allow and 1 or 0
   if impossible then
     outcome, allow, retry = 2, false, period
@@ -739,9 +903,9 @@ for k = 0, more_pending and #more_pending or 0 do
       if clear then
         redis.call("DEL", key)
       end
-      local score = format("%d", now_us)
+      local score = format("%d", now_us + (lease_life[i] or 0) * 1000) -- a lease's units: at its end
       redis.call("ZREMRANGEBYSCORE", key, "-inf", format("%d", now_us - period_us))
-      local cost = tonumber(ARGV[at + COST])
+      local cost = lease_units[i] or tonumber(ARGV[at + COST])
       local members, prefix = {}, request_id .. ":" .. score .. ":"
       for unit = 1, cost do
         members[#members + 1] = score
@@ -751,7 +915,10 @@ for k = 0, more_pending and #more_pending or 0 do
           members = {}
         end
       end
-      redis.call("PEXPIREAT", key, format("%d", ceil((now_us + period_us) / 1000) - offset_ms))
+      -- A lease's members are scored up to min(period, LEASE_HORIZON_MS) ahead: every write keeps the
+      -- key that much longer than its newest member needs, so no write can cut a lease's members short.
+      local horizon_ms = math.min(period_us / 1000, LEASE_HORIZON_MS)
+      redis.call("PEXPIREAT", key, format("%d", ceil((now_us + period_us) / 1000) + horizon_ms - offset_ms))
     elseif algorithm == CONCURRENCY then
       if clear then
         redis.call("DEL", key)
@@ -759,9 +926,18 @@ for k = 0, more_pending and #more_pending or 0 do
       redis.call("ZREMRANGEBYSCORE", key, "-inf", format("%d", now_us))
       redis.call("ZADD", key, format("%d", now_us + period_us), request_id)
       redis.call("PEXPIREAT", key, format("%d", ceil((now_us + period_us) / 1000) - offset_ms))
-    end -- else a fixed-window counter phase 1 already incremented
+    elseif lease_units[i] then -- a fixed-window counter phase 1 incremented by the cost: now the rest
+      redis.call("INCRBY", key, lease_units[i] - tonumber(ARGV[at + COST]))
+    end
     reply[r + 3], reply[r + 4], reply[r + 5] = avail_after, reset_after, more_after
   end
+end
+if lease then -- after the groups: units and life of each rule's lease (0 = none), then Redis's now in µs
+  local at = 1 + 5 * n
+  for i = 1, n do
+    reply[at + 2 * i - 1], reply[at + 2 * i] = allowed and lease_units[i] or 0, allowed and lease_life[i] or 0
+  end
+  reply[at + 2 * n + 1] = now_us
 end
 if delayed_any and allowed and not peek then
   -- The stamps a give-back call needs (see the header), after the groups.

@@ -19,6 +19,10 @@ export interface Env {
   RATE_LIMIT_FAILURE?: string;
   /** Budget for one whole Redis decision, in ms. @default 200 */
   RATE_LIMIT_TIMEOUT_MS?: string | number;
+  /** `on` | `off`: hot identities decided from leases (README "Leases"). @default "on" */
+  RATE_LIMIT_LEASES?: string;
+  /** The longest life of a lease, in ms. @default 1000 */
+  RATE_LIMIT_LEASE_MS?: string | number;
   /** How long to wait for the origin's response headers, in ms. @default 30000 */
   ORIGIN_TIMEOUT_MS?: string | number;
   /** Prefix of every Redis key. @default "rl" */

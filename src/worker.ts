@@ -12,6 +12,7 @@ import type { Env } from "./env";
 import { MisconfiguredError, onError, ProblemError, problemResponse } from "./http/problems";
 import { createProxy } from "./http/proxy";
 import { createJwtVerifier } from "./identity";
+import { withLeases } from "./leases";
 import { createLiveModes } from "./live";
 import { createLimiter } from "./middleware";
 import { createDecisionObserver, MetricsAggregator } from "./observability";
@@ -26,7 +27,12 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     prefix: config.prefix,
     timeoutMs: config.timeoutMs,
   });
-  const { decider, stores } = engine;
+  const { stores } = engine;
+  // README "Leases": hot identities decided here from units Redis handed out ahead of time.
+  const decider =
+    config.leases === "on"
+      ? withLeases(engine.decider, { refund: engine.refund, maxMs: config.leaseMs })
+      : engine.decider;
   // Keys shared by every identity (live modes, change log, override index, dashboard counts) live on the
   // first endpoint (README "Scaling out").
   const store = stores[0] as (typeof stores)[0];

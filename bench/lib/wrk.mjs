@@ -38,8 +38,12 @@ export function parseWrk(text) {
  * Runs wrk for `durationS` seconds and returns its numbers plus, for each named pid, the CPU it used in
  * microseconds per completed request and as a percentage of one core.
  */
-export async function runWrk(url, { durationS, connections = 32, threads = 2, headers = {}, pids = {} }) {
+export async function runWrk(
+  url,
+  { durationS, connections = 32, threads = 2, headers = {}, pids = {}, script },
+) {
   const args = [`-t${threads}`, `-c${connections}`, `-d${durationS}s`, "--latency"];
+  if (script) args.push("-s", script); // a wrk Lua script (e.g. a new identity per request)
   for (const [name, value] of Object.entries(headers)) args.push("-H", `${name}: ${value}`);
   args.push(url);
   const before = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid)]));

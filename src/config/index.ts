@@ -9,12 +9,12 @@ import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
 import { ConfigError, configErrorFrom } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
-import { DEFAULTS, FAILURES, HEADER_NAME, MODES } from "./schema";
+import { DEFAULTS, FAILURES, HEADER_NAME, LEASES, MAX_LEASE_MS, MODES } from "./schema";
 
 export type { RedisEndpoint } from "./endpoints";
 export { ConfigError } from "./errors";
 export {
-  DEFAULT_LEASE_MS,
+  DEFAULT_SLOT_LEASE_MS,
   type KeyPart,
   limitsFor,
   parseKey,
@@ -23,7 +23,7 @@ export {
   type ShedConfig,
   type TierLimits,
 } from "./rules";
-export { DEFAULTS, FAILURES, MAX_UNITS, MODES, type RuleInput } from "./schema";
+export { DEFAULTS, FAILURES, LEASES, MAX_LEASE_MS, MAX_UNITS, MODES, type RuleInput } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */
 export interface FloodgateConfig {
@@ -37,6 +37,10 @@ export interface FloodgateConfig {
   mode: Mode;
   failure: FailurePolicy;
   timeoutMs: number;
+  /** `RATE_LIMIT_LEASES`: `off` = every request decided in Redis (README "Leases"). */
+  leases: (typeof LEASES)[number];
+  /** `RATE_LIMIT_LEASE_MS`: the longest life of a lease, ms. */
+  leaseMs: number;
   originTimeoutMs: number;
   prefix: string;
   adminToken?: string;
@@ -89,6 +93,11 @@ const bindingsSchema = v.object({
   ),
   RATE_LIMIT_TIMEOUT_MS: v.optional(wholeMs("RATE_LIMIT_TIMEOUT_MS", 60_000), DEFAULTS.timeoutMs),
   ORIGIN_TIMEOUT_MS: v.optional(wholeMs("ORIGIN_TIMEOUT_MS", 600_000), DEFAULTS.originTimeoutMs),
+  RATE_LIMIT_LEASES: v.optional(
+    v.picklist(LEASES, (i) => `RATE_LIMIT_LEASES: ${show(i.input)} is not one of ${LEASES.join(" | ")}`),
+    DEFAULTS.leases,
+  ),
+  RATE_LIMIT_LEASE_MS: v.optional(wholeMs("RATE_LIMIT_LEASE_MS", MAX_LEASE_MS), DEFAULTS.leaseMs),
   RATE_LIMIT_PREFIX: v.optional(
     v.pipe(
       text("RATE_LIMIT_PREFIX"),
@@ -164,6 +173,8 @@ export function parseEnv(
     mode: b.RATE_LIMIT_MODE,
     failure: b.RATE_LIMIT_FAILURE,
     timeoutMs: b.RATE_LIMIT_TIMEOUT_MS,
+    leases: b.RATE_LIMIT_LEASES,
+    leaseMs: b.RATE_LIMIT_LEASE_MS,
     originTimeoutMs: b.ORIGIN_TIMEOUT_MS,
     prefix: b.RATE_LIMIT_PREFIX,
     adminToken: b.RATE_LIMIT_ADMIN_TOKEN,

@@ -47,7 +47,7 @@ export interface RuleConfig {
   keyText: string;
   algorithm: Algorithm;
   limit: number;
-  /** Window length; for `concurrency`, the slot lease. */
+  /** Window length; for `concurrency`, the slot lease (when an unreleased slot is freed). */
   periodMs: number;
   burst: number;
   /** Token-bucket / GCRA: the longest a request over the rate is held for its slot instead of denied; 0 = deny. */
@@ -61,6 +61,8 @@ export interface RuleConfig {
   missing: "ip" | "skip" | "deny";
   /** `shed` rules only. */
   shed?: ShedConfig;
+  /** `false`: never decided from a lease (README "Leases"); concurrency rules never are. */
+  lease: boolean;
 }
 
 /** The limits one request gets under a rule. */
@@ -91,8 +93,8 @@ export function limitsFor(rule: RuleConfig, tierName: string | undefined): Effec
   };
 }
 
-/** Default lease of a `concurrency` slot held by a request that never finished. */
-export const DEFAULT_LEASE_MS = 60_000;
+/** Default slot lease of a `concurrency` rule: when a slot held by a request that never finished is freed. */
+export const DEFAULT_SLOT_LEASE_MS = 60_000;
 
 /** Options that change what a valid rule is. */
 export interface ParseRulesOptions {
@@ -163,7 +165,7 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
       keyText: Array.isArray(rule.key) ? rule.key.join("|") : rule.key,
       algorithm: rule.algorithm,
       limit: rule.limit,
-      periodMs: rule.period ?? DEFAULT_LEASE_MS,
+      periodMs: rule.period ?? DEFAULT_SLOT_LEASE_MS,
       burst: rule.burst ?? rule.limit,
       delayMs: rule.delay ?? 0,
       cost,
@@ -173,6 +175,8 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
       failure: rule.failure,
       missing: rule.missing ?? "ip",
       ...(shed ? { shed } : {}),
+      // A delayed request waits for a slot reserved in Redis, and a shed slot is held: neither fits a lease.
+      lease: (rule.lease ?? true) && rule.delay === undefined && !shed,
     } satisfies RuleConfig;
   });
 }

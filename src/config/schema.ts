@@ -103,6 +103,11 @@ export const MODES = ["on", "off", "monitor"] as const;
 /** Every failure policy (`RATE_LIMIT_FAILURE`, a rule's `failure`). */
 export const FAILURES = ["open", "closed"] as const;
 
+/** `RATE_LIMIT_LEASES` / the middleware's `leases` (README "Leases"). */
+export const LEASES = ["on", "off"] as const;
+/** The longest lease life `RATE_LIMIT_LEASE_MS` accepts, ms: a lease is a short-lived thing. */
+export const MAX_LEASE_MS = 10_000;
+
 /**
  * The default of every optional setting, the same for the Worker's bindings and the middleware's options
  * (the README's "Configuration" table).
@@ -116,6 +121,9 @@ export const DEFAULTS = {
   originTimeoutMs: 30_000,
   prefix: "rl",
   clientIpHeader: "CF-Connecting-IP",
+  leases: "on",
+  /** The longest life of a lease, ms. */
+  leaseMs: 1000,
 } as const satisfies {
   mode: (typeof MODES)[number];
   failure: (typeof FAILURES)[number];
@@ -123,6 +131,8 @@ export const DEFAULTS = {
   originTimeoutMs: number;
   prefix: string;
   clientIpHeader: string;
+  leases: (typeof LEASES)[number];
+  leaseMs: number;
 };
 export const ALGORITHMS = [
   "fixed-window",
@@ -225,6 +235,7 @@ export const ruleSchema = v.strictObject(
     mode: v.optional(picklist(MODES)),
     failure: v.optional(picklist(FAILURES)),
     missing: v.optional(picklist(["ip", "skip", "deny"] as const)),
+    lease: v.optional(v.boolean((i) => `${show(i.input)} is not true or false`)),
   },
   unknownField,
 );

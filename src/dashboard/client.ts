@@ -89,6 +89,8 @@ export const DASHBOARD_SCRIPT = `"use strict";
       (data.health.redis.latencyMs === null ? "" : ", " + data.health.redis.latencyMs + " ms"));
     setField(health, "health.breaker", data.health.breaker);
     setField(health, "decisions.total", data.decisions.last5m + " / " + data.decisions.last1h);
+    setField(health, "decisions.leased", data.decisions.last5m > 0
+      ? Math.round((100 * data.decisions.leased5m) / data.decisions.last5m) + " %" : "none");
     var degraded = Object.keys(data.decisions.degraded5m).map(function (reason) {
       return reason + " " + data.decisions.degraded5m[reason];
     }).join(", ");

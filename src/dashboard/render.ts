@@ -66,6 +66,10 @@ ${data.rules.map(renderRule).join("\n")}
   );
 }
 
+/** The share of recent decisions made from leases, with no Redis call. */
+const leasedShare = (d: DashboardData["decisions"]): string =>
+  d.last5m > 0 ? `${Math.round((100 * d.leased5m) / d.last5m)} %` : "none";
+
 /** The health strip (also re-rendered by the script from the same fields). */
 function renderHealth(data: DashboardData): string {
   const { health, decisions } = data;
@@ -80,6 +84,7 @@ function renderHealth(data: DashboardData): string {
   }</dd></div>
 <div><dt>Breaker</dt><dd data-field="health.breaker">${escapeHtml(health.breaker)}</dd></div>
 <div><dt>Decisions (5 min / 1 h)</dt><dd data-field="decisions.total">${decisions.last5m} / ${decisions.last1h}</dd></div>
+<div><dt>Decided from leases (5 min)</dt><dd data-field="decisions.leased">${leasedShare(decisions)}</dd></div>
 <div><dt>Not from Redis (5 min)</dt><dd data-field="decisions.degraded">${degraded(decisions.degraded5m)}</dd></div>
 </dl>`;
 }

@@ -69,13 +69,25 @@ export interface CallOptions {
   timeOffsetMs?: number;
   /** Evaluate with the given cost but write nothing (the admin API's view of an identity). @default false */
   peek?: boolean;
+  /**
+   * Ask for leases (not with `peek` or `timeOffsetMs`): `units[i]` units wanted for call i, its cost
+   * included (≤ cost = none), each living at most `maxMs`.
+   */
+  lease?: { units: readonly number[]; maxMs: number };
 }
 
 /** Algorithms whose state stores the request id (ARGV[2]): their slots are released by it. */
 export const HOLDS_REQUEST_ID: ReadonlySet<Algorithm> = new Set(["sliding-log", "concurrency", "shed"]);
 
 /** ARGV[1]: which per-call slots follow (lua/floodgate.lua's header). */
-const CALL = { plain: "0", withRequestId: "1", withOptions: "2", refund: "3", giveBack: "5" } as const;
+const CALL = {
+  plain: "0",
+  withRequestId: "1",
+  withOptions: "2",
+  refund: "3",
+  lease: "4",
+  giveBack: "5",
+} as const;
 
 /** KEYS and ARGV of a give-back call: a delayed request's reservation returned (lua/floodgate.lua). */
 export function giveBackArguments(
@@ -110,7 +122,10 @@ export function scriptArguments(
   const overrides: string[] = [];
   const args: string[] = [CALL.plain];
   const offsetMs = Math.trunc(opts.timeOffsetMs ?? 0);
-  if (opts.peek || offsetMs !== 0) {
+  if (opts.lease) {
+    args[0] = CALL.lease;
+    args.push(requestId, String(Math.trunc(opts.lease.maxMs)));
+  } else if (opts.peek || offsetMs !== 0) {
     args[0] = CALL.withOptions;
     args.push(requestId, opts.peek ? "1" : "0", String(offsetMs));
   } else if (calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))) {
@@ -135,6 +150,7 @@ export function scriptArguments(
     );
   }
   for (const key of overrides) keys.push(key);
+  if (opts.lease) for (let i = 0; i < calls.length; i++) args.push(String(opts.lease.units[i] ?? 0));
   return { keys, args };
 }
 
@@ -148,7 +164,7 @@ export function refundArguments(
   requestId: string,
   whenUs: number,
 ): { keys: string[]; args: string[] } {
-  const { keys, args } = scriptArguments(prefix, calls, requestId);
+  const { keys, args } = scriptArguments(prefix, calls, requestId); // a plain decision's groups, reused
   const rules = args.slice(args.length - calls.length * ARGS_PER_RULE);
   return { keys, args: [CALL.refund, requestId, String(Math.trunc(whenUs)), ...rules] };
 }
@@ -191,8 +207,14 @@ export function decodeReply(
     return { allowed: true, results: [shortReply(raw, only)] };
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
-  const stamped = expected + calls.length * REPLY.stampsPerRule;
-  if (!Array.isArray(raw) || (raw.length !== expected && raw.length !== stamped)) {
+  // After the groups, in this order, either or both: a LEASE call's { units, life_ms } per rule and Redis's
+  // now; a delayed request's give-back stamps, 2 per rule (lua/floodgate.lua's header).
+  const leaseWords = 2 * calls.length + 1;
+  const stampWords = calls.length * REPLY.stampsPerRule;
+  const extra = Array.isArray(raw) ? raw.length - expected : -1;
+  const leased = extra === leaseWords || extra === leaseWords + stampWords;
+  const stamped = extra === stampWords || extra === leaseWords + stampWords;
+  if (!Array.isArray(raw) || (extra !== 0 && !leased && !stamped)) {
     throw new ReplyShapeError(
       `expected ${expected} integers, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
     );
@@ -206,11 +228,17 @@ export function decodeReply(
   const results = calls.map((call, r): RuleResult => {
     const base = 1 + r * REPLY.fieldsPerRule;
     const code = at(base + REPLY.outcome);
-    const stampAt = raw.length === stamped ? expected + r * REPLY.stampsPerRule : 0;
+    const stampAt = stamped ? expected + (leased ? leaseWords : 0) + r * REPLY.stampsPerRule : 0;
     if (code === DELAYED) return delayedResult(call, at, base, stampAt);
     const outcome = OUTCOME[code];
     if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
+    const units = leased ? at(expected + 2 * r) : 0;
+    const lease =
+      units > 0
+        ? { units, lifeMs: at(expected + 2 * r + 1), whenUs: at(expected + 2 * calls.length) }
+        : undefined;
     const result: RuleResult = {
+      ...(lease && { lease }),
       call,
       outcome,
       limit: at(base + REPLY.limit),

@@ -59,13 +59,25 @@ export interface RuleCall {
    * @default true
    */
   override?: boolean;
+  /** `false` = never decided from a lease (the rule's `lease = false`); concurrency never is. @default true */
+  lease?: boolean;
 }
 
 /** How one rule judged the request. */
 export type Outcome = "allowed" | "denied" | "cost-exceeds-capacity";
 
 /** Where a rule's result came from; anything but `redis` is a degraded answer and says why. */
-export type Source = "redis" | "deny-cache" | "fallback" | "undecided";
+export type Source = "redis" | "lease" | "deny-cache" | "fallback" | "undecided";
+
+/** Units a decision leased for the isolate to spend locally (lua/floodgate.lua's header, call "4"). */
+export interface LeaseGrant {
+  /** Units taken in Redis, this request's cost included. */
+  units: number;
+  /** How long the units may be spent, ms from before the call was sent. */
+  lifeMs: number;
+  /** Redis's clock at the grant, µs: the "when" of a later refund. */
+  whenUs: number;
+}
 
 /** Why a result did not come from Redis. */
 export type DegradedReason = "timeout" | "redis_error" | "breaker_open" | "auth" | "deny_cache";
@@ -92,6 +104,8 @@ export interface RuleResult {
   retryAfterMs: number;
   source: Source;
   reason?: DegradedReason;
+  /** Set when the decision leased more units than the request's cost for this rule. */
+  lease?: LeaseGrant;
   /**
    * An allowed token-bucket/GCRA request over the rate that got a reserved slot instead of a denial: how
    * long it must wait for that slot, ms (never more than its call's `delayMs`). Absent = not delayed.
@@ -131,6 +145,8 @@ export interface DecideOptions {
    * keeps `budgetMs` with a timer of its own.
    */
   signal?: AbortSignal;
+  /** Ask for leases (lua/floodgate.lua, call "4"): units wanted per call, cost included; longest life, ms. */
+  lease?: { units: readonly number[]; maxMs: number };
   /**
    * Keeps background work alive after the response (`executionCtx.waitUntil`): a request spanning several
    * slot groups that is not let through gives back what its allowing groups consumed there.

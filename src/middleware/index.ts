@@ -5,9 +5,10 @@
  * called once, on the first request, and the limiter it builds serves every later request of the isolate.
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
-import { ConfigError, DEFAULTS, parseRules } from "../config";
+import { ConfigError, DEFAULTS, MAX_LEASE_MS, parseRules } from "../config";
 import type { Decider } from "../engine/types";
 import { createJwtVerifier } from "../identity";
+import { withLeases } from "../leases";
 import { createEngine } from "../resilience/endpoints";
 import { createLimiter, type Limiter } from "./limiter";
 import type { RateLimitOptions } from "./options";
@@ -19,7 +20,7 @@ export type * from "./options";
 export type { PlannedRule } from "./plan";
 
 /**
- * Rate-limits the requests of a Hono app with Floodgate's engine (one atomic Redis call per request).
+ * Rate-limits the requests of a Hono app with Floodgate's engine (one atomic Redis call per request, or none for a hot identity holding a lease: README "Leases").
  * A denied request throws a 429 (`QuotaExceededError`, an `HTTPException`) whose default response is
  * problem+json with `Retry-After`; the decision is on `c.get("rateLimit")`. An invalid option throws a
  * `ConfigError` naming the field (at once for a value, on the first request for a function).
@@ -94,12 +95,26 @@ function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, timeoutMs: n
   }
   const redis = options.redis;
   const prefix = options.prefix ?? DEFAULTS.prefix;
+  const leases = options.leases ?? DEFAULTS.leases;
+  const leaseMs = options.leaseMs ?? DEFAULTS.leaseMs;
+  if (leases !== "on" && leases !== "off")
+    throw new ConfigError(`leases: ${String(leases)} is not one of on | off`);
+  if (!Number.isInteger(leaseMs) || leaseMs < 1 || leaseMs > MAX_LEASE_MS) {
+    throw new ConfigError(
+      `leaseMs: ${String(leaseMs)} is not a whole number of ms from 1 to ${MAX_LEASE_MS}`,
+    );
+  }
   // Built on the first decision: a Worker may call `rateLimit({...})` at module scope, where no I/O,
   // timer or randomness is allowed.
   let decider: Decider | undefined;
   const get = () => {
+    if (decider) return decider;
     // The engine splits a request whose rules key on different identities by slot group (Redis Cluster).
-    decider ??= createEngine({ endpoints: [redis], prefix, timeoutMs }).decider;
+    const engine = createEngine({ endpoints: [redis], prefix, timeoutMs });
+    decider =
+      leases === "on"
+        ? withLeases(engine.decider, { refund: engine.refund, maxMs: leaseMs })
+        : engine.decider;
     return decider;
   };
   return {

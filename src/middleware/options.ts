@@ -94,6 +94,8 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   failure?: FailurePolicy;
   /** No value for the key: `"ip"` falls back to the client IP, `"skip"` ignores the rule, `"deny"` answers 401. @default "ip" */
   missing?: "ip" | "skip" | "deny";
+  /** `false`: this rule is never decided from a lease (README "Leases"). @default true */
+  lease?: boolean;
 }
 
 /** Options of `rateLimit`. */
@@ -112,6 +114,13 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   failure?: FailurePolicy;
   /** Budget for one whole Redis decision, ms. @default 200 */
   timeoutMs?: number;
+  /**
+   * `"off"`: every request decided in Redis; `"on"`: hot identities decided from short leases, never one
+   * request too many (README "Leases"). Applies only to the engine built from `redis`. @default "on"
+   */
+  leases?: "on" | "off";
+  /** The longest life of a lease, ms (1–10000). @default 1000 */
+  leaseMs?: number;
   /** The one header trusted for the client IP. @default "CF-Connecting-IP" */
   clientIpHeader?: string;
   /** How `jwt:<claim>` keys are verified; required by rules that use them. */

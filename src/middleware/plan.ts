@@ -166,6 +166,7 @@ function callOf(
     // sub-key has none: its limit is the class's share).
     override: !rule.shed && (context.live.overrides?.has(rule.name, identityHash) ?? true),
     ...(share === undefined ? {} : { priorityClass: share.priorityClass }),
+    lease: rule.lease,
   };
 }
 

@@ -34,9 +34,12 @@ export function verdictOf(decision: Decision): Verdict {
 
   // RateLimit members only for what Redis decided (now, or recently: the deny cache). Undecided rules and
   // the approximate fallback limiter's guesses are not advertised as quota (README: "When things fail").
-  // A shed rule is the origin's budget, not the client's quota: it has no RateLimit member.
+  // A shed rule is the origin's budget, not the client's quota: it has no RateLimit member. A lease's figures
+  // are Redis's at the grant minus what this isolate spent since (README "Leases").
   const fromRedis = decision.results.filter(
-    (r) => (r.source === "redis" || r.source === "deny-cache") && r.call.algorithm !== "shed",
+    (r) =>
+      (r.source === "redis" || r.source === "deny-cache" || r.source === "lease") &&
+      r.call.algorithm !== "shed",
   );
   const headers = rateLimitHeaders(fromRedis);
   const decided = decision.results.filter((r) => r.source !== "undecided");

@@ -5,7 +5,8 @@
  * per-minute keys that expire after two hours:
  *
  *   <prefix>:metrics:<minute>               hash: `<rule>:<verdict>` → count (verdict.ts), `~decisions`,
- *                                           `~degraded:<reason>` (decisions not from Redis, by reason)
+ *                                           `~degraded:<reason>` (decisions not from Redis, by reason),
+ *                                           `~lease` (decisions made in the isolate from leases)
  *   <prefix>:metrics:<minute>:denied:<rule> sorted set: hashed identity → denials (incl. would-deny)
  *   <prefix>:metrics:<minute>:near:<rule>   sorted set: hashed identity → lowest remaining, ‰ of its limit
  *
@@ -65,7 +66,9 @@ export class MetricsAggregator {
     if (decision.results.length === 0) return;
     const bucket = this.bucket(minuteOf(Date.now()));
     add(bucket.counts, "~decisions", 1);
-    const degraded = decision.results.find((r) => r.source !== "redis");
+    // A lease is Redis's answer given ahead of time: counted apart, not as degraded.
+    if (decision.results.every((r) => r.source === "lease")) add(bucket.counts, "~lease", 1);
+    const degraded = decision.results.find((r) => r.source !== "redis" && r.source !== "lease");
     if (degraded) add(bucket.counts, `~degraded:${degraded.reason ?? degraded.source}`, 1);
     for (const result of decision.results) {
       const verdict = ruleVerdictOf(result);

@@ -157,7 +157,15 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
 
     try {
       const budgetMs = Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
-      const decision = await decideWithin(store, calls, requestId, budgetMs, guardMs, opts.onTimer);
+      const decision = await decideWithin(
+        store,
+        calls,
+        requestId,
+        budgetMs,
+        guardMs,
+        opts.onTimer,
+        opts.lease,
+      );
       if (breaker.state !== "closed") log("floodgate: Redis answers again; circuit breaker closed");
       breaker.success();
       tracker.succeeded();
@@ -213,6 +221,7 @@ function decideWithin(
   budgetMs: number,
   guardMs: number,
   onTimer: DecideOptions["onTimer"],
+  lease?: DecideOptions["lease"],
 ): Promise<Decision> {
   return new Promise((resolve, reject) => {
     const signal = AbortSignal.timeout(budgetMs);
@@ -233,7 +242,7 @@ function decideWithin(
       settled = true;
       if (guard !== undefined) clearTimeout(guard);
     };
-    store.decide(calls, requestId, { budgetMs, signal }).then(
+    store.decide(calls, requestId, lease ? { budgetMs, signal, lease } : { budgetMs, signal }).then(
       (decision) => {
         settle();
         resolve(decision);

@@ -85,9 +85,13 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
     }
     const groups = groupCalls(calls, route);
 
+    // No leases across groups: a refund of a denied split request could take back leased units with the
+    // request's own (a sliding log's members are named by request id), and a lease must never outlive its units.
+    const groupOpts: DecideOptions = { ...opts };
+    delete groupOpts.lease;
     const startedMs = performance.now();
     const decisions = await Promise.all(
-      groups.map((group) => deciderOf(group.shard).decide(group.calls, requestId, opts)),
+      groups.map((group) => deciderOf(group.shard).decide(group.calls, requestId, groupOpts)),
     );
     const elapsedMs = performance.now() - startedMs;
     const decision = mergeDecisions(calls.length, groups, decisions, elapsedMs);

@@ -41,6 +41,20 @@ period = "10s"
 `;
 
 describe("npm run check-config", () => {
+  it("validates the lease settings, naming the binding and the rule field", async () => {
+    const ok = await checkConfig(
+      valid.replace("[vars]", '[vars]\nRATE_LIMIT_LEASES = "off"\nRATE_LIMIT_LEASE_MS = 500'),
+    );
+    expect(ok.code).toBe(0);
+    const { code, out } = await checkConfig(
+      `${valid.replace("[vars]", '[vars]\nRATE_LIMIT_LEASES = "sometimes"\nRATE_LIMIT_LEASE_MS = 60000')}lease = "no"\n`,
+    );
+    expect(code).not.toBe(0);
+    expect(out).toContain('RATE_LIMIT_LEASES: "sometimes" is not one of on | off');
+    expect(out).toContain("RATE_LIMIT_LEASE_MS: 60000 is not from 1 to 10000");
+    expect(out).toMatch(/RATE_LIMIT_RULES\[0\]\.lease: "no" is not true or false/);
+  });
+
   it("accepts a valid wrangler.toml and says which secrets it assumes", async () => {
     const { code, out } = await checkConfig(valid);
     expect(code).toBe(0);

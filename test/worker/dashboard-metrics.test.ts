@@ -118,3 +118,22 @@ describe("without RATE_LIMIT_ADMIN_TOKEN", () => {
     expect(keys.filter((key) => key.startsWith(`${prefix}:metrics:`))).toEqual([]);
   });
 });
+
+describe("the dashboard's lease share", () => {
+  it("counts the decisions made in the isolate from leases, as their Server-Timing says", async () => {
+    const prefix = `t-dlease-${crypto.randomUUID().slice(0, 8)}`;
+    const env = makeEnv(prefix, [
+      { name: "hot", key: "header:x-api-key", algorithm: "fixed-window", limit: 1000, period: "1h" },
+    ]);
+    let leased = 0;
+    for (let i = 0; i < 20; i++) {
+      const response = await call(env, "/anything", { token: null, headers: { "x-api-key": "k" } });
+      if (response.headers.get("Server-Timing")?.includes('desc="lease"')) leased++;
+    }
+    expect(leased).toBeGreaterThan(0);
+    const data = await (await call(env, "/__floodgate/dashboard.json")).json<{
+      decisions: { last5m: number; leased5m: number };
+    }>();
+    expect(data.decisions).toMatchObject({ last5m: 20, leased5m: leased });
+  });
+});

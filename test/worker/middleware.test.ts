@@ -126,6 +126,31 @@ describe("rateLimit() in an existing Hono app", () => {
     expect(() =>
       rateLimit({ redis, rules: [{ name: "x", key: "jwt:sub", algorithm: "gcra", limit: 1, period: "1s" }] }),
     ).toThrowError(/jwt:sub.*needs/);
+    const rules = [{ name: "x", key: "ip", algorithm: "gcra", limit: 1, period: "1s" }] as const;
+    expect(() => rateLimit({ redis, rules: [...rules], leases: "sometimes" as never })).toThrowError(
+      new ConfigError("leases: sometimes is not one of on | off"),
+    );
+    expect(() => rateLimit({ redis, rules: [...rules], leaseMs: 0 })).toThrowError(/^leaseMs: 0 is not/);
+  });
+
+  it("decides a hot identity from a lease, unless `leases` is off", async () => {
+    const timings = async (leases: "on" | "off") => {
+      const app = new Hono();
+      const rule = {
+        name: "hot",
+        key: "global",
+        algorithm: "fixed-window",
+        limit: 1000,
+        period: "1h",
+      } as const;
+      app.use(rateLimit({ redis, prefix: prefix(), leases, rules: [rule] }));
+      app.get("/", (c) => c.text("ok"));
+      const out: string[] = [];
+      for (let i = 0; i < 10; i++) out.push((await call(app, "/")).headers.get("Server-Timing") ?? "");
+      return out;
+    };
+    expect((await timings("on")).some((t) => t.includes('desc="lease"'))).toBe(true);
+    expect((await timings("off")).some((t) => t.includes("lease"))).toBe(false);
   });
 });
 

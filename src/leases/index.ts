@@ -1,0 +1,228 @@
+/**
+ * Leases: hot identities decided with no Redis call, and never one request too many.
+ * A decision for a (rule, identity) this isolate sees often asks the script for more units than the
+ * request's cost (lua/floodgate.lua, call "4"); later requests spend them here until they run out or the
+ * lease expires; what is left at expiry goes back to Redis (call "3") in the background, sent by the
+ * isolate's next request (any identity) after the expiry. A request is
+ * decided here only when EVERY one of its rules holds a live lease with room for its cost: otherwise one
+ * Redis call decides all of them, as always (all-or-nothing stays). README: "Leases".
+ */
+import {
+  type DecideOptions,
+  type Decision,
+  holdsSlot,
+  type RuleCall,
+  type RuleResult,
+} from "../engine/types";
+import type { ResilientDecider } from "../resilience/decider";
+import { LEASE_MARGIN_MS, type Lease, LeaseTable } from "./table";
+
+/** Gives back units consumed earlier (`Store.refund` in src/engine/store.ts). */
+export type Refund = (calls: RuleCall[], leaseId: string, whenUs: number) => Promise<number[]>;
+
+/** Options of {@link withLeases}. */
+export interface LeaseOptions {
+  /** Gives unused units back at a lease's expiry; absent = they are not returned (only expire). */
+  refund?: Refund | undefined;
+  /** The longest life of a lease, ms (`RATE_LIMIT_LEASE_MS`). @default 1000 */
+  maxMs?: number;
+  /** Most (rule, identity) pairs tracked per isolate. @default 10000 */
+  entries?: number;
+  /** Clock, ms. @default Date.now */
+  now?: () => number;
+}
+
+/** Counts of how requests were decided, for the dashboard. */
+export interface LeaseStats {
+  /** Requests decided here from leases, with no Redis call. */
+  local: number;
+  /** Requests that went to the decider. */
+  remote: number;
+}
+
+/**
+ * A decider that decides hot identities from leases; `forget` (an admin reset or override change, from
+ * the change log) also revokes that identity's leases. A mode switch needs no hook: a lease serves only
+ * requests in the mode it was granted in.
+ */
+export interface LeasingDecider extends ResilientDecider {
+  readonly stats: LeaseStats;
+}
+
+/** How often a request looks for expired leases to return, ms. */
+const SWEEP_INTERVAL_MS = 100;
+
+/** Default of `RATE_LIMIT_LEASE_MS`. */
+export const DEFAULT_LEASE_MAX_MS = 1000;
+
+/** Whether a call may ever be leased: never a held slot (concurrency, shed), never a rule with `lease = false`. */
+export const leasable = (call: RuleCall): boolean => !holdsSlot(call.algorithm) && call.lease !== false;
+
+/**
+ * Wraps `decider` so that hot identities are decided from leases.
+ * @example
+ * const decider = withLeases(createDecider(store), { refund: store.refund, maxMs: 1000 });
+ */
+export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}): LeasingDecider {
+  const now = options.now ?? Date.now;
+  const maxMs = options.maxMs ?? DEFAULT_LEASE_MAX_MS;
+  const table = new LeaseTable(options.entries ?? 10_000);
+  const stats: LeaseStats = { local: 0, remote: 0 };
+  let nextSweepAt = 0;
+
+  /** Gives back what `lease` did not spend (nothing once revoked), in the background. */
+  function giveBack(lease: Lease, waitUntil: DecideOptions["waitUntil"]): void {
+    const units = lease.left;
+    lease.left = 0;
+    if (units <= 0 || !options.refund || !waitUntil) return;
+    const { rule, identityHash } = lease.call;
+    const returned = options.refund([{ ...lease.call, cost: units }], lease.leaseId, whenOf(lease));
+    // Units back in Redis may turn a cached denial wrong: this isolate asks Redis again next time.
+    waitUntil(returned.then(([n]) => n && decider.forget(rule, identityHash)).catch(() => undefined));
+  }
+
+  /** The refund's `when` (lua/floodgate.lua's header, REFUND): per algorithm. */
+  function whenOf(lease: Lease): number {
+    const { algorithm } = lease.call;
+    if (algorithm === "sliding-log") return lease.grant.whenUs + lease.grant.lifeMs * 1000;
+    if (algorithm === "token-bucket" || algorithm === "gcra") {
+      // Never below the latest end any lease still live anywhere can have: Redis's now + the longest life.
+      return lease.grant.whenUs + (now() - lease.sentAt + maxMs + 50) * 1000;
+    }
+    return lease.grant.whenUs;
+  }
+
+  function local(calls: RuleCall[], leases: Lease[], at: number): Decision {
+    const results = calls.map((call, i): RuleResult => {
+      const lease = leases[i] as Lease;
+      lease.left -= call.cost;
+      lease.spent += call.cost;
+      const elapsed = at - lease.sentAt;
+      const r = lease.result;
+      return {
+        call,
+        outcome: "allowed",
+        limit: r.limit,
+        // Never more than Redis reported at the grant minus what was spent here since.
+        remaining: Math.max(0, r.remaining - lease.spent),
+        resetAfterMs: r.resetAfterMs, // spends since only move a full reset later: never earlier than the truth
+        retryAfterMs: Math.max(0, r.retryAfterMs - elapsed),
+        source: "lease",
+      };
+    });
+    stats.local++;
+    return { allowed: true, results, durationMs: 0 };
+  }
+
+  async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
+    const at = now();
+    if (at >= nextSweepAt) {
+      // Expired leases give back what is left, from the isolate's next request (no timer keeps a
+      // finished request alive for it).
+      nextSweepAt = at + SWEEP_INTERVAL_MS;
+      for (const lease of table.expired(at)) giveBack(lease, opts.waitUntil);
+    }
+    // A request with a rule that is never leased (a concurrency slot) always goes to Redis, so leasing its
+    // other rules would only park units where this request cannot spend them.
+    if (calls.length === 0 || !calls.every(leasable)) return decider.decide(calls, requestId, opts);
+    const leases = calls.map((call) => table.usable(call, at));
+    if (leases.every((lease) => lease !== undefined)) {
+      const wanted = calls.map((call) => table.wanted(call, at, maxMs));
+      const decision = local(calls, leases as Lease[], at);
+      // Half spent, no spare yet, none on its way, and plenty left in Redis: the next lease is fetched in
+      // the background, so a hot identity never waits on Redis (and its concurrent requests do not all go
+      // there when it runs out). Near the end of the quota, no renewal: the last units go one by one.
+      const renew = calls.some((call, i) => {
+        const lease = leases[i] as Lease;
+        const units = lease.grant.units;
+        return (
+          2 * lease.left < units &&
+          lease.result.remaining >= 4 * units &&
+          !table.hasSpare(call) &&
+          !table.asking(call)
+        );
+      });
+      if (renew && opts.waitUntil) opts.waitUntil(renewal(calls, wanted, requestId));
+      return decision;
+    }
+    stats.remote++;
+    // Rules that still hold a lease with room keep it; the others may ask for one, one request at a time.
+    const units = calls.map((call, i) => {
+      const wanted = table.wanted(call, at, maxMs);
+      return leases[i] || table.asking(call) ? call.cost : wanted;
+    });
+    const asking = calls.filter((call, i) => (units[i] as number) > call.cost);
+    if (asking.length === 0) return afterDenial(await decider.decide(calls, requestId, opts), calls);
+    for (const call of asking) table.ask(call, 1);
+    let decision: Decision;
+    try {
+      decision = await decider.decide(calls, requestId, { ...opts, lease: { units, maxMs } });
+    } finally {
+      for (const call of asking) table.ask(call, -1);
+    }
+    take(decision, requestId, at);
+    return afterDenial(decision, calls);
+  }
+
+  /** Puts the leases `decision` granted into the table. */
+  function take(decision: Decision, leaseId: string, sentAt: number): void {
+    for (const result of decision.results) {
+      if (!result.lease || result.source !== "redis") continue;
+      const lease: Lease = {
+        call: result.call,
+        leaseId,
+        grant: result.lease,
+        sentAt,
+        expiresAt: sentAt + result.lease.lifeMs - LEASE_MARGIN_MS,
+        left: result.lease.units - result.call.cost,
+        result,
+        spent: 0,
+      };
+      table.put(lease, now());
+    }
+  }
+
+  /**
+   * A lease call for no request (cost 0: lua/floodgate.lua's header, LEASE), run in the background. A rule
+   * with nothing left to lease gets none and nothing is counted; the current lease is spent meanwhile.
+   */
+  async function renewal(calls: RuleCall[], wanted: number[], requestId: string): Promise<void> {
+    const at = now();
+    const renewing = calls.map((call) => ({ ...call, cost: 0 }));
+    // Sliding-log members are named after the lease's id: a renewal must not reuse the request's.
+    const leaseId = calls.some((call) => call.algorithm === "sliding-log") ? `${requestId}:r` : requestId;
+    for (const call of calls) table.ask(call, 1);
+    try {
+      const decision = await decider.decide(renewing, leaseId, { lease: { units: wanted, maxMs } });
+      if (decision.allowed) take(decision, leaseId, at);
+    } catch {
+      // The decider never throws; a renewal that fails leaves the isolate to ask on the request path.
+    } finally {
+      for (const call of calls) table.ask(call, -1);
+    }
+  }
+
+  /**
+   * A denial by Redis wrote nothing; if meanwhile a concurrent request of this isolate leased every rule
+   * with room (a burst: its lease call went out first), the request is admitted from those units, which
+   * Redis already counted. Without this, a burst into one isolate would park the quota in leases and deny.
+   */
+  function afterDenial(decision: Decision, calls: RuleCall[]): Decision {
+    if (decision.allowed || !decision.results.every((r) => r.source === "redis")) return decision;
+    const at = now();
+    const leases = calls.map((call) => table.usable(call, at));
+    if (!leases.every((lease) => lease !== undefined)) return decision;
+    stats.remote--; // counted as local instead
+    return local(calls, leases as Lease[], at);
+  }
+
+  return {
+    ...decider,
+    stats,
+    decide,
+    forget(rule, identityHash) {
+      table.revoke(rule, identityHash);
+      decider.forget(rule, identityHash);
+    },
+  };
+}

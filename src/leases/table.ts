@@ -1,0 +1,164 @@
+/**
+ * The isolate's leases: units a Redis decision took for one (rule, identity) ahead of time, spent here
+ * by later requests without a Redis call (lua/floodgate.lua's header, call "4"), and how hot each
+ * (rule, identity) is, which decides how many units the next decision asks for. Plain values only, bounded.
+ */
+import type { LeaseGrant, RuleCall, RuleResult } from "../engine/types";
+import { BoundedMap } from "../util/bounded-map";
+
+/** One live lease. */
+export interface Lease {
+  /** The call it was granted under: a request under other limits, mode or override flag cannot spend it. */
+  readonly call: RuleCall;
+  /** The id its units were taken under (sliding-log members are named after it). */
+  readonly leaseId: string;
+  readonly grant: LeaseGrant;
+  /** Local clock, ms, before the granting call was sent: spends happen only before `expiresAt`. */
+  readonly sentAt: number;
+  readonly expiresAt: number;
+  /** Units still here to spend (the grant minus the granting request's cost, minus later spends). */
+  left: number;
+  /** The granting decision's figures for this rule, for honest headers. */
+  readonly result: RuleResult;
+  /** Units spent here since the grant, the granting request's excluded. */
+  spent: number;
+}
+
+/** How hot one (rule, identity) is here: requests seen in the current second and the one before. */
+interface Heat {
+  second: number;
+  count: number;
+  previous: number;
+  /** Lease requests on their way to Redis: one at a time, so a burst does not park units in many leases. */
+  asking?: number;
+}
+
+/** Spends end this much before the lease does: the isolate's clock may lag Redis's by a little. */
+export const LEASE_MARGIN_MS = 5;
+
+/** The lease table of one isolate. */
+export class LeaseTable {
+  private readonly leases: BoundedMap<string, Lease>;
+  /** A renewal taken while the current lease still had room: spent once the current one is not. */
+  private readonly spares: BoundedMap<string, Lease>;
+  private readonly heat: BoundedMap<string, Heat>;
+  /** Leases put aside with units left (replaced or promoted over): returned by the next sweep. */
+  private retired: Lease[] = [];
+
+  /** @param capacity most (rule, identity) pairs held, leases and heat each. */
+  constructor(capacity: number) {
+    this.leases = new BoundedMap(capacity);
+    this.spares = new BoundedMap(capacity);
+    this.heat = new BoundedMap(capacity);
+  }
+
+  /** The live lease of `call` with room for its cost, if any (its spare, once the current one has none). */
+  usable(call: RuleCall, now: number): Lease | undefined {
+    const key = keyOf(call.rule, call.identityHash);
+    const lease = this.leases.get(key);
+    if (lease !== undefined && fits(lease, call, now)) return lease;
+    const spare = this.spares.get(key);
+    if (spare === undefined || !fits(spare, call, now)) return undefined;
+    this.spares.delete(key);
+    this.leases.set(key, spare);
+    if (lease !== undefined && lease.left > 0) this.retired.push(lease);
+    return spare;
+  }
+
+  /** Whether `call` has a spare lease waiting (then no renewal is needed). */
+  hasSpare(call: RuleCall): boolean {
+    return this.spares.has(keyOf(call.rule, call.identityHash));
+  }
+
+  /** Counts one request of `call` and says how many units its next decision should ask for. */
+  wanted(call: RuleCall, now: number, maxMs: number): number {
+    const key = keyOf(call.rule, call.identityHash);
+    const second = Math.floor(now / 1000);
+    let heat = this.heat.get(key);
+    if (heat === undefined || heat.second < second - 1)
+      heat = { second, count: 0, previous: 0, asking: heat?.asking ?? 0 };
+    else if (heat.second === second - 1)
+      heat = { second, count: 0, previous: heat.count, asking: heat.asking ?? 0 };
+    heat.count++;
+    this.heat.set(key, heat);
+    // Requests per second seen here: the last whole second, or this one so far if it is already busier.
+    const rate = Math.max(heat.previous, heat.count);
+    if (rate < 2) return call.cost; // cold: decided one by one, exactly as without leases
+    // A quarter of what the rate would spend in a whole life: a lease is usually spent well before it
+    // expires, so few units wait for a return while other isolates are being denied.
+    return call.cost * Math.max(1, Math.ceil((rate * maxMs) / 4000));
+  }
+
+  /** Whether a decision asking for a lease of this (rule, identity) is already on its way. */
+  asking(call: RuleCall): boolean {
+    return (this.heat.get(keyOf(call.rule, call.identityHash))?.asking ?? 0) > 0;
+  }
+
+  /** Marks a lease request of `call` as sent (`+1`) or answered (`-1`). */
+  ask(call: RuleCall, delta: 1 | -1): void {
+    const heat = this.heat.get(keyOf(call.rule, call.identityHash));
+    if (heat) heat.asking = Math.max(0, (heat.asking ?? 0) + delta);
+  }
+
+  /**
+   * Takes a new lease: the spare when the current one is live with room (a renewal), else the current one.
+   * A lease it displaces with units left is retired, to be returned.
+   */
+  put(lease: Lease, now: number): void {
+    const key = keyOf(lease.call.rule, lease.call.identityHash);
+    const current = this.leases.get(key);
+    const into =
+      current !== undefined && current.left > 0 && now < current.expiresAt ? this.spares : this.leases;
+    const displaced = into.get(key);
+    into.set(key, lease);
+    if (displaced !== undefined && displaced.left > 0) this.retired.push(displaced);
+  }
+
+  /** Drops the lease of one identity (all identities when `identityHash` is absent) under `rule`. */
+  revoke(rule: string, identityHash?: string): number {
+    let revoked = 0;
+    const concerned = (lease: Lease) =>
+      lease.call.rule === rule && (identityHash === undefined || lease.call.identityHash === identityHash);
+    for (const map of [this.leases, this.spares]) {
+      for (const [key, lease] of map) {
+        if (!concerned(lease)) continue;
+        lease.left = 0; // a revoked lease's units are never returned: the state they came from may be gone
+        map.delete(key);
+        revoked++;
+      }
+    }
+    for (const lease of this.retired) if (concerned(lease)) lease.left = 0;
+    return revoked;
+  }
+
+  /** Removes and returns every lease that expired by `now`, and every retired one. */
+  expired(now: number): Lease[] {
+    const out = this.retired;
+    this.retired = [];
+    for (const map of [this.leases, this.spares]) {
+      for (const [key, lease] of map) {
+        if (now < lease.expiresAt) continue;
+        map.delete(key);
+        out.push(lease);
+      }
+    }
+    return out;
+  }
+}
+
+const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
+
+const fits = (lease: Lease, call: RuleCall, now: number): boolean =>
+  now < lease.expiresAt && lease.left >= call.cost && sameTerms(lease.call, call);
+
+/** A lease serves only requests under the terms it was granted under. */
+function sameTerms(a: RuleCall, b: RuleCall): boolean {
+  return (
+    a.algorithm === b.algorithm &&
+    a.limit === b.limit &&
+    a.periodMs === b.periodMs &&
+    a.burst === b.burst &&
+    a.mode === b.mode &&
+    (a.override ?? true) === (b.override ?? true)
+  );
+}

@@ -1,0 +1,97 @@
+/**
+ * The script's lease call on real Redis: a rule takes more than the request's cost at once (at most half of
+ * what is left, never past a window's edge), the units are counted in Redis before anyone spends them, and
+ * a denied request leases nothing anywhere.
+ */
+import type { Redis as IORedis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Store } from "../../src/engine/store";
+import type { Algorithm, RuleCall } from "../../src/engine/types";
+import { directRedis, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
+
+let redis: IORedis;
+let store: Store;
+const prefix = uniquePrefix("lease");
+beforeAll(() => {
+  redis = directRedis();
+  store = testStore(prefix);
+});
+afterAll(() => redis.quit());
+
+const remaining = async (call: RuleCall) =>
+  (await store.decide([{ ...call, cost: 1 }], requestId(), { peek: true })).results[0]?.remaining ?? NaN;
+
+/** A bucket records leased units as if spent at the lease's end: up to one unit less shows, never more. */
+const expectLeft = async (call: RuleCall, units: number) => {
+  const left = await remaining(call);
+  expect(left).toBeLessThanOrEqual(units);
+  expect(left).toBeGreaterThanOrEqual(
+    call.algorithm === "token-bucket" || call.algorithm === "gcra" ? units - 1 : units,
+  );
+};
+
+describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra"] as Algorithm[])(
+  "%s",
+  (algorithm) => {
+    it("leases at most half of what is left, counted in Redis at once, and a refund gives it back", async () => {
+      const call = ruleCall({ algorithm, limit: 100, periodMs: 600_000 });
+      const id = requestId();
+      const decision = await store.decide([call], id, { lease: { units: [30], maxMs: 1000 } });
+      expect(decision.allowed).toBe(true);
+      const lease = decision.results[0]?.lease;
+      expect(lease).toMatchObject({ units: 30, lifeMs: expect.any(Number) });
+      expect(lease?.lifeMs).toBeGreaterThanOrEqual(10);
+      expect(lease?.lifeMs).toBeLessThanOrEqual(1000);
+      await expectLeft(call, 70);
+      // Asking for everything gets half of what is left.
+      const before = await remaining(call);
+      const second = await store.decide([call], requestId(), { lease: { units: [1000], maxMs: 1000 } });
+      expect(second.results[0]?.lease?.units).toBe(Math.floor(before / 2));
+      await expectLeft(call, before - Math.floor(before / 2));
+      const after = await remaining(call);
+      if (!lease) return;
+      const when =
+        algorithm === "sliding-log"
+          ? lease.whenUs + lease.lifeMs * 1000
+          : algorithm === "token-bucket" || algorithm === "gcra"
+            ? 0
+            : lease.whenUs;
+      const back = await store.refund([{ ...call, cost: 29 }], id, when);
+      expect(back).toEqual([29]);
+      await expectLeft(call, after + 29);
+    });
+  },
+);
+
+it("a denied request leases nothing, and a concurrency rule is never leased", async () => {
+  const window = ruleCall({ algorithm: "fixed-window", rule: "w", limit: 100 });
+  const slots = ruleCall({
+    algorithm: "concurrency",
+    rule: "c",
+    limit: 1,
+    identityHash: window.identityHash,
+  });
+  const first = await store.decide([window, slots], requestId(), { lease: { units: [20, 20], maxMs: 1000 } });
+  expect(first.allowed).toBe(true);
+  expect(first.results.map((r) => r.lease?.units)).toEqual([20, undefined]);
+  const denied = await store.decide([window, slots], requestId(), {
+    lease: { units: [20, 20], maxMs: 1000 },
+  });
+  expect(denied.allowed).toBe(false);
+  expect(denied.results.map((r) => r.lease)).toEqual([undefined, undefined]);
+  expect(await remaining(window)).toBe(80);
+});
+
+it("a renewal (cost 0) takes only the lease, and nothing at all once nothing is left", async () => {
+  for (const algorithm of ["fixed-window", "sliding-log", "token-bucket"] as Algorithm[]) {
+    const call = ruleCall({ algorithm, limit: 10, periodMs: 600_000, cost: 0 });
+    const renewal = await store.decide([call], requestId(), { lease: { units: [4], maxMs: 1000 } });
+    expect(renewal.allowed).toBe(true);
+    expect(renewal.results[0]?.lease?.units).toBe(4);
+    await expectLeft(call, 6);
+    expect((await store.decide([{ ...call, cost: await remaining(call) }], requestId())).allowed).toBe(true);
+    const empty = await store.decide([call], requestId(), { lease: { units: [4], maxMs: 1000 } });
+    expect(empty.results[0]?.lease).toBeUndefined();
+    expect(await remaining(call)).toBe(0);
+  }
+});
