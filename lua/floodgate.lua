@@ -199,7 +199,11 @@ if call == "3" then
   local time = redis.call("TIME")
   now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
   local when_us = tonumber(ARGV[3]) -- µs; 0 = unknown: "the current window"
-  if when_us <= 0 then
+  if when_us < 0 then
+    -- "At most -when µs ago" (a split decision undone): the earliest instant the units can have been taken,
+    -- so a window boundary crossed since then refunds nothing rather than the next window's units.
+    when_us = now_us + when_us
+  elseif when_us == 0 then
     when_us = now_us
   end
   local returned = {}
@@ -255,109 +259,6 @@ if call == "3" then
         local back_us = tat_us - units * interval_us
         if back_us < floor_us then
           back_us = floor_us
-        end
-        given = math.min(units, ceil((tat_us - back_us) / interval_us))
-        redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
-      end
-    elseif algorithm == LOG then
-      -- The members this call's request id recorded at `when` (`<id>:<when µs>:<unit>`); when unknown, any
-      -- of the id's members still in the window.
-      local members = {}
-      if tonumber(ARGV[3]) > 0 then
-        local prefix = request_id .. ":" .. format("%d", when_us) .. ":"
-        for unit = 1, units do
-          members[unit] = prefix .. unit
-        end
-      else
-        local since = "(" .. format("%d", now_us - period_us)
-        local prefix = request_id .. ":"
-        local all = redis.pcall("ZRANGEBYSCORE", key, since, "+inf")
-        if type(all) == "table" then
-          for _, member in ipairs(all) do
-            if #members < units and string.sub(member, 1, #prefix) == prefix then
-              members[#members + 1] = member
-            end
-          end
-        end
-      end
-      for j = 1, #members, 1000 do -- unpack() has a stack limit
-        local removed = redis.pcall("ZREM", key, unpack(members, j, math.min(j + 999, #members)))
-        given = given + (type(removed) == "number" and removed or 0)
-      end
-    elseif algorithm == CONCURRENCY then
-      local removed = redis.pcall("ZREM", key, request_id)
-      given = type(removed) == "number" and removed or 0
-    end
-    returned[i] = given
-  end
-  return returned
-end
-
--- Refund (call "3"): give back `cost` units each rule consumed at `when` (see the header). Its own block, so
--- the decision paths below stay as they are; rare (lease returns, undoing a split decision), so it reads
--- the clock and the override unconditionally. Never gives back more than the state still holds.
-if call == "3" then
-  local time = redis.call("TIME")
-  now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  local when_us = tonumber(ARGV[3]) -- µs; 0 = unknown: "the current window"
-  if when_us < 0 then
-    -- "At most -when µs ago" (a split decision undone): the earliest instant the units can have been taken,
-    -- so a window boundary crossed since then refunds nothing rather than the next window's units.
-    when_us = now_us + when_us
-  elseif when_us == 0 then
-    when_us = now_us
-  end
-  local returned = {}
-  local override_at = n
-  for i = 1, n do
-    local at = first + (i - 1) * PER_RULE
-    local algorithm, mode = ARGV[at + ALGORITHM], ARGV[at + MODE]
-    local limit, period = tonumber(ARGV[at + LIMIT]), tonumber(ARGV[at + PERIOD]) -- units, ms
-    local units = tonumber(ARGV[at + COST]) -- units to give back
-    local key = KEYS[i]
-    if mode == "3" or mode == "2" then -- the limits in force are the override's (same reading as below)
-      override_at = override_at + 1
-      local o = redis.call("HGETALL", KEYS[override_at])
-      for j = 1, #o, 2 do
-        if o[j] == "limit" then
-          limit = tonumber(o[j + 1])
-        elseif o[j] == "period" then
-          period = tonumber(o[j + 1])
-        end
-      end
-    end
-    local period_us = period * 1000 -- µs
-    local given = 0 -- units actually given back
-    if limit <= 0 or units <= 0 then -- nothing was consumed under a blocking override
-    elseif algorithm == FIXED then
-      -- Only the counter of the window the units were taken in, and only while it is that window's.
-      if floor(when_us / period_us) == floor(now_us / period_us) then
-        local used = tonumber(redis.pcall("GET", key))
-        if used and used <= 1e13 then
-          given = math.min(units, used)
-          if given > 0 then
-            redis.call("DECRBY", key, given)
-          end
-        end
-      end
-    elseif algorithm == SLIDING then
-      local raw = redis.pcall("GET", key)
-      if type(raw) == "string" then
-        local head, w, c = string.match(raw, "^((%d+):%d+:)(%d+)$")
-        w, c = tonumber(w), tonumber(c)
-        if w and w == floor(when_us / period_us) and w == floor(now_us / period_us) then
-          given = math.min(units, c)
-          redis.call("SET", key, head .. (c - given), "KEEPTTL")
-        end
-      end
-    elseif algorithm == BUCKET or algorithm == GCRA then
-      -- The TAT moves back by the units' emission intervals, never below now (a full bucket stays full).
-      local tat_us = tonumber(redis.pcall("GET", key))
-      if tat_us and tat_us > now_us then
-        local interval_us = ceil(period_us / limit)
-        local back_us = tat_us - units * interval_us
-        if back_us < now_us then
-          back_us = now_us
         end
         given = math.min(units, ceil((tat_us - back_us) / interval_us))
         redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
