@@ -77,7 +77,8 @@ describe("the npm package, installed from its tarball into a fresh Hono app", ()
       cwd: ROOT,
       env: NPM_ENV,
     });
-    const [packed] = JSON.parse(stdout.slice(stdout.indexOf("[")));
+    // The JSON array starts on a line of its own: tsup's build log (prepack) comes first, with colour codes.
+    const [packed] = JSON.parse(stdout.slice(stdout.search(/^\[$/m)));
     tarball = join(work, packed.filename);
     files = (packed.files as { path: string }[]).map((f) => f.path).sort();
     app = await freshApp(tarball);
