@@ -98,6 +98,8 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   cleanups.push(() => rest.close());
   vars.UPSTASH_REDIS_REST_URL = rest.url;
   vars.UPSTASH_REDIS_REST_TOKEN = rest.token;
+  // Keys of different identities live in different hash slots: split such requests (README "Scaling out").
+  vars.RATE_LIMIT_REDIS_CLUSTER = "on";
   log(
     `Redis Cluster (ephemeral, 3 masters + 3 replicas) at ${cluster.urls.join(", ")}; REST server at ${rest.url}`,
   );

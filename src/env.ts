@@ -23,6 +23,8 @@ export interface Env {
   RATE_LIMIT_LEASES?: string;
   /** The longest life of a lease, in ms. @default 1000 */
   RATE_LIMIT_LEASE_MS?: string | number;
+  /** `on` | `off`: the Redis endpoints are Redis Clusters (README "Scaling out"). @default "off" */
+  RATE_LIMIT_REDIS_CLUSTER?: string;
   /** How long to wait for the origin's response headers, in ms. @default 30000 */
   ORIGIN_TIMEOUT_MS?: string | number;
   /** Prefix of every Redis key. @default "rl" */

@@ -26,6 +26,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     endpoints: config.redisEndpoints,
     prefix: config.prefix,
     timeoutMs: config.timeoutMs,
+    cluster: config.cluster,
   });
   const { stores } = engine;
   // README "Leases": hot identities decided here from units Redis handed out ahead of time.

@@ -77,6 +77,7 @@ async function measure(dbs, build) {
     endpoints: dbs.map(({ rest }) => ({ url: rest.url, token: rest.token })),
     prefix: `b${Date.now().toString(36)}`,
     timeoutMs: 5000,
+    cluster: true, // the split path as on a Redis Cluster (one Redis alone decides a request in one call)
     // Every denial asks Redis: the denied rows measure the script and the refund, not the deny cache.
     decider: { denyCacheEntries: 0 },
   });

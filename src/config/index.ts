@@ -9,7 +9,7 @@ import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
 import { ConfigError, configErrorFrom } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
-import { DEFAULTS, FAILURES, HEADER_NAME, LEASES, MAX_LEASE_MS, MODES } from "./schema";
+import { DEFAULTS, FAILURES, HEADER_NAME, LEASES, MAX_LEASE_MS, MODES, ON_OFF } from "./schema";
 
 export type { RedisEndpoint } from "./endpoints";
 export { ConfigError } from "./errors";
@@ -41,6 +41,8 @@ export interface FloodgateConfig {
   leases: (typeof LEASES)[number];
   /** `RATE_LIMIT_LEASE_MS`: the longest life of a lease, ms. */
   leaseMs: number;
+  /** `RATE_LIMIT_REDIS_CLUSTER`: the endpoints are Redis Clusters (README "Scaling out"). */
+  cluster: boolean;
   originTimeoutMs: number;
   prefix: string;
   adminToken?: string;
@@ -98,6 +100,13 @@ const bindingsSchema = v.object({
     DEFAULTS.leases,
   ),
   RATE_LIMIT_LEASE_MS: v.optional(wholeMs("RATE_LIMIT_LEASE_MS", MAX_LEASE_MS), DEFAULTS.leaseMs),
+  RATE_LIMIT_REDIS_CLUSTER: v.optional(
+    v.picklist(
+      ON_OFF,
+      (i) => `RATE_LIMIT_REDIS_CLUSTER: ${show(i.input)} is not one of ${ON_OFF.join(" | ")}`,
+    ),
+    "off",
+  ),
   RATE_LIMIT_PREFIX: v.optional(
     v.pipe(
       text("RATE_LIMIT_PREFIX"),
@@ -174,6 +183,7 @@ export function parseEnv(
     failure: b.RATE_LIMIT_FAILURE,
     timeoutMs: b.RATE_LIMIT_TIMEOUT_MS,
     leases: b.RATE_LIMIT_LEASES,
+    cluster: b.RATE_LIMIT_REDIS_CLUSTER === "on",
     leaseMs: b.RATE_LIMIT_LEASE_MS,
     originTimeoutMs: b.ORIGIN_TIMEOUT_MS,
     prefix: b.RATE_LIMIT_PREFIX,

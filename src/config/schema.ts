@@ -105,6 +105,8 @@ export const FAILURES = ["open", "closed"] as const;
 
 /** `RATE_LIMIT_LEASES` / the middleware's `leases` (README "Leases"). */
 export const LEASES = ["on", "off"] as const;
+/** Values of an on/off binding such as `RATE_LIMIT_REDIS_CLUSTER`. */
+export const ON_OFF = ["on", "off"] as const;
 /** The longest lease life `RATE_LIMIT_LEASE_MS` accepts, ms: a lease is a short-lived thing. */
 export const MAX_LEASE_MS = 10_000;
 

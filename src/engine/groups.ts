@@ -24,27 +24,37 @@ export function sameIdentity(calls: readonly RuleCall[]): boolean {
 }
 
 /**
- * Splits a request's calls by identity hash, in order of first appearance; each group keeps the request's
- * rule order. One identity: one group holding the very array given (nothing copied).
+ * Splits a request's calls into the groups one script call each can decide, in order of first appearance;
+ * each group keeps the request's rule order. One identity: one group holding the very array given (nothing
+ * copied).
  * @param shardOf the endpoint of an identity hash (`rendezvous(...)` in src/engine/shards.ts)
+ * @param slotGroups `true` on a Redis Cluster: one group per identity, whose keys share a hash slot; `false`:
+ *   one group per endpoint, since one Redis takes keys of any slot in one script call
  */
-export function groupCalls(calls: RuleCall[], shardOf: (identityHash: string) => number): CallGroup[] {
+export function groupCalls(
+  calls: RuleCall[],
+  shardOf: (identityHash: string) => number,
+  slotGroups = true,
+): CallGroup[] {
   const first = calls[0];
   if (first === undefined) return [];
   if (sameIdentity(calls)) {
     return [{ shard: shardOf(first.identityHash), indices: calls.map((_, i) => i), calls }];
   }
-  const byIdentity = new Map<string, CallGroup>();
+  // On a Redis Cluster one group per identity (its keys share a slot); elsewhere one per endpoint.
+  const byGroup = new Map<string | number, CallGroup>();
   calls.forEach((call, i) => {
-    let group = byIdentity.get(call.identityHash);
+    const shard = shardOf(call.identityHash);
+    const groupKey = slotGroups ? call.identityHash : shard;
+    let group = byGroup.get(groupKey);
     if (group === undefined) {
-      group = { shard: shardOf(call.identityHash), indices: [], calls: [] };
-      byIdentity.set(call.identityHash, group);
+      group = { shard, indices: [], calls: [] };
+      byGroup.set(groupKey, group);
     }
     group.indices.push(i);
     group.calls.push(call);
   });
-  return [...byIdentity.values()];
+  return [...byGroup.values()];
 }
 
 /**

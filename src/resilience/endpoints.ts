@@ -20,6 +20,8 @@ export interface EngineOptions {
   timeoutMs: number;
   /** Budget for one admin command or refund, ms. @default 5000 */
   adminTimeoutMs?: number;
+  /** The endpoints are Redis Clusters: split a request by identity (README "Scaling out"). @default false */
+  cluster?: boolean;
   /** Options of each endpoint's decider (`timeoutMs` is taken from above). */
   decider?: Omit<DeciderOptions, "timeoutMs">;
 }
@@ -59,6 +61,7 @@ export function createEngine(options: EngineOptions): Engine {
     shardOf,
     refund: (shard, calls, requestId, ageUs) => (stores[shard] as Store).refund(calls, requestId, -ageUs),
     refundTimeoutMs: adminTimeoutMs,
+    slotGroups: options.cluster ?? false,
   });
   async function refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]> {
     if (stores.length === 1) return (stores[0] as Store).refund(calls, requestId, whenUs);

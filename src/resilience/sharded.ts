@@ -31,6 +31,12 @@ export interface ShardedDeciderOptions {
    * the next window's units. @default 5000
    */
   refundTimeoutMs?: number;
+  /**
+   * The endpoints are Redis Clusters (`RATE_LIMIT_REDIS_CLUSTER`): a request whose rules key on different
+   * identities is split by identity (one hash slot each). Otherwise only identities on different endpoints
+   * are split, and one endpoint decides all of its rules in one call. @default false
+   */
+  slotGroups?: boolean;
 }
 
 /** A decider over several endpoints; `health()` sums them up, `endpointHealth()` tells each apart. */
@@ -62,7 +68,7 @@ const BREAKER_RANK: Readonly<Record<BreakerState, number>> = { closed: 0, "half-
  * const decision = await decider.decide(calls, requestId, { waitUntil: (p) => ctx.waitUntil(p) });
  */
 export function createShardedDecider(options: ShardedDeciderOptions): ShardedDecider {
-  const { deciders, shardOf, refund, refundTimeoutMs = 5000 } = options;
+  const { deciders, shardOf, refund, refundTimeoutMs = 5000, slotGroups = false } = options;
   if (deciders.length === 0) throw new Error("createShardedDecider: at least one decider is required");
   const deciderOf = (shard: number) => deciders[shard] as ResilientDecider;
   const single = deciders.length === 1;
@@ -70,8 +76,8 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
 
   async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
     const first = calls[0];
-    // One identity (the common case): one call, exactly as without sharding.
-    if (first === undefined || sameIdentity(calls)) {
+    // One identity (the common case), or one Redis that is not a cluster: one call, as without sharding.
+    if (first === undefined || sameIdentity(calls) || (single && !slotGroups)) {
       return deciderOf(first === undefined ? 0 : route(first.identityHash)).decide(calls, requestId, opts);
     }
     // A denial this isolate has cached answers at once, as for one group: no group is called and counted
@@ -83,7 +89,7 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
     ) {
       return { allowed: false, results: calls.map((call, i) => cached[i] ?? skipped(call)), durationMs: 0 };
     }
-    const groups = groupCalls(calls, route);
+    const groups = groupCalls(calls, route, slotGroups);
 
     // No leases across groups: a refund of a denied split request could take back leased units with the
     // request's own (a sliding log's members are named by request id), and a lease must never outlive its units.

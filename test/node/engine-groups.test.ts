@@ -39,6 +39,8 @@ const engineOn = (prefix: string, urls: string[]): Engine =>
     endpoints: urls.map((url) => ({ url, token: rest.token })),
     prefix,
     timeoutMs: 2000,
+    // Slot groups as on a Redis Cluster: these tests are about splitting a request by identity.
+    cluster: true,
     adminTimeoutMs: 2000,
     // One failure is enough to tell: no breaker delay in these tests.
     decider: { fallbackEntries: 0 },
@@ -108,6 +110,23 @@ it("one identity: one script call and no refund, allowed or denied", async () =>
   expect(denied.decision.allowed).toBe(false);
   expect(denied.refunds).toBe(0);
   expect((await evalshas()) - before).toBe(2);
+});
+
+it("one Redis that is not a cluster: two identities in one script call, all or nothing, no refund", async () => {
+  const prefix = uniquePrefix("groups-single");
+  const engine = createEngine({ endpoints: [{ url: rest.url, token: rest.token }], prefix, timeoutMs: 2000 });
+  const perIp = ruleCall({ algorithm: "fixed-window", rule: "ip", limit: 5, identityHash: "ip-1" });
+  const perKey = ruleCall({ algorithm: "gcra", rule: "key", limit: 1, identityHash: "key-1" });
+  const evalshas = async () =>
+    Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(await redis.info("commandstats"))?.[1] ?? 0);
+  const before = await evalshas();
+  expect((await decideAndSettle(engine, [perIp, perKey])).decision.allowed).toBe(true);
+  const denied = await decideAndSettle(engine, [perIp, perKey]);
+  expect(denied.decision.allowed).toBe(false);
+  expect(denied.refunds).toBe(0);
+  expect((await evalshas()) - before).toBe(2);
+  // The denied request consumed nothing from the per-IP rule: the script's own all-or-nothing.
+  expect(await remaining(prefix, perIp)).toBe(4);
 });
 
 it("a denial this isolate has cached answers a cross-group request without calling any group", async () => {

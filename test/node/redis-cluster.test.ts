@@ -227,8 +227,12 @@ describe("a request whose rules key on different identities (slot groups)", () =
       });
       const isolates = [0, 1].map(
         () =>
-          createEngine({ endpoints: [{ url: rest.url, token: rest.token }], prefix, timeoutMs: 20_000 })
-            .decider,
+          createEngine({
+            endpoints: [{ url: rest.url, token: rest.token }],
+            prefix,
+            timeoutMs: 20_000,
+            cluster: true,
+          }).decider,
       );
       const refunds: Promise<unknown>[] = [];
       const waitUntil = (promise: Promise<unknown>) => void refunds.push(promise);
@@ -277,6 +281,7 @@ describe("a request whose rules key on different identities (slot groups)", () =
       endpoints: [{ url: rest.url, token: rest.token }],
       prefix,
       timeoutMs: 20_000,
+      cluster: true,
     });
     const evalshas = async () => {
       let calls = 0;
