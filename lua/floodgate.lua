@@ -176,7 +176,7 @@ if #ARGV == 1 + PER_RULE and ARGV[1] == "0" and ARGV[2 + ALGORITHM] == FIXED and
 end
 
 local call = ARGV[1]
-local request_id = call ~= "0" and ARGV[2] or "" -- only sliding-log and concurrency rules use it
+local request_id = call ~= "0" and ARGV[2] or "" -- only sliding-log, concurrency and shed rules use it
 local peek = call == "2" and ARGV[3] == "1"
 local offset_ms = call == "2" and tonumber(ARGV[4]) or 0 -- ms; 0 in production
 local first = call == "0" and 2 or call == "1" and 3 or (call == "3" or call == "4") and 4 or 5 -- rule 1's first slot
