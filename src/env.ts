@@ -7,7 +7,7 @@
 export interface Env {
   /** Where allowed requests go: scheme + host [+ port] [+ base path]. */
   ORIGIN_URL?: string;
-  /** The Upstash (or local Upstash-compatible) REST endpoint, or several comma-separated (README "Scaling out"). */
+  /** The Upstash (or local Upstash-compatible) REST endpoint; several comma-separated (README "Scaling out"). */
   UPSTASH_REDIS_REST_URL?: string;
   /** Secret: the REST token; with several endpoints, one for all or one per URL in the same order. */
   UPSTASH_REDIS_REST_TOKEN?: string;
