@@ -11,9 +11,9 @@ to the fewest commands (README, "Redis"): no per-call extras, TIME only when som
 and an override read only for the identities the caller knows to have one.
 
 KEYS:
-  KEYS[i]      state key of rule i = 1..n   <prefix>:<rule>:<hash>   (layout per algorithm below)
+  KEYS[i]      state key of rule i = 1..n   <prefix>:<rule>:{<hash>} (layout per algorithm below)
   KEYS[n + k]  override of the k-th rule whose mode slot says "with override", in rule order:
-               <prefix>:override:<rule>:<hash>, hash: limit, period (MILLISECONDS), burst; read only;
+               <prefix>:override:<rule>:{<hash>}, hash: limit, period (MILLISECONDS), burst; read only;
                absent burst = the override's limit
 ARGV:
   ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log,
