@@ -30,7 +30,8 @@ ARGV:
            rule may take more units than the request's cost; after the rule groups one slot per rule: the
            units wanted (this request's cost included; <= cost, a concurrency/shed or a delayed rule = no lease)
            | "5" give back a delayed request's reservation (below, "Give-back call")
-  then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2, 3, 5, or 4 for calls "3" and "4"),
+  then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2 for call "0", 3 for "1", 5 for "2",
+  4 for "3" and "4"),
   and for a LEASE call, rule i's units wanted at ARGV[first + 7n + i - 1]:
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
                       | 7 shed: priority load shedding, a concurrency budget (below) whose limit the edge sets
