@@ -11,9 +11,9 @@ to the fewest commands (README, "Redis"): no per-call extras, TIME only when som
 and an override read only for the identities the caller knows to have one.
 
 KEYS:
-  KEYS[i]      state key of rule i = 1..n   <prefix>:<rule>:<hash>   (layout per algorithm below)
+  KEYS[i]      state key of rule i = 1..n   <prefix>:<rule>:{<hash>} (layout per algorithm below)
   KEYS[n + k]  override of the k-th rule whose mode slot says "with override", in rule order:
-               <prefix>:override:<rule>:<hash>, hash: limit, period (MILLISECONDS), burst; read only;
+               <prefix>:override:<rule>:{<hash>}, hash: limit, period (MILLISECONDS), burst; read only;
                absent burst = the override's limit
 ARGV:
   ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log,
@@ -30,7 +30,8 @@ ARGV:
            rule may take more units than the request's cost; after the rule groups one slot per rule: the
            units wanted (this request's cost included; <= cost, a concurrency/shed or a delayed rule = no lease)
            | "5" give back a delayed request's reservation (below, "Give-back call")
-  then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2, 3, 5, or 4 for calls "3" and "4"),
+  then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2 for call "0", 3 for "1", 5 for "2",
+  4 for "3" and "4"),
   and for a LEASE call, rule i's units wanted at ARGV[first + 7n + i - 1]:
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
                       | 7 shed: priority load shedding, a concurrency budget (below) whose limit the edge sets
@@ -176,7 +177,7 @@ if #ARGV == 1 + PER_RULE and ARGV[1] == "0" and ARGV[2 + ALGORITHM] == FIXED and
 end
 
 local call = ARGV[1]
-local request_id = call ~= "0" and ARGV[2] or "" -- only sliding-log and concurrency rules use it
+local request_id = call ~= "0" and ARGV[2] or "" -- only sliding-log, concurrency and shed rules use it
 local peek = call == "2" and ARGV[3] == "1"
 local offset_ms = call == "2" and tonumber(ARGV[4]) or 0 -- ms; 0 in production
 local first = call == "0" and 2 or call == "1" and 3 or (call == "3" or call == "4") and 4 or 5 -- rule 1's first slot

@@ -7,9 +7,9 @@
 export interface Env {
   /** Where allowed requests go: scheme + host [+ port] [+ base path]. */
   ORIGIN_URL?: string;
-  /** The Upstash (or local Upstash-compatible) REST endpoint. */
+  /** The Upstash (or local Upstash-compatible) REST endpoint; several comma-separated (README "Scaling out"). */
   UPSTASH_REDIS_REST_URL?: string;
-  /** Secret: the REST token. */
+  /** Secret: the REST token; with several endpoints, one for all or one per URL in the same order. */
   UPSTASH_REDIS_REST_TOKEN?: string;
   /** The rules: a TOML array of tables in `[vars]`, or the same as a JSON string. */
   RATE_LIMIT_RULES?: unknown;
@@ -17,7 +17,7 @@ export interface Env {
   RATE_LIMIT_MODE?: string;
   /** `open` | `closed`. @default "open" */
   RATE_LIMIT_FAILURE?: string;
-  /** Budget for one whole Redis decision, in ms. @default 200 */
+  /** Budget for one request's Redis wait, in ms. @default 200 */
   RATE_LIMIT_TIMEOUT_MS?: string | number;
   /** `on` | `off`: hot identities decided from leases (README "Leases"). @default "on" */
   RATE_LIMIT_LEASES?: string;

@@ -1,5 +1,6 @@
 /**
- * Misconfiguration is an `Error` that names the binding and the field (STYLE §8), e.g.
+ * Misconfiguration is an `Error` that names the binding and the field (a request-time outcome is a
+ * `ProblemError` instead), e.g.
  * `RATE_LIMIT_RULES[2].period: "1 fortnight" is not a duration`. The Worker answers every request with
  * a 500 problem+json carrying this message, and `npm run check-config` prints it before deploy.
  */

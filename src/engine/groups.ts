@@ -2,12 +2,13 @@
  * Slot groups (README "Scaling out"): the rule calls of one request that one script call may decide
  * together. Every key of one identity carries its hash as a Redis Cluster hash tag (src/engine/keys.ts), so
  * the calls of one identity share a slot and the calls of different identities (a per-IP and a per-key rule)
- * may not: each identity is a group of its own, decided on the endpoint that holds it. A request whose rules
- * all key on one identity (the common case) is exactly one group, in the caller's order.
+ * may not: on a Redis Cluster each identity is a group of its own, decided on the endpoint that holds it;
+ * elsewhere one Redis takes keys of any slot, so each endpoint is one group. A request whose rules all key on
+ * one identity (the common case) is exactly one group, in the caller's order.
  */
 import { type Decision, holdsSlot, type RuleCall, type RuleResult } from "./types";
 
-/** The calls of one identity, decided by one script call on one endpoint. */
+/** The calls of one identity (on a Redis Cluster) or of one endpoint, decided by one script call on it. */
 export interface CallGroup {
   /** The endpoint holding this identity (an index into the store list; 0 with one database). */
   shard: number;

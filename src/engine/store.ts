@@ -73,7 +73,8 @@ export interface Store {
   refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]>;
 }
 
-// Redis errors meaning "cannot answer right now" (CONTRACT §9), as opposed to a broken script.
+// Redis errors meaning "cannot answer right now" (README "When things fail": the rule's `failure` applies),
+// as opposed to a broken script.
 const UNAVAILABLE = /^(BUSY|LOADING|READONLY|OOM|MASTERDOWN|TRYAGAIN|CLUSTERDOWN)\b/;
 // What a REST 401 (or SRH's 400 for a malformed header) says; the SDK hides the status code.
 const AUTH = /WRONGPASS|NOAUTH|unauthori[sz]ed|invalid token|authorization header/i;

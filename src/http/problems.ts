@@ -1,5 +1,5 @@
 /**
- * The one `onError` funnel (STYLE §8) and the proxy's own outcomes (502, 504) and the 500 of an invalid
+ * The one `onError` funnel and the proxy's own outcomes (502, 504) and the 500 of an invalid
  * configuration. Every outcome is a `ProblemError` (src/util/problem.ts); the limiter's 400/401/429/503
  * live beside the middleware that raises them (src/middleware/errors.ts), the admin API's 400/401/404 in
  * src/admin/problem.ts. Nothing unexpected reaches the wire: no stack, no secret.

@@ -109,7 +109,7 @@ function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, timeoutMs: n
   let decider: Decider | undefined;
   const get = () => {
     if (decider) return decider;
-    // The engine splits a request whose rules key on different identities by slot group (Redis Cluster).
+    // One Redis, not a cluster: one script call per request, whatever its identities (README "Scaling out").
     const engine = createEngine({ endpoints: [redis], prefix, timeoutMs });
     decider =
       leases === "on"

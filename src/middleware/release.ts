@@ -1,5 +1,5 @@
 /**
- * When a `concurrency` slot is given back (README: "Rules"): once the Worker has finished writing the
+ * When a `concurrency` or `shed` slot is given back (README: "Rules"): once the Worker has finished writing the
  * response body, or the client went away; at once for bodiless responses (and WebSocket upgrades, whose
  * lifetime the Worker does not see). The release runs in the background (`waitUntil`), never before the
  * client's response.

@@ -4,9 +4,10 @@
  * Redis call. Hot abusive keys then stop costing Redis round trips.
  *
  * Safe because a denied request consumes nothing: until `retryAfterMs` the same request (same cost or
- * more) would be denied by Redis too. The exception is an admin reset or a raised override, which other
- * isolates see only once their cached denial runs out (at most one retryAfter later). Not cached:
- * `concurrency` (a slot may free at any moment) and `cost-exceeds-capacity` (no wait would help).
+ * more) would be denied by Redis too. The exception is an admin reset or a raised override: other isolates
+ * forget their cached denial when the live-mode refresh replays the change log (within about a second,
+ * src/live/changes.ts). Not cached: `concurrency` and `shed` (a slot may free at any moment) and
+ * `cost-exceeds-capacity` (no wait would help).
  */
 import { holdsSlot, type RuleCall, type RuleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";

@@ -1,11 +1,11 @@
 /**
  * Local fallback limiter: bounds fail-open traffic while Redis cannot answer.
  *
- * APPROXIMATE, and the one place limiting logic exists outside `lua/` (STYLE §2). Every algorithm is
- * approximated by one fixed window of `limit` cost units per `periodMs` per (rule, identity), counted in
- * this isolate only: with N isolates serving a client, up to N × limit get through; overrides (kept in
- * Redis) are not seen; window edges allow a burst of up to 2 × limit. `concurrency` rules are not limited
- * here (slots live in Redis). Its job is to keep a Redis outage from turning into "no limit at all",
+ * APPROXIMATE, and the one place limiting logic exists outside `lua/` (it must work when Redis cannot
+ * answer). Every algorithm is approximated by one fixed window of `limit` cost units per `periodMs` per
+ * (rule, identity), counted in this isolate only: with N isolates serving a client, up to N × limit get
+ * through; overrides (kept in Redis) are not seen; window edges allow a burst of up to 2 × limit.
+ * `concurrency` and `shed` rules are not limited here (slots live in Redis). Its job is to keep a Redis outage from turning into "no limit at all",
  * not to be exact. Memory is bounded: at most `maxEntries` windows, the oldest dropped first.
  */
 import { holdsSlot, type RuleCall, type RuleResult } from "../engine/types";

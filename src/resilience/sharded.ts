@@ -2,7 +2,7 @@
  * One Decider over several Redis endpoints and slot groups (README "Scaling out"). Each endpoint has its own
  * resilient decider (breaker, deny cache, fallback): one database down affects only the identities it
  * holds. A request is split into slot groups (src/engine/groups.ts); one group is passed through untouched
- * (exactly today's one call), several are decided in parallel (one round trip of latency) and the request is
+ * (one call, as with one database), several are decided in parallel (one round trip of latency) and the request is
  * all-or-nothing without a lock: when it is not let through, what the allowing groups consumed is given back
  * by the script's refund call, sent in the background. Until a refund lands its units are held: the limit
  * may under-admit for a moment, never over-admit.

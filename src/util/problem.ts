@@ -1,6 +1,7 @@
 /**
- * The one error type family of every request-time outcome (STYLE §8): a `ProblemError` is a Hono
- * `HTTPException` with an RFC 9457 problem type, title and detail. `getResponse()` is its
+ * The one error type family of every request-time outcome (misconfiguration is a plain `Error`,
+ * src/config/errors.ts): a `ProblemError` is a Hono `HTTPException` with an RFC 9457 problem type, title
+ * and detail. `getResponse()` is its
  * `application/problem+json` answer, so an app without an `onError` still answers problem+json, and an
  * app's own `onError` can restyle any of them (`err instanceof HTTPException`, `err.status`).
  */
