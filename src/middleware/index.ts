@@ -110,7 +110,7 @@ function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, timeoutMs: n
   const get = () => {
     if (decider) return decider;
     // One Redis, not a cluster: one script call per request, whatever its identities (README "Scaling out").
-    const engine = createEngine({ endpoints: [redis], prefix, timeoutMs });
+    const engine = createEngine({ endpoints: [redis], prefix, timeoutMs, cluster: options.cluster ?? false });
     decider =
       leases === "on"
         ? withLeases(engine.decider, { refund: engine.refund, maxMs: leaseMs })

@@ -121,6 +121,12 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   leases?: "on" | "off";
   /** The longest life of a lease, ms (1–10000). @default 1000 */
   leaseMs?: number;
+  /**
+   * `redis` is a Redis Cluster behind the REST endpoint (`RATE_LIMIT_REDIS_CLUSTER`): a request whose rules
+   * key on different identities is decided one call per identity (one hash slot each) and undone by a refund
+   * when not let through (README "Scaling out"). @default false
+   */
+  cluster?: boolean;
   /** The one header trusted for the client IP. @default "CF-Connecting-IP" */
   clientIpHeader?: string;
   /** How `jwt:<claim>` keys are verified; required by rules that use them. */
