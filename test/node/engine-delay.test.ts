@@ -6,10 +6,10 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseRules } from "../../src/config/rules";
 import { stateKey } from "../../src/engine/keys";
 import type { Store } from "../../src/engine/store";
 import type { RuleCall, RuleResult } from "../../src/engine/types";
-import { parseRules } from "../../src/config/rules";
 import { directRedis, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
 
 let redis: IORedis;

@@ -13,7 +13,7 @@ import { rendezvous } from "../../src/engine/shards";
 import { createStore, type Store, StoreError } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
 import { createEngine, type Engine } from "../../src/resilience/endpoints";
-import { requestId, ruleCall, uniquePrefix } from "./lua-support";
+import { peekRemaining, requestId, ruleCall, uniquePrefix } from "./lua-support";
 
 const HOUR = 3_600_000;
 // Its own redis-server: the tests count the EVALSHAs Redis served, which other files running at the same
@@ -54,8 +54,7 @@ async function decideAndSettle(engine: Engine, calls: RuleCall[], id = requestId
   return { decision, refunds: background.length };
 }
 
-const remaining = async (prefix: string, call: RuleCall) =>
-  (await testStore(prefix).decide([{ ...call, cost: 1 }], requestId(), { peek: true })).results[0]?.remaining;
+const remaining = (prefix: string, call: RuleCall) => peekRemaining(testStore(prefix), call);
 
 describe("grouping", () => {
   it("keeps one identity's calls as one group in the request's order, and splits by identity otherwise", () => {

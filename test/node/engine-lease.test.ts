@@ -7,7 +7,7 @@ import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
-import { directRedis, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
+import { directRedis, peekRemaining, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
 
 let redis: IORedis;
 let store: Store;
@@ -18,8 +18,7 @@ beforeAll(() => {
 });
 afterAll(() => redis.quit());
 
-const remaining = async (call: RuleCall) =>
-  (await store.decide([{ ...call, cost: 1 }], requestId(), { peek: true })).results[0]?.remaining ?? NaN;
+const remaining = (call: RuleCall) => peekRemaining(store, call);
 
 /** A bucket records leased units as if spent at the lease's end: up to one unit less shows, never more. */
 const expectLeft = async (call: RuleCall, units: number) => {

@@ -8,7 +8,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stateKey } from "../../src/engine/keys";
 import type { Store } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
-import { directRedis, redisNowMs, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
+import {
+  directRedis,
+  peekRemaining,
+  redisNowMs,
+  requestId,
+  ruleCall,
+  testStore,
+  uniquePrefix,
+} from "./lua-support";
 
 let redis: IORedis;
 let store: Store;
@@ -19,8 +27,7 @@ beforeAll(() => {
 });
 afterAll(() => redis.quit());
 
-const remaining = async (call: RuleCall) =>
-  (await store.decide([{ ...call, cost: 1 }], requestId(), { peek: true })).results[0]?.remaining;
+const remaining = (call: RuleCall) => peekRemaining(store, call);
 
 describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra"] as Algorithm[])(
   "%s",

@@ -26,6 +26,13 @@ export function directRedis(): IORedis {
   return new IORedis(inject("redisUrl"), { lazyConnect: false, maxRetriesPerRequest: 1 });
 }
 
+/** What one more unit of `call` would find left, looked at without writing (the admin API's peek). */
+export async function peekRemaining(store: Store, call: RuleCall): Promise<number> {
+  return (
+    (await store.decide([{ ...call, cost: 1 }], requestId(), { peek: true })).results[0]?.remaining ?? NaN
+  );
+}
+
 /** One rule call; `identityHash` defaults to a fresh identity. */
 export function ruleCall(partial: Partial<RuleCall> & Pick<RuleCall, "algorithm">): RuleCall {
   const limit = partial.limit ?? 5;
