@@ -103,10 +103,10 @@ export const MODES = ["on", "off", "monitor"] as const;
 /** Every failure policy (`RATE_LIMIT_FAILURE`, a rule's `failure`). */
 export const FAILURES = ["open", "closed"] as const;
 
-/** `RATE_LIMIT_LEASES` / the middleware's `leases` (README "Leases"). */
-export const LEASES = ["on", "off"] as const;
-/** Values of an on/off binding such as `RATE_LIMIT_REDIS_CLUSTER`. */
+/** Values of an on/off binding (`RATE_LIMIT_LEASES`, `RATE_LIMIT_REDIS_CLUSTER`). */
 export const ON_OFF = ["on", "off"] as const;
+/** `RATE_LIMIT_LEASES` / the middleware's `leases` (README "Leases"). */
+export const LEASES = ON_OFF;
 /** The longest lease life `RATE_LIMIT_LEASE_MS` accepts, ms: a lease is a short-lived thing. */
 export const MAX_LEASE_MS = 10_000;
 

@@ -35,7 +35,7 @@ export function sameIdentity(calls: readonly RuleCall[]): boolean {
 export function groupCalls(
   calls: RuleCall[],
   shardOf: (identityHash: string) => number,
-  slotGroups = true,
+  slotGroups: boolean,
 ): CallGroup[] {
   const first = calls[0];
   if (first === undefined) return [];

@@ -63,8 +63,8 @@ describe("grouping", () => {
     const a2 = ruleCall({ algorithm: "sliding-log", rule: "c", identityHash: "A" });
     const shardOf = rendezvous(["x", "y", "z"]);
     const one = [a, a2];
-    expect(groupCalls(one, shardOf)).toEqual([{ shard: shardOf("A"), indices: [0, 1], calls: one }]);
-    expect(groupCalls([a, b, a2], shardOf)).toEqual([
+    expect(groupCalls(one, shardOf, true)).toEqual([{ shard: shardOf("A"), indices: [0, 1], calls: one }]);
+    expect(groupCalls([a, b, a2], shardOf, true)).toEqual([
       { shard: shardOf("A"), indices: [0, 2], calls: [a, a2] },
       { shard: shardOf("B"), indices: [1], calls: [b] },
     ]);
