@@ -122,9 +122,10 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const requestId = calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))
       ? request.id()
       : NO_REQUEST_ID;
+    const waitUntil = waitUntilOf(c);
     const decision = await decider.decide(calls, requestId, {
       budgetMs,
-      waitUntil: waitUntilOf(c),
+      waitUntil,
       onTimer: (timer) => {
         request.timer = timer;
       },
@@ -140,7 +141,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const verdict = verdictOf(decision);
     const timing = serverTiming(decision);
     if (!verdict.allowed) {
-      if (releaseSlots) waitUntilOf(c)(releaseSlots().catch(() => undefined));
+      if (releaseSlots) waitUntil(releaseSlots().catch(() => undefined));
       verdict.problem.headers["Server-Timing"] = timing;
       if (deps.answer) return deps.answer(verdict.problem);
       throw verdict.problem; // the app's onError (or Hono's default) answers its problem+json
@@ -148,7 +149,6 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const waitMs = delayOf(decision); // a rule with a `delay` reserved a later slot for this request
     if (waitMs > 0 && !(await waitForSlot(waitMs, c.req.raw.signal))) {
       // The client went away before its slot: no one to answer, and its slots go back where they can.
-      const waitUntil = waitUntilOf(c);
       waitUntil(giveBack(decider, decision, requestId).catch(() => undefined));
       if (releaseSlots) waitUntil(releaseSlots().catch(() => undefined));
       return new Response(null, { status: 499 });
@@ -158,14 +158,13 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     if (c.res.status === 101 || (c.res as { webSocket?: unknown }).webSocket) {
       // A WebSocket's lifetime is not the response's: its slot goes back at once, and its response is
       // passed on untouched (a copy would lose the socket).
-      if (releaseSlots) waitUntilOf(c)(releaseSlots().catch(() => undefined));
+      if (releaseSlots) waitUntil(releaseSlots().catch(() => undefined));
       return;
     }
     const response = withHeaders(c.res, verdict.headers, timing);
     if (releaseSlots) {
       // A slot is held while the response body is written. A handler that threw (the proxy's 502/504)
       // or a body-less answer has nothing left to write: the slot goes back at once.
-      const waitUntil = waitUntilOf(c);
       if (c.error !== undefined) waitUntil(releaseSlots().catch(() => undefined));
       else {
         c.res = releaseWhenWritten(response, releaseSlots, waitUntil);
