@@ -80,34 +80,31 @@ async function forward(
   headers.delete("host"); // fetch sets Host from the target URL: the origin's host
   if (clientIp !== undefined) headers.set("X-Forwarded-For", clientIp);
   else headers.delete("X-Forwarded-For"); // a client-supplied chain is never passed on as if we vouched for it
-  headers.set("X-Forwarded-Proto", url.protocol.replace(/:$/, ""));
+  headers.set("X-Forwarded-Proto", url.protocol.slice(0, -1)); // "https:" → "https"
   headers.set("X-Forwarded-Host", url.host);
 
-  const controller = new AbortController();
-  let timedOut = false;
-  const cancelTimeout = deadlineAfter(
-    timeoutMs,
-    () => {
-      timedOut = true;
-      controller.abort();
-    },
-    running,
-  );
-  let response: Response;
-  try {
-    response = await fetch(target, {
-      method: request.method,
-      headers,
-      body: request.method === "GET" || request.method === "HEAD" ? null : request.body,
-      redirect: "manual",
-      signal: controller.signal,
-    });
-  } catch {
-    throw timedOut ? new OriginTimeoutError(timeoutMs) : new OriginUnreachableError();
-  } finally {
-    // Only the wait for headers is bounded; the body then streams for as long as it takes.
-    cancelTimeout();
-  }
+  const init: RequestInit = {
+    method: request.method,
+    headers,
+    body: request.method === "GET" || request.method === "HEAD" ? null : request.body,
+    redirect: "manual",
+  };
+  // Only the wait for headers is bounded; the body then streams for as long as it takes. A late answer is
+  // dropped rather than aborted: an abort signal on the fetch costs a few % of a request's CPU, and
+  // workerd cancels the abandoned subrequest as soon as the 504 has ended the request.
+  const response = await new Promise<Response>((resolve, reject) => {
+    const cancel = deadlineAfter(timeoutMs, () => reject(new OriginTimeoutError(timeoutMs)), running);
+    fetch(target, init).then(
+      (answer) => {
+        cancel();
+        resolve(answer);
+      },
+      () => {
+        cancel();
+        reject(new OriginUnreachableError());
+      },
+    );
+  });
 
   if (response.status === 101) return response; // the WebSocket itself rides on this response
   const out = new Response(response.body, response);

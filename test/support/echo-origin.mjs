@@ -27,6 +27,7 @@ import { closable } from "../../redis-rest/close-server.mjs";
  * - `/.well-known/jwks.json`: a JWKS with one ES256 public key (kid `test-es256`); `/__test-signing-key` gives the
  *   matching private JWK, so tests can sign tokens that verify against the JWKS (a test origin only!)
  * - `Upgrade: websocket` on `/ws`: completes the handshake and sends one text message, `hello <path>`
+ *   (`/ws?delayMs=M`: M ms after the handshake)
  * @param {{ port?: number }} [options] default port: a free one the OS picks
  * @returns {Promise<EchoOrigin>}
  */
@@ -125,8 +126,9 @@ export async function startEchoOrigin({ port = 0 } = {}) {
       `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
     );
     const text = Buffer.from(`hello ${req.url}`);
+    const delayMs = Number(new URL(req.url, "http://origin.invalid").searchParams.get("delayMs") ?? 0);
     // One unmasked text frame (server → client frames are never masked); short payloads only.
-    socket.write(Buffer.concat([Buffer.from([0x81, text.length]), text]));
+    setTimeout(() => socket.write(Buffer.concat([Buffer.from([0x81, text.length]), text])), delayMs);
     socket.on("error", () => undefined);
     socket.on("data", () => undefined);
   });

@@ -116,6 +116,32 @@ describe("proxying to ORIGIN_URL", () => {
     expect(down.text).not.toMatch(/at .*\.ts|Error:/);
   });
 
+  it("bounds only the wait for headers: a body or a WebSocket goes on past ORIGIN_TIMEOUT_MS", async () => {
+    // Unlimited (no decision: the origin wait has a timer of its own) and limited (it hangs on the decision's).
+    const unlimited = [{ ...anyRule[0], name: "elsewhere", match: { path: "/limited/*" } }];
+    for (const rules of [unlimited, anyRule]) {
+      const env = makeEnv(rules, { ORIGIN_TIMEOUT_MS: "300" });
+      const streamed = await send(env, "/stream?chunks=4&delayMs=250", { ip: "192.0.2.9" });
+      expect(streamed.status).toBe(200);
+      expect(streamed.text).toBe("chunk 0\nchunk 1\nchunk 2\nchunk 3\n");
+
+      const call = fetchWorker(
+        env,
+        new Request("http://floodgate.test/ws/late?delayMs=700", {
+          headers: { Upgrade: "websocket", Connection: "Upgrade", "CF-Connecting-IP": "192.0.2.9" },
+        }),
+      );
+      const socket = (await call.response).webSocket as WebSocket;
+      const message = new Promise<string>((resolve) =>
+        socket.addEventListener("message", (event) => resolve(String(event.data))),
+      );
+      socket.accept();
+      expect(await message).toBe("hello /ws/late?delayMs=700");
+      socket.close();
+      await call.done();
+    }
+  });
+
   it("never proxies the admin prefix and never rate-limits it", async () => {
     const env = makeEnv([{ name: "one", key: "ip", algorithm: "fixed-window", limit: 1, period: "1h" }]);
     for (const path of [
