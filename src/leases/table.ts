@@ -75,12 +75,13 @@ export class LeaseTable {
     const key = keyOf(call.rule, call.identityHash);
     const second = Math.floor(now / 1000);
     let heat = this.heat.get(key);
-    if (heat === undefined || heat.second < second - 1)
-      heat = { second, count: 0, previous: 0, asking: heat?.asking ?? 0 };
-    else if (heat.second === second - 1)
-      heat = { second, count: 0, previous: heat.count, asking: heat.asking ?? 0 };
+    if (heat === undefined || heat.second !== second) {
+      // A new second: a new record, set as the most recent entry (within a second it is only counted).
+      const previous = heat !== undefined && heat.second === second - 1 ? heat.count : 0;
+      heat = { second, count: 0, previous, asking: heat?.asking ?? 0 };
+      this.heat.set(key, heat);
+    }
     heat.count++;
-    this.heat.set(key, heat);
     // Requests per second seen here: the last whole second, or this one so far if it is already busier.
     const rate = Math.max(heat.previous, heat.count);
     if (rate < 2) return call.cost; // cold: decided one by one, exactly as without leases

@@ -59,7 +59,9 @@ export function planCalls(
     for (const call of planned) if (call instanceof Promise) call.catch(() => undefined);
     throw error;
   }
-  return waiting ? Promise.all(planned).then(defined) : defined(planned as (RuleCall | undefined)[]);
+  if (waiting) return Promise.all(planned).then(defined);
+  // Most requests: every rule planned at once, none skipped (no copy needed).
+  return planned.includes(undefined) ? defined(planned as (RuleCall | undefined)[]) : (planned as RuleCall[]);
 }
 
 const defined = (calls: (RuleCall | undefined)[]): RuleCall[] =>
@@ -151,7 +153,7 @@ function callOf(
   share?: ShedShare,
 ): RuleCall {
   const { limit, periodMs, burst } = limitsFor(rule, tierName);
-  return {
+  const call: RuleCall = {
     rule: rule.name,
     algorithm: rule.algorithm,
     limit: share?.limit ?? limit,
@@ -165,9 +167,10 @@ function callOf(
     // Only an identity the isolate knows to have an override costs the script an override read (a shed
     // sub-key has none: its limit is the class's share).
     override: !rule.shed && (context.live.overrides?.has(rule.name, identityHash) ?? true),
-    ...(share === undefined ? {} : { priorityClass: share.priorityClass }),
     lease: rule.lease,
   };
+  if (share !== undefined) call.priorityClass = share.priorityClass;
+  return call;
 }
 
 async function costOf(c: Context, rule: RuleConfig, costFn: CostFunction | undefined): Promise<number> {

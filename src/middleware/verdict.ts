@@ -14,11 +14,24 @@ export type Verdict =
   | { allowed: true; headers: Record<string, string> }
   | { allowed: false; problem: QuotaExceededError | ReducedCapacityError | LoadShedError };
 
-/** Judges one decision. */
+/** Judges one decision, in one pass over its results (this runs on every request). */
 export function verdictOf(decision: Decision): Verdict {
-  const closed = decision.results.filter(
-    (r) => r.source === "undecided" && r.call.mode === "on" && r.call.failure === "closed",
-  );
+  // RateLimit members only for what Redis decided (now, ahead of time: a lease, or recently: the deny
+  // cache). Undecided rules and the approximate fallback limiter's guesses are not advertised as quota
+  // (README: "When things fail"). A shed rule is the origin's budget, not the client's quota: it has no
+  // RateLimit member. A lease's figures are Redis's at the grant minus what this isolate spent since
+  // (README "Leases").
+  const advertised: RuleResult[] = [];
+  const closed: RuleResult[] = [];
+  const denied: RuleResult[] = [];
+  for (const r of decision.results) {
+    if (r.source === "undecided") {
+      if (r.call.mode === "on" && r.call.failure === "closed") closed.push(r);
+      continue;
+    }
+    if (r.source !== "fallback" && r.call.algorithm !== "shed") advertised.push(r);
+    if (r.call.mode === "on" && r.outcome !== "allowed") denied.push(r);
+  }
   if (closed.length > 0) {
     const retryAfter = Math.max(1, ...closed.map((r) => ceilSeconds(r.retryAfterMs)));
     const reason = closed[0]?.reason ?? "redis_error";
@@ -32,18 +45,7 @@ export function verdictOf(decision: Decision): Verdict {
     };
   }
 
-  // RateLimit members only for what Redis decided (now, or recently: the deny cache). Undecided rules and
-  // the approximate fallback limiter's guesses are not advertised as quota (README: "When things fail").
-  // A shed rule is the origin's budget, not the client's quota: it has no RateLimit member. A lease's figures
-  // are Redis's at the grant minus what this isolate spent since (README "Leases").
-  const fromRedis = decision.results.filter(
-    (r) =>
-      (r.source === "redis" || r.source === "deny-cache" || r.source === "lease") &&
-      r.call.algorithm !== "shed",
-  );
-  const headers = rateLimitHeaders(fromRedis);
-  const decided = decision.results.filter((r) => r.source !== "undecided");
-  const denied = decided.filter((r) => r.call.mode === "on" && r.outcome !== "allowed");
+  const headers = rateLimitHeaders(advertised);
   if (denied.length === 0) return { allowed: true, headers };
   // Over its own quota, a client hears 429 (its to fix); shed alone, 503 (the origin's load, not its fault).
   const violated = denied.filter((r) => r.call.algorithm !== "shed");

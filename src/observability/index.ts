@@ -24,12 +24,13 @@ export interface ObserverOptions {
 /** Builds the `onDecision` callback. */
 export function createDecisionObserver(options: ObserverOptions): (event: DecisionEvent) => void {
   const log = options.log ?? ((line: string) => console.log(line));
-  return function onDecision({ decision, request, requestId }) {
+  return function onDecision(event) {
+    const { decision, request } = event;
     try {
       if (decision.results.length === 0) return;
       options.metrics?.record(decision);
       if (options.analytics) writeDecision(options.analytics, decision, request.method, coloOf(request));
-      const line = decisionLogLine(decision, request.method, requestId);
+      const line = decisionLogLine(decision, request.method, () => event.requestId);
       if (line) log(line);
     } catch {
       // Observability must never be the reason a request fails.

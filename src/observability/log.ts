@@ -10,8 +10,17 @@ import type { Decision } from "../engine/types";
 import { showHash } from "../identity/show";
 import { ruleVerdictOf } from "./verdict";
 
-/** The log line of a decision, or `undefined` when nothing was (or would have been) denied or delayed. */
-export function decisionLogLine(decision: Decision, method: string, requestId: string): string | undefined {
+/**
+ * The log line of a decision, or `undefined` when nothing was (or would have been) denied or delayed.
+ * `requestId` is asked for only when there is a line: a request's id is made on first use.
+ */
+export function decisionLogLine(
+  decision: Decision,
+  method: string,
+  requestId: () => string,
+): string | undefined {
+  // Most requests are allowed and not held: nothing to log, nothing to allocate.
+  if (decision.results.every((r) => ruleVerdictOf(r) === "allowed" && !r.delayMs)) return undefined;
   const verdicts = decision.results.map(ruleVerdictOf);
   const shown = decision.results.filter(
     (r, i) => (verdicts[i] !== "allowed" && verdicts[i] !== "skipped") || r.delayMs,
@@ -21,7 +30,7 @@ export function decisionLogLine(decision: Decision, method: string, requestId: s
   const wouldDeny = verdicts.some((v) => v === "would-deny");
   return JSON.stringify({
     event: denied ? "ratelimit.denied" : wouldDeny ? "ratelimit.would_deny" : "ratelimit.delayed",
-    request_id: requestId,
+    request_id: requestId(),
     method,
     latency_ms: Math.round(decision.durationMs * 10) / 10,
     rules: shown.map((r) => ({
