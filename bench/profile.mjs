@@ -5,7 +5,7 @@
  * time (by bundled module). A diagnostic, not part of `npm run bench`; the inspector itself adds overhead,
  * so read the shares, not the absolute times.
  *
- *   node bench/profile.mjs [c|d|b'|e] [seconds]
+ *   node bench/profile.mjs [c|d|b|b'|e] [seconds]
  */
 import { readFileSync } from "node:fs";
 import { IP_HEADER, startFloodgate } from "./lib/floodgate.mjs";
@@ -89,9 +89,23 @@ function selfTimes(profile, moduleOf) {
     add(functions, `${functionName || "(anonymous)"} [${module}]`);
     add(modules, owner(id));
   }
+  // Inclusive: a sample counts once for every bundled function on its stack.
+  const inclusive = new Map();
+  for (const id of profile.samples) {
+    const seen = new Set();
+    for (let at = id; at !== undefined; at = parentOf.get(at)) {
+      const { functionName, url, lineNumber } = byId.get(at).callFrame;
+      if (!url.endsWith("worker.js")) continue;
+      const key = `${functionName || "(anonymous)"} [${moduleOf(lineNumber)}]`;
+      if (!seen.has(key)) {
+        seen.add(key);
+        add(inclusive, key);
+      }
+    }
+  }
   const total = profile.samples.length;
   const sorted = (map) => [...map].sort((a, b) => b[1] - a[1]).map(([name, n]) => [name, (100 * n) / total]);
-  return { functions: sorted(functions), modules: sorted(modules) };
+  return { functions: sorted(functions), modules: sorted(modules), inclusive: sorted(inclusive) };
 }
 
 try {
@@ -126,6 +140,8 @@ try {
       { ...common, EVALSHA_SHA: sha, LIMIT: "1000000" },
       extraArgs,
     );
+  } else if (target === "b") {
+    worker = await startWorker("profile", "bench/workers/bare-proxy.mjs", common, extraArgs);
   } else {
     worker = await startWorker(
       "profile",
@@ -149,7 +165,12 @@ try {
   console.log(
     `target ${target}: ${Math.round(load.rps)} req/s, ${Math.round(load.cpu.workerd.usPerRequest)} µs workerd CPU per request (inspector attached)`,
   );
-  const entry = { c: "src/worker.ts", d: "src/worker.ts", "b'": "bench/workers/evalsha-proxy.mjs" }[target];
+  const entry = {
+    c: "src/worker.ts",
+    d: "src/worker.ts",
+    b: "bench/workers/bare-proxy.mjs",
+    "b'": "bench/workers/evalsha-proxy.mjs",
+  }[target];
   const times = selfTimes(
     result.profile,
     moduleOfLine(await bundle(entry ?? "bench/workers/upstash-ratelimit.mjs")),
@@ -157,8 +178,11 @@ try {
   console.log("time by source module (native work charged to its bundled caller), % of samples:");
   for (const [name, percent] of times.modules.slice(0, 25))
     console.log(`${percent.toFixed(1).padStart(6)}  ${name}`);
+  console.log("total time by bundled function (its callees included), % of samples:");
+  for (const [name, percent] of times.inclusive.slice(0, Number(process.env.TOP ?? 25)))
+    console.log(`${percent.toFixed(1).padStart(6)}  ${name}`);
   console.log("self time by function, % of samples:");
-  for (const [name, percent] of times.functions.slice(0, 25))
+  for (const [name, percent] of times.functions.slice(0, Number(process.env.TOP ?? 25)))
     console.log(`${percent.toFixed(1).padStart(6)}  ${name}`);
 } finally {
   await stopAll();
