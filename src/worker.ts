@@ -75,7 +75,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
         config.jwtSecret || config.jwksUrl
           ? createJwtVerifier({ secret: config.jwtSecret, jwksUrl: config.jwksUrl })
           : undefined,
-      liveModes: (c) => liveModes.current((promise) => c.executionCtx.waitUntil(promise)),
+      liveModes: (_c, waitUntil) => liveModes.current(waitUntil),
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
       // What `onError` would answer, without the throw.
       answer: problemResponse,

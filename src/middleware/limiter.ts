@@ -38,8 +38,8 @@ export interface LimiterDeps {
   clientIpHeader: string;
   /** Verifies bearer tokens for `jwt:` keys; absent = such keys are always missing. */
   verifyJwt?: JwtVerifier | undefined;
-  /** The live mode switches in force. @default none */
-  liveModes?: ((c: Context) => LiveModes | Promise<LiveModes>) | undefined;
+  /** The live mode switches in force (`waitUntil`: the request's, for a refresh in the background). @default none */
+  liveModes?: ((c: Context, waitUntil: WaitUntil) => LiveModes | Promise<LiveModes>) | undefined;
   /** Called once per decided request. Must not throw; it is not awaited. */
   onDecision?: ((event: DecisionEvent) => void) | undefined;
   /**
@@ -107,7 +107,8 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     // A fresh isolate's first read of the live modes waits on Redis: the decision gets what is left of
     // the same budget, so no request waits on Redis longer than `timeoutMs` in all. A warm isolate's
     // modes (and most plans) come without a promise: nothing to wait for, nothing to await.
-    let live = deps.liveModes ? deps.liveModes(c) : NO_LIVE_MODES;
+    const waitUntil = waitUntilOf(c);
+    let live = deps.liveModes ? deps.liveModes(c, waitUntil) : NO_LIVE_MODES;
     let budgetMs = timeoutMs;
     if (live instanceof Promise) {
       const liveStartedAt = Date.now();
@@ -122,7 +123,6 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const requestId = calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))
       ? request.id()
       : NO_REQUEST_ID;
-    const waitUntil = waitUntilOf(c);
     const decision = await decider.decide(calls, requestId, {
       budgetMs,
       waitUntil,
@@ -180,8 +180,14 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
 
 /** What `c.get("rateLimit")` shows a handler. */
 function infoOf(decision: Decision): RateLimitInfo {
-  const decided = decision.results.filter((r) => r.source !== "undecided");
-  const top = strictest(decided);
+  const { results } = decision;
+  const only = results.length === 1 ? results[0] : undefined;
+  const top =
+    only !== undefined
+      ? only.source === "undecided"
+        ? undefined
+        : only
+      : strictest(results.filter((r) => r.source !== "undecided"));
   return {
     allowed: decision.allowed,
     rules: decision.results,
@@ -210,15 +216,22 @@ function report(
 ): void {
   if (!onDecision) return;
   try {
-    onDecision({
-      decision,
-      request: raw,
-      get requestId() {
-        return request.id();
-      },
-    });
+    onDecision(new Reported(decision, raw, request));
   } catch {
     // An observer must never fail the request.
+  }
+}
+
+/** A decided request as an observer sees it; its id is made only if the observer reads it. */
+class Reported implements DecisionEvent {
+  constructor(
+    readonly decision: Decision,
+    readonly request: Request,
+    private readonly facts: RequestIdentity,
+  ) {}
+
+  get requestId(): string {
+    return this.facts.id();
   }
 }
 
