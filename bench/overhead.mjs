@@ -1,6 +1,6 @@
 /**
  * Part 1, overhead: what a Redis-decided request costs under `workerd serve`, each target in its own
- * workerd process, measured interleaved (a, b, b', c, d, e, then again) so drift on this shared machine
+ * workerd process, measured interleaved (a, b, b+, b', c, d, e, then again) so drift on this shared machine
  * hits every target alike; the median of the repetitions is reported. Ratios are to (b'), the bare proxy
  * plus one hand-written EVALSHA fetch: the physical limit of a request decided by Redis over REST.
  */
@@ -79,6 +79,12 @@ export async function runOverhead({
       id: "b",
       label: "(b) bare Hono proxy",
       start: () => startWorker("b", "bench/workers/bare-proxy.mjs", common),
+    },
+    {
+      id: "b+",
+      label:
+        "(b+) bare proxy doing the contract's per-request work (origin timeout, X-Forwarded-*, rate-limit headers)",
+      start: () => startWorker("bplus", "bench/workers/contract-proxy.mjs", common),
     },
     {
       id: "b'",
@@ -286,6 +292,7 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
 /** The lease goals (README "Leases"), each checked against this run's medians. */
 function leaseGoals(byId) {
   const { b, c } = byId;
+  const contract = byId["b+"];
   const cold = byId["c-cold"];
   const coldOff = byId["c-cold-off"];
   if (!b || !c) return "Lease goals: not measured.";
@@ -293,7 +300,10 @@ function leaseGoals(byId) {
     `${fmt(x.rps / b.rps, 2)}× req/s, ${fmt(b.workerdUs / x.workerdUs, 2)}× CPU efficiency`;
   const lines = [
     `hot identity with leases: ${fmt(c.evalshaPerRequest, 3)} Redis calls/request (goal ≤ 0.1), ` +
-      `${fmt(c.commandsPerRequest, 3)} billable commands/request (goal ≤ 0.3), ${vsBare(c)} of the bare proxy (b) (goal ≥ 0.9 each)`,
+      `${fmt(c.commandsPerRequest, 3)} billable commands/request (goal ≤ 0.3), ${vsBare(c)} of the bare proxy (b) (goal ≥ 0.9 each)` +
+      (contract
+        ? `; the contract's work alone (b+): ${vsBare(contract)} of (b), and (c) does ${fmt(c.rps / contract.rps, 2)}× its req/s at ${fmt(contract.workerdUs / c.workerdUs, 2)}× its CPU efficiency`
+        : ""),
     cold && coldOff
       ? `cold identities: leases on ${fmt(cold.rps)} req/s, ${fmt(cold.workerdUs)} µs CPU, ${fmt(cold.commandsPerRequest, 2)} cmds/req; ` +
         `off ${fmt(coldOff.rps)} req/s, ${fmt(coldOff.workerdUs)} µs CPU, ${fmt(coldOff.commandsPerRequest, 2)} cmds/req`

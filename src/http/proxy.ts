@@ -54,15 +54,19 @@ export function createProxy({ originUrl, timeoutMs }: ProxyOptions): OriginProxy
     forward(request, url, `${base}${url.pathname}${url.search}`, timeoutMs, clientIp, timer);
 }
 
+/** The same, for a WebSocket handshake: `Upgrade` and `Connection` are what it rides on. */
+const HOP_BY_HOP_BUT_UPGRADE = HOP_BY_HOP.filter((name) => name !== "upgrade" && name !== "connection");
+
 function dropHopByHop(headers: Headers, keepUpgrade: boolean): void {
   // Fields named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
-  for (const name of (headers.get("connection") ?? "").split(",")) {
-    const field = name.trim().toLowerCase();
-    if (field && !(keepUpgrade && field === "upgrade")) headers.delete(field);
+  const connection = headers.get("connection");
+  if (connection !== null) {
+    for (const name of connection.split(",")) {
+      const field = name.trim().toLowerCase();
+      if (field && !(keepUpgrade && field === "upgrade")) headers.delete(field);
+    }
   }
-  for (const name of HOP_BY_HOP) {
-    if (!(keepUpgrade && (name === "upgrade" || name === "connection"))) headers.delete(name);
-  }
+  for (const name of keepUpgrade ? HOP_BY_HOP_BUT_UPGRADE : HOP_BY_HOP) headers.delete(name);
 }
 
 async function forward(
