@@ -15,6 +15,8 @@ KEYS:
   KEYS[n + k]  override of the k-th rule whose mode slot says "with override", in rule order:
                <prefix>:override:<rule>:{<hash>}, hash: limit, period (MILLISECONDS), burst; read only;
                absent burst = the override's limit
+  a REFUND call (below) ends with one more key per rule, its reset fence <prefix>:<rule>:{<hash>}:reset:
+  present (for 30 s) after an admin reset of that state; read only
 ARGV:
   ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log,
            concurrency or shed rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] peek ("1" = evaluate
@@ -80,7 +82,9 @@ A LEASE call returns the decision's reply with, appended, { units, life_ms } per
   back never below max(now, when), and a lease return passes as `when` the latest end any live lease can
   have, so it never eats into another lease's "as if spent at its end".
 A REFUND call returns one integer per rule instead: the units actually given back, never more than the
-  state still holds from that time:
+  state still holds from that time, and none into a counter or TAT while its reset fence stands (the state
+  was reset since: units from before would enlarge the fresh quota; the edge sends no return later than
+  15 s after a lease's expiry, so a fence outlives every return of a lease granted before its reset):
     fixed-window    DECRBY, only while the counter is still that of the window `when` falls in
     sliding-window  the current window's count, only if `when` falls in the window the state is of and that
                     window is still the current one
@@ -228,7 +232,12 @@ if call == "3" then
     end
     local period_us = period * 1000 -- µs
     local given = 0 -- units actually given back
+    local fence = KEYS[#KEYS - n + i] -- the state's reset fence
     if limit <= 0 or units <= 0 then -- nothing was consumed under a blocking override
+    elseif (algorithm == FIXED or algorithm == SLIDING or algorithm == BUCKET or algorithm == GCRA)
+      and redis.call("EXISTS", fence) == 1 then
+      -- Reset since: what was taken before belongs to the state the reset threw away. (Sliding-log and
+      -- concurrency refunds remove members by name, and a reset already removed those.)
     elseif algorithm == FIXED then
       -- Only the counter of the window the units were taken in, and only while it is that window's.
       if floor(when_us / period_us) == floor(now_us / period_us) then

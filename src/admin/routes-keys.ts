@@ -6,7 +6,7 @@
  */
 import type { Hono } from "hono";
 import { limitsFor } from "../config/rules";
-import { overrideKey } from "../engine/keys";
+import { overrideKey, RESET_FENCE_MS, resetFenceKey } from "../engine/keys";
 import type { RuleCall } from "../engine/types";
 import { recordChange } from "../live/changes";
 import { type AdminEnv, findRule } from "./context";
@@ -68,7 +68,12 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const rule = findRule(admin, c.req.param("rule"));
     const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "keys", rule.name));
     const keys = admin.stateKeys(rule, identityHash);
-    const deleted = keys.length > 0 ? await admin.redisOf(identityHash).del(...keys) : 0;
+    const redis = admin.redisOf(identityHash);
+    // The fence first: a lease granted before the reset, returned after it, gives nothing back into the
+    // fresh state (lua/floodgate.lua's header, REFUND).
+    const fence = resetFenceKey(admin.config.prefix, rule.name, identityHash);
+    await redis.set(fence, "1", { px: RESET_FENCE_MS });
+    const deleted = keys.length > 0 ? await redis.del(...keys) : 0;
     admin.forget(rule.name, identityHash);
     await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash });
     return c.json({ rule: rule.name, identity: showHash(identityHash), reset: deleted > 0 });

@@ -42,6 +42,20 @@ export const identityTag = (identityHash: string): string => `{${identityHash}}`
 export const stateKey = (prefix: string, rule: string, identityHash: string): string =>
   `${prefix}:${rule}:${identityTag(identityHash)}`;
 
+/**
+ * The reset fence of one identity's state under one rule: set by an admin reset for {@link RESET_FENCE_MS},
+ * and while it stands a refund gives nothing back into the state (lua/floodgate.lua's header, REFUND).
+ */
+export const resetFenceKey = (prefix: string, rule: string, identityHash: string): string =>
+  `${stateKey(prefix, rule, identityHash)}:reset`;
+
+/**
+ * How long a reset fence stands, ms: a lease lives at most 10 s (`RATE_LIMIT_LEASE_MS`) and its return is
+ * sent at most 15 s after it expired (src/leases/index.ts), so every return of a lease granted before a
+ * reset reaches Redis while the reset's fence stands.
+ */
+export const RESET_FENCE_MS = 30_000;
+
 /** The override hash of one identity under one rule (fields `limit`, `period`, `burst`). */
 export const overrideKey = (prefix: string, rule: string, identityHash: string): string =>
   `${prefix}:override:${rule}:${identityTag(identityHash)}`;

@@ -4,7 +4,7 @@
  * The limiting logic itself lives only in `lua/floodgate.lua`.
  */
 import source from "../../lua/floodgate.lua";
-import { overrideKey, stateKey } from "./keys";
+import { overrideKey, resetFenceKey, stateKey } from "./keys";
 import type { Algorithm, Outcome, Reservation, RuleCall, RuleResult } from "./types";
 
 /** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
@@ -166,6 +166,7 @@ export function refundArguments(
 ): { keys: string[]; args: string[] } {
   const { keys, args } = scriptArguments(prefix, calls, requestId); // a plain decision's groups, reused
   const rules = args.slice(args.length - calls.length * ARGS_PER_RULE);
+  for (const call of calls) keys.push(resetFenceKey(prefix, call.rule, call.identityHash));
   return { keys, args: [CALL.refund, requestId, String(Math.trunc(whenUs)), ...rules] };
 }
 

@@ -52,6 +52,13 @@ export interface LeasingDecider extends ResilientDecider {
 /** How often a request looks for expired leases to return, ms. */
 const SWEEP_INTERVAL_MS = 100;
 
+/**
+ * An expired lease found later than this (an isolate idle since) returns nothing: an admin reset's fence
+ * only stands so long (RESET_FENCE_MS in src/engine/keys.ts), and a return must never reach a state reset
+ * after its grant. Only under-admits, and only for leases nobody here was asking for.
+ */
+const LATEST_RETURN_MS = 15_000;
+
 /** Default of `RATE_LIMIT_LEASE_MS`. */
 export const DEFAULT_LEASE_MAX_MS = 1000;
 
@@ -120,7 +127,9 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       // Expired leases give back what is left, from the isolate's next request (no timer keeps a
       // finished request alive for it).
       nextSweepAt = at + SWEEP_INTERVAL_MS;
-      for (const lease of table.expired(at)) giveBack(lease, opts.waitUntil);
+      for (const lease of table.expired(at)) {
+        if (at - lease.expiresAt <= LATEST_RETURN_MS) giveBack(lease, opts.waitUntil);
+      }
     }
     // A request with a rule that is never leased (a concurrency slot) always goes to Redis, so leasing its
     // other rules would only park units where this request cannot spend them.

@@ -5,7 +5,7 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { stateKey } from "../../src/engine/keys";
+import { RESET_FENCE_MS, resetFenceKey, stateKey } from "../../src/engine/keys";
 import type { Store } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
 import {
@@ -91,4 +91,18 @@ it("concurrency gives back the request id's slot; several rules in one call", as
   expect(await store.refund([slots, window], id, 0)).toEqual([1, 1]);
   expect(await remaining(slots)).toBe(2);
   expect(await remaining(window)).toBe(5);
+});
+
+it("gives nothing back into a state reset since (its fence stands): the fresh quota is not enlarged", async () => {
+  for (const algorithm of ["fixed-window", "sliding-window", "token-bucket", "gcra"] as Algorithm[]) {
+    const call = ruleCall({ algorithm, limit: 10, periodMs: 600_000 });
+    const whenUs = (await redisNowMs(redis)) * 1000;
+    expect((await store.decide([{ ...call, cost: 4 }], requestId())).allowed).toBe(true);
+    // An admin reset (src/admin/routes-keys.ts): the fence, then the state goes; a new request comes.
+    await redis.set(resetFenceKey(prefix, call.rule, call.identityHash), "1", "PX", RESET_FENCE_MS);
+    await redis.del(stateKey(prefix, call.rule, call.identityHash));
+    expect((await store.decide([{ ...call, cost: 2 }], requestId())).allowed).toBe(true);
+    expect(await store.refund([{ ...call, cost: 4 }], "", whenUs)).toEqual([0]);
+    expect(await remaining(call)).toBe(8);
+  }
 });

@@ -3,6 +3,7 @@
 // more than the limit, admin changes revoke leases, unused units go back to Redis, Redis dying mid-lease.
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hashIdentity, stateKey } from "../../src/engine/keys";
 import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { startEchoOrigin } from "../support/echo-origin.mjs";
 import { startWorker } from "../support/miniflare-worker.mjs";
@@ -167,6 +168,30 @@ it("a lease's unused units are back in Redis once it expires", async () => {
   expect((await send(a, "/returned/other", freshIp())).status).toBe(200);
   await sleep(300);
   expect(await counted()).toBe(admitted);
+}, 30_000);
+
+it("a reset through one instance is not undone by the other's lease returned after it", async () => {
+  const ip = freshIp();
+  let admitted = 0;
+  const key = stateKey(PREFIX, "returned", await hashIdentity(ip));
+  const counted = async () => Number(await direct.get(key));
+  for (let i = 0; i < 100 && (await counted()) <= admitted; i++) {
+    if ((await send(a, `/returned/${i}`, ip)).status === 200) admitted++;
+  }
+  expect(await counted()).toBeGreaterThan(admitted); // a holds a lease with units left
+  const reset = await b.fetch(`/__floodgate/keys/returned/${ip}`, {
+    method: "DELETE",
+    headers: { Authorization: `Bearer ${TOKEN}` },
+  });
+  expect(reset.status).toBe(200);
+  expect((await send(b, "/returned/after-reset", ip)).status).toBe(200);
+  expect(await counted()).toBe(1); // the fresh state: one request
+  await sleep(3000 + 100);
+  // a's next request sends its expired lease's units back, before a has heard of the reset: they must not
+  // land in the state the reset started afresh.
+  expect((await send(a, "/returned/other", freshIp())).status).toBe(200);
+  await sleep(300);
+  expect(await counted()).toBe(1);
 }, 30_000);
 
 it("an override set through one instance revokes the other's lease within about a second", async () => {
