@@ -131,12 +131,13 @@ export async function runOverhead({
   if (baseline) {
     const entry = extractBaseline(baseline);
     for (const spec of specs.filter((s) => s.floodgate)) {
-      const { rules, prefix } = spec.floodgate;
+      const { prefix } = spec.floodgate;
       specs.push({
         ...spec,
         id: `${spec.id}@${baseline}`,
         label: `${spec.label} @${baseline}`,
-        floodgate: floodgate(rules, `${prefix}-base`, entry),
+        // The same rules and bindings (RATE_LIMIT_LEASES=off stays off), the baseline's Worker.
+        floodgate: { ...spec.floodgate, prefix: `${prefix}-base`, entry },
       });
     }
   }
