@@ -7,6 +7,7 @@
  *   node bench/run.mjs --quick                  shorter runs (2 s × 1 repetition) to try the harness
  *   node bench/run.mjs --assemble               run nothing, only rebuild latest.md from the parts' results
  *   node bench/run.mjs --baseline <rev>         overhead also measures <rev>'s Floodgate, in the same rounds
+ *   node bench/run.mjs --repetitions 6           more interleaved overhead rounds (default 3): steadier medians
  *
  * Each part writes bench/results/<part>.md and <part>.json; latest.md is assembled from every part's last
  * result, under a description of the machine. Never part of `npm test`: it saturates both cores.
@@ -53,8 +54,12 @@ const PARTS = {
   redis: { title: "Redis: the Lua script alone", run: ({ quick }) => runRedisBench({ quick }) },
   overhead: {
     title: "Overhead under `workerd serve`",
-    run: ({ quick, baseline }) =>
-      runOverhead({ ...(quick ? { durationS: 2, repetitions: 1, warmupS: 1 } : {}), baseline }),
+    run: ({ quick, baseline, repetitions }) =>
+      runOverhead({
+        ...(quick ? { durationS: 2, repetitions: 1, warmupS: 1 } : {}),
+        ...(repetitions ? { repetitions: Number(repetitions) } : {}),
+        baseline,
+      }),
   },
   exactness: {
     title: "Exactness across instances",
@@ -69,6 +74,7 @@ const { values } = parseArgs({
     quick: { type: "boolean", default: false },
     assemble: { type: "boolean", default: false },
     baseline: { type: "string" },
+    repetitions: { type: "string" },
   },
 });
 const selected = values.assemble
@@ -96,7 +102,11 @@ for (const part of selected) {
   console.error(`\n== ${part} ==`);
   const startedAt = new Date().toISOString().replace(/\.\d+Z$/, "Z");
   try {
-    const { markdown, json } = await PARTS[part].run({ quick: values.quick, baseline: values.baseline });
+    const { markdown, json } = await PARTS[part].run({
+      quick: values.quick,
+      baseline: values.baseline,
+      repetitions: values.repetitions,
+    });
     const quickNote = values.quick ? " (`--quick`: shortened, not for comparison)" : "";
     writeFileSync(`${results}${part}.md`, `_Run ${startedAt} on ${revision}${quickNote}._\n\n${markdown}\n`);
     if (json) writeFileSync(`${results}${part}.json`, `${JSON.stringify({ startedAt, ...json }, null, 2)}\n`);
