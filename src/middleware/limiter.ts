@@ -181,13 +181,12 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
 /** What `c.get("rateLimit")` shows a handler. */
 function infoOf(decision: Decision): RateLimitInfo {
   const { results } = decision;
-  const only = results.length === 1 ? results[0] : undefined;
-  const top =
-    only !== undefined
-      ? only.source === "undecided"
-        ? undefined
-        : only
-      : strictest(results.filter((r) => r.source !== "undecided"));
+  // One decided rule (the common case) needs no filtered copy.
+  const decided =
+    results.length === 1 && results[0]?.source !== "undecided"
+      ? results
+      : results.filter((r) => r.source !== "undecided");
+  const top = strictest(decided);
   return {
     allowed: decision.allowed,
     rules: decision.results,
