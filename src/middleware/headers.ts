@@ -53,6 +53,7 @@ function limitItem(result: RuleResult): string {
  * (the one that will deny first), ties broken by the longest time to a full reset.
  */
 export function strictest(results: readonly RuleResult[]): RuleResult | undefined {
+  if (results.length === 1) return results[0]; // one rule, the common case: nothing to compare
   const denied = results.filter((r) => r.outcome !== "allowed");
   if (denied.length > 0) return denied.reduce((a, b) => (b.retryAfterMs > a.retryAfterMs ? b : a));
   return results.reduce<RuleResult | undefined>((a, b) => {
@@ -73,7 +74,7 @@ export function rateLimitHeaders(results: readonly RuleResult[]): Record<string,
     "RateLimit-Policy": only ? policyItem(only) : results.map(policyItem).join(", "),
     RateLimit: only ? limitItem(only) : results.map(limitItem).join(", "),
   };
-  const top = only ?? strictest(results);
+  const top = strictest(results);
   if (top) {
     headers["X-RateLimit-Limit"] = String(top.limit);
     headers["X-RateLimit-Remaining"] = String(Math.max(0, Math.floor(top.remaining)));
