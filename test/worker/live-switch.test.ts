@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { call, makeEnv, send } from "./admin-harness";
 
 const PREFIX = "t-live-switch-e2e";
@@ -11,8 +11,15 @@ const request = (env: Record<string, unknown>, apiKey: string) =>
   call(env, "/anything", { headers: { "x-api-key": apiKey }, ip: "198.51.100.9" });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Waits until at least `spanMs` remain in the current minute: the rule's fixed window must not turn mid-test. */
+async function awayFromMinuteEdge(spanMs: number) {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < spanMs) await sleep(left + 100);
+}
+
 describe("switching a rule to monitor, live", () => {
   it("stops 429s on the next request in the isolate that switched, and within a second everywhere", async () => {
+    await awayFromMinuteEdge(10_000);
     // Both isolates have seen the rule enforce (and hold a copy of the live modes).
     expect((await request(isolateA, "key-1")).status).toBe(200);
     expect((await request(isolateA, "key-1")).status).toBe(200);
@@ -23,6 +30,10 @@ describe("switching a rule to monitor, live", () => {
     expect((await send(isolateA, "PUT", "/__floodgate/mode", { mode: "monitor", rule: "api" })).status).toBe(
       200,
     );
+    // Whatever happens below, the next test starts without this switch.
+    onTestFinished(async () => {
+      await send(isolateA, "PUT", "/__floodgate/mode", { mode: null, rule: "api" });
+    });
 
     // The isolate that took the switch applies it on its very next request.
     const next = await request(isolateA, "key-1");
