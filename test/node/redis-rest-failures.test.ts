@@ -63,14 +63,16 @@ const alive = (pid: number | undefined) => {
 
 describe("when Redis goes away", () => {
   it("answers 503 at once while Redis is down, and serves again after it restarts", async () => {
-    const { redis, rest } = await stack();
+    // "At once" = far sooner than the command timeout a queued command would wait out; the margin is wide
+    // because parallel test files load this machine.
+    const { redis, rest } = await stack({ commandTimeoutMs: 10_000 });
     expect((await command(rest, ["SET", "f:k", "1"])).status).toBe(200);
     await redis.kill();
     const down = await Promise.all(Array.from({ length: 20 }, () => command(rest, ["INCR", "f:k"])));
     for (const res of down) {
       expect(res.status).toBe(503);
       expect(res.body.error).toMatch(/unavailable/i);
-      expect(res.elapsedMs).toBeLessThan(500);
+      expect(res.elapsedMs).toBeLessThan(2_000);
     }
     await redis.restart();
     await untilAnswering(rest);
