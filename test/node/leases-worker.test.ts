@@ -8,6 +8,8 @@ import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { startEchoOrigin } from "../support/echo-origin.mjs";
 import { startWorker } from "../support/miniflare-worker.mjs";
 import { waitUntilRestReachesRedis } from "../support/rest-ready";
+import { awayFromWindowEdge } from "../support/window-edge";
+import { redisNowMs } from "./lua-support";
 
 type Worker = Awaited<ReturnType<typeof startWorker>>;
 
@@ -129,11 +131,7 @@ async function hammer(path: string, ip: string): Promise<{ admitted: number; loc
 }
 
 /** Waits (on Redis's clock) until at least `spanMs` remain in the current hour. */
-async function awayFromHourEdge(spanMs: number) {
-  const [seconds] = await direct.time();
-  const into = (Number(seconds) * 1000) % 3_600_000;
-  if (3_600_000 - into < spanMs) await sleep(3_600_000 - into + 100);
-}
+const awayFromHourEdge = (spanMs: number) => awayFromWindowEdge(3_600_000, spanMs, () => redisNowMs(direct));
 
 describe.each(LEASED)("%s, hammered through two instances at once", (algorithm) => {
   it("admits at most N, at least 0.97 N, most of them from leases", async () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it, onTestFinished } from "vitest";
+import { awayFromWindowEdge } from "../support/window-edge";
 import { call, makeEnv, send } from "./admin-harness";
 
 const PREFIX = "t-live-switch-e2e";
@@ -11,15 +12,9 @@ const request = (env: Record<string, unknown>, apiKey: string) =>
   call(env, "/anything", { headers: { "x-api-key": apiKey }, ip: "198.51.100.9" });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Waits until at least `spanMs` remain in the current minute: the rule's fixed window must not turn mid-test. */
-async function awayFromMinuteEdge(spanMs: number) {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < spanMs) await sleep(left + 100);
-}
-
 describe("switching a rule to monitor, live", () => {
   it("stops 429s on the next request in the isolate that switched, and within a second everywhere", async () => {
-    await awayFromMinuteEdge(10_000);
+    await awayFromWindowEdge(60_000, 10_000); // the rule's fixed minute must not turn mid-test
     // Both isolates have seen the rule enforce (and hold a copy of the live modes).
     expect((await request(isolateA, "key-1")).status).toBe(200);
     expect((await request(isolateA, "key-1")).status).toBe(200);
