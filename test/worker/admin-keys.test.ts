@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { hashIdentity } from "../../src/engine/keys";
+import { awayFromWindowEdge } from "../support/window-edge";
 import { call, makeEnv, send } from "./admin-harness";
 
 const PREFIX = "t-admin-keys";
@@ -7,6 +8,8 @@ const RULES = [
   { name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 3, period: "1m" },
   { name: "burst", key: "header:x-api-key", algorithm: "token-bucket", limit: 2, period: "1h", burst: 2 },
 ];
+/** The api rule's window: a fixed minute, which must not turn while a test counts requests in it. */
+const MINUTE = 60_000;
 const testEnv = makeEnv(PREFIX, [RULES[0]]);
 const tieredEnv = makeEnv(`${PREFIX}-tier`, [
   { ...RULES[0], name: "tiered", tier: "header:x-plan", tiers: { pro: { limit: 50, period: "1h" } } },
@@ -34,6 +37,7 @@ const state = async (env: Record<string, unknown>, rule: string, identity: strin
 
 describe("keys: what one client is experiencing", () => {
   it("shows a client's state without counting the look", async () => {
+    await awayFromWindowEdge(MINUTE, 5_000);
     const fresh = await state(testEnv, "api", "key-look");
     expect(fresh).toMatchObject({ rule: "api", allowed: true, limit: 3, remaining: 3, override: null });
     expect(fresh.identity).toBe(`hash:${await hashIdentity("key-look")}`);
@@ -47,6 +51,7 @@ describe("keys: what one client is experiencing", () => {
   });
 
   it("explains why a blocked client is blocked, and a reset lets it through at once", async () => {
+    await awayFromWindowEdge(MINUTE, 5_000);
     for (let i = 0; i < 3; i++) expect((await request(testEnv, "key-blocked")).status).toBe(200);
     const denied = await request(testEnv, "key-blocked");
     expect(denied.status).toBe(429);
@@ -134,6 +139,7 @@ describe("keys: what one client is experiencing", () => {
 
 describe("an override raises a client's limit, then (after its TTL) drops it again", () => {
   it("takes effect on the very next request and expires on its own", async () => {
+    await awayFromWindowEdge(MINUTE, 10_000); // it sleeps out the override's TTL in between
     for (let i = 0; i < 3; i++) expect((await request(testEnv, "key-vip")).status).toBe(200);
     expect((await request(testEnv, "key-vip")).status).toBe(429);
 
