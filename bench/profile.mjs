@@ -5,7 +5,7 @@
  * time (by bundled module). A diagnostic, not part of `npm run bench`; the inspector itself adds overhead,
  * so read the shares, not the absolute times.
  *
- *   node bench/profile.mjs [c|d|b|b'|e] [seconds]
+ *   node bench/profile.mjs [c|d|b|b+|b'|e] [seconds]
  */
 import { readFileSync } from "node:fs";
 import { IP_HEADER, startFloodgate } from "./lib/floodgate.mjs";
@@ -140,8 +140,9 @@ try {
       { ...common, EVALSHA_SHA: sha, LIMIT: "1000000" },
       extraArgs,
     );
-  } else if (target === "b") {
-    worker = await startWorker("profile", "bench/workers/bare-proxy.mjs", common, extraArgs);
+  } else if (target === "b" || target === "b+") {
+    const entry = target === "b" ? "bench/workers/bare-proxy.mjs" : "bench/workers/contract-proxy.mjs";
+    worker = await startWorker("profile", entry, common, extraArgs);
   } else {
     worker = await startWorker(
       "profile",
@@ -169,6 +170,7 @@ try {
     c: "src/worker.ts",
     d: "src/worker.ts",
     b: "bench/workers/bare-proxy.mjs",
+    "b+": "bench/workers/contract-proxy.mjs",
     "b'": "bench/workers/evalsha-proxy.mjs",
   }[target];
   const times = selfTimes(
