@@ -36,14 +36,18 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A rule call with a name of its own, so tests never share state. */
+/**
+ * A rule call with a name of its own, so tests never share state. Its fixed window is an hour, not a minute:
+ * tests count decisions over several calls, in Redis or in the fallback's local window (aligned the same
+ * way), and a minute's edge would fall between them in about one run in a hundred.
+ */
 function rule(overrides: Partial<RuleCall> = {}): RuleCall {
   seq += 1;
   return {
     rule: `res-${seq}`,
     algorithm: "fixed-window",
     limit: 3,
-    periodMs: 60_000,
+    periodMs: 3_600_000,
     burst: 3,
     cost: 1,
     mode: "on",
