@@ -19,6 +19,8 @@ const TIMEOUT_MS = 1000;
 const MARGIN_MS = 400;
 const PREFIX = `resw${Date.now()}`;
 
+// Fixed windows of an hour, not a minute: tests count requests over several calls (in Redis, or in the
+// fallback's local window, aligned the same way), and a minute's edge would fall between them now and then.
 const RULES = [
   {
     name: "open-rule",
@@ -26,7 +28,7 @@ const RULES = [
     key: "ip",
     algorithm: "fixed-window",
     limit: 5,
-    period: "1m",
+    period: "1h",
   },
   {
     name: "closed-rule",
@@ -34,7 +36,7 @@ const RULES = [
     key: "ip",
     algorithm: "fixed-window",
     limit: 100,
-    period: "1m",
+    period: "1h",
     failure: "closed",
   },
   { name: "deny-rule", match: { path: "/deny/*" }, key: "ip", algorithm: "gcra", limit: 2, period: "2s" },
@@ -44,7 +46,7 @@ const RULES = [
     key: "ip",
     algorithm: "fixed-window",
     limit: 10,
-    period: "1m",
+    period: "1h",
   },
   {
     name: "slow-rule",
@@ -52,7 +54,7 @@ const RULES = [
     key: "ip",
     algorithm: "fixed-window",
     limit: 10,
-    period: "1m",
+    period: "1h",
   },
 ];
 
@@ -141,7 +143,7 @@ describe("Redis killed mid-run", () => {
       for (let i = 0; i < 10; i++) more.push(await send(worker, `/open/seq${i}`, freshIp()));
       expect(more.filter((r) => r.status >= 500)).toEqual([]);
 
-      // The local fallback limiter still bounds one client: 5 per minute here, approximately (per isolate).
+      // The local fallback limiter still bounds one client: 5 per hour here, approximately (per isolate).
       const heavy = freshIp();
       const local = [];
       for (let i = 0; i < 7; i++) local.push(await send(worker, "/open/heavy", heavy));
