@@ -234,14 +234,22 @@ class Reported implements DecisionEvent {
   }
 }
 
-/** `executionCtx.waitUntil` on Workers; elsewhere (Node, Bun) the promise simply runs on. */
+/**
+ * `executionCtx.waitUntil` on Workers; elsewhere (Node, Bun) the promise simply runs on. Looked up only
+ * when something is handed over (rarely: a lease renewal or return, a refresh): off Workers, Hono's getter
+ * throws, and an error made for every request cost a Node app more than the rest of a leased decision.
+ */
 function waitUntilOf(c: Context): WaitUntil {
-  try {
-    const ctx = c.executionCtx;
-    return (promise) => ctx.waitUntil(promise);
-  } catch {
-    return (promise) => void promise.catch(() => undefined);
-  }
+  return (promise) => {
+    let ctx: { waitUntil(promise: Promise<unknown>): void } | undefined;
+    try {
+      ctx = c.executionCtx;
+    } catch {
+      ctx = undefined;
+    }
+    if (ctx) ctx.waitUntil(promise);
+    else void promise.catch(() => undefined);
+  };
 }
 
 /**
