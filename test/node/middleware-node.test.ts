@@ -38,7 +38,9 @@ it("decides a hot identity from leases off Workers, and gives back what a lease 
       redis: { url: rest.url, token: rest.token },
       prefix,
       leaseMs: LEASE_MS,
-      rules: [{ name: "api", key: "header:x-client", algorithm: "fixed-window", limit: 10_000, period: "1h" }],
+      rules: [
+        { name: "api", key: "header:x-client", algorithm: "fixed-window", limit: 10_000, period: "1h" },
+      ],
     }),
   );
   app.get("*", (c) => c.text("ok"));
