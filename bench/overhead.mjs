@@ -4,13 +4,13 @@
  * hits every target alike; the median of the repetitions is reported. Ratios are to (b'), the bare proxy
  * plus one hand-written EVALSHA fetch: the physical limit of a request decided by Redis over REST.
  */
-import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { extractBaseline } from "./lib/baseline.mjs";
 import { IP_HEADER, startProxyingFloodgate } from "./lib/floodgate.mjs";
 import { stopAll } from "./lib/procs.mjs";
 import { fmt, median, table } from "./lib/report.mjs";
@@ -129,7 +129,7 @@ export async function runOverhead({
   ];
 
   if (baseline) {
-    const entry = extractBaseline(baseline);
+    const entry = `${extractBaseline(baseline)}/src/worker.ts`;
     for (const spec of specs.filter((s) => s.floodgate)) {
       const { prefix } = spec.floodgate;
       specs.push({
@@ -328,18 +328,6 @@ function goals(byId, deniedVsBare) {
     ],
   ];
   return `Goals: ${lines.map(([goal, ok]) => `${goal}: ${check(ok)}`).join("; ")}.`;
-}
-
-const root = fileURLToPath(new URL("..", import.meta.url));
-
-/** Extracts `revision`'s src/ and lua/ under bench/.baseline/<revision>/; returns its Worker entry. */
-function extractBaseline(revision) {
-  const dir = `${root}bench/.baseline/${revision.replace(/[^A-Za-z0-9._-]+/g, "_")}`;
-  rmSync(dir, { recursive: true, force: true });
-  mkdirSync(dir, { recursive: true });
-  const archive = execFileSync("git", ["archive", revision, "src", "lua"], { cwd: root, maxBuffer: 1 << 28 });
-  execFileSync("tar", ["-x", "-C", dir], { input: archive });
-  return `${dir}/src/worker.ts`;
 }
 
 // `node bench/overhead.mjs [--only b',c,d] [--seconds 5] [--repetitions 3] [--baseline main]`: this part
