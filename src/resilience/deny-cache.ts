@@ -41,10 +41,14 @@ export class DenyCache {
     return this.entries.size;
   }
 
-  /** Remembers a rule Redis denied for an enforcing (`on`) call. */
+  /**
+   * Remembers a rule Redis denied for an enforcing (`on`) call. Not a lease renewal's (cost 0): it is no
+   * request, and its wait is shorter than any request's would be.
+   */
   remember(result: RuleResult): void {
     const { call } = result;
     if (this.entries.capacity <= 0 || call.mode !== "on" || result.outcome !== "denied") return;
+    if (call.cost === 0) return;
     if (holdsSlot(call.algorithm) || result.retryAfterMs <= 0) return;
     const key = entryKey(call);
     const atMs = this.now();

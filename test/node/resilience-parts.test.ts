@@ -138,9 +138,11 @@ describe("deny cache", () => {
     expect(cache.lookup(call({ cost: 5, rule: "other" }))).toBeUndefined();
   });
 
-  it("never caches monitor rules, concurrency rules or allowed results", () => {
+  it("never caches monitor rules, concurrency rules, a lease renewal's denial or allowed results", () => {
     const cache = new DenyCache(100, clock().now);
     cache.remember(denial(call({ mode: "monitor" }), 4000));
+    // A renewal (cost 0) is no request: its shorter wait would answer cost-1 requests too early.
+    cache.remember(denial(call({ cost: 0 }), 50));
     cache.remember(denial(call({ algorithm: "concurrency" }), 1000));
     cache.remember({ ...denial(call(), 4000), outcome: "allowed" });
     cache.remember({ ...denial(call(), 4000), outcome: "cost-exceeds-capacity" });
