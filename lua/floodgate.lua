@@ -25,7 +25,7 @@ ARGV:
            only offsets within one window hold)
            | "3" REFUND: give back units consumed earlier: ARGV[2] the request id they were consumed under
            ("" if none), ARGV[3] when, µs on Redis's clock, they were consumed ("0" = unknown: the current
-           window; token-bucket/gcra: the instant below which the TAT never moves back); each rule's cost
+           window; token-bucket/gcra: the TAT their lease wrote, or "0"); each rule's cost
            slot is the number of units to give back (mode and override slots as in a decision: the limits in
            force decide the window and the emission interval)
            | "4" LEASE: a decision (ARGV[2] the request id, ARGV[3] the longest lease life, ms) in which each
@@ -61,9 +61,11 @@ Returns an array of integers only: { allowed, then 5 per rule }
   not written: the stamps of a give-back call.
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/script.ts).
-A LEASE call returns the decision's reply with, appended, { units, life_ms } per rule (0, 0 = no lease;
-  units include this request's cost) and then Redis's now in µs (the "when" of a later refund). The rule's
-  group reports as for the request's cost alone. A rule leases at most min(wanted, max(cost, avail / 2)), so
+A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_us } per rule (0, 0, 0 = no
+  lease; units include this request's cost; tat_us: token-bucket/gcra, the TAT the lease wrote, the "when" of
+  its return, else 0) and then Redis's now in µs (the "when" of a window's or log's return). The rule's group
+  reports as for the request's cost alone, but for a leased token-bucket/gcra rule what the written TAT leaves
+  plus the lease's units still to spend. A rule leases at most min(wanted, max(cost, avail / 2)), so
   the last units of a window are decided one by one, and only for at least 10 ms. A cost of 0 in a LEASE
   call is a renewal: it takes only the lease (none when nothing is left), and counts no request. Why no leased unit can be
   spent where Redis would not have admitted it (the caller spends a lease only within life_ms, measured from
@@ -77,10 +79,11 @@ A LEASE call returns the decision's reply with, appended, { units, life_ms } per
                     future scores, so later grants see them at once
     token-bucket,   the grant must fit now (units <= available), and the TAT is recorded as if every unit were
     gcra            spent at grant + life: GCRA's TAT only grows with later arrivals, so that is the largest
-                    TAT any spending of them could give; life <= the bucket's capacity
+                    TAT any spending of them could give; life <= a quarter of the bucket's capacity (the
+                    refill until then is lost: a quarter bounds it)
   Returned units (REFUND) only undo units never spent: counters and sorted sets are additive; a TAT moves
-  back never below max(now, when), and a lease return passes as `when` the latest end any live lease can
-  have, so it never eats into another lease's "as if spent at its end".
+  back only while the lease's write is still the TAT (no arrival, other lease, reset or refill past it
+  since: then its top units are exactly the lease's unspent ones), never below now.
 A REFUND call returns one integer per rule instead: the units actually given back, never more than the
   state still holds from that time, and none into a counter or TAT while its reset fence stands (the state
   was reset since: units from before would enlarge the fresh quota; the edge sends no return later than
@@ -88,8 +91,9 @@ A REFUND call returns one integer per rule instead: the units actually given bac
     fixed-window    DECRBY, only while the counter is still that of the window `when` falls in
     sliding-window  the current window's count, only if `when` falls in the window the state is of and that
                     window is still the current one
-    token-bucket,   the TAT moves back by units * emission interval, never below max(now, when) (what has
-    gcra            refilled since stays refilled)
+    token-bucket,   the TAT moves back by units * emission interval, never below now (what has refilled since
+    gcra            stays refilled); `when` > 0 is the TAT the units' lease wrote, and the TAT moves back only
+                    while it is still that one
     sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
                     with `when` unknown, the request id's members still in the window
     concurrency     ZREM of the request id's slot (units ignored)
@@ -260,10 +264,15 @@ if call == "3" then
         end
       end
     elseif algorithm == BUCKET or algorithm == GCRA then
-      -- The TAT moves back by the units' emission intervals, never below max(now, when): what has refilled
-      -- since stays refilled, and a lease return keeps other live leases' records (see LEASE above).
-      local floor_us = math.max(now_us, tonumber(ARGV[3]))
+      -- The TAT moves back by the units' emission intervals, never below now: what has refilled since stays
+      -- refilled. A lease's return (`when` > 0: the TAT the lease wrote) only while that write is still the
+      -- TAT: after any other arrival, a reset, or a refill past it, its units may stand for someone else's.
+      local floor_us = now_us
       local tat_us = tonumber(redis.pcall("GET", key))
+      local written_us = tonumber(ARGV[3])
+      if written_us > 0 and tat_us ~= written_us then
+        tat_us = nil
+      end
       if tat_us and tat_us > floor_us then
         local interval_us = ceil(period_us / limit)
         local back_us = tat_us - units * interval_us
@@ -412,9 +421,10 @@ end
 -- The one exception is the fixed-window counter, which phase 1 increments at once (one command instead of
 -- GET now and INCRBY later) and takes back if the rule denies or, in phase 2, if the request is denied.
 local reply = n == 1 and { 1, 0, 0, 0, 0, 0 } or { 1 } -- sized at once for the common single rule
--- Leases granted by this call (call "4"): rule index -> units (this request's cost included), life ms.
+-- Leases granted by this call (call "4"): rule index -> units (this request's cost included), life ms,
+-- and for token-bucket/gcra the TAT written.
 local lease_ms = lease and tonumber(ARGV[3]) or 0 -- ms, the longest life a lease may have
-local lease_units, lease_life = {}, {}
+local lease_units, lease_life, lease_tat = {}, {}, {} -- lease_tat: token-bucket/gcra, the TAT written (µs)
 local p_i, p_period_us, p_value, p_expire_us, p_clear, p_avail_after, p_reset_after, p_more_after, p_undo
 local more_pending
 local stamps -- rule index -> { TAT written, TAT replaced } of token-bucket/gcra rules, once one is delayed
@@ -713,7 +723,9 @@ for i = 1, n do
     if algorithm == FIXED or algorithm == SLIDING then
       life = math.min(life, now_ms - now_ms % period + period - now_ms - 1) -- never past the window's edge
     elseif algorithm == BUCKET or algorithm == GCRA then
-      life = math.min(life, floor(burst * ceil(period_us / limit) / 1000)) -- never longer than the bucket
+      -- A quarter of the bucket at most: the lease's units are recorded at its end (below), so the refill
+      -- between now and then is lost to everyone; a quarter bounds that loss.
+      life = math.min(life, floor(burst * ceil(period_us / limit) / 4000)) -- never longer than the bucket
     else -- sliding-log: within the extra life every write gives the key (phase 2)
       life = math.min(life, period, LEASE_HORIZON_MS)
     end
@@ -731,6 +743,14 @@ for i = 1, n do
         local tat_us = math.max(tonumber(value) - cost * interval_us, now_us + life * 1000)
         expire_us = tat_us + units * interval_us
         value = format("%d", expire_us)
+        lease_tat[i] = expire_us
+        -- The figures it reports are the written TAT's, plus the lease's own units still to spend: never
+        -- more than a client can get.
+        local capacity_us = burst * interval_us
+        local free = math.max(0, floor((now_us + capacity_us - expire_us) / interval_us))
+        avail_after, reset_after = free + units - cost, ceil((expire_us - now_us) / 1000)
+        local wait_us = expire_us - capacity_us + (free + 1) * interval_us - now_us
+        more_after = wait_us > 0 and ceil(wait_us / 1000) or 0
       end
     end
   end
@@ -843,12 +863,15 @@ for k = 0, more_pending and #more_pending or 0 do
     reply[r + 3], reply[r + 4], reply[r + 5] = avail_after, reset_after, more_after
   end
 end
-if lease then -- after the groups: units and life of each rule's lease (0 = none), then Redis's now in µs
+if lease then -- after the groups: units, life and TAT of each rule's lease (0 = none), then Redis's now in µs
   local at = 1 + 5 * n
   for i = 1, n do
-    reply[at + 2 * i - 1], reply[at + 2 * i] = allowed and lease_units[i] or 0, allowed and lease_life[i] or 0
+    local granted = allowed and lease_units[i]
+    reply[at + 3 * i - 2] = granted or 0
+    reply[at + 3 * i - 1] = granted and lease_life[i] or 0
+    reply[at + 3 * i] = granted and lease_tat[i] or 0
   end
-  reply[at + 2 * n + 1] = now_us
+  reply[at + 3 * n + 1] = now_us
 end
 if delayed_any and allowed and not peek then
   -- The stamps a give-back call needs (see the header), after the groups.

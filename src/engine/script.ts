@@ -195,6 +195,9 @@ export class ReplyShapeError extends Error {
   }
 }
 
+/** A LEASE call's reply words per rule, after the groups: units, life ms, the TAT written (µs). */
+const LEASE_WORDS_PER_RULE = 3;
+
 /**
  * The one decoder: the script's raw integer reply → whether the request is allowed, and one result per call.
  * Besides the full reply (`REPLY`), the script's short reply for one fixed-window rule: the remaining units.
@@ -208,9 +211,9 @@ export function decodeReply(
     return { allowed: true, results: [shortReply(raw, only)] };
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
-  // After the groups, in this order, either or both: a LEASE call's { units, life_ms } per rule and Redis's
-  // now; a delayed request's give-back stamps, 2 per rule (lua/floodgate.lua's header).
-  const leaseWords = 2 * calls.length + 1;
+  // After the groups, in this order, either or both: a LEASE call's { units, life_ms, tat_us } per rule and
+  // Redis's now; a delayed request's give-back stamps, 2 per rule (lua/floodgate.lua's header).
+  const leaseWords = LEASE_WORDS_PER_RULE * calls.length + 1;
   const stampWords = calls.length * REPLY.stampsPerRule;
   const extra = Array.isArray(raw) ? raw.length - expected : -1;
   const leased = extra === leaseWords || extra === leaseWords + stampWords;
@@ -233,10 +236,16 @@ export function decodeReply(
     if (code === DELAYED) return delayedResult(call, at, base, stampAt);
     const outcome = OUTCOME[code];
     if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
-    const units = leased ? at(expected + 2 * r) : 0;
+    const leaseAt = expected + LEASE_WORDS_PER_RULE * r;
+    const units = leased ? at(leaseAt) : 0;
     const lease =
       units > 0
-        ? { units, lifeMs: at(expected + 2 * r + 1), whenUs: at(expected + 2 * calls.length) }
+        ? {
+            units,
+            lifeMs: at(leaseAt + 1),
+            tatUs: at(leaseAt + 2),
+            whenUs: at(expected + LEASE_WORDS_PER_RULE * calls.length),
+          }
         : undefined;
     const result: RuleResult = {
       ...(lease && { lease }),

@@ -66,8 +66,8 @@ export interface Store {
   release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void>;
   /**
    * Gives back `call.cost` units of each call, consumed at `whenUs` (µs, Redis's clock; 0 = unknown: the
-   * current window) under `requestId`, in one atomic call; resolves to the units each call got back. Not
-   * bound by the decision budget.
+   * current window; a token-bucket/GCRA lease's: the TAT it wrote, `LeaseGrant.tatUs`) under `requestId`,
+   * in one atomic call; resolves to the units each call got back. Not bound by the decision budget.
    * @throws {StoreError} when Redis cannot answer.
    */
   refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]>;

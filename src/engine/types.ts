@@ -75,8 +75,10 @@ export interface LeaseGrant {
   units: number;
   /** How long the units may be spent, ms from before the call was sent. */
   lifeMs: number;
-  /** Redis's clock at the grant, µs: the "when" of a later refund. */
+  /** Redis's clock at the grant, µs: the "when" of a window's or a log's later refund. */
   whenUs: number;
+  /** Token-bucket/GCRA: the TAT the grant wrote, µs (the "when" of its refund); otherwise 0. */
+  tatUs: number;
 }
 
 /** Why a result did not come from Redis. */

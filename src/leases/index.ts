@@ -92,10 +92,8 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
   function whenOf(lease: Lease): number {
     const { algorithm } = lease.call;
     if (algorithm === "sliding-log") return lease.grant.whenUs + lease.grant.lifeMs * 1000;
-    if (algorithm === "token-bucket" || algorithm === "gcra") {
-      // Never below the latest end any lease still live anywhere can have: Redis's now + the longest life.
-      return lease.grant.whenUs + (now() - lease.sentAt + maxMs + 50) * 1000;
-    }
+    // A bucket gives back only while the TAT is still the one the lease wrote.
+    if (algorithm === "token-bucket" || algorithm === "gcra") return lease.grant.tatUs;
     return lease.grant.whenUs;
   }
 
@@ -230,7 +228,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     stats,
     decide,
     forget(rule, identityHash) {
-      table.revoke(rule, identityHash);
+      table.revoke(rule, identityHash, now());
       decider.forget(rule, identityHash);
     },
   };

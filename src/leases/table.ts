@@ -44,12 +44,18 @@ export class LeaseTable {
   private readonly heat: BoundedMap<string, Heat>;
   /** Leases put aside with units left (replaced or promoted over): returned by the next sweep. */
   private retired: Lease[] = [];
+  /**
+   * When each (rule, identity), or a whole rule under `ALL`, was last revoked: a grant sent before then,
+   * whose answer was still on its way, is never taken (the state it came from may be gone).
+   */
+  private readonly revokedAt: BoundedMap<string, number>;
 
   /** @param capacity most (rule, identity) pairs held, leases and heat each. */
   constructor(capacity: number) {
     this.leases = new BoundedMap(capacity);
     this.spares = new BoundedMap(capacity);
     this.heat = new BoundedMap(capacity);
+    this.revokedAt = new BoundedMap(capacity);
   }
 
   /** The live lease of `call` with room for its cost, if any (its spare, once the current one has none). */
@@ -106,7 +112,13 @@ export class LeaseTable {
    * A lease it displaces with units left is retired, to be returned.
    */
   put(lease: Lease, now: number): void {
-    const key = keyOf(lease.call.rule, lease.call.identityHash);
+    const { rule, identityHash } = lease.call;
+    const revokedAt = Math.max(
+      this.revokedAt.get(keyOf(rule, identityHash)) ?? -1,
+      this.revokedAt.get(keyOf(rule, ALL)) ?? -1,
+    );
+    if (lease.sentAt <= revokedAt) return; // granted before a revoke this isolate has already heard of
+    const key = keyOf(rule, identityHash);
     const current = this.leases.get(key);
     const into =
       current !== undefined && current.left > 0 && now < current.expiresAt ? this.spares : this.leases;
@@ -115,8 +127,12 @@ export class LeaseTable {
     if (displaced !== undefined && displaced.left > 0) this.retired.push(displaced);
   }
 
-  /** Drops the lease of one identity (all identities when `identityHash` is absent) under `rule`. */
-  revoke(rule: string, identityHash?: string): number {
+  /**
+   * Drops the lease of one identity (all identities when `identityHash` is absent) under `rule`, and any
+   * grant for it sent by `now` and still on its way.
+   */
+  revoke(rule: string, identityHash: string | undefined, now: number): number {
+    this.revokedAt.set(keyOf(rule, identityHash ?? ALL), now);
     let revoked = 0;
     const concerned = (lease: Lease) =>
       lease.call.rule === rule && (identityHash === undefined || lease.call.identityHash === identityHash);
@@ -148,6 +164,9 @@ export class LeaseTable {
 }
 
 const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
+
+/** `keyOf(rule, ALL)`: every identity of a rule (no identity hash is empty). */
+const ALL = "";
 
 const fits = (lease: Lease, call: RuleCall, now: number): boolean =>
   now < lease.expiresAt && lease.left >= call.cost && sameTerms(lease.call, call);

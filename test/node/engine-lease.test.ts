@@ -49,12 +49,16 @@ describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", 
       await expectLeft(call, before - Math.floor(before / 2));
       const after = await remaining(call);
       if (!lease) return;
-      const when =
-        algorithm === "sliding-log"
-          ? lease.whenUs + lease.lifeMs * 1000
-          : algorithm === "token-bucket" || algorithm === "gcra"
-            ? 0
-            : lease.whenUs;
+      if (algorithm === "token-bucket" || algorithm === "gcra") {
+        // A bucket's lease goes back only while the TAT is still the one it wrote: the second lease's is,
+        // the first one's no longer (its top units now stand for the second lease's).
+        expect(await store.refund([{ ...call, cost: 29 }], id, lease.tatUs)).toEqual([0]);
+        const last = second.results[0]?.lease;
+        expect(await store.refund([{ ...call, cost: 10 }], requestId(), last?.tatUs ?? 0)).toEqual([10]);
+        await expectLeft(call, after + 10);
+        return;
+      }
+      const when = algorithm === "sliding-log" ? lease.whenUs + lease.lifeMs * 1000 : lease.whenUs;
       const back = await store.refund([{ ...call, cost: 29 }], id, when);
       expect(back).toEqual([29]);
       await expectLeft(call, after + 29);

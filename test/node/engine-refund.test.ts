@@ -40,8 +40,13 @@ describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", 
       expect(await remaining(call)).toBe(6);
       // Sliding-log names its members after the request id and the score they were recorded at.
       const key = stateKey(prefix, call.rule, call.identityHash);
+      // A bucket's units are given back against the TAT their consumption wrote.
       const when =
-        algorithm === "sliding-log" ? Number((await redis.zrange(key, 0, -1, "WITHSCORES"))[1]) : whenUs;
+        algorithm === "sliding-log"
+          ? Number((await redis.zrange(key, 0, -1, "WITHSCORES"))[1])
+          : algorithm === "token-bucket" || algorithm === "gcra"
+            ? Number(await redis.get(key))
+            : whenUs;
       expect(await store.refund([{ ...call, cost: 3 }], id, when)).toEqual([3]);
       expect(await remaining(call)).toBe(9);
       // Asking for more than is left gives back only what is there.

@@ -1,0 +1,141 @@
+// Leases at the edges, on real Redis (through the run's REST server): each isolate is a `withLeases` decider
+// over its own `createDecider`, as src/worker.ts builds it, and a second decider stands for another isolate.
+// A bucket's return never gives back units that stand for someone else's; a leased bucket's headers never
+// promise more than a client gets; a grant answered after a revoke is not taken.
+import type { Redis as IORedis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RESET_FENCE_MS, resetFenceKey, stateKey } from "../../src/engine/keys";
+import type { Store } from "../../src/engine/store";
+import type { Algorithm, Decision, RuleCall } from "../../src/engine/types";
+import { withLeases } from "../../src/leases";
+import { createDecider, type ResilientDecider } from "../../src/resilience/decider";
+import {
+  directRedis,
+  peekRemaining,
+  requestId,
+  ruleCall,
+  sleep,
+  testStore,
+  uniquePrefix,
+} from "./lua-support";
+
+let redis: IORedis;
+let store: Store;
+const prefix = uniquePrefix("lease-review");
+beforeAll(() => {
+  redis = directRedis();
+  store = testStore(prefix);
+});
+afterAll(() => redis.quit());
+
+const isolate = (decider: ResilientDecider = createDecider(store, { timeoutMs: 5000 })) =>
+  withLeases(decider, { refund: store.refund, maxMs: 1000 });
+
+/** Cost-1 requests of `call` through `decider` (no waitUntil: no background renewal) until one is decided locally. */
+async function untilLocal(
+  decider: ReturnType<typeof isolate>,
+  call: RuleCall,
+  max: number,
+): Promise<Decision[]> {
+  const seen: Decision[] = [];
+  for (let i = 0; i < max; i++) {
+    const decision = await decider.decide([call], requestId());
+    seen.push(decision);
+    if (decision.results[0]?.source === "lease") break;
+  }
+  return seen;
+}
+
+describe.each(["token-bucket", "gcra"] as Algorithm[])("%s", (algorithm) => {
+  it("a lease returned after its bucket refilled and emptied again gives nothing back", async () => {
+    // I = 100 ms, burst 100 (a 10 s bucket), lease life 1 s.
+    const x = ruleCall({ algorithm, limit: 100, periodMs: 10_000 });
+    const y = ruleCall({ algorithm, limit: 100, periodMs: 10_000 });
+    const refunded: number[][] = [];
+    const a = withLeases(createDecider(store, { timeoutMs: 5000 }), {
+      refund: async (calls, id, whenUs) => {
+        const back = await store.refund(calls, id, whenUs);
+        refunded.push(back);
+        return back;
+      },
+      maxMs: 1000,
+    });
+    const b = createDecider(store, { timeoutMs: 5000 }); // another isolate (or X cold there: plain decisions)
+
+    // X is hot in isolate A; then one request of cost 10 leases 20 units and spends 10: 10 stay in the lease.
+    await untilLocal(a, x, 10);
+    const leasing = await a.decide([{ ...x, cost: 10 }], requestId());
+    expect(leasing.allowed).toBe(true);
+    expect(leasing.results[0]?.lease?.units).toBeGreaterThan(10);
+
+    // A goes idle. Its lease expires after 1 s; its units were recorded "as if spent" at the lease's end, and
+    // a few seconds later the bucket has refilled past them: full again.
+    for (let i = 0; i < 60 && (await peekRemaining(store, x)) < 100; i++) await sleep(200);
+    expect(await peekRemaining(store, x)).toBe(100);
+
+    // X spends its whole burst at once elsewhere: the bucket is empty.
+    expect((await b.decide([{ ...x, cost: 100 }], requestId())).allowed).toBe(true);
+    const burstAt = Date.now();
+
+    // A's next request (another identity) returns the expired lease's unused units, in the background.
+    const pending: Promise<unknown>[] = [];
+    await a.decide([y], requestId(), { waitUntil: (p) => pending.push(p) });
+    await Promise.all(pending);
+    expect(refunded).toEqual([[0]]);
+
+    // Right after a burst of 100 from a full bucket of 100, only refill may be admitted (1 unit / 100 ms).
+    let extra = 0;
+    for (let i = 0; i < 30; i++) {
+      if (!(await b.decide([x], requestId())).allowed) break;
+      extra++;
+    }
+    expect(extra).toBeLessThanOrEqual(Math.floor((Date.now() - burstAt) / 100) + 1);
+  }, 30_000);
+
+  it("a leased request's remaining is never more than the client then gets", async () => {
+    // I = 50 ms, burst 20: a 1 s bucket, so a lease may live a quarter second.
+    const x = ruleCall({ algorithm, limit: 20, periodMs: 1000 });
+    const a = isolate();
+    const seen = await untilLocal(a, x, 15);
+    const local = seen.at(-1)?.results[0];
+    expect(local?.source).toBe("lease");
+    // Spent at once, what the header says is left is all admitted (from the lease, then from Redis).
+    const claimed = local?.remaining ?? 0;
+    for (let i = 0; i < claimed; i++) expect((await a.decide([x], requestId())).allowed).toBe(true);
+  }, 30_000);
+});
+
+it("a lease whose answer arrives after its identity was revoked here is not taken", async () => {
+  const x = ruleCall({ algorithm: "fixed-window", limit: 1000, periodMs: 3_600_000 });
+  const inner = createDecider(store, { timeoutMs: 5000 });
+  // Network latency on the answer of a lease call: Redis executed it, the isolate has not heard yet.
+  let gate: Promise<void> | undefined;
+  let open = () => {};
+  const slow: ResilientDecider = {
+    ...inner,
+    async decide(calls, id, opts) {
+      const decision = await inner.decide(calls, id, opts);
+      if (opts?.lease && gate) await gate;
+      return decision;
+    },
+  };
+  const a = isolate(slow);
+  await untilLocal(a, x, 10); // hot
+  gate = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  const inFlight = a.decide([{ ...x, cost: 10 }], requestId());
+  const key = stateKey(prefix, x.rule, x.identityHash);
+  const before = Number(await redis.get(key));
+  for (let i = 0; i < 50 && Number(await redis.get(key)) === before; i++) await sleep(20);
+  // The lease call has been counted in Redis. An admin reset (src/admin/routes-keys.ts): fence, delete; the
+  // change log then revokes the identity's leases in this isolate (LeasingDecider.forget).
+  await redis.set(resetFenceKey(prefix, x.rule, x.identityHash), "1", "PX", RESET_FENCE_MS);
+  await redis.del(key);
+  a.forget(x.rule, x.identityHash);
+  // Only now does the lease call's answer arrive.
+  open();
+  expect((await inFlight).results[0]?.lease?.units).toBeGreaterThan(10);
+  const after = await a.decide([x], requestId());
+  expect(after.results[0]?.source).toBe("redis");
+}, 30_000);
