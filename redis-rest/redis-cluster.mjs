@@ -148,6 +148,9 @@ async function nodeState(port) {
     lazyConnect: true,
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
+    // A node too busy to answer counts as not answering this round: the poll goes on, bounded by its deadline.
+    connectTimeout: 1000,
+    commandTimeout: 1000,
   });
   redis.on("error", () => {});
   try {

@@ -37,7 +37,9 @@ beforeAll(async () => {
     redis.on("error", () => {});
     masters.set(node.port, redis);
   }
-}, 60_000);
+  // Starting six nodes, creating the cluster and waiting until it is healthy are bounded at 20 s each: on a
+  // machine busy with the rest of the suite they may need most of that.
+}, 90_000);
 afterAll(async () => {
   for (const redis of masters.values()) redis.disconnect();
   await rest?.close();
