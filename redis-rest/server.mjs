@@ -61,7 +61,13 @@ export async function startRestServer({
     ? connectCluster(redisUrl.split(","), redisOptions)
     : new Redis(redisUrl, redisOptions);
   redis.on("error", () => {}); // connection errors surface per request as 503; reconnecting is automatic
-  await redis.connect().catch(() => {}); // Redis may come up later; requests get 503 until then
+  // Redis may come up later (requests get 503 until then), and a cluster whose first ready check fails
+  // (a node not yet seeing `cluster_state:ok`) reconnects without ever settling this promise: the server
+  // starts after at most 5 s either way.
+  await new Promise((resolve) => {
+    redis.connect().then(resolve, resolve);
+    setTimeout(resolve, 5000).unref();
+  });
   if (!(redis instanceof Redis)) {
     // Every node's connection ready before the first request (the offline queue is off); at most 2 s.
     const ready = (/** @type {import("ioredis").Redis} */ node) =>

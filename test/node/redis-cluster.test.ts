@@ -19,6 +19,7 @@ import { createStore, type Store, StoreError } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
 import { createEngine } from "../../src/resilience/endpoints";
 import type { ShardedDecider } from "../../src/resilience/sharded";
+import { waitUntilRestReachesRedis } from "../support/rest-ready";
 import { ALGORITHMS, offsetToWindowStart, requestId, ruleCall, uniquePrefix } from "./lua-support";
 
 const HOUR = 3_600_000;
@@ -31,15 +32,14 @@ const masters = new Map<number, IORedis>();
 beforeAll(async () => {
   cluster = await startRedisCluster({ masters: 3, replicas: 1 });
   rest = await startRestServer({ redisUrl: cluster.urls.join(","), cluster: true });
+  await waitUntilRestReachesRedis(rest);
   client = new Redis({ url: rest.url, token: rest.token, enableTelemetry: false, retry: { retries: 0 } });
   for (const node of cluster.nodes.slice(0, 3)) {
     const redis = new IORedis(node.port, "127.0.0.1", { maxRetriesPerRequest: 0 });
     redis.on("error", () => {});
     masters.set(node.port, redis);
   }
-  // Starting six nodes, creating the cluster and waiting until it is healthy are bounded at 20 s each: on a
-  // machine busy with the rest of the suite they may need most of that.
-}, 90_000);
+}, 60_000);
 afterAll(async () => {
   for (const redis of masters.values()) redis.disconnect();
   await rest?.close();
