@@ -725,7 +725,7 @@ for i = 1, n do
     elseif algorithm == BUCKET or algorithm == GCRA then
       -- A quarter of the bucket at most: the lease's units are recorded at its end (below), so the refill
       -- between now and then is lost to everyone; a quarter bounds that loss.
-      life = math.min(life, floor(burst * ceil(period_us / limit) / 4000)) -- never longer than the bucket
+      life = math.min(life, floor(burst * ceil(period_us / limit) / 4000))
     else -- sliding-log: within the extra life every write gives the key (phase 2)
       life = math.min(life, period, LEASE_HORIZON_MS)
     end

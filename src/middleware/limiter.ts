@@ -245,7 +245,7 @@ function waitUntilOf(c: Context): WaitUntil {
     try {
       ctx = c.executionCtx;
     } catch {
-      ctx = undefined;
+      // Not on Workers: Hono's getter throws.
     }
     if (ctx) ctx.waitUntil(promise);
     else void promise.catch(() => undefined);
