@@ -21,7 +21,12 @@ export interface RedisHandle {
 }
 
 /** Spawns redis-server on 127.0.0.1 with nothing persisted; it dies with this process. */
-export function startRedis(options?: { port?: number; bin?: string; args?: string[] }): Promise<RedisHandle>;
+export function startRedis(options?: {
+  port?: number;
+  bin?: string;
+  /** Extra arguments, or a function giving them: asked again whenever a bind failure makes it pick another port. */
+  args?: string[] | (() => Promise<string[]>);
+}): Promise<RedisHandle>;
 
 /** A throwaway Redis Cluster (see startRedisCluster). */
 export interface ClusterHandle {
@@ -53,7 +58,7 @@ export function startRedisCluster(options?: {
 /** Starts `count` independent redis-servers (the several-databases mode). */
 export function startRedisServers(
   count: number,
-  options?: { bin?: string; args?: (index: number) => string[] },
+  options?: { bin?: string; args?: (index: number) => string[] | (() => Promise<string[]>) },
 ): Promise<RedisHandle[]>;
 
 /** Redis's CROSSSLOT error text, which the REST server passes through as Upstash does. */

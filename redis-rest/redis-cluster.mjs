@@ -43,18 +43,17 @@ export async function startRedisCluster({
   const nodes = [];
   const close = () => Promise.all(nodes.map((node) => node.close())).then(() => undefined);
   try {
-    // The cluster bus port is chosen free too (the default, port + 10000, may be taken or out of range).
-    const busPorts = [];
-    for (let i = 0; i < count; i++) busPorts.push(await freePort());
+    // The cluster bus port is chosen free too (the default, port + 10000, may be taken or out of range),
+    // and chosen again with the node's port when either was taken between probing and binding.
     const started = await startRedisServers(count, {
       bin,
-      args: (i) => [
+      args: () => async () => [
         "--cluster-enabled",
         "yes",
         "--cluster-config-file",
         "nodes.conf",
         "--cluster-port",
-        String(busPorts[i]),
+        String(await freePort()),
         "--cluster-node-timeout",
         String(nodeTimeoutMs),
         // A replica may take over at once after the timeout, however stale it thinks it is.
@@ -95,8 +94,8 @@ export async function startRedisCluster({
 /**
  * Starts `count` independent redis-servers (the several-databases mode: one per endpoint).
  * @param {number} count
- * @param {{ bin?: string, args?: (index: number) => string[] }} [options] args: extra redis-server arguments
- *   of the index-th server
+ * @param {{ bin?: string, args?: (index: number) => string[] | (() => Promise<string[]>) }} [options] args:
+ *   extra redis-server arguments of the index-th server (as startRedis takes them)
  * @returns {Promise<import("./redis-server.mjs").RedisHandle[]>}
  */
 export async function startRedisServers(count, { bin, args = () => [] } = {}) {

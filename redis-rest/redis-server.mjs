@@ -24,13 +24,17 @@ const startTimeoutMs = 10_000;
 /**
  * Spawns `redis-server` on 127.0.0.1 with no persistence (`--save "" --appendonly no`, working directory in a
  * temporary folder removed on close). The child is killed if this process dies.
- * @param {{ port?: number, bin?: string, args?: string[] }} [options] port: fixed port (default: one the OS
- *   picks); bin: the executable (default `redis-server` on PATH); args: extra redis-server arguments
+ * @param {{ port?: number, bin?: string, args?: string[] | (() => Promise<string[]>) }} [options] port: fixed
+ *   port (default: one the OS picks); bin: the executable (default `redis-server` on PATH); args: extra
+ *   redis-server arguments, or a function giving them, asked again whenever a bind failure makes us pick another
+ *   port (a cluster node's bus port is a second port that can be taken the same way)
  * @returns {Promise<RedisHandle>}
  */
 export async function startRedis({ port, bin = "redis-server", args = [] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "floodgate-redis-"));
   let chosen = port ?? (await freePort());
+  const argsNow = () => (typeof args === "function" ? args() : Promise.resolve(args));
+  let extra = await argsNow();
   /** @type {import("node:child_process").ChildProcess | undefined} */
   let child;
 
@@ -50,7 +54,7 @@ export async function startRedis({ port, bin = "redis-server", args = [] } = {})
       "no",
       "--loglevel",
       "notice",
-      ...args,
+      ...extra,
     ];
     const next = spawnTied(bin, argv, { stdio: ["ignore", "pipe", "pipe"] });
     next.on("error", () => {}); // reported through waitForOutput's exit/timeout
@@ -78,6 +82,7 @@ export async function startRedis({ port, bin = "redis-server", args = [] } = {})
         throw new Error(`redis-server did not start: ${message}`);
       }
       chosen = await freePort();
+      extra = await argsNow();
     }
   }
 

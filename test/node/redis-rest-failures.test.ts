@@ -3,6 +3,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { type AddressInfo, connect, createServer } from "node:net";
 import { Redis } from "@upstash/redis";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -167,5 +168,33 @@ describe("npm run redis-rest (the CLI)", () => {
     const { rest, redisPid } = await startCli(["--redis", redis.url]);
     expect(redisPid).toBe(redis.pid());
     expect((await command(rest, ["PING"])).body).toEqual({ result: "PONG" });
+  });
+});
+
+describe("a throwaway redis-server's ports", () => {
+  it("starts on other ports when a second port its arguments name (a cluster bus port) was taken meanwhile", async () => {
+    // What a concurrent process's connection did to a cluster node's bus port between probing and binding.
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(0, "127.0.0.1", resolve));
+    cleanups.push(() => new Promise((resolve) => squatter.close(() => resolve())));
+    const taken = (squatter.address() as AddressInfo).port;
+    const busPorts: number[] = [];
+    const redis = await startRedis({
+      args: async () => {
+        busPorts.push(busPorts.length === 0 ? taken : await freePort());
+        return ["--cluster-enabled", "yes", "--cluster-port", String(busPorts.at(-1))];
+      },
+    });
+    cleanups.push(() => redis.close());
+    expect(busPorts.length).toBe(2);
+    const info = await new Promise<string>((resolve, reject) => {
+      const socket = connect(redis.port, "127.0.0.1", () => socket.write("INFO cluster\r\n"));
+      socket.once("data", (data) => {
+        socket.end();
+        resolve(data.toString());
+      });
+      socket.once("error", reject);
+    });
+    expect(info).toContain("cluster_enabled:1");
   });
 });
