@@ -27,7 +27,9 @@ ARGV:
            ("" if none), ARGV[3] when, µs on Redis's clock, they were consumed ("0" = unknown: the current
            window; token-bucket/gcra: the TAT their lease wrote, or "0"); each rule's cost
            slot is the number of units to give back (mode and override slots as in a decision: the limits in
-           force decide the window and the emission interval)
+           force decide the window and the emission interval; a lease's return sends the limits the lease
+           was granted under and no override, so its units are priced as they were taken, whatever an
+           override changed since)
            | "4" LEASE: a decision (ARGV[2] the request id, ARGV[3] the longest lease life, ms) in which each
            rule may take more units than the request's cost; after the rule groups one slot per rule: the
            units wanted (this request's cost included; <= cost, a concurrency/shed or a delayed rule = no lease)
@@ -61,9 +63,10 @@ Returns an array of integers only: { allowed, then 5 per rule }
   not written: the stamps of a give-back call.
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/script.ts).
-A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_us } per rule (0, 0, 0 = no
-  lease; units include this request's cost; tat_us: token-bucket/gcra, the TAT the lease wrote, the "when" of
-  its return, else 0) and then Redis's now in µs (the "when" of a window's or log's return). The rule's group
+A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_us, period_ms } per rule
+  (0, 0, 0, 0 = no lease; units include this request's cost; tat_us: token-bucket/gcra, the TAT the lease
+  wrote, the "when" of its return, else 0; period_ms: the period in force, with the group's limit the limits
+  its return is priced at) and then Redis's now in µs (the "when" of a window's or log's return). The rule's group
   reports as for the request's cost alone, but for a leased token-bucket/gcra rule what the written TAT leaves
   plus the lease's units still to spend. A rule leases at most min(wanted, max(cost, avail / 2)), so
   the last units of a window are decided one by one, and only for at least 10 ms. A cost of 0 in a LEASE
@@ -422,9 +425,9 @@ end
 -- GET now and INCRBY later) and takes back if the rule denies or, in phase 2, if the request is denied.
 local reply = n == 1 and { 1, 0, 0, 0, 0, 0 } or { 1 } -- sized at once for the common single rule
 -- Leases granted by this call (call "4"): rule index -> units (this request's cost included), life ms,
--- and for token-bucket/gcra the TAT written.
+-- the period in force (ms), and for token-bucket/gcra the TAT written.
 local lease_ms = lease and tonumber(ARGV[3]) or 0 -- ms, the longest life a lease may have
-local lease_units, lease_life, lease_tat = {}, {}, {} -- lease_tat: token-bucket/gcra, the TAT written (µs)
+local lease_units, lease_life, lease_period, lease_tat = {}, {}, {}, {} -- lease_tat: token-bucket/gcra (µs)
 local p_i, p_period_us, p_value, p_expire_us, p_clear, p_avail_after, p_reset_after, p_more_after, p_undo
 local more_pending
 local stamps -- rule index -> { TAT written, TAT replaced } of token-bucket/gcra rules, once one is delayed
@@ -731,7 +734,7 @@ for i = 1, n do
     end
     local units = math.min(wanted, math.max(cost, floor(avail / 2)), avail)
     if life >= 10 and units > cost then
-      lease_units[i], lease_life[i] = units, life
+      lease_units[i], lease_life[i], lease_period[i] = units, life, period
       if algorithm == FIXED and value then -- a SET ahead (phase 1 did not count): it sets the lease's units
         value = tostring(tonumber(value) + units - cost)
       elseif algorithm == SLIDING then
@@ -863,15 +866,16 @@ for k = 0, more_pending and #more_pending or 0 do
     reply[r + 3], reply[r + 4], reply[r + 5] = avail_after, reset_after, more_after
   end
 end
-if lease then -- after the groups: units, life and TAT of each rule's lease (0 = none), then Redis's now in µs
+if lease then -- after the groups: units, life, TAT and period of each rule's lease (0 = none), then Redis's now
   local at = 1 + 5 * n
   for i = 1, n do
     local granted = allowed and lease_units[i]
-    reply[at + 3 * i - 2] = granted or 0
-    reply[at + 3 * i - 1] = granted and lease_life[i] or 0
-    reply[at + 3 * i] = granted and lease_tat[i] or 0
+    reply[at + 4 * i - 3] = granted or 0
+    reply[at + 4 * i - 2] = granted and lease_life[i] or 0
+    reply[at + 4 * i - 1] = granted and lease_tat[i] or 0
+    reply[at + 4 * i] = granted and lease_period[i] or 0
   end
-  reply[at + 3 * n + 1] = now_us
+  reply[at + 4 * n + 1] = now_us
 end
 if delayed_any and allowed and not peek then
   -- The stamps a give-back call needs (see the header), after the groups.

@@ -195,8 +195,8 @@ export class ReplyShapeError extends Error {
   }
 }
 
-/** A LEASE call's reply words per rule, after the groups: units, life ms, the TAT written (µs). */
-const LEASE_WORDS_PER_RULE = 3;
+/** A LEASE call's reply words per rule, after the groups: units, life ms, the TAT written (µs), period ms. */
+const LEASE_WORDS_PER_RULE = 4;
 
 /**
  * The one decoder: the script's raw integer reply → whether the request is allowed, and one result per call.
@@ -211,7 +211,7 @@ export function decodeReply(
     return { allowed: true, results: [shortReply(raw, only)] };
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
-  // After the groups, in this order, either or both: a LEASE call's { units, life_ms, tat_us } per rule and
+  // After the groups, in this order, either or both: a LEASE call's { units, life_ms, tat_us, period_ms } per rule and
   // Redis's now; a delayed request's give-back stamps, 2 per rule (lua/floodgate.lua's header).
   const leaseWords = LEASE_WORDS_PER_RULE * calls.length + 1;
   const stampWords = calls.length * REPLY.stampsPerRule;
@@ -244,6 +244,7 @@ export function decodeReply(
             units,
             lifeMs: at(leaseAt + 1),
             tatUs: at(leaseAt + 2),
+            periodMs: at(leaseAt + 3),
             whenUs: at(expected + LEASE_WORDS_PER_RULE * calls.length),
           }
         : undefined;

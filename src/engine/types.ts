@@ -79,6 +79,8 @@ export interface LeaseGrant {
   whenUs: number;
   /** Token-bucket/GCRA: the TAT the grant wrote, µs (the "when" of its refund); otherwise 0. */
   tatUs: number;
+  /** The period in force at the grant, ms: with its result's limit, the limits its refund is priced at. */
+  periodMs: number;
 }
 
 /** Why a result did not come from Redis. */

@@ -83,7 +83,16 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     lease.left = 0;
     if (units <= 0 || !options.refund || !waitUntil) return;
     const { rule, identityHash } = lease.call;
-    const returned = options.refund([{ ...lease.call, cost: units }], lease.leaseId, whenOf(lease));
+    // Priced at the limits the units were taken under: an override changed since (a bucket's emission
+    // interval longer now) must not give back more time than the lease took.
+    const returning: RuleCall = {
+      ...lease.call,
+      cost: units,
+      limit: lease.result.limit,
+      periodMs: lease.grant.periodMs,
+      override: false,
+    };
+    const returned = options.refund([returning], lease.leaseId, whenOf(lease));
     // Units back in Redis may turn a cached denial wrong: this isolate asks Redis again next time.
     waitUntil(returned.then(([n]) => n && decider.forget(rule, identityHash)).catch(() => undefined));
   }

@@ -92,6 +92,48 @@ describe.each(["token-bucket", "gcra"] as Algorithm[])("%s", (algorithm) => {
     expect(extra).toBeLessThanOrEqual(Math.floor((Date.now() - burstAt) / 100) + 1);
   }, 30_000);
 
+  it("a lease returned after an override slowed the rate gives back only the time it took", async () => {
+    // I = 10 ms, burst 1000 (a 10 s bucket). The identity has spent 700 at once elsewhere: its TAT is 7 s ahead.
+    const x = ruleCall({ algorithm, limit: 1000, periodMs: 10_000 });
+    const y = ruleCall({ algorithm, limit: 1000, periodMs: 10_000 });
+    const b = createDecider(store, { timeoutMs: 5000 }); // another isolate
+    expect((await b.decide([{ ...x, cost: 700 }], requestId())).allowed).toBe(true);
+    const refunded: number[][] = [];
+    const a = withLeases(createDecider(store, { timeoutMs: 5000 }), {
+      refund: async (calls, id, whenUs) => {
+        const back = await store.refund(calls, id, whenUs);
+        refunded.push(back);
+        return back;
+      },
+      maxMs: 1000,
+    });
+    // X turns hot in isolate A (a few requests within a second), then a request of cost 50 leases more;
+    // what it does not spend stays in the lease, 10 ms of the bucket per unit.
+    for (let i = 0; i < 8; i++) await a.decide([x], requestId());
+    const leasing = await a.decide([{ ...x, cost: 50 }], requestId());
+    const grant = leasing.results[0]?.lease;
+    const unused = (grant?.units ?? 0) - 50;
+    expect(unused).toBeGreaterThanOrEqual(50);
+    // An admin override slows X to 10 per 10 s (I = 1 s, burst 10) before A has read the change log.
+    const overrideKey = `${prefix}:override:${x.rule}:{${x.identityHash}}`;
+    await redis.hset(overrideKey, { limit: 10, period: 10_000, burst: 10 });
+    // The lease expires; A's next request (another identity) returns its unused units.
+    await sleep((grant?.lifeMs ?? 0) + 50);
+    const pending: Promise<unknown>[] = [];
+    await a.decide([y], requestId(), { waitUntil: (p) => pending.push(p) });
+    await Promise.all(pending);
+    expect(refunded).toEqual([[unused]]);
+    // Priced as taken: the TAT moved back by 10 ms a unit, not by the override's 1 s (which would have
+    // emptied the bucket of the 7 s it holds, and admitted the override's whole burst).
+    const tat = Number(await redis.get(stateKey(prefix, x.rule, x.identityHash)));
+    expect(tat).toBe((grant?.tatUs ?? 0) - unused * 10_000);
+    // Under the override the bucket holds 10 s, of which the TAT still spends about 6.
+    let admitted = 0;
+    for (let i = 0; i < 10; i++) if ((await b.decide([x], requestId())).allowed) admitted++;
+    expect(admitted).toBeLessThanOrEqual(Math.floor((Date.now() * 1000 + 10_000_000 - tat) / 1_000_000) + 1);
+    expect(admitted).toBeLessThan(10);
+  }, 30_000);
+
   it("a leased request's remaining is never more than the client then gets", async () => {
     // I = 50 ms, burst 20: a 1 s bucket, so a lease may live a quarter second.
     const x = ruleCall({ algorithm, limit: 20, periodMs: 1000 });
