@@ -15,7 +15,7 @@ import {
   type RuleResult,
 } from "../engine/types";
 import type { ResilientDecider } from "../resilience/decider";
-import { LEASE_MARGIN_MS, type Lease, LeaseTable } from "./table";
+import { type Flight, LEASE_MARGIN_MS, type Lease, LeaseTable } from "./table";
 
 /** Gives back units consumed earlier (`Store.refund` in src/engine/store.ts). */
 export type Refund = (calls: RuleCall[], leaseId: string, whenUs: number) => Promise<number[]>;
@@ -58,6 +58,12 @@ const SWEEP_INTERVAL_MS = 100;
  * after its grant. Only under-admits, and only for leases nobody here was asking for.
  */
 const LATEST_RETURN_MS = 15_000;
+
+/**
+ * How many lease calls in a row a request may wait for (each one Redis round trip, all within its budget)
+ * before it asks Redis itself: a burst into a cold identity is served by a few calls instead of one each.
+ */
+const MAX_WAITS = 3;
 
 /** Default of `RATE_LIMIT_LEASE_MS`. */
 export const DEFAULT_LEASE_MAX_MS = 1000;
@@ -129,7 +135,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
   }
 
   async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
-    const at = now();
+    let at = now();
     if (at >= nextSweepAt) {
       // Expired leases give back what is left, from the isolate's next request (no timer keeps a
       // finished request alive for it).
@@ -141,7 +147,28 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     // A request with a rule that is never leased (a concurrency slot) always goes to Redis, so leasing its
     // other rules would only park units where this request cannot spend them.
     if (calls.length === 0 || !calls.every(leasable)) return decider.decide(calls, requestId, opts);
-    const leases = calls.map((call) => table.usable(call, at));
+    let leases = calls.map((call) => table.usable(call, at));
+    // Rules without room whose lease call is on its way (a burst, or a renewal not back yet): wait for it
+    // rather than ask Redis one by one, while it leased something and within the request's budget.
+    const startedAt = at;
+    let backlog = 0; // requests still waiting for the same calls: the next lease is sized for them too
+    for (let waits = 0; waits < MAX_WAITS && opts.budgetMs !== undefined; waits++) {
+      const flights: Flight[] = [];
+      for (let i = 0; i < calls.length; i++) {
+        if (leases[i] !== undefined) continue;
+        const flight = table.flight(calls[i] as RuleCall);
+        if (flight === undefined) break;
+        flights.push(flight);
+      }
+      if (flights.length === 0 || flights.length !== leases.filter((l) => l === undefined).length) break;
+      for (const flight of flights) flight.waiting++;
+      const granted = await Promise.all(flights.map((flight) => flight.landed));
+      backlog = 0;
+      for (const flight of flights) backlog = Math.max(backlog, --flight.waiting);
+      at = now();
+      leases = calls.map((call) => table.usable(call, at));
+      if (!granted.every(Boolean) || at - startedAt >= opts.budgetMs) break;
+    }
     if (leases.every((lease) => lease !== undefined)) {
       const wanted = calls.map((call) => table.wanted(call, at, maxMs));
       const decision = local(calls, leases as Lease[], at);
@@ -162,28 +189,32 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       return decision;
     }
     stats.remote++;
-    // Rules that still hold a lease with room keep it; the others may ask for one, one request at a time.
+    const budget =
+      at === startedAt || opts.budgetMs === undefined
+        ? opts
+        : { ...opts, budgetMs: Math.max(0, opts.budgetMs - (at - startedAt)) };
+    // Rules that still hold a lease with room keep it; the others may ask for one, one request at a time,
+    // for the requests still waiting behind this one too.
     const units = calls.map((call, i) => {
-      const wanted = table.wanted(call, at, maxMs);
+      const wanted = Math.max(table.wanted(call, at, maxMs), call.cost * (1 + backlog));
       return leases[i] || table.asking(call) ? call.cost : wanted;
     });
     const asking = calls.filter((call, i) => (units[i] as number) > call.cost);
-    if (asking.length === 0) return afterDenial(await decider.decide(calls, requestId, opts), calls);
-    for (const call of asking) table.ask(call, 1);
-    let decision: Decision;
-    try {
-      decision = await decider.decide(calls, requestId, { ...opts, lease: { units, maxMs } });
-    } finally {
-      for (const call of asking) table.ask(call, -1);
-    }
-    take(decision, requestId, at);
+    if (asking.length === 0) return afterDenial(await decider.decide(calls, requestId, budget), calls);
+    const decided = decider.decide(calls, requestId, { ...budget, lease: { units, maxMs } });
+    const landed = decided.then((decision) => take(decision, requestId, at));
+    for (const call of asking) table.ask(call, landed);
+    const decision = await decided;
+    await landed; // its grant in the table before this request is answered (a caller's next one spends it)
     return afterDenial(decision, calls);
   }
 
-  /** Puts the leases `decision` granted into the table. */
-  function take(decision: Decision, leaseId: string, sentAt: number): void {
+  /** Puts the leases `decision` granted into the table; returns the rules they are of. */
+  function take(decision: Decision, leaseId: string, sentAt: number): Set<string> {
+    const rules = new Set<string>();
     for (const result of decision.results) {
       if (!result.lease || result.source !== "redis") continue;
+      rules.add(result.call.rule);
       const lease: Lease = {
         call: result.call,
         leaseId,
@@ -196,6 +227,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       };
       table.put(lease, now());
     }
+    return rules;
   }
 
   /**
@@ -207,15 +239,12 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     const renewing = calls.map((call) => ({ ...call, cost: 0 }));
     // Sliding-log members are named after the lease's id: a renewal must not reuse the request's.
     const leaseId = calls.some((call) => call.algorithm === "sliding-log") ? `${requestId}:r` : requestId;
-    for (const call of calls) table.ask(call, 1);
-    try {
-      const decision = await decider.decide(renewing, leaseId, { lease: { units: wanted, maxMs } });
-      if (decision.allowed) take(decision, leaseId, at);
-    } catch {
-      // The decider never throws; a renewal that fails leaves the isolate to ask on the request path.
-    } finally {
-      for (const call of calls) table.ask(call, -1);
-    }
+    const landed = decider
+      .decide(renewing, leaseId, { lease: { units: wanted, maxMs } })
+      .then((decision) => (decision.allowed ? take(decision, leaseId, at) : new Set<string>()));
+    for (const call of calls) table.ask(call, landed);
+    // The decider never throws; a renewal that fails leaves the isolate to ask on the request path.
+    await landed.catch(() => undefined);
   }
 
   /**

@@ -29,8 +29,17 @@ interface Heat {
   second: number;
   count: number;
   previous: number;
-  /** Lease requests on their way to Redis: one at a time, so a burst does not park units in many leases. */
-  asking?: number;
+}
+
+/**
+ * The lease call of one (rule, identity) on its way to Redis: one at a time, so a burst does not park
+ * units in many leases, and the burst's other requests wait for it instead of asking Redis one by one.
+ */
+export interface Flight {
+  /** Settles once the call's grant is in the table: whether it leased this (rule, identity) anything. */
+  readonly landed: Promise<boolean>;
+  /** Requests waiting for it; each counts itself out when it resumes. */
+  waiting: number;
 }
 
 /** Spends end this much before the lease does: the isolate's clock may lag Redis's by a little. */
@@ -42,6 +51,7 @@ export class LeaseTable {
   /** A renewal taken while the current lease still had room: spent once the current one is not. */
   private readonly spares: BoundedMap<string, Lease>;
   private readonly heat: BoundedMap<string, Heat>;
+  private readonly flights: BoundedMap<string, Flight>;
   /** Leases put aside with units left (replaced or promoted over): returned by the next sweep. */
   private retired: Lease[] = [];
   /**
@@ -55,6 +65,7 @@ export class LeaseTable {
     this.leases = new BoundedMap(capacity);
     this.spares = new BoundedMap(capacity);
     this.heat = new BoundedMap(capacity);
+    this.flights = new BoundedMap(capacity);
     this.revokedAt = new BoundedMap(capacity);
   }
 
@@ -84,7 +95,7 @@ export class LeaseTable {
     if (heat === undefined || heat.second !== second) {
       // A new second: a new record, set as the most recent entry (within a second it is only counted).
       const previous = heat !== undefined && heat.second === second - 1 ? heat.count : 0;
-      heat = { second, count: 0, previous, asking: heat?.asking ?? 0 };
+      heat = { second, count: 0, previous };
       this.heat.set(key, heat);
     }
     heat.count++;
@@ -98,13 +109,30 @@ export class LeaseTable {
 
   /** Whether a decision asking for a lease of this (rule, identity) is already on its way. */
   asking(call: RuleCall): boolean {
-    return (this.heat.get(keyOf(call.rule, call.identityHash))?.asking ?? 0) > 0;
+    return this.flights.has(keyOf(call.rule, call.identityHash));
   }
 
-  /** Marks a lease request of `call` as sent (`+1`) or answered (`-1`). */
-  ask(call: RuleCall, delta: 1 | -1): void {
-    const heat = this.heat.get(keyOf(call.rule, call.identityHash));
-    if (heat) heat.asking = Math.max(0, (heat.asking ?? 0) + delta);
+  /**
+   * Records the lease call of `call` now on its way: `landed` settles once its grants are in the table, with
+   * the rules they are of.
+   */
+  ask(call: RuleCall, landed: Promise<ReadonlySet<string>>): void {
+    const key = keyOf(call.rule, call.identityHash);
+    const granted = landed.then(
+      (rules) => rules.has(call.rule),
+      () => false,
+    );
+    const flight: Flight = { landed: granted, waiting: 0 };
+    this.flights.set(key, flight);
+    // Registered before any waiter's: a waiter wakes to a table without this flight.
+    void flight.landed.then(() => {
+      if (this.flights.get(key) === flight) this.flights.delete(key);
+    });
+  }
+
+  /** The lease call of `call`'s (rule, identity) on its way, if any. */
+  flight(call: RuleCall): Flight | undefined {
+    return this.flights.get(keyOf(call.rule, call.identityHash));
   }
 
   /**

@@ -181,3 +181,54 @@ it("a lease whose answer arrives after its identity was revoked here is not take
   const after = await a.decide([x], requestId());
   expect(after.results[0]?.source).toBe("redis");
 }, 30_000);
+
+describe("a burst into one isolate", () => {
+  /** `clients` concurrent clients, each sending its next request when the last is answered, for `ms`. */
+  async function burst(x: RuleCall, clients: number, ms: number) {
+    const inner = createDecider(store, { timeoutMs: 5000 });
+    let redisCalls = 0;
+    const counted: ResilientDecider = {
+      ...inner,
+      decide(calls, id, opts) {
+        redisCalls++;
+        return inner.decide(calls, id, opts);
+      },
+    };
+    const a = isolate(counted);
+    const pending: Promise<unknown>[] = [];
+    const until = Date.now() + ms;
+    let allowed = 0;
+    let requests = 0;
+    await Promise.all(
+      Array.from({ length: clients }, async () => {
+        while (Date.now() < until) {
+          requests++;
+          // As the middleware asks: with the request's budget and its waitUntil.
+          const decision = await a.decide([x], requestId(), {
+            budgetMs: 5000,
+            waitUntil: (p) => pending.push(p),
+          });
+          if (decision.allowed) allowed++;
+        }
+      }),
+    );
+    await Promise.all(pending);
+    return { redisCalls, allowed, requests };
+  }
+
+  it("into a cold identity is decided by a few Redis calls, not one per request in flight", async () => {
+    const x = ruleCall({ algorithm: "sliding-window", limit: 1_000_000, periodMs: 3_600_000 });
+    const { redisCalls, allowed, requests } = await burst(x, 32, 500);
+    expect(allowed).toBe(requests);
+    expect(requests).toBeGreaterThan(200);
+    // Without waiting for the lease call on its way, every request in flight meanwhile went to Redis.
+    expect(redisCalls).toBeLessThan(requests / 10);
+  }, 30_000);
+
+  it("never admits more than the limit, the last units decided in Redis", async () => {
+    const x = ruleCall({ algorithm: "fixed-window", limit: 150, periodMs: 3_600_000 });
+    const { allowed, requests } = await burst(x, 32, 500);
+    expect(requests).toBeGreaterThan(150);
+    expect(allowed).toBe(150);
+  }, 30_000);
+});
