@@ -154,19 +154,27 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     let backlog = 0; // requests still waiting for the same calls: the next lease is sized for them too
     for (let waits = 0; waits < MAX_WAITS && opts.budgetMs !== undefined; waits++) {
       const flights: Flight[] = [];
+      const flying: RuleCall[] = [];
       for (let i = 0; i < calls.length; i++) {
         if (leases[i] !== undefined) continue;
-        const flight = table.flight(calls[i] as RuleCall);
+        const flight = table.flight(calls[i] as RuleCall, at);
         if (flight === undefined) break;
         flights.push(flight);
+        flying.push(calls[i] as RuleCall);
       }
       if (flights.length === 0 || flights.length !== leases.filter((l) => l === undefined).length) break;
       for (const flight of flights) flight.waiting++;
-      const granted = await Promise.all(flights.map((flight) => flight.landed));
+      const granted = await landingWithin(flights, opts.budgetMs - (at - startedAt));
       backlog = 0;
       for (const flight of flights) backlog = Math.max(backlog, --flight.waiting);
       at = now();
       leases = calls.map((call) => table.usable(call, at));
+      if (granted === undefined) {
+        // Not landed within this request's budget: lost with its request's context. No one waits for it
+        // any more; this request asks Redis with what is left of its budget.
+        flying.forEach((call, i) => table.lost(call, flights[i] as Flight));
+        break;
+      }
       if (!granted.every(Boolean) || at - startedAt >= opts.budgetMs) break;
     }
     if (leases.every((lease) => lease !== undefined)) {
@@ -182,7 +190,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
           2 * lease.left < units &&
           lease.result.remaining >= 4 * units &&
           !table.hasSpare(call) &&
-          !table.asking(call)
+          !table.asking(call, at)
         );
       });
       if (renew && opts.waitUntil) opts.waitUntil(renewal(calls, wanted, requestId));
@@ -197,16 +205,34 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     // for the requests still waiting behind this one too.
     const units = calls.map((call, i) => {
       const wanted = Math.max(table.wanted(call, at, maxMs), call.cost * (1 + backlog));
-      return leases[i] || table.asking(call) ? call.cost : wanted;
+      return leases[i] || table.asking(call, at) ? call.cost : wanted;
     });
     const asking = calls.filter((call, i) => (units[i] as number) > call.cost);
     if (asking.length === 0) return afterDenial(await decider.decide(calls, requestId, budget), calls);
     const decided = decider.decide(calls, requestId, { ...budget, lease: { units, maxMs } });
     const landed = decided.then((decision) => take(decision, requestId, at));
-    for (const call of asking) table.ask(call, landed);
+    for (const call of asking) table.ask(call, landed, at);
+    // Others may be waiting for it: it lands even if this request is cancelled (its client gone).
+    opts.waitUntil?.(landed.catch(() => undefined));
     const decision = await decided;
     await landed; // its grant in the table before this request is answered (a caller's next one spends it)
     return afterDenial(decision, calls);
+  }
+
+  /**
+   * Whether each flight leased something, once all have landed; `undefined` if that takes longer than `ms`
+   * (a lease call another request sent is awaited only as long as this request may wait on Redis).
+   */
+  async function landingWithin(flights: Flight[], ms: number): Promise<boolean[] | undefined> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
+    });
+    try {
+      return await Promise.race([Promise.all(flights.map((flight) => flight.landed)), late]);
+    } finally {
+      if (timer !== undefined) clearTimeout(timer);
+    }
   }
 
   /** Puts the leases `decision` granted into the table; returns the rules they are of. */
@@ -242,7 +268,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     const landed = decider
       .decide(renewing, leaseId, { lease: { units: wanted, maxMs } })
       .then((decision) => (decision.allowed ? take(decision, leaseId, at) : new Set<string>()));
-    for (const call of calls) table.ask(call, landed);
+    for (const call of calls) table.ask(call, landed, at);
     // The decider never throws; a renewal that fails leaves the isolate to ask on the request path.
     await landed.catch(() => undefined);
   }

@@ -38,9 +38,17 @@ interface Heat {
 export interface Flight {
   /** Settles once the call's grant is in the table: whether it leased this (rule, identity) anything. */
   readonly landed: Promise<boolean>;
+  /** Local clock, ms, when the call was sent. */
+  readonly sentAt: number;
   /** Requests waiting for it; each counts itself out when it resumes. */
   waiting: number;
 }
+
+/**
+ * A lease call not landed after this long is taken for lost (its request's context gone with it): no one
+ * waits for it any more, and another may be asked. Far beyond any decision's budget.
+ */
+const FLIGHT_LOST_MS = 10_000;
 
 /** Spends end this much before the lease does: the isolate's clock may lag Redis's by a little. */
 export const LEASE_MARGIN_MS = 5;
@@ -108,21 +116,21 @@ export class LeaseTable {
   }
 
   /** Whether a decision asking for a lease of this (rule, identity) is already on its way. */
-  asking(call: RuleCall): boolean {
-    return this.flights.has(keyOf(call.rule, call.identityHash));
+  asking(call: RuleCall, now: number): boolean {
+    return this.flight(call, now) !== undefined;
   }
 
   /**
-   * Records the lease call of `call` now on its way: `landed` settles once its grants are in the table, with
+   * Records the lease call of `call` sent at `now`: `landed` settles once its grants are in the table, with
    * the rules they are of.
    */
-  ask(call: RuleCall, landed: Promise<ReadonlySet<string>>): void {
+  ask(call: RuleCall, landed: Promise<ReadonlySet<string>>, now: number): void {
     const key = keyOf(call.rule, call.identityHash);
     const granted = landed.then(
       (rules) => rules.has(call.rule),
       () => false,
     );
-    const flight: Flight = { landed: granted, waiting: 0 };
+    const flight: Flight = { landed: granted, sentAt: now, waiting: 0 };
     this.flights.set(key, flight);
     // Registered before any waiter's: a waiter wakes to a table without this flight.
     void flight.landed.then(() => {
@@ -130,9 +138,19 @@ export class LeaseTable {
     });
   }
 
+  /** Forgets `flight`, the lease call of `call`'s (rule, identity), taken for lost: another may be asked. */
+  lost(call: RuleCall, flight: Flight): void {
+    const key = keyOf(call.rule, call.identityHash);
+    if (this.flights.get(key) === flight) this.flights.delete(key);
+  }
+
   /** The lease call of `call`'s (rule, identity) on its way, if any. */
-  flight(call: RuleCall): Flight | undefined {
-    return this.flights.get(keyOf(call.rule, call.identityHash));
+  flight(call: RuleCall, now: number): Flight | undefined {
+    const key = keyOf(call.rule, call.identityHash);
+    const flight = this.flights.get(key);
+    if (flight === undefined || now - flight.sentAt < FLIGHT_LOST_MS) return flight;
+    this.flights.delete(key);
+    return undefined;
   }
 
   /**

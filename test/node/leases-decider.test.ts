@@ -225,6 +225,41 @@ describe("a burst into one isolate", () => {
     expect(redisCalls).toBeLessThan(requests / 10);
   }, 30_000);
 
+  it("waits for a lease call another request sent only within its own budget, and asks Redis after one is lost", async () => {
+    const x = ruleCall({ algorithm: "fixed-window", limit: 1_000_000, periodMs: 3_600_000 });
+    const inner = createDecider(store, { timeoutMs: 5000 });
+    // A lease call whose request's context went away with it: it never lands.
+    let lose = false;
+    const lossy: ResilientDecider = {
+      ...inner,
+      decide(calls, id, opts) {
+        if (!lose || !opts?.lease) return inner.decide(calls, id, opts);
+        lose = false;
+        return new Promise(() => {});
+      },
+    };
+    const a = isolate(lossy);
+    const options = { budgetMs: 300, waitUntil: () => {} };
+    // Six requests at once into a cold identity: the first four are decided one by one, the fifth asks
+    // for a lease (the call that is lost), the sixth waits for it.
+    lose = true;
+    const startedAt = Date.now();
+    const answers = Array.from({ length: 6 }, async () => {
+      const decision = await a.decide([x], requestId(), options);
+      return { decision, ms: Date.now() - startedAt };
+    });
+    const waiter = await answers[5]; // the fifth's never comes: its context is gone
+    // Its whole budget spent waiting on Redis, the waiter is answered by the rule's failure policy (open).
+    expect(waiter?.ms).toBeGreaterThanOrEqual(290);
+    expect(waiter?.ms).toBeLessThan(1000);
+    expect(waiter?.decision.allowed).toBe(true);
+    // The lost call is forgotten: the next request does not wait for it, and is decided by Redis at once.
+    const next = Date.now();
+    const after = await a.decide([x], requestId(), options);
+    expect(Date.now() - next).toBeLessThan(250);
+    expect(after.results[0]?.source).toBe("redis");
+  }, 30_000);
+
   it("never admits more than the limit, the last units decided in Redis", async () => {
     const x = ruleCall({ algorithm: "fixed-window", limit: 150, periodMs: 3_600_000 });
     const { allowed, requests } = await burst(x, 32, 500);
