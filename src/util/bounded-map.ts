@@ -1,7 +1,9 @@
 /**
  * A Map that holds at most `capacity` entries and drops the least recently set one first. Per-isolate
  * caches use it so that no client population can grow an isolate's memory without bound. Holds whatever it
- * is given: callers keep plain values in it, never promises or I/O objects (workerd ties those to a request).
+ * is given: callers keep plain values in it, never I/O objects (workerd ties those to a request); a promise
+ * one request may await while another settles it must settle even if that other request is cancelled, and
+ * be awaited with a bound (src/leases/table.ts, `Flight`).
  */
 export class BoundedMap<K, V> extends Map<K, V> {
   /** @param capacity most entries held; 0 or less holds nothing. */
