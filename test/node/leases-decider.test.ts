@@ -31,6 +31,20 @@ afterAll(() => redis.quit());
 const isolate = (decider: ResilientDecider = createDecider(store, { timeoutMs: 5000 })) =>
   withLeases(decider, { refund: store.refund, maxMs: 1000 });
 
+/** An isolate whose lease returns are recorded: the units each return got back. */
+function recordingReturns() {
+  const refunded: number[][] = [];
+  const decider = withLeases(createDecider(store, { timeoutMs: 5000 }), {
+    refund: async (calls, id, whenUs) => {
+      const back = await store.refund(calls, id, whenUs);
+      refunded.push(back);
+      return back;
+    },
+    maxMs: 1000,
+  });
+  return { isolate: decider, refunded };
+}
+
 /** Cost-1 requests of `call` through `decider` (no waitUntil: no background renewal) until one is decided locally. */
 async function untilLocal(
   decider: ReturnType<typeof isolate>,
@@ -51,15 +65,7 @@ describe.each(["token-bucket", "gcra"] as Algorithm[])("%s", (algorithm) => {
     // I = 100 ms, burst 100 (a 10 s bucket), lease life 1 s.
     const x = ruleCall({ algorithm, limit: 100, periodMs: 10_000 });
     const y = ruleCall({ algorithm, limit: 100, periodMs: 10_000 });
-    const refunded: number[][] = [];
-    const a = withLeases(createDecider(store, { timeoutMs: 5000 }), {
-      refund: async (calls, id, whenUs) => {
-        const back = await store.refund(calls, id, whenUs);
-        refunded.push(back);
-        return back;
-      },
-      maxMs: 1000,
-    });
+    const { isolate: a, refunded } = recordingReturns();
     const b = createDecider(store, { timeoutMs: 5000 }); // another isolate (or X cold there: plain decisions)
 
     // X is hot in isolate A; then one request of cost 10 leases 20 units and spends 10: 10 stay in the lease.
@@ -98,15 +104,7 @@ describe.each(["token-bucket", "gcra"] as Algorithm[])("%s", (algorithm) => {
     const y = ruleCall({ algorithm, limit: 1000, periodMs: 10_000 });
     const b = createDecider(store, { timeoutMs: 5000 }); // another isolate
     expect((await b.decide([{ ...x, cost: 700 }], requestId())).allowed).toBe(true);
-    const refunded: number[][] = [];
-    const a = withLeases(createDecider(store, { timeoutMs: 5000 }), {
-      refund: async (calls, id, whenUs) => {
-        const back = await store.refund(calls, id, whenUs);
-        refunded.push(back);
-        return back;
-      },
-      maxMs: 1000,
-    });
+    const { isolate: a, refunded } = recordingReturns();
     // X turns hot in isolate A (a few requests within a second), then a request of cost 50 leases more;
     // what it does not spend stays in the lease, 10 ms of the bucket per unit.
     for (let i = 0; i < 8; i++) await a.decide([x], requestId());
