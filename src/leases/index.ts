@@ -182,18 +182,25 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       const decision = local(calls, leases as Lease[], at);
       // Half spent, no spare yet, none on its way, and plenty left in Redis: the next lease is fetched in
       // the background, so a hot identity never waits on Redis (and its concurrent requests do not all go
-      // there when it runs out). Near the end of the quota, no renewal: the last units go one by one.
-      const renew = calls.some((call, i) => {
+      // there when it runs out). Near the end of the quota, no renewal: the last units go one by one. Only
+      // the rules that need one: a fresh lease of another rule would only park units in a spare.
+      let renewing: RuleCall[] | undefined;
+      let renewingUnits: number[] | undefined;
+      calls.forEach((call, i) => {
         const lease = leases[i] as Lease;
         const units = lease.grant.units;
-        return (
+        if (
           2 * lease.left < units &&
           lease.result.remaining >= 4 * units &&
           !table.hasSpare(call) &&
           !table.asking(call, at)
-        );
+        ) {
+          (renewing ??= []).push(call);
+          (renewingUnits ??= []).push(wanted[i] as number);
+        }
       });
-      if (renew && opts.waitUntil) opts.waitUntil(renewal(calls, wanted, requestId));
+      if (renewing && renewingUnits && opts.waitUntil)
+        opts.waitUntil(renewal(renewing, renewingUnits, requestId));
       return decision;
     }
     stats.remote++;

@@ -265,3 +265,30 @@ describe("a burst into one isolate", () => {
     expect(allowed).toBe(150);
   }, 30_000);
 });
+
+it("renews only the rules of a request whose lease is half spent, parking no units for the others", async () => {
+  const x = ruleCall({ algorithm: "fixed-window", rule: "x", limit: 1_000_000, periodMs: 3_600_000 });
+  const y = { ...x, rule: "y" };
+  const inner = createDecider(store, { timeoutMs: 5000 });
+  const renewed: string[][] = [];
+  const watched: ResilientDecider = {
+    ...inner,
+    decide(calls, id, opts) {
+      if (opts?.lease && calls.every((call) => call.cost === 0)) renewed.push(calls.map((call) => call.rule));
+      return inner.decide(calls, id, opts);
+    },
+  };
+  const a = isolate(watched);
+  // Both rules leased by requests matching both, hot enough for leases of several units.
+  for (let i = 0; i < 60; i++) await a.decide([x, y], requestId());
+  // Requests matching x alone spend its lease twice as fast as y's (no waitUntil: no renewal there); a
+  // request matching both, decided from the leases, fetches the next lease in the background.
+  for (let i = 0; i < 100 && renewed.length < 2; i++) {
+    await a.decide([x], requestId());
+    const pending: Promise<unknown>[] = [];
+    await a.decide([x, y], requestId(), { waitUntil: (p) => pending.push(p) });
+    await Promise.all(pending);
+  }
+  expect(renewed.length).toBeGreaterThan(0);
+  expect(renewed.filter((rules) => rules.length > 1)).toEqual([]);
+}, 30_000);
