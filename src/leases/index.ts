@@ -15,6 +15,7 @@ import {
   type RuleResult,
 } from "../engine/types";
 import type { ResilientDecider } from "../resilience/decider";
+import { deadlineAfter } from "../util/timer";
 import { type Flight, LEASE_MARGIN_MS, type Lease, LeaseTable } from "./table";
 
 /** Gives back units consumed earlier (`Store.refund` in src/engine/store.ts). */
@@ -152,17 +153,14 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     // rather than ask Redis one by one, while it leased something and within the request's budget.
     const startedAt = at;
     let backlog = 0; // requests still waiting for the same calls: the next lease is sized for them too
-    for (let waits = 0; waits < MAX_WAITS && opts.budgetMs !== undefined; waits++) {
-      const flights: Flight[] = [];
-      const flying: RuleCall[] = [];
-      for (let i = 0; i < calls.length; i++) {
-        if (leases[i] !== undefined) continue;
-        const flight = table.flight(calls[i] as RuleCall, at);
-        if (flight === undefined) break;
-        flights.push(flight);
-        flying.push(calls[i] as RuleCall);
-      }
-      if (flights.length === 0 || flights.length !== leases.filter((l) => l === undefined).length) break;
+    for (
+      let waits = 0;
+      waits < MAX_WAITS && opts.budgetMs !== undefined && leases.includes(undefined);
+      waits++
+    ) {
+      const flying = calls.filter((_, i) => leases[i] === undefined);
+      const flights = flying.map((call) => table.flight(call, at));
+      if (!flights.every((flight): flight is Flight => flight !== undefined)) break;
       for (const flight of flights) flight.waiting++;
       const granted = await landingWithin(flights, opts.budgetMs - (at - startedAt));
       backlog = 0;
@@ -230,16 +228,15 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
    * Whether each flight leased something, once all have landed; `undefined` if that takes longer than `ms`
    * (a lease call another request sent is awaited only as long as this request may wait on Redis).
    */
-  async function landingWithin(flights: Flight[], ms: number): Promise<boolean[] | undefined> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
+  function landingWithin(flights: Flight[], ms: number): Promise<boolean[] | undefined> {
+    return new Promise((resolve) => {
+      const cancel = deadlineAfter(Math.max(0, ms), () => resolve(undefined));
+      // `landed` never rejects (LeaseTable.ask).
+      void Promise.all(flights.map((flight) => flight.landed)).then((granted) => {
+        cancel();
+        resolve(granted);
+      });
     });
-    try {
-      return await Promise.race([Promise.all(flights.map((flight) => flight.landed)), late]);
-    } finally {
-      if (timer !== undefined) clearTimeout(timer);
-    }
   }
 
   /** Puts the leases `decision` granted into the table; returns the rules they are of. */

@@ -136,12 +136,10 @@ export class LeaseTable {
     const flight: Flight = { landed: granted, sentAt: now, waiting: 0 };
     this.flights.set(key, flight);
     // Registered before any waiter's: a waiter wakes to a table without this flight.
-    void flight.landed.then(() => {
-      if (this.flights.get(key) === flight) this.flights.delete(key);
-    });
+    void flight.landed.then(() => this.lost(call, flight));
   }
 
-  /** Forgets `flight`, the lease call of `call`'s (rule, identity), taken for lost: another may be asked. */
+  /** Forgets `flight`, the lease call of `call`'s (rule, identity), landed or taken for lost: another may be asked. */
   lost(call: RuleCall, flight: Flight): void {
     const key = keyOf(call.rule, call.identityHash);
     if (this.flights.get(key) === flight) this.flights.delete(key);
