@@ -171,6 +171,15 @@ export interface DecideOptions {
 export interface Decider {
   decide(calls: RuleCall[], requestId: string, options?: DecideOptions): Promise<Decision>;
   /**
+   * The decision this decider can make at once, with no Redis call and no promise (every rule holds a
+   * lease with room: src/leases), else `undefined`: then `decide`. Absent = never.
+   */
+  decideNow?(
+    calls: RuleCall[],
+    requestId: string,
+    waitUntil?: DecideOptions["waitUntil"],
+  ): Decision | undefined;
+  /**
    * Frees a `concurrency` slot held by `requestId`; with a `reservation`, gives a delayed request's slot
    * back if no later request reserved one behind it. Not bound by the decision budget.
    */

@@ -48,6 +48,11 @@ export interface LeaseStats {
  */
 export interface LeasingDecider extends ResilientDecider {
   readonly stats: LeaseStats;
+  decideNow(
+    calls: RuleCall[],
+    requestId: string,
+    waitUntil?: DecideOptions["waitUntil"],
+  ): Decision | undefined;
 }
 
 /** How often a request looks for expired leases to return, ms. */
@@ -135,19 +140,79 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     return { allowed: true, results, durationMs: 0 };
   }
 
-  async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
-    let at = now();
-    if (at >= nextSweepAt) {
-      // Expired leases give back what is left, from the isolate's next request (no timer keeps a
-      // finished request alive for it).
-      nextSweepAt = at + SWEEP_INTERVAL_MS;
-      for (const lease of table.expired(at)) {
-        if (at - lease.expiresAt <= LATEST_RETURN_MS) giveBack(lease, opts.waitUntil);
-      }
+  /** Expired leases give back what is left, from the isolate's next request (no timer keeps a finished request alive for it). */
+  function sweep(at: number, waitUntil: DecideOptions["waitUntil"]): void {
+    if (at < nextSweepAt) return;
+    nextSweepAt = at + SWEEP_INTERVAL_MS;
+    for (const lease of table.expired(at)) {
+      if (at - lease.expiresAt <= LATEST_RETURN_MS) giveBack(lease, waitUntil);
     }
+  }
+
+  /** The request decided from its leases when every rule holds one with room; else `undefined`. */
+  function decideNow(
+    calls: RuleCall[],
+    requestId: string,
+    waitUntil: DecideOptions["waitUntil"],
+  ): Decision | undefined {
+    const at = now();
+    sweep(at, waitUntil);
+    if (calls.length === 0 || !calls.every(leasable)) return undefined;
+    const leases = calls.map((call) => table.usable(call, at));
+    if (!leases.every((lease) => lease !== undefined)) return undefined;
+    return spend(calls, leases as Lease[], at, requestId, waitUntil);
+  }
+
+  /**
+   * Spends the request's cost from `leases`. Half spent, no spare yet, none on its way, and plenty left in
+   * Redis: the next lease is fetched in the background, so a hot identity never waits on Redis (and its
+   * concurrent requests do not all go there when it runs out). Near the end of the quota, no renewal: the
+   * last units go one by one. Only the rules that need one: a fresh lease of another rule would only park
+   * units in a spare.
+   */
+  function spend(
+    calls: RuleCall[],
+    leases: Lease[],
+    at: number,
+    requestId: string,
+    waitUntil: DecideOptions["waitUntil"],
+  ): Decision {
+    const wanted = calls.map((call) => table.wanted(call, at, maxMs));
+    const decision = local(calls, leases, at);
+    let renewing: number[] | undefined; // indexes into `calls`: most requests renew nothing and make no array
+    calls.forEach((call, i) => {
+      const lease = leases[i] as Lease;
+      const units = lease.grant.units;
+      if (
+        2 * lease.left < units &&
+        lease.result.remaining >= 4 * units &&
+        !table.hasSpare(call) &&
+        !table.asking(call, at)
+      ) {
+        renewing ??= [];
+        renewing.push(i);
+      }
+    });
+    if (renewing && waitUntil) {
+      const calling = renewing.map((i) => calls[i] as RuleCall);
+      waitUntil(
+        renewal(
+          calling,
+          renewing.map((i) => wanted[i] as number),
+          requestId,
+        ),
+      );
+    }
+    return decision;
+  }
+
+  async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
+    const known = decideNow(calls, requestId, opts.waitUntil);
+    if (known) return known;
     // A request with a rule that is never leased (a concurrency slot) always goes to Redis, so leasing its
     // other rules would only park units where this request cannot spend them.
     if (calls.length === 0 || !calls.every(leasable)) return decider.decide(calls, requestId, opts);
+    let at = now();
     let leases = calls.map((call) => table.usable(call, at));
     // Rules without room whose lease call is on its way (a burst, or a renewal not back yet): wait for it
     // rather than ask Redis one by one, while it leased something and within the request's budget.
@@ -170,36 +235,15 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       if (granted === undefined) {
         // Not landed within this request's budget: lost with its request's context. No one waits for it
         // any more; this request asks Redis with what is left of its budget.
-        flying.forEach((call, i) => table.lost(call, flights[i] as Flight));
+        flying.forEach((call, i) => {
+          table.lost(call, flights[i] as Flight);
+        });
         break;
       }
       if (!granted.every(Boolean) || at - startedAt >= opts.budgetMs) break;
     }
     if (leases.every((lease) => lease !== undefined)) {
-      const wanted = calls.map((call) => table.wanted(call, at, maxMs));
-      const decision = local(calls, leases as Lease[], at);
-      // Half spent, no spare yet, none on its way, and plenty left in Redis: the next lease is fetched in
-      // the background, so a hot identity never waits on Redis (and its concurrent requests do not all go
-      // there when it runs out). Near the end of the quota, no renewal: the last units go one by one. Only
-      // the rules that need one: a fresh lease of another rule would only park units in a spare.
-      let renewing: RuleCall[] | undefined;
-      let renewingUnits: number[] | undefined;
-      calls.forEach((call, i) => {
-        const lease = leases[i] as Lease;
-        const units = lease.grant.units;
-        if (
-          2 * lease.left < units &&
-          lease.result.remaining >= 4 * units &&
-          !table.hasSpare(call) &&
-          !table.asking(call, at)
-        ) {
-          (renewing ??= []).push(call);
-          (renewingUnits ??= []).push(wanted[i] as number);
-        }
-      });
-      if (renewing && renewingUnits && opts.waitUntil)
-        opts.waitUntil(renewal(renewing, renewingUnits, requestId));
-      return decision;
+      return spend(calls, leases as Lease[], at, requestId, opts.waitUntil);
     }
     stats.remote++;
     const budget =
@@ -295,6 +339,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     ...decider,
     stats,
     decide,
+    decideNow,
     forget(rule, identityHash) {
       table.revoke(rule, identityHash, now());
       decider.forget(rule, identityHash);

@@ -119,6 +119,7 @@ function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, timeoutMs: n
   };
   return {
     decide: (calls, requestId, opts) => get().decide(calls, requestId, opts),
+    decideNow: (calls, requestId, waitUntil) => get().decideNow?.(calls, requestId, waitUntil),
     release: (call, requestId, reservation) => get().release(call, requestId, reservation),
   };
 }

@@ -123,13 +123,16 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const requestId = calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))
       ? request.id()
       : NO_REQUEST_ID;
-    const decision = await decider.decide(calls, requestId, {
-      budgetMs,
-      waitUntil,
-      onTimer: (timer) => {
-        request.timer = timer;
-      },
-    });
+    // A hot identity's decision comes from its leases at once: no Redis call, no promise.
+    const decision =
+      decider.decideNow?.(calls, requestId, waitUntil) ??
+      (await decider.decide(calls, requestId, {
+        budgetMs,
+        waitUntil,
+        onTimer: (timer) => {
+          request.timer = timer;
+        },
+      }));
     report(deps.onDecision, decision, c.req.raw, request);
     c.set("rateLimit", infoOf(decision));
 

@@ -9,6 +9,7 @@ import type { Store } from "../../src/engine/store";
 import type { Algorithm, Decision, RuleCall } from "../../src/engine/types";
 import { withLeases } from "../../src/leases";
 import { createDecider, type ResilientDecider } from "../../src/resilience/decider";
+import { awayFromWindowEdge } from "../support/window-edge";
 import {
   directRedis,
   peekRemaining,
@@ -292,3 +293,34 @@ it("renews only the rules of a request whose lease is half spent, parking no uni
   expect(renewed.length).toBeGreaterThan(0);
   expect(renewed.filter((rules) => rules.length > 1)).toEqual([]);
 }, 30_000);
+
+it("decides a request at once only when every rule holds a lease with room, and never calls Redis for it", async () => {
+  const x = ruleCall({ algorithm: "sliding-window", rule: "x", limit: 1_000_000, periodMs: 3_600_000 });
+  const y = { ...x, rule: "y" };
+  const inner = createDecider(store, { timeoutMs: 5000 });
+  let redisCalls = 0;
+  const counted: ResilientDecider = {
+    ...inner,
+    decide(calls, id, opts) {
+      redisCalls++;
+      return inner.decide(calls, id, opts);
+    },
+  };
+  const a = isolate(counted);
+  await awayFromWindowEdge(x.periodMs, 3_000); // no lease crosses a window's edge
+  expect(a.decideNow([x], requestId())).toBeUndefined(); // cold: nothing leased yet
+  expect(redisCalls).toBe(0);
+  // Hot: leases of many units (no waitUntil: no background renewal, a spent lease is renewed by a request).
+  for (let i = 0; i < 200; i++) await a.decide([x], requestId());
+  await untilLocal(a, x, 20);
+
+  const before = redisCalls;
+  const now = a.decideNow([x], requestId());
+  expect(now?.allowed).toBe(true);
+  expect(now?.results.map((r) => r.source)).toEqual(["lease"]);
+  // y holds no lease: the request is not decided here at all (all-or-nothing), and x's lease is not spent.
+  const leftBefore = now?.results[0]?.remaining;
+  expect(a.decideNow([x, y], requestId())).toBeUndefined();
+  expect(a.decideNow([x], requestId())?.results[0]?.remaining).toBe((leftBefore as number) - 1);
+  expect(redisCalls).toBe(before);
+});
