@@ -9,6 +9,7 @@
  * every call on Upstash (key locking), which would serialize all clients of all rules behind one key.
  */
 import { DEFAULTS } from "../config/schema";
+import { deadlineAfter } from "../util/timer";
 import { type LiveModes, NO_LIVE_MODES } from "./modes";
 import type { OverrideIndex } from "./overrides";
 
@@ -139,9 +140,9 @@ export class LiveModeCache {
   }
 
   private async read(timeoutMs: number): Promise<LiveModes | undefined> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let cancel = (): void => undefined;
     const timeout = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), timeoutMs);
+      cancel = deadlineAfter(timeoutMs, () => resolve(undefined));
     });
     try {
       const load = this.load();
@@ -154,7 +155,7 @@ export class LiveModeCache {
       this.stats.failures++;
       return undefined;
     } finally {
-      if (timer !== undefined) clearTimeout(timer);
+      cancel();
     }
   }
 }

@@ -3,9 +3,10 @@
  * for their reserved slots and reach the origin no faster than the rule's rate; beyond the delay they get 429;
  * several rules with delays wait for the longest; a client that leaves while waiting gives its slot back.
  */
-import { parseList } from "structured-headers";
+
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { Hono } from "hono";
+import { parseList } from "structured-headers";
 import { describe, expect, it } from "vitest";
 import { type RateLimitOptions, rateLimit } from "../../src/index";
 import { baseEnv, fetchWorker, makeEnv, newTag, originCount, redis, send } from "./proxy-harness";
