@@ -27,11 +27,25 @@ function quoted(rule: string): string {
   return text;
 }
 
+/**
+ * Each rule name's last policy item and what it was made of (its limits change only with a tier or an
+ * override): most requests reuse the text instead of writing it again.
+ */
+const policies = new Map<string, { limit: number; periodMs: number; algorithm: string; text: string }>();
+
 /** The quota a result reports: concurrency counts requests in flight and has no window. */
 function policyItem(result: RuleResult): string {
-  const head = `${quoted(result.call.rule)};q=${serializeInteger(result.limit)}`;
-  if (result.call.algorithm === "concurrency") return `${head};qu="concurrent-requests"`;
-  return `${head};w=${serializeInteger(Math.max(1, ceilSeconds(result.call.periodMs)))}`;
+  const { rule, periodMs, algorithm } = result.call;
+  const { limit } = result;
+  const last = policies.get(rule);
+  if (last?.limit === limit && last.periodMs === periodMs && last.algorithm === algorithm) return last.text;
+  const head = `${quoted(rule)};q=${serializeInteger(limit)}`;
+  const text =
+    algorithm === "concurrency"
+      ? `${head};qu="concurrent-requests"`
+      : `${head};w=${serializeInteger(Math.max(1, ceilSeconds(periodMs)))}`;
+  policies.set(rule, { limit, periodMs, algorithm, text });
+  return text;
 }
 
 /**

@@ -200,8 +200,12 @@ function infoOf(decision: Decision): RateLimitInfo {
   };
 }
 
+const NO_SLOTS: readonly RuleResult[] = [];
+
 /** Concurrency slots this request holds (or may hold: a timed-out call may still have been counted). */
-function heldSlots(decision: Decision): RuleResult[] {
+function heldSlots(decision: Decision): readonly RuleResult[] {
+  // Most requests have no slot rule: no copy.
+  if (!decision.results.some((r) => holdsSlot(r.call.algorithm))) return NO_SLOTS;
   return decision.results.filter(
     (r) =>
       holdsSlot(r.call.algorithm) &&
@@ -261,16 +265,17 @@ function waitUntilOf(c: Context): WaitUntil {
  * body is not copied). A refused `set` throws before changing anything.
  */
 function withHeaders(response: Response, headers: Record<string, string>, timing: string): Response {
-  const add = (target: Response): Response => {
-    const fields = target.headers; // a getter into the runtime: read once
-    for (const name in headers) fields.set(name, headers[name] as string);
-    fields.append("Server-Timing", timing);
-    return target;
-  };
   try {
-    return add(response);
+    return addHeaders(response, headers, timing);
   } catch (error) {
     if (!(error instanceof TypeError)) throw error;
-    return add(new Response(response.body, response));
+    return addHeaders(new Response(response.body, response), headers, timing);
   }
+}
+
+function addHeaders(target: Response, headers: Record<string, string>, timing: string): Response {
+  const fields = target.headers; // a getter into the runtime: read once
+  for (const name in headers) fields.set(name, headers[name] as string);
+  fields.append("Server-Timing", timing);
+  return target;
 }

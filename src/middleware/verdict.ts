@@ -16,6 +16,10 @@ export type Verdict =
 
 /** Judges one decision, in one pass over its results (this runs on every request). */
 export function verdictOf(decision: Decision): Verdict {
+  // Most requests: every rule allowed (or only watched), decided by Redis or a lease: all advertised, as they are.
+  if (decision.results.every(plainlyAllowed)) {
+    return { allowed: true, headers: rateLimitHeaders(decision.results) };
+  }
   // RateLimit members only for what Redis decided (now, ahead of time: a lease, or recently: the deny
   // cache). Undecided rules and the approximate fallback limiter's guesses are not advertised as quota
   // (README: "When things fail"). A shed rule is the origin's budget, not the client's quota: it has no
@@ -73,6 +77,13 @@ export function verdictOf(decision: Decision): Verdict {
     ),
   };
 }
+
+/** Allowed (or denied in `monitor` mode only) and advertised: what `verdictOf`'s general pass would keep as it is. */
+const plainlyAllowed = (r: RuleResult): boolean =>
+  r.source !== "undecided" &&
+  r.source !== "fallback" &&
+  r.call.algorithm !== "shed" &&
+  (r.outcome === "allowed" || r.call.mode !== "on");
 
 /**
  * `Server-Timing: ratelimit;dur=<ms>`, with the reason when any result did not come from Redis (a degraded

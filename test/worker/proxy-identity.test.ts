@@ -183,5 +183,11 @@ describe("who a request is", () => {
     expect(await limitOf({ sub: "f", plan: "free" })).toBe("1");
     expect(await limitOf({ sub: "u", plan: "platinum" })).toBe("2");
     expect(await limitOf({ sub: "n" })).toBe("2");
+    // The policy names each client's own quota, one tier after another.
+    const policyOf = async (claims: Record<string, unknown>) =>
+      (await send(env, "/", { headers: bearer(await jwtFor(claims)) })).headers.get("RateLimit-Policy");
+    expect(await policyOf({ sub: "p", plan: "pro" })).toBe('"r";q=5;w=3600');
+    expect(await policyOf({ sub: "f", plan: "free" })).toBe('"r";q=1;w=3600');
+    expect(await policyOf({ sub: "p", plan: "pro" })).toBe('"r";q=5;w=3600');
   });
 });
