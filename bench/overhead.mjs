@@ -42,7 +42,7 @@ const deniedRule = [{ name: "bench-denied", key: "ip", algorithm: "fixed-window"
 
 /**
  * Runs the overhead part. `durationS` per target per repetition; `repetitions` interleaved rounds.
- * `only`: target ids to run (default all). `baseline`: a git revision whose Floodgate is measured too, in
+ * `only`: target ids to run (default all but the no-origin pair (l), (l+)). `baseline`: a git revision whose Floodgate is measured too, in
  * the same interleaved rounds, as targets `c@<rev>`, `d@<rev>` and `c-denied@<rev>` (its src/ and lua/ are
  * extracted under bench/.baseline/, so it bundles against this checkout's node_modules).
  * Returns `{ markdown, json }`.
@@ -120,6 +120,18 @@ export async function runOverhead({
       start: () => startWorker("e", "bench/workers/upstash-ratelimit.mjs", common),
     },
     {
+      id: "l",
+      label: "(l) no origin: a Hono app answering itself (only with --only)",
+      start: () => startWorker("l", "bench/workers/local-answer.mjs", common),
+      optional: true,
+    },
+    {
+      id: "l+",
+      label: "(l+) the same behind `rateLimit()`, hot identity (only with --only)",
+      start: () => startWorker("lplus", "bench/workers/local-limited.mjs", common),
+      optional: true,
+    },
+    {
       id: "c-denied",
       label: "(c) Floodgate, identity already denied",
       floodgate: floodgate(deniedRule, "bench-cd"),
@@ -144,7 +156,7 @@ export async function runOverhead({
 
   const targets = [];
   const skipped = [];
-  for (const spec of specs.filter((s) => !only || only.includes(s.id))) {
+  for (const spec of specs.filter((s) => (only ? only.includes(s.id) : !s.optional))) {
     const headers = spec.headers ?? LOAD_HEADERS;
     if (spec.floodgate) {
       const { worker, skipped: reason } = await startProxyingFloodgate(
@@ -296,7 +308,13 @@ function leaseGoals(byId) {
   const contract = byId["b+"];
   const cold = byId["c-cold"];
   const coldOff = byId["c-cold-off"];
-  if (!b || !c) return "Lease goals: not measured.";
+  const local = byId.l;
+  const limited = byId["l+"];
+  const noOrigin =
+    local && limited
+      ? `No origin: \`rateLimit()\` adds ${fmt(limited.workerdUs - local.workerdUs)} µs of workerd CPU per leased request (${fmt(local.workerdUs)} → ${fmt(limited.workerdUs)}).`
+      : "";
+  if (!b || !c) return noOrigin || "Lease goals: not measured.";
   const vsBare = (x) =>
     `${fmt(x.rps / b.rps, 2)}× req/s, ${fmt(b.workerdUs / x.workerdUs, 2)}× CPU efficiency`;
   const lines = [
@@ -310,7 +328,7 @@ function leaseGoals(byId) {
         `off ${fmt(coldOff.rps)} req/s, ${fmt(coldOff.workerdUs)} µs CPU, ${fmt(coldOff.commandsPerRequest, 2)} cmds/req`
       : "cold identities: not measured",
   ];
-  return `Lease goals: ${lines.join("; ")}.`;
+  return `Lease goals: ${lines.join("; ")}.${noOrigin ? ` ${noOrigin}` : ""}`;
 }
 
 /** The issue's goals, each checked against this run's medians. */
