@@ -140,7 +140,10 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     return { allowed: true, results, durationMs: 0 };
   }
 
-  /** Expired leases give back what is left, from the isolate's next request (no timer keeps a finished request alive for it). */
+  /**
+   * Expired leases give back what is left, from the isolate's next request (no timer keeps a finished
+   * request alive for it).
+   */
   function sweep(at: number, waitUntil: DecideOptions["waitUntil"]): void {
     if (at < nextSweepAt) return;
     nextSweepAt = at + SWEEP_INTERVAL_MS;
@@ -194,11 +197,11 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       }
     });
     if (renewing && waitUntil) {
-      const calling = renewing.map((i) => calls[i] as RuleCall);
+      const units = renewing.map((i) => wanted[i] as number);
       waitUntil(
         renewal(
-          calling,
-          renewing.map((i) => wanted[i] as number),
+          renewing.map((i) => calls[i] as RuleCall),
+          units,
           requestId,
         ),
       );
