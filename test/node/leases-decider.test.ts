@@ -46,6 +46,20 @@ function recordingReturns() {
   return { isolate: decider, refunded };
 }
 
+/** An isolate whose calls to Redis (its inner decider) are counted. */
+function countingRedisCalls() {
+  const inner = createDecider(store, { timeoutMs: 5000 });
+  let calls = 0;
+  const counted: ResilientDecider = {
+    ...inner,
+    decide(rules, id, opts) {
+      calls++;
+      return inner.decide(rules, id, opts);
+    },
+  };
+  return { isolate: isolate(counted), redisCalls: () => calls };
+}
+
 /** Cost-1 requests of `call` through `decider` (no waitUntil: no background renewal) until one is decided locally. */
 async function untilLocal(
   decider: ReturnType<typeof isolate>,
@@ -184,16 +198,7 @@ it("a lease whose answer arrives after its identity was revoked here is not take
 describe("a burst into one isolate", () => {
   /** `clients` concurrent clients, each sending its next request when the last is answered, for `ms`. */
   async function burst(x: RuleCall, clients: number, ms: number) {
-    const inner = createDecider(store, { timeoutMs: 5000 });
-    let redisCalls = 0;
-    const counted: ResilientDecider = {
-      ...inner,
-      decide(calls, id, opts) {
-        redisCalls++;
-        return inner.decide(calls, id, opts);
-      },
-    };
-    const a = isolate(counted);
+    const { isolate: a, redisCalls } = countingRedisCalls();
     const pending: Promise<unknown>[] = [];
     const until = Date.now() + ms;
     let allowed = 0;
@@ -212,7 +217,7 @@ describe("a burst into one isolate", () => {
       }),
     );
     await Promise.all(pending);
-    return { redisCalls, allowed, requests };
+    return { redisCalls: redisCalls(), allowed, requests };
   }
 
   it("into a cold identity is decided by a few Redis calls, not one per request in flight", async () => {
@@ -297,24 +302,15 @@ it("renews only the rules of a request whose lease is half spent, parking no uni
 it("decides a request at once only when every rule holds a lease with room, and never calls Redis for it", async () => {
   const x = ruleCall({ algorithm: "sliding-window", rule: "x", limit: 1_000_000, periodMs: 3_600_000 });
   const y = { ...x, rule: "y" };
-  const inner = createDecider(store, { timeoutMs: 5000 });
-  let redisCalls = 0;
-  const counted: ResilientDecider = {
-    ...inner,
-    decide(calls, id, opts) {
-      redisCalls++;
-      return inner.decide(calls, id, opts);
-    },
-  };
-  const a = isolate(counted);
+  const { isolate: a, redisCalls } = countingRedisCalls();
   await awayFromWindowEdge(x.periodMs, 3_000); // no lease crosses a window's edge
   expect(a.decideNow([x], requestId())).toBeUndefined(); // cold: nothing leased yet
-  expect(redisCalls).toBe(0);
+  expect(redisCalls()).toBe(0);
   // Hot: leases of many units (no waitUntil: no background renewal, a spent lease is renewed by a request).
   for (let i = 0; i < 200; i++) await a.decide([x], requestId());
   await untilLocal(a, x, 20);
 
-  const before = redisCalls;
+  const before = redisCalls();
   const now = a.decideNow([x], requestId());
   expect(now?.allowed).toBe(true);
   expect(now?.results.map((r) => r.source)).toEqual(["lease"]);
@@ -322,5 +318,5 @@ it("decides a request at once only when every rule holds a lease with room, and 
   const leftBefore = now?.results[0]?.remaining;
   expect(a.decideNow([x, y], requestId())).toBeUndefined();
   expect(a.decideNow([x], requestId())?.results[0]?.remaining).toBe((leftBefore as number) - 1);
-  expect(redisCalls).toBe(before);
+  expect(redisCalls()).toBe(before);
 });
