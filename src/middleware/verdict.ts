@@ -14,27 +14,35 @@ export type Verdict =
   | { allowed: true; headers: Record<string, string> }
   | { allowed: false; problem: QuotaExceededError | ReducedCapacityError | LoadShedError };
 
-/** Judges one decision, in one pass over its results (this runs on every request). */
+/**
+ * Whether a decided result has a RateLimit member: only what Redis decided (now, ahead of time: a lease, or
+ * recently: the deny cache). The approximate fallback limiter's guesses are not advertised as quota
+ * (README: "When things fail"); a shed rule is the origin's budget, not the client's quota. A lease's
+ * figures are Redis's at the grant minus what this isolate spent since (README "Leases").
+ */
+const advertised = (r: RuleResult): boolean => r.source !== "fallback" && r.call.algorithm !== "shed";
+
+/** Whether a decided result denies the request: an `on` rule over its limit (`monitor` only watches). */
+const denies = (r: RuleResult): boolean => r.call.mode === "on" && r.outcome !== "allowed";
+
+/** Judges one decision (this runs on every request: the common case makes no copies). */
 export function verdictOf(decision: Decision): Verdict {
-  // Most requests: every rule allowed (or only watched), decided by Redis or a lease: all advertised, as they are.
-  if (decision.results.every(plainlyAllowed)) {
-    return { allowed: true, headers: rateLimitHeaders(decision.results) };
+  const { results } = decision;
+  // Most requests: every rule decided, advertised and allowing: the headers are of all of them, no copies.
+  if (results.every((r) => r.source !== "undecided" && advertised(r) && !denies(r))) {
+    return { allowed: true, headers: rateLimitHeaders(results) };
   }
-  // RateLimit members only for what Redis decided (now, ahead of time: a lease, or recently: the deny
-  // cache). Undecided rules and the approximate fallback limiter's guesses are not advertised as quota
-  // (README: "When things fail"). A shed rule is the origin's budget, not the client's quota: it has no
-  // RateLimit member. A lease's figures are Redis's at the grant minus what this isolate spent since
-  // (README "Leases").
-  const advertised: RuleResult[] = [];
+  // Undecided rules have no member either; the ones that fail closed answer 503.
+  const members: RuleResult[] = [];
   const closed: RuleResult[] = [];
   const denied: RuleResult[] = [];
-  for (const r of decision.results) {
+  for (const r of results) {
     if (r.source === "undecided") {
       if (r.call.mode === "on" && r.call.failure === "closed") closed.push(r);
       continue;
     }
-    if (r.source !== "fallback" && r.call.algorithm !== "shed") advertised.push(r);
-    if (r.call.mode === "on" && r.outcome !== "allowed") denied.push(r);
+    if (advertised(r)) members.push(r);
+    if (denies(r)) denied.push(r);
   }
   if (closed.length > 0) {
     const retryAfter = Math.max(1, ...closed.map((r) => ceilSeconds(r.retryAfterMs)));
@@ -49,7 +57,7 @@ export function verdictOf(decision: Decision): Verdict {
     };
   }
 
-  const headers = rateLimitHeaders(advertised);
+  const headers = rateLimitHeaders(members);
   if (denied.length === 0) return { allowed: true, headers };
   // Over its own quota, a client hears 429 (its to fix); shed alone, 503 (the origin's load, not its fault).
   const violated = denied.filter((r) => r.call.algorithm !== "shed");
@@ -77,13 +85,6 @@ export function verdictOf(decision: Decision): Verdict {
     ),
   };
 }
-
-/** Allowed (or denied in `monitor` mode only) and advertised: what `verdictOf`'s general pass would keep as it is. */
-const plainlyAllowed = (r: RuleResult): boolean =>
-  r.source !== "undecided" &&
-  r.source !== "fallback" &&
-  r.call.algorithm !== "shed" &&
-  (r.outcome === "allowed" || r.call.mode !== "on");
 
 /**
  * `Server-Timing: ratelimit;dur=<ms>`, with the reason when any result did not come from Redis (a degraded
