@@ -13,7 +13,7 @@ import { parseArgs } from "node:util";
 import { extractBaseline } from "./lib/baseline.mjs";
 import { IP_HEADER, startProxyingFloodgate } from "./lib/floodgate.mjs";
 import { stopAll } from "./lib/procs.mjs";
-import { fmt, median, table } from "./lib/report.mjs";
+import { fmt, median, quantile, table } from "./lib/report.mjs";
 import { restCommand, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
 import { startWorker } from "./lib/workerd.mjs";
 import { ensureWrk, runWrk } from "./lib/wrk.mjs";
@@ -296,14 +296,30 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
     "",
     goals(byId, deniedVsBare),
     "",
-    leaseGoals(byId),
+    leaseGoals(byId, runs),
     ...skipped.map((s) => `\nNot measured: ${s.label}: ${s.reason}`),
   ].join("\n");
   return { markdown, json: { durationS, repetitions, rows, deniedVsBare, skipped, runs } };
 }
 
+/**
+ * (c) against (b) round by round: each round runs every target once, one after the other, so the ratio
+ * within a round is spared the drift between rounds. Median and interquartile range of those ratios.
+ */
+function pairedVsBare(runs) {
+  const bare = runs.b ?? [];
+  const leased = runs.c ?? [];
+  const rounds = bare.map((b, i) => [b, leased[i]]).filter(([, c]) => c !== undefined);
+  if (rounds.length < 4) return "";
+  const spread = (ratios) =>
+    `${fmt(median(ratios), 2)}× (quartiles ${fmt(quantile(ratios, 0.25), 2)}–${fmt(quantile(ratios, 0.75), 2)})`;
+  const rps = rounds.map(([b, c]) => c.rps / b.rps);
+  const cpu = rounds.map(([b, c]) => b.cpu.workerd.usPerRequest / c.cpu.workerd.usPerRequest);
+  return ` Round by round, (c) vs (b) over ${rounds.length} rounds: req/s ${spread(rps)}, CPU efficiency ${spread(cpu)}.`;
+}
+
 /** The lease goals (README "Leases"), each checked against this run's medians. */
-function leaseGoals(byId) {
+function leaseGoals(byId, runs) {
   const { b, c } = byId;
   const contract = byId["b+"];
   const cold = byId["c-cold"];
@@ -328,7 +344,7 @@ function leaseGoals(byId) {
         `off ${fmt(coldOff.rps)} req/s, ${fmt(coldOff.workerdUs)} µs CPU, ${fmt(coldOff.commandsPerRequest, 2)} cmds/req`
       : "cold identities: not measured",
   ];
-  return `Lease goals: ${lines.join("; ")}.${noOrigin ? ` ${noOrigin}` : ""}`;
+  return `Lease goals: ${lines.join("; ")}.${pairedVsBare(runs)}${noOrigin ? ` ${noOrigin}` : ""}`;
 }
 
 /** The issue's goals, each checked against this run's medians. */

@@ -13,6 +13,15 @@ export function median(values) {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
+/** The `q`-quantile (0–1) of the finite numbers in `values`, interpolated (NaN when there are none). */
+export function quantile(values, q) {
+  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  const at = (sorted.length - 1) * q;
+  const below = sorted[Math.floor(at)];
+  return below + (sorted[Math.ceil(at)] - below) * (at - Math.floor(at));
+}
+
 /** `1234.5` → `1,235`; `digits` decimals otherwise; `–` for NaN. */
 export function fmt(value, digits = 0) {
   if (!Number.isFinite(value)) return "–";
