@@ -5,14 +5,6 @@ import { cpus, release, totalmem } from "node:os";
 import { workerdBinary } from "./workerd.mjs";
 import { wrkVersion } from "./wrk.mjs";
 
-/** Median of the finite numbers in `values` (NaN when there are none). */
-export function median(values) {
-  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
-  if (sorted.length === 0) return Number.NaN;
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
-
 /** The `q`-quantile (0–1) of the finite numbers in `values`, interpolated (NaN when there are none). */
 export function quantile(values, q) {
   const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
@@ -21,6 +13,9 @@ export function quantile(values, q) {
   const below = sorted[Math.floor(at)];
   return below + (sorted[Math.ceil(at)] - below) * (at - Math.floor(at));
 }
+
+/** Median of the finite numbers in `values` (NaN when there are none). */
+export const median = (values) => quantile(values, 0.5);
 
 /** `1234.5` → `1,235`; `digits` decimals otherwise; `–` for NaN. */
 export function fmt(value, digits = 0) {
