@@ -55,6 +55,12 @@ const ALGORITHMS = [
  * state, as a prefilled run in perf-baseline.md): a day-long window; for the TAT algorithms a slow rate
  * (each call owes 86 s) with a huge burst, since their keys expire as soon as the bucket is full again.
  */
+/**
+ * One rule's seven ARGV slots (lua/floodgate.lua's header): algorithm, mode on, limit, period, burst, cost 1,
+ * no delay. Every scenario builds its rules here, so a change to the layout is made once.
+ */
+const ruleSlots = (code, [limit, periodMs, burst]) => [String(code), "1", limit, periodMs, burst, "1", "0"];
+
 const steadyState = (code) =>
   code === 4 || code === 5 ? ["1000", "86400000", String(HUGE)] : [String(HUGE), "86400000", String(HUGE)];
 
@@ -72,7 +78,7 @@ function scenarios(sha) {
       for (let r = 0; r < rules; r++) {
         const rule = `a${code}r${r}`;
         keys.push(`rl:${rule}:__rand_int__`);
-        args.push(String(code), "1", ...steadyState(code), "1", "0"); // cost 1, no delay
+        args.push(...ruleSlots(code, steadyState(code)));
       }
       list.push({
         name: `floodgate ${algorithm} ×${rules}`,
@@ -181,8 +187,7 @@ const digits = (i) => String(i).padStart(12, "0");
 function memoryScenarios(sha) {
   const now = Date.now();
   const bucket = Math.floor(now / 86_400_000);
-  // Long TTLs, so keys live while measured; the seven slots of lua/floodgate.lua's header (cost 1, no delay).
-  const slow = (code) => [String(code), "1", "10", "86400000", "10", "1", "0"];
+  const slow = (code) => ruleSlots(code, ["10", "86400000", "10"]); // long TTLs: keys live while measured
   const list = [{ name: "INCR (no TTL)", writes: (id) => [["INCR", `rl:incr:${digits(id)}`]] }];
   for (const [algorithm, code] of ALGORITHMS) {
     for (const [shape, ident, rule] of [["production key: rule `api`, hashed id", hashed, "api"]]) {
