@@ -6,7 +6,7 @@
  * elsewhere one Redis takes keys of any slot, so each endpoint is one group. A request whose rules all key on
  * one identity (the common case) is exactly one group, in the caller's order.
  */
-import { type Decision, holdsSlot, type RuleCall, type RuleResult } from "./types";
+import { type Decision, decisionOf, holdsSlot, type RuleCall, type RuleResult } from "./types";
 
 /** The calls of one identity (on a Redis Cluster) or of one endpoint, decided by one script call on it. */
 export interface CallGroup {
@@ -77,7 +77,7 @@ export function mergeDecisions(
       results[at] = decision.results[r] as RuleResult;
     });
   });
-  return { allowed, results, durationMs };
+  return decisionOf(allowed, results, durationMs);
 }
 
 /**

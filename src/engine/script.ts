@@ -5,7 +5,14 @@
  */
 import source from "../../lua/floodgate.lua";
 import { overrideKey, resetFenceKey, stateKey } from "./keys";
-import type { Algorithm, Outcome, Reservation, RuleCall, RuleResult } from "./types";
+import {
+  type Algorithm,
+  type Outcome,
+  type Reservation,
+  type RuleCall,
+  type RuleResult,
+  ruleResult,
+} from "./types";
 
 /** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
 export const SCRIPT_SOURCE: string = source;
@@ -248,8 +255,7 @@ export function decodeReply(
             whenUs: at(expected + LEASE_WORDS_PER_RULE * calls.length),
           }
         : undefined;
-    const result: RuleResult = {
-      ...(lease && { lease }),
+    return ruleResult({
       call,
       outcome,
       limit: at(base + REPLY.limit),
@@ -257,11 +263,10 @@ export function decodeReply(
       resetAfterMs: orWindowEnd(at(base + REPLY.resetAfterMs), call, now),
       retryAfterMs: orWindowEnd(at(base + REPLY.retryAfterMs), call, now),
       source: "redis",
-    };
-    // Another bucket rule written beside a delayed one: its unit goes back too if the request never leaves.
-    if (stampAt > 0 && at(stampAt) > 0)
-      result.reservation = { tatUs: at(stampAt), previousTatUs: at(stampAt + 1) };
-    return result;
+      lease,
+      // Another bucket rule written beside a delayed one: its unit goes back too if the request never leaves.
+      reservation: stampAt > 0 && at(stampAt) > 0 ? reservationAt(at, stampAt) : undefined,
+    });
   });
   return { allowed: at(REPLY.allowed) === 1, results };
 }
@@ -272,7 +277,7 @@ export function decodeReply(
  */
 function delayedResult(call: RuleCall, at: (i: number) => number, base: number, stampAt: number): RuleResult {
   const waitMs = at(base + REPLY.retryAfterMs);
-  const result: RuleResult = {
+  return ruleResult({
     call,
     outcome: "allowed",
     limit: at(base + REPLY.limit),
@@ -281,10 +286,15 @@ function delayedResult(call: RuleCall, at: (i: number) => number, base: number, 
     retryAfterMs: waitMs,
     source: "redis",
     delayMs: waitMs,
-  };
-  if (stampAt > 0) result.reservation = { tatUs: at(stampAt), previousTatUs: at(stampAt + 1) };
-  return result;
+    reservation: stampAt > 0 ? reservationAt(at, stampAt) : undefined,
+  });
 }
+
+/** The give-back stamps at `stampAt`: the TAT a bucket rule wrote and the one it replaced. */
+const reservationAt = (at: (i: number) => number, stampAt: number): Reservation => ({
+  tatUs: at(stampAt),
+  previousTatUs: at(stampAt + 1),
+});
 
 /** Length of the short array reply: one rule allowed on a fast path (lua/floodgate.lua's header). */
 const SHORT_REPLY_LENGTH = 3;
@@ -307,7 +317,7 @@ function shortReply(raw: unknown, call: RuleCall): RuleResult {
     throw new ReplyShapeError(`an integer reply for a ${call.algorithm} rule`);
   }
   const now = Date.now();
-  return {
+  return ruleResult({
     call,
     outcome: "allowed",
     limit: call.limit,
@@ -315,7 +325,7 @@ function shortReply(raw: unknown, call: RuleCall): RuleResult {
     resetAfterMs: orWindowEnd(resetAfterMs ?? 0, call, now),
     retryAfterMs: orWindowEnd(retryAfterMs ?? 0, call, now),
     source: "redis",
-  };
+  });
 }
 
 /**

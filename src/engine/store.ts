@@ -16,7 +16,7 @@ import {
   scriptArguments,
   scriptSha,
 } from "./script";
-import type { DecideOptions, Decision, Reservation, RuleCall } from "./types";
+import { type DecideOptions, type Decision, decisionOf, type Reservation, type RuleCall } from "./types";
 
 /** Why Redis could not decide. */
 export type StoreErrorKind = "timeout" | "unavailable" | "auth" | "script";
@@ -143,7 +143,7 @@ export function createStore(options: StoreOptions): Store {
     opts: CallOptions & DecideOptions = {},
   ): Promise<Decision> {
     const startedAt = Date.now();
-    if (calls.length === 0) return { allowed: true, results: [], durationMs: 0 };
+    if (calls.length === 0) return decisionOf(true, [], 0);
     const deadline = startedAt + Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
     // Every fetch of this decision, the NOSCRIPT reload included, shares its deadline.
     const signal = () => opts.signal ?? AbortSignal.timeout(Math.max(1, deadline - Date.now()));
@@ -168,7 +168,7 @@ export function createStore(options: StoreOptions): Store {
     } catch (error) {
       throw new StoreError("script", (error as Error).message, { cause: error });
     }
-    return { ...decoded, durationMs: Date.now() - startedAt };
+    return decisionOf(decoded.allowed, decoded.results, Date.now() - startedAt);
   }
 
   async function release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {

@@ -10,9 +10,10 @@
 import {
   type DecideOptions,
   type Decision,
+  decisionOf,
   holdsSlot,
   type RuleCall,
-  type RuleResult,
+  ruleResult,
 } from "../engine/types";
 import type { ResilientDecider } from "../resilience/decider";
 import { deadlineAfter } from "../util/timer";
@@ -119,13 +120,13 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
   }
 
   function local(calls: RuleCall[], leases: Lease[], at: number): Decision {
-    const results = calls.map((call, i): RuleResult => {
+    const results = calls.map((call, i) => {
       const lease = leases[i] as Lease;
       lease.left -= call.cost;
       lease.spent += call.cost;
       const elapsed = at - lease.sentAt;
       const r = lease.result;
-      return {
+      return ruleResult({
         call,
         outcome: "allowed",
         limit: r.limit,
@@ -134,10 +135,10 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
         resetAfterMs: r.resetAfterMs, // spends since only move a full reset later: never earlier than the truth
         retryAfterMs: Math.max(0, r.retryAfterMs - elapsed),
         source: "lease",
-      };
+      });
     });
     stats.local++;
-    return { allowed: true, results, durationMs: 0 };
+    return decisionOf(true, results, 0);
   }
 
   /**

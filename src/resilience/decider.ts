@@ -6,14 +6,16 @@
  * breaker (open: no call) → the store, bounded by the budget → on failure, the local fallback limiter
  * for fail-open rules and `undecided` for the rest. The caller applies each rule's failure policy.
  */
-import type {
-  DecideOptions,
-  Decider,
-  Decision,
-  DegradedReason,
-  Reservation,
-  RuleCall,
-  RuleResult,
+import {
+  type DecideOptions,
+  type Decider,
+  type Decision,
+  type DegradedReason,
+  decisionOf,
+  type Reservation,
+  type RuleCall,
+  type RuleResult,
+  ruleResult,
 } from "../engine/types";
 import { RunningTimer } from "../util/timer";
 import { type BreakerOptions, CircuitBreaker } from "./breaker";
@@ -91,7 +93,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
 
   function undecided(call: RuleCall, reason: DegradedReason): RuleResult {
     const retryAfterMs = Math.max(1000, breaker.remainingOpenMs());
-    return {
+    return ruleResult({
       call,
       outcome: "allowed",
       limit: call.limit,
@@ -100,15 +102,15 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       retryAfterMs,
       source: "undecided",
       reason,
-    };
+    });
   }
 
   /** Redis could not be asked or could not answer: fallback for fail-open `on` rules, undecided otherwise. */
   function degraded(calls: RuleCall[], reason: DegradedReason): RuleResult[] {
-    const results = calls.map((call): RuleResult => {
+    const results = calls.map((call) => {
       if (call.mode !== "on" || call.failure !== "open" || fallbackEntries <= 0)
         return undecided(call, reason);
-      return { ...fallback.judge(call), source: "fallback", reason };
+      return ruleResult({ ...fallback.judge(call), source: "fallback", reason });
     });
     if (results.every((r) => r.source !== "fallback" || r.outcome === "allowed")) {
       for (const r of results) if (r.source === "fallback") fallback.commit(r.call);
@@ -131,11 +133,8 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
 
   async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
     const startedMs = performance.now();
-    const finish = (allowed: boolean, results: RuleResult[]): Decision => ({
-      allowed,
-      results,
-      durationMs: performance.now() - startedMs,
-    });
+    const finish = (allowed: boolean, results: RuleResult[]): Decision =>
+      decisionOf(allowed, results, performance.now() - startedMs);
     if (calls.length === 0) return finish(true, []);
 
     const cached = calls.map((call) => denyCache.lookup(call));

@@ -9,7 +9,7 @@
  * src/live/changes.ts). Not cached: `concurrency` and `shed` (a slot may free at any moment) and
  * `cost-exceeds-capacity` (no wait would help).
  */
-import { holdsSlot, type RuleCall, type RuleResult } from "../engine/types";
+import { holdsSlot, type RuleCall, type RuleResult, ruleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 
 /** Most entries kept; the oldest is dropped first. @default 10000 */
@@ -71,14 +71,14 @@ export class DenyCache {
     }
     if (call.cost < entry.result.call.cost || call.limit !== entry.result.call.limit) return undefined;
     const elapsedMs = now - entry.atMs;
-    return {
+    return ruleResult({
       ...entry.result,
       call,
       resetAfterMs: Math.max(0, entry.result.resetAfterMs - elapsedMs),
       retryAfterMs: entry.untilMs - now,
       source: "deny-cache",
       reason: "deny_cache",
-    };
+    });
   }
 
   /** Drops what is known about one identity under one rule (e.g. after an admin reset in this isolate). */

@@ -8,7 +8,14 @@
  * may under-admit for a moment, never over-admit.
  */
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
-import type { DecideOptions, Decision, RuleCall, RuleResult } from "../engine/types";
+import {
+  type DecideOptions,
+  type Decision,
+  decisionOf,
+  type RuleCall,
+  type RuleResult,
+  ruleResult,
+} from "../engine/types";
 import type { BreakerState } from "./breaker";
 import type { DeciderHealth, ResilientDecider } from "./decider";
 
@@ -48,16 +55,17 @@ export interface ShardedDecider extends ResilientDecider {
 const failsClosed = (call: RuleCall) => call.mode === "on" && call.failure === "closed";
 
 /** A rule not evaluated because the request is already denied by a cached denial: it carries no figures. */
-const skipped = (call: RuleCall): RuleResult => ({
-  call,
-  outcome: "allowed",
-  limit: call.limit,
-  remaining: 0,
-  resetAfterMs: 0,
-  retryAfterMs: 1000,
-  source: "undecided",
-  reason: "deny_cache",
-});
+const skipped = (call: RuleCall): RuleResult =>
+  ruleResult({
+    call,
+    outcome: "allowed",
+    limit: call.limit,
+    remaining: 0,
+    resetAfterMs: 0,
+    retryAfterMs: 1000,
+    source: "undecided",
+    reason: "deny_cache",
+  });
 
 const BREAKER_RANK: Readonly<Record<BreakerState, number>> = { closed: 0, "half-open": 1, open: 2 };
 
@@ -87,7 +95,11 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
       cached.some((r) => r !== undefined) &&
       cached.every((r, i) => r !== undefined || !failsClosed(calls[i] as RuleCall))
     ) {
-      return { allowed: false, results: calls.map((call, i) => cached[i] ?? skipped(call)), durationMs: 0 };
+      return decisionOf(
+        false,
+        calls.map((call, i) => cached[i] ?? skipped(call)),
+        0,
+      );
     }
     const groups = groupCalls(calls, route, slotGroups);
 
