@@ -9,11 +9,12 @@ export const IP_HEADER = "CF-Connecting-IP";
 
 /**
  * Starts Floodgate with `rules` in front of `origin`, deciding through `rest`. `prefix` isolates its Redis
- * keys from every other target's; `entry` is another checkout's Worker (a baseline revision).
+ * keys from every other target's; `entry` is another checkout's Worker (a baseline revision); `v8`: V8
+ * flags and where their output goes (`startWorker`).
  */
 export function startFloodgate(
   name,
-  { rest, origin, rules, prefix, bindings = {}, extraArgs = [], entry = "src/worker.ts" },
+  { rest, origin, rules, prefix, bindings = {}, extraArgs = [], entry = "src/worker.ts", v8 },
 ) {
   return startWorker(
     name,
@@ -27,6 +28,7 @@ export function startFloodgate(
       ...bindings,
     },
     extraArgs,
+    v8,
   );
 }
 

@@ -34,8 +34,14 @@ export { freePort } from "../../redis-rest/processes.mjs";
 /**
  * Starts a process and resolves once `ready` says so (a line on stdout/stderr matching a RegExp, or an async
  * probe returning true). Rejects with the process's last output if it exits or `timeoutMs` passes first.
+ * `onOutput` sees every chunk of its stdout and stderr.
  */
-export async function startProcess(name, command, args, { ready, timeoutMs = 20_000, env, cwd, role } = {}) {
+export async function startProcess(
+  name,
+  command,
+  args,
+  { ready, timeoutMs = 20_000, env, cwd, role, onOutput } = {},
+) {
   const [file, argv] = pinned(role ?? "support", command, args);
   const child = spawn(file, argv, {
     env: { ...process.env, ...env },
@@ -47,6 +53,7 @@ export async function startProcess(name, command, args, { ready, timeoutMs = 20_
   let exited = null;
   const onData = (chunk) => {
     output = (output + chunk).slice(-8_000);
+    onOutput?.(String(chunk));
   };
   child.stdout.on("data", onData);
   child.stderr.on("data", onData);

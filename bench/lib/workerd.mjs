@@ -38,8 +38,11 @@ export async function bundle(entry) {
 /** A capnp string literal (JSON's escapes are a subset capnp accepts). */
 const capnpString = (value) => JSON.stringify(String(value));
 
-/** The capnp config: one Worker on one socket; outbound fetches may reach loopback (explicit network). */
-function config({ modulePath, port, bindings }) {
+/**
+ * The capnp config: one Worker on one socket; outbound fetches may reach loopback (explicit network).
+ * `v8Flags`: V8's own flags for the process (e.g. `--trace-deopt`), none by default.
+ */
+function config({ modulePath, port, bindings, v8Flags }) {
   const flags = (wrangler.compatibility_flags ?? []).map(capnpString).join(", ");
   const bindingList = Object.entries(bindings)
     .map(([name, value]) => `(name = ${capnpString(name)}, text = ${capnpString(value)})`)
@@ -58,6 +61,7 @@ const config :Workerd.Config = (
     # The default "internet" service allows only public addresses; the origin and Redis are on 127.0.0.1.
     (name = "internet", network = (allow = ["public", "private", "local"])),
   ],
+  v8Flags = [${v8Flags.map(capnpString).join(", ")}],
   sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
 );
 `;
@@ -66,9 +70,10 @@ const config :Workerd.Config = (
 /**
  * Starts `workerd serve` for one Worker. `bindings` are text bindings (objects are passed as JSON, the
  * way `RATE_LIMIT_RULES` may arrive as a secret string); `extraArgs` go to `workerd serve` (e.g. an
- * inspector address). Resolves once the socket answers HTTP.
+ * inspector address); `v8Flags` to V8, whose trace lines then reach `onOutput` as they are printed.
+ * Resolves once the socket answers HTTP.
  */
-export async function startWorker(name, entry, bindings, extraArgs = []) {
+export async function startWorker(name, entry, bindings, extraArgs = [], { v8Flags = [], onOutput } = {}) {
   const modulePath = await bundle(entry);
   const port = await freePort();
   const dir = join(scratch, name);
@@ -81,11 +86,16 @@ export async function startWorker(name, entry, bindings, extraArgs = []) {
   );
   const configPath = join(dir, "workerd.capnp");
   // capnp resolves `embed` relative to the config file.
-  writeFileSync(configPath, config({ modulePath: relative(dir, modulePath), port, bindings: text }));
+  writeFileSync(configPath, config({ modulePath: relative(dir, modulePath), port, bindings: text, v8Flags }));
   const url = `http://127.0.0.1:${port}`;
-  const proc = await startProcess(name, workerdBinary, ["serve", configPath, ...extraArgs], {
+  // V8 prints its traces on stdout, which a pipe buffers in blocks: line-buffered, they arrive as they happen.
+  const [command, args] = onOutput
+    ? ["stdbuf", ["-oL", workerdBinary, "serve", configPath, ...extraArgs]]
+    : [workerdBinary, ["serve", configPath, ...extraArgs]];
+  const proc = await startProcess(name, command, args, {
     ready: httpAnswers(`${url}/__floodgate/health`),
     role: "workerd",
+    onOutput,
   });
   return { ...proc, port, url };
 }
