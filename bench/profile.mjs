@@ -3,19 +3,27 @@
  * Where a target's workerd CPU goes: runs one overhead target under `workerd serve --inspector-addr`,
  * loads it with wrk while the V8 sampling profiler runs, and prints the functions with the most self
  * time (by bundled module). A diagnostic, not part of `npm run bench`; the inspector itself adds overhead,
- * so read the shares, not the absolute times.
+ * so read the shares, not the absolute times. With `--perf`, the whole process instead (`perf record` on
+ * the software clock, which needs no hardware counters; JIT code named through V8's `--perf-basic-prof`):
+ * workerd's own C++, V8's runtime and the kernel beside the Worker's JavaScript, in µs per request.
  *
- *   node bench/profile.mjs [c|d|b|b+|b'|e] [seconds]
+ *   node bench/profile.mjs [c|d|b|b+|b'|e] [seconds] [--perf]
  */
-import { readFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { once } from "node:events";
+import { readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { hasCommand } from "../scripts/debian-package.mjs";
 import { IP_HEADER, startFloodgate } from "./lib/floodgate.mjs";
 import { freePort, stopAll } from "./lib/procs.mjs";
 import { restCommand, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
 import { bundle, startWorker } from "./lib/workerd.mjs";
 import { ensureWrk, runWrk } from "./lib/wrk.mjs";
 
-const target = process.argv[2] ?? "c";
-const seconds = Number(process.argv[3] ?? 4);
+const [target = "c", secondsArg = "4"] = process.argv.slice(2).filter((arg) => !arg.startsWith("--"));
+const seconds = Number(secondsArg);
+const wholeProcess = process.argv.includes("--perf");
 const HEADERS = { [IP_HEADER]: "203.0.113.7", "x-api-key": "bench-key" };
 const rule = (name, key, algorithm) => ({ name, key, algorithm, limit: 1_000_000, period: "60s" });
 
@@ -108,50 +116,47 @@ function selfTimes(profile, moduleOf) {
   return { functions: sorted(functions), modules: sorted(modules), inclusive: sorted(inclusive) };
 }
 
-try {
-  ensureWrk();
-  const redis = await startRedis();
-  const rest = await startRest(redis.url);
-  const origin = await startOrigin();
-  const inspectorPort = await freePort();
-  const extraArgs = [`--inspector-addr=127.0.0.1:${inspectorPort}`];
-  const common = {
-    ORIGIN_URL: origin.url,
-    UPSTASH_REDIS_REST_URL: rest.url,
-    UPSTASH_REDIS_REST_TOKEN: rest.token,
-  };
-  let worker;
-  if (target === "c" || target === "d") {
-    const rules =
-      target === "c"
-        ? [rule("bench-ip", "ip", "sliding-window")]
-        : [
-            rule("bench-ip", "ip", "sliding-window"),
-            rule("bench-key", "header:x-api-key", "token-bucket"),
-            rule("bench-global", "global", "gcra"),
-          ];
-    worker = await startFloodgate("profile", { rest, origin, rules, prefix: "profile", extraArgs });
-  } else if (target === "b'") {
-    const script = readFileSync(new URL("workers/fixed-window.lua", import.meta.url), "utf8");
-    const sha = await restCommand(rest, ["SCRIPT", "LOAD", script]);
-    worker = await startWorker(
-      "profile",
-      "bench/workers/evalsha-proxy.mjs",
-      { ...common, EVALSHA_SHA: sha, LIMIT: "1000000" },
-      extraArgs,
-    );
-  } else if (target === "b" || target === "b+") {
-    const entry = target === "b" ? "bench/workers/bare-proxy.mjs" : "bench/workers/contract-proxy.mjs";
-    worker = await startWorker("profile", entry, common, extraArgs);
-  } else {
-    worker = await startWorker(
-      "profile",
-      "bench/workers/upstash-ratelimit.mjs",
-      { ...common, LIMIT: "1000000" },
-      extraArgs,
+/**
+ * Samples all of `worker`'s threads while `wrk` loads it; prints the symbols costing the most, µs per
+ * request (samples × the sampling interval ÷ the requests of the same stretch).
+ */
+async function perfProfile(worker) {
+  const data = join(tmpdir(), `floodgate-perf-${process.pid}.data`);
+  const hz = 4000;
+  const args = ["record", "-q", "-e", "cpu-clock", "-F", String(hz), "-p", String(worker.pid), "-o", data];
+  const recording = spawn("perf", [...args, "--", "sleep", String(seconds)], { stdio: "ignore" });
+  const load = await runWrk(`${worker.url}/`, { durationS: seconds, headers: HEADERS });
+  await once(recording, "exit");
+  const report = execFileSync(
+    "perf",
+    ["report", "-i", data, "--no-children", "--sort", "dso,sym", "-g", "none", "-q", "-F", "sample,dso,sym"],
+    { encoding: "utf8", maxBuffer: 1 << 28, stdio: ["ignore", "pipe", "ignore"] },
+  );
+  rmSync(data, { force: true });
+  rmSync(`/tmp/perf-${worker.pid}.map`, { force: true }); // V8's names for JIT code
+  const usPerSample = 1e6 / hz;
+  const rows = [];
+  for (const line of report.split("\n")) {
+    const match = /^\s*(\d+)\s+(\S.*?)\s{2,}\[.\]\s+(.*)$/.exec(line);
+    if (match) rows.push([Number(match[1]), match[2].trim(), match[3].trim()]);
+  }
+  const total = rows.reduce((sum, [samples]) => sum + samples, 0);
+  console.log(
+    `target ${target}: ${Math.round(load.rps)} req/s under perf, ${((total * usPerSample) / load.requests).toFixed(0)} µs sampled per request`,
+  );
+  console.log("µs per request by symbol (JIT = the Worker's JavaScript):");
+  for (const [samples, dso, symbol] of rows
+    .sort((a, b) => b[0] - a[0])
+    .slice(0, Number(process.env.TOP ?? 40))) {
+    const where = dso.startsWith("[JIT]") ? "JIT" : dso;
+    console.log(
+      `${((samples * usPerSample) / load.requests).toFixed(2).padStart(7)}  ${where.padEnd(16)} ${symbol.slice(0, 110)}`,
     );
   }
-  await runWrk(`${worker.url}/`, { durationS: 1, headers: HEADERS });
+}
+
+/** The V8 sampling profile of `worker` under load: self and total time by function and by source module. */
+async function inspectorProfile(worker, inspectorPort) {
   const inspector = await connect(inspectorPort);
   await inspector.send("Profiler.enable");
   await inspector.send("Profiler.setSamplingInterval", { interval: 100 });
@@ -186,6 +191,59 @@ try {
   console.log("self time by function, % of samples:");
   for (const [name, percent] of times.functions.slice(0, Number(process.env.TOP ?? 25)))
     console.log(`${percent.toFixed(1).padStart(6)}  ${name}`);
+}
+
+try {
+  ensureWrk();
+  if (wholeProcess && !hasCommand("perf"))
+    throw new Error("--perf needs `perf` (Debian: apt-get install linux-perf)");
+  const redis = await startRedis();
+  const rest = await startRest(redis.url);
+  const origin = await startOrigin();
+  const inspectorPort = await freePort();
+  const extraArgs = wholeProcess ? [] : [`--inspector-addr=127.0.0.1:${inspectorPort}`];
+  const v8 = wholeProcess ? { v8Flags: ["--perf-basic-prof"] } : undefined;
+  const common = {
+    ORIGIN_URL: origin.url,
+    UPSTASH_REDIS_REST_URL: rest.url,
+    UPSTASH_REDIS_REST_TOKEN: rest.token,
+  };
+  let worker;
+  if (target === "c" || target === "d") {
+    const rules =
+      target === "c"
+        ? [rule("bench-ip", "ip", "sliding-window")]
+        : [
+            rule("bench-ip", "ip", "sliding-window"),
+            rule("bench-key", "header:x-api-key", "token-bucket"),
+            rule("bench-global", "global", "gcra"),
+          ];
+    worker = await startFloodgate("profile", { rest, origin, rules, prefix: "profile", extraArgs, v8 });
+  } else if (target === "b'") {
+    const script = readFileSync(new URL("workers/fixed-window.lua", import.meta.url), "utf8");
+    const sha = await restCommand(rest, ["SCRIPT", "LOAD", script]);
+    worker = await startWorker(
+      "profile",
+      "bench/workers/evalsha-proxy.mjs",
+      { ...common, EVALSHA_SHA: sha, LIMIT: "1000000" },
+      extraArgs,
+      v8,
+    );
+  } else if (target === "b" || target === "b+") {
+    const entry = target === "b" ? "bench/workers/bare-proxy.mjs" : "bench/workers/contract-proxy.mjs";
+    worker = await startWorker("profile", entry, common, extraArgs, v8);
+  } else {
+    worker = await startWorker(
+      "profile",
+      "bench/workers/upstash-ratelimit.mjs",
+      { ...common, LIMIT: "1000000" },
+      extraArgs,
+      v8,
+    );
+  }
+  await runWrk(`${worker.url}/`, { durationS: 1, headers: HEADERS });
+  if (wholeProcess) await perfProfile(worker);
+  else await inspectorProfile(worker, inspectorPort);
 } finally {
   await stopAll();
 }
