@@ -14,7 +14,7 @@ import { once } from "node:events";
 import { readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { hasCommand } from "../scripts/debian-package.mjs";
+import { ensureDebianCommand } from "../scripts/debian-package.mjs";
 import { IP_HEADER, startFloodgate } from "./lib/floodgate.mjs";
 import { freePort, stopAll } from "./lib/procs.mjs";
 import { restCommand, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
@@ -195,8 +195,7 @@ async function inspectorProfile(worker, inspectorPort) {
 
 try {
   ensureWrk();
-  if (wholeProcess && !hasCommand("perf"))
-    throw new Error("--perf needs `perf` (Debian: apt-get install linux-perf)");
+  if (wholeProcess) ensureDebianCommand("perf", "linux-perf");
   const redis = await startRedis();
   const rest = await startRest(redis.url);
   const origin = await startOrigin();
