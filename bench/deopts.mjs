@@ -9,6 +9,7 @@
  *
  *   node bench/deopts.mjs [--baseline main] [--bursts 6] [--seconds 4] [--idle 8] [--warmup 20]
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { extractBaseline } from "./lib/baseline.mjs";
 import { IP_HEADER, startProxyingFloodgate } from "./lib/floodgate.mjs";
@@ -79,7 +80,7 @@ async function measure(label, entry, stack) {
   await runWrk(`${worker.url}/`, { durationS: Number(values.warmup), headers: HEADERS });
   const rows = [];
   for (let burst = 1; burst <= bursts; burst++) {
-    await new Promise((resolve) => setTimeout(resolve, Number(values.idle) * 1000));
+    await sleep(Number(values.idle) * 1000);
     lines = [];
     const run = await runWrk(`${worker.url}/`, {
       durationS: Number(values.seconds),
