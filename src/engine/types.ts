@@ -147,7 +147,8 @@ export interface Decision {
 
 /** A result with every field present, optional ones `undefined` (see above). */
 export function ruleResult(r: RuleResult): RuleResult {
-  return {
+  // Typed with every key required: a field added to RuleResult and not here fails to compile.
+  const all: { [K in keyof Required<RuleResult>]: RuleResult[K] } = {
     call: r.call,
     outcome: r.outcome,
     limit: r.limit,
@@ -160,6 +161,7 @@ export function ruleResult(r: RuleResult): RuleResult {
     delayMs: r.delayMs,
     reservation: r.reservation,
   };
+  return all;
 }
 
 /** A decision (see above). */
