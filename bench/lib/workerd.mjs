@@ -1,7 +1,7 @@
 /**
  * Runs a Worker the way production does: bundled with esbuild (Lua as text, as wrangler's Text rule does),
  * then `workerd serve` with a generated capnp config. Not `wrangler dev`, whose dev stack costs ~7× the CPU
- * per request (reference/perf-baseline.md §3).
+ * per request (bench/README.md, "How it runs").
  *
  * The binary is the npm `workerd` package (node_modules/workerd, 2026-11-02), the one the baseline used;
  * FLOODGATE_BENCH_WORKERD picks another (e.g. wrangler's bundled 2026-11-17 copy).

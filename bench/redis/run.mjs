@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The Lua script alone, against one local redis-server (issue 3's benchmark):
+ * The Lua script alone, against one local redis-server:
  *   node bench/redis/run.mjs [--quick]
  * For each algorithm, 1 rule and 3 rules per call, plain INCR and @upstash/ratelimit's own scripts:
  * EVALSHA ops/s at 50 clients with random identities (100k), non-pipelined and pipelined (16), and Redis
@@ -10,7 +10,7 @@
  * Prints a markdown table on stdout (progress on stderr) and writes bench/results/redis.json.
  *
  * redis-server is pinned to CPU 0 and redis-benchmark to CPU 1 so they do not fight over one core.
- * Limits are huge so that every call takes the "allowed + write" path, as in perf-baseline.md.
+ * Limits are huge so that every call takes the "allowed + write" path (bench/README.md, "How it runs").
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -31,7 +31,7 @@ const CLIENTS = 50;
 const OPS = QUICK ? { 1: 10_000, 16: 30_000 } : { 1: 15_000, 16: 50_000 };
 const MEMORY_IDENTITIES = 50_000; // the dicts then have 65,536 slots: the same ~10.5 B/key of buckets as 100k
 const HUGE = 1_000_000_000;
-const PERIOD_MS = 60_000; // @upstash/ratelimit's windows, as in perf-baseline.md
+const PERIOD_MS = 60_000; // @upstash/ratelimit's windows, as the baseline measured them (bench/README.md)
 
 const log = (line) => process.stderr.write(`${line}\n`);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -51,16 +51,16 @@ const ALGORITHMS = [
 ];
 
 /**
- * limit, period (ms), burst such that every call is allowed AND identities stay tracked between hits (steady
- * state, as a prefilled run in perf-baseline.md): a day-long window; for the TAT algorithms a slow rate
- * (each call owes 86 s) with a huge burst, since their keys expire as soon as the bucket is full again.
- */
-/**
  * One rule's seven ARGV slots (lua/floodgate.lua's header): algorithm, mode on, limit, period, burst, cost 1,
  * no delay. Every scenario builds its rules here, so a change to the layout is made once.
  */
 const ruleSlots = (code, [limit, periodMs, burst]) => [String(code), "1", limit, periodMs, burst, "1", "0"];
 
+/**
+ * limit, period (ms), burst such that every call is allowed AND identities stay tracked between hits (steady
+ * state, bench/README.md): a day-long window; for the TAT algorithms a slow rate
+ * (each call owes 86 s) with a huge burst, since their keys expire as soon as the bucket is full again.
+ */
 const steadyState = (code) =>
   code === 4 || code === 5 ? ["1000", "86400000", String(HUGE)] : [String(HUGE), "86400000", String(HUGE)];
 
