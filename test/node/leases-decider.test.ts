@@ -2,11 +2,9 @@
 // over its own `createDecider`, as src/worker.ts builds it, and a second decider stands for another isolate.
 // A bucket's return never gives back units that stand for someone else's; a leased bucket's headers never
 // promise more than a client gets; a grant answered after a revoke is not taken.
-
-import type { AddressInfo } from "node:net";
-import { createServer } from "node:net";
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../redis-rest/index.mjs";
 import { RESET_FENCE_MS, resetFenceKey, stateKey } from "../../src/engine/keys";
 import { createStore, type Store } from "../../src/engine/store";
 import type { Algorithm, Decision, RuleCall } from "../../src/engine/types";
@@ -338,12 +336,7 @@ it("gives every result the same fields in the same order, whatever decided it (o
   const cached = await cachingDecider.decide([tight], requestId());
 
   // Redis unreachable: a fail-open rule is judged by the fallback, a fail-closed one left undecided.
-  const closedPort = await new Promise<number>((resolve) => {
-    const server = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
+  const closedPort = await freePort(); // nothing listens there
   const unreachable = createStore({
     url: `http://127.0.0.1:${closedPort}`,
     token: "t",

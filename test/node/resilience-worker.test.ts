@@ -3,7 +3,7 @@
 // token and a dead or slow origin, and check what a client of the API would see.
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
+import { freePort, startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { startEchoOrigin } from "../support/echo-origin.mjs";
 import { startWorker } from "../support/miniflare-worker.mjs";
 import { waitUntilRestReachesRedis } from "../support/rest-ready";
@@ -297,11 +297,7 @@ describe("the origin fails", () => {
   });
 
   it("answers 502 when the origin is unreachable, and the request stays counted", async () => {
-    const closedPort = await (async () => {
-      const o = await startEchoOrigin();
-      await o.close();
-      return o.port;
-    })();
+    const closedPort = await freePort(); // nothing listens there
     const dead = await startWorker({ bindings: bindings({ ORIGIN_URL: `http://127.0.0.1:${closedPort}` }) });
     try {
       const ip = freshIp();
