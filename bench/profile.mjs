@@ -7,7 +7,7 @@
  * the software clock, which needs no hardware counters; JIT code named through V8's `--perf-basic-prof`):
  * workerd's own C++, V8's runtime and the kernel beside the Worker's JavaScript, in µs per request.
  *
- *   node bench/profile.mjs [c|d|b|b+|b'|e] [seconds] [--perf]
+ *   node bench/profile.mjs [c|d|b|b+|b'|e] [seconds] [--perf]     (TOP=n: rows per table)
  */
 import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
@@ -24,6 +24,8 @@ import { ensureWrk, runWrk } from "./lib/wrk.mjs";
 const [target = "c", secondsArg = "4"] = process.argv.slice(2).filter((arg) => !arg.startsWith("--"));
 const seconds = Number(secondsArg);
 const wholeProcess = process.argv.includes("--perf");
+/** Rows printed per table: `TOP` from the environment, else each table's own default. */
+const top = (fallback) => Number(process.env.TOP ?? fallback);
 const HEADERS = { [IP_HEADER]: "203.0.113.7", "x-api-key": "bench-key" };
 const rule = (name, key, algorithm) => ({ name, key, algorithm, limit: 1_000_000, period: "60s" });
 
@@ -145,9 +147,7 @@ async function perfProfile(worker) {
     `target ${target}: ${Math.round(load.rps)} req/s under perf, ${((total * usPerSample) / load.requests).toFixed(0)} µs sampled per request`,
   );
   console.log("µs per request by symbol (JIT = the Worker's JavaScript):");
-  for (const [samples, dso, symbol] of rows
-    .sort((a, b) => b[0] - a[0])
-    .slice(0, Number(process.env.TOP ?? 40))) {
+  for (const [samples, dso, symbol] of rows.sort((a, b) => b[0] - a[0]).slice(0, top(40))) {
     const where = dso.startsWith("[JIT]") ? "JIT" : dso;
     console.log(
       `${((samples * usPerSample) / load.requests).toFixed(2).padStart(7)}  ${where.padEnd(16)} ${symbol.slice(0, 110)}`,
@@ -183,13 +183,13 @@ async function inspectorProfile(worker, inspectorPort) {
     moduleOfLine(await bundle(entry ?? "bench/workers/upstash-ratelimit.mjs")),
   );
   console.log("time by source module (native work charged to its bundled caller), % of samples:");
-  for (const [name, percent] of times.modules.slice(0, 25))
+  for (const [name, percent] of times.modules.slice(0, top(25)))
     console.log(`${percent.toFixed(1).padStart(6)}  ${name}`);
   console.log("total time by bundled function (its callees included), % of samples:");
-  for (const [name, percent] of times.inclusive.slice(0, Number(process.env.TOP ?? 25)))
+  for (const [name, percent] of times.inclusive.slice(0, top(25)))
     console.log(`${percent.toFixed(1).padStart(6)}  ${name}`);
   console.log("self time by function, % of samples:");
-  for (const [name, percent] of times.functions.slice(0, Number(process.env.TOP ?? 25)))
+  for (const [name, percent] of times.functions.slice(0, top(25)))
     console.log(`${percent.toFixed(1).padStart(6)}  ${name}`);
 }
 
