@@ -1,10 +1,11 @@
 /**
  * Several Redis databases (README "Scaling out"): `UPSTASH_REDIS_REST_URL` may list N endpoints separated by
  * commas, and `UPSTASH_REDIS_REST_TOKEN` then holds one token for all of them or N tokens in the same order.
- * One URL is taken exactly as given, token included (a single database is configured as it always was).
- * Messages name the binding and the position, never a token.
+ * One token is taken exactly as given (it may hold a comma). Messages name the binding and the position, and
+ * show of a URL only its scheme and host (`shownUrl`), never a token.
  */
 import * as v from "valibot";
+import { shownUrl } from "./errors";
 
 /** One Redis REST endpoint. */
 export interface RedisEndpoint {
@@ -15,9 +16,14 @@ export interface RedisEndpoint {
 const URL_BINDING = "UPSTASH_REDIS_REST_URL";
 const TOKEN_BINDING = "UPSTASH_REDIS_REST_TOKEN";
 
-/** The URL binding split into its endpoints (one entry when it has no comma). */
-const splitUrls = (value: string): string[] =>
-  value.includes(",") ? value.split(",").map((u) => u.trim()) : [value];
+/** The URL binding split into its endpoints (one entry when it has no comma), each trimmed. */
+const splitUrls = (value: string): string[] => value.split(",").map((u) => u.trim());
+
+/**
+ * The URLs `@upstash/redis` accepts (a trailing `/` removed): it throws on any other, the URL in its message,
+ * so nothing else may reach it.
+ */
+const REST_URL = /^https?:\/\/[^\s#$./?].\S*$/;
 
 /** Which entry of a list, for messages: "" for a single value. */
 const where = (i: number, count: number) => (count > 1 ? ` (endpoint ${i + 1} of ${count})` : "");
@@ -30,10 +36,12 @@ export const restUrlsSchema = v.pipe(
     const urls = splitUrls(dataset.value);
     const seen = new Set<string>();
     urls.forEach((url, i) => {
-      if (!URL.canParse(url)) {
-        addIssue({ message: `${URL_BINDING}: ${JSON.stringify(url)}${where(i, urls.length)} is not a URL` });
+      if (!REST_URL.test(url.replace(/\/$/, ""))) {
+        addIssue({
+          message: `${URL_BINDING}${where(i, urls.length)}: ${shownUrl(url)} is not an http(s) URL (the database's REST URL, e.g. https://<name>.upstash.io)`,
+        });
       } else if (seen.has(url)) {
-        addIssue({ message: `${URL_BINDING}: ${JSON.stringify(url)} is listed twice` });
+        addIssue({ message: `${URL_BINDING}: ${shownUrl(url)} is listed twice` });
       }
       seen.add(url);
     });
@@ -52,7 +60,7 @@ export const restTokensSchema = v.pipe(
  */
 export function redisEndpoints(urlBinding: string, tokenBinding: string): RedisEndpoint[] {
   const urls = splitUrls(urlBinding);
-  if (urls.length === 1) return [{ url: urlBinding, token: tokenBinding }];
+  if (urls.length === 1) return [{ url: urls[0] as string, token: tokenBinding }];
   const tokens = tokenBinding.includes(",") ? tokenBinding.split(",").map((t) => t.trim()) : [tokenBinding];
   if (tokens.length !== 1 && tokens.length !== urls.length) {
     throw new Error(

@@ -11,6 +11,16 @@ export class ConfigError extends Error {
   override readonly name = "ConfigError";
 }
 
+/**
+ * What a message may show of a URL-valued binding: its scheme and host, never credentials, path or query
+ * (a pasted `redis://user:password@host` or an `?api_key=` carries a secret).
+ */
+export function shownUrl(value: string): string {
+  if (!URL.canParse(value)) return "the value";
+  const { protocol, host } = new URL(value);
+  return JSON.stringify(`${protocol}//${host}`);
+}
+
 /** Turns valibot issues into one `ConfigError`, each line prefixed by the binding and field path. */
 export function configErrorFrom(label: string, issues: readonly v.BaseIssue<unknown>[]): ConfigError {
   const lines = issues.map((issue) => {

@@ -7,7 +7,7 @@ import * as v from "valibot";
 import type { FailurePolicy, Mode } from "../engine/types";
 import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
-import { ConfigError, configErrorFrom } from "./errors";
+import { ConfigError, configErrorFrom, shownUrl } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
 import { DEFAULTS, FAILURES, HEADER_NAME, LEASES, MAX_LEASE_MS, MODES, ON_OFF } from "./schema";
 
@@ -77,7 +77,7 @@ const httpUrl = (binding: string) =>
           return false;
         }
       },
-      (i) => `${binding}: ${show(i.input)} is not an http(s) URL without query or fragment`,
+      (i) => `${binding}: ${shownUrl(String(i.input))} is not an http(s) URL without query or fragment`,
     ),
   );
 

@@ -49,15 +49,45 @@ describe("Redis endpoints in the bindings", () => {
     expect(own.redisEndpoints.map((e) => e.token)).toEqual(["ta", "tb"]);
   });
 
+  it("trims a single URL, as it trims each of a list", () => {
+    expect(parse(" https://one.upstash.io \n", SECRET).redisEndpoints).toEqual([
+      { url: "https://one.upstash.io", token: SECRET },
+    ]);
+  });
+
+  it("rejects a URL the REST client cannot use, showing its scheme and host but never its credentials", () => {
+    // Upstash also hands out a `redis://` URL with the password in it: pasted here by mistake, it must
+    // be a config error (the client would throw, URL and all), and the message must not carry the password.
+    const pasted = problem(`redis://default:${SECRET}@eu1-cool-bee.upstash.io:6379`, SECRET);
+    expect(pasted).toMatch(
+      /^UPSTASH_REDIS_REST_URL: "redis:\/\/eu1-cool-bee.upstash.io:6379" is not an http\(s\) URL/,
+    );
+    expect(pasted).not.toContain(SECRET);
+    const queried = problem(`https://a.upstash.io,https://b.upstash.io?token=${SECRET}#x y`, "t");
+    expect(queried).toMatch(/\(endpoint 2 of 2\): "https:\/\/b.upstash.io" is not an http\(s\) URL/);
+    expect(queried).not.toContain(SECRET);
+    const origin = () =>
+      parseEnv({
+        ORIGIN_URL: `https://origin.example.com/?api_key=${SECRET}`,
+        UPSTASH_REDIS_REST_URL: "https://one.upstash.io",
+        UPSTASH_REDIS_REST_TOKEN: "t",
+        RATE_LIMIT_RULES: RULES,
+      } as unknown as Env);
+    expect(origin).toThrow(
+      /ORIGIN_URL: "https:\/\/origin.example.com" is not an http\(s\) URL without query/,
+    );
+    expect(origin).toThrow(expect.objectContaining({ message: expect.not.stringContaining(SECRET) }));
+  });
+
   it("names the binding and the endpoint that is wrong, and never echoes a token", () => {
     expect(problem("https://a.upstash.io,not a url", SECRET)).toMatch(
-      /UPSTASH_REDIS_REST_URL: "not a url" \(endpoint 2 of 2\) is not a URL/,
+      /UPSTASH_REDIS_REST_URL \(endpoint 2 of 2\): the value is not an http\(s\) URL/,
     );
     expect(problem("https://a.upstash.io,https://a.upstash.io", SECRET)).toMatch(
       /UPSTASH_REDIS_REST_URL: "https:\/\/a.upstash.io" is listed twice/,
     );
     expect(problem("https://a.upstash.io,", SECRET)).toMatch(
-      /UPSTASH_REDIS_REST_URL: "" \(endpoint 2 of 2\)/,
+      /UPSTASH_REDIS_REST_URL \(endpoint 2 of 2\): the value is not an http\(s\) URL/,
     );
     const count = problem("https://a.io,https://b.io,https://c.io", `${SECRET},${SECRET}`);
     expect(count).toMatch(/UPSTASH_REDIS_REST_TOKEN: has 2 comma-separated tokens for the 3 endpoints/);
