@@ -84,6 +84,10 @@ export const delayMs = v.pipe(
       addIssue({ message: `${show(dataset.value)} is not a duration (e.g. "500ms", "5s")` });
       return NEVER;
     }
+    if (ms < 0) {
+      addIssue({ message: `${show(dataset.value)} is negative (0 = deny at once, up to 60s)` });
+      return NEVER;
+    }
     if (ms > MAX_DELAY_MS) {
       addIssue({ message: `${show(dataset.value)} is longer than 60s` });
       return NEVER;

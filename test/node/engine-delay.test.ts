@@ -139,11 +139,13 @@ describe("configuration", () => {
     expect(parse({ algorithm: "gcra" })[0]?.delayMs).toBe(0);
   });
 
-  it("names the field when a delay is on another algorithm, malformed or too long", () => {
+  it("names the field when a delay is on another algorithm, malformed, negative or too long", () => {
     expect(() => parse({ algorithm: "fixed-window", delay: "5s" })).toThrow(
       /RATE_LIMIT_RULES\[0\]\.delay: only token-bucket and gcra rules can delay a request \(this one is fixed-window\)/,
     );
     expect(() => parse({ algorithm: "gcra", delay: "soon" })).toThrow(/RATE_LIMIT_RULES\[0\]\.delay: "soon"/);
     expect(() => parse({ algorithm: "gcra", delay: "2m" })).toThrow(/\.delay: "2m" is longer than 60s/);
+    // A number is whole seconds, so TOML's `delay = -5` arrives as a number: never a negative hold.
+    expect(() => parse({ algorithm: "gcra", delay: -5 })).toThrow(/\.delay: -5 is negative/);
   });
 });
