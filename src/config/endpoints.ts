@@ -25,6 +25,12 @@ const splitUrls = (value: string): string[] => value.split(",").map((u) => u.tri
  */
 const REST_URL = /^https?:\/\/[^\s#$./?].\S*$/;
 
+/** Why `url` cannot be a Redis REST endpoint, in a message naming `name`; `undefined` when it can. */
+export function restUrlProblem(name: string, url: string): string | undefined {
+  if (REST_URL.test(url.replace(/\/$/, ""))) return undefined;
+  return `${name}: ${shownUrl(url)} is not an http(s) URL (the database's REST URL, e.g. https://<name>.upstash.io)`;
+}
+
 /** Which entry of a list, for messages: "" for a single value. */
 const where = (i: number, count: number) => (count > 1 ? ` (endpoint ${i + 1} of ${count})` : "");
 
@@ -36,10 +42,9 @@ export const restUrlsSchema = v.pipe(
     const urls = splitUrls(dataset.value);
     const seen = new Set<string>();
     urls.forEach((url, i) => {
-      if (!REST_URL.test(url.replace(/\/$/, ""))) {
-        addIssue({
-          message: `${URL_BINDING}${where(i, urls.length)}: ${shownUrl(url)} is not an http(s) URL (the database's REST URL, e.g. https://<name>.upstash.io)`,
-        });
+      const problem = restUrlProblem(`${URL_BINDING}${where(i, urls.length)}`, url);
+      if (problem !== undefined) {
+        addIssue({ message: problem });
       } else if (seen.has(url)) {
         addIssue({ message: `${URL_BINDING}: ${shownUrl(url)} is listed twice` });
       }

@@ -11,7 +11,7 @@ import { ConfigError, configErrorFrom, shownUrl } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
 import { DEFAULTS, FAILURES, HEADER_NAME, LEASES, MAX_LEASE_MS, MODES, ON_OFF } from "./schema";
 
-export type { RedisEndpoint } from "./endpoints";
+export { type RedisEndpoint, restUrlProblem } from "./endpoints";
 export { ConfigError } from "./errors";
 export {
   DEFAULT_SLOT_LEASE_MS,
@@ -81,54 +81,69 @@ const httpUrl = (binding: string) =>
     ),
   );
 
+/** One of `options`, named `name` in the message. */
+const oneOf = <T extends string>(name: string, options: readonly [T, ...T[]]) =>
+  v.picklist(options, (i) => `${name}: ${show(i.input)} is not one of ${options.join(" | ")}`);
+/** The longest decision budget (`RATE_LIMIT_TIMEOUT_MS`, the middleware's `timeoutMs`), ms. */
+const MAX_TIMEOUT_MS = 60_000;
+const keyPrefix = (name: string) =>
+  v.pipe(
+    text(name),
+    v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, (i) => `${name}: ${show(i.input)} is not [A-Za-z0-9_.:-]{1,64}`),
+  );
+const headerName = (name: string) =>
+  v.pipe(
+    text(name),
+    v.regex(HEADER_NAME, (i) => `${name}: ${show(i.input)} is not a header name`),
+  );
+
 const bindingsSchema = v.object({
   ORIGIN_URL: v.optional(httpUrl("ORIGIN_URL")),
   UPSTASH_REDIS_REST_URL: restUrlsSchema,
   UPSTASH_REDIS_REST_TOKEN: restTokensSchema,
-  RATE_LIMIT_MODE: v.optional(
-    v.picklist(MODES, (i) => `RATE_LIMIT_MODE: ${show(i.input)} is not one of ${MODES.join(" | ")}`),
-    DEFAULTS.mode,
-  ),
-  RATE_LIMIT_FAILURE: v.optional(
-    v.picklist(FAILURES, (i) => `RATE_LIMIT_FAILURE: ${show(i.input)} is not one of ${FAILURES.join(" | ")}`),
-    DEFAULTS.failure,
-  ),
-  RATE_LIMIT_TIMEOUT_MS: v.optional(wholeMs("RATE_LIMIT_TIMEOUT_MS", 60_000), DEFAULTS.timeoutMs),
+  RATE_LIMIT_MODE: v.optional(oneOf("RATE_LIMIT_MODE", MODES), DEFAULTS.mode),
+  RATE_LIMIT_FAILURE: v.optional(oneOf("RATE_LIMIT_FAILURE", FAILURES), DEFAULTS.failure),
+  RATE_LIMIT_TIMEOUT_MS: v.optional(wholeMs("RATE_LIMIT_TIMEOUT_MS", MAX_TIMEOUT_MS), DEFAULTS.timeoutMs),
   ORIGIN_TIMEOUT_MS: v.optional(wholeMs("ORIGIN_TIMEOUT_MS", 600_000), DEFAULTS.originTimeoutMs),
-  RATE_LIMIT_LEASES: v.optional(
-    v.picklist(LEASES, (i) => `RATE_LIMIT_LEASES: ${show(i.input)} is not one of ${LEASES.join(" | ")}`),
-    DEFAULTS.leases,
-  ),
+  RATE_LIMIT_LEASES: v.optional(oneOf("RATE_LIMIT_LEASES", LEASES), DEFAULTS.leases),
   RATE_LIMIT_LEASE_MS: v.optional(wholeMs("RATE_LIMIT_LEASE_MS", MAX_LEASE_MS), DEFAULTS.leaseMs),
-  RATE_LIMIT_REDIS_CLUSTER: v.optional(
-    v.picklist(
-      ON_OFF,
-      (i) => `RATE_LIMIT_REDIS_CLUSTER: ${show(i.input)} is not one of ${ON_OFF.join(" | ")}`,
-    ),
-    "off",
-  ),
-  RATE_LIMIT_PREFIX: v.optional(
-    v.pipe(
-      text("RATE_LIMIT_PREFIX"),
-      v.regex(
-        /^[A-Za-z0-9_.:-]{1,64}$/,
-        (i) => `RATE_LIMIT_PREFIX: ${show(i.input)} is not [A-Za-z0-9_.:-]{1,64}`,
-      ),
-    ),
-    DEFAULTS.prefix,
-  ),
+  RATE_LIMIT_REDIS_CLUSTER: v.optional(oneOf("RATE_LIMIT_REDIS_CLUSTER", ON_OFF), "off"),
+  RATE_LIMIT_PREFIX: v.optional(keyPrefix("RATE_LIMIT_PREFIX"), DEFAULTS.prefix),
   // A secret: messages never echo its value.
   RATE_LIMIT_ADMIN_TOKEN: v.optional(v.string("RATE_LIMIT_ADMIN_TOKEN: expected a string")),
-  RATE_LIMIT_CLIENT_IP_HEADER: v.optional(
-    v.pipe(
-      text("RATE_LIMIT_CLIENT_IP_HEADER"),
-      v.regex(HEADER_NAME, (i) => `RATE_LIMIT_CLIENT_IP_HEADER: ${show(i.input)} is not a header name`),
-    ),
-    DEFAULTS.clientIpHeader,
-  ),
+  RATE_LIMIT_CLIENT_IP_HEADER: v.optional(headerName("RATE_LIMIT_CLIENT_IP_HEADER"), DEFAULTS.clientIpHeader),
   RATE_LIMIT_JWT_SECRET: v.optional(v.string("RATE_LIMIT_JWT_SECRET: expected a string")),
   RATE_LIMIT_JWKS_URL: v.optional(httpUrl("RATE_LIMIT_JWKS_URL")),
 });
+
+/**
+ * The middleware's settings (`rateLimit()`'s options of the same names), checked by the same rules as the
+ * bindings they mirror, with the same defaults: a `mode: "ON"` from untyped code is an error, never a
+ * limiter that silently only monitors.
+ */
+const middlewareSettingsSchema = v.object({
+  mode: v.optional(oneOf("mode", MODES), DEFAULTS.mode),
+  failure: v.optional(oneOf("failure", FAILURES), DEFAULTS.failure),
+  timeoutMs: v.optional(wholeMs("timeoutMs", MAX_TIMEOUT_MS), DEFAULTS.timeoutMs),
+  prefix: v.optional(keyPrefix("prefix"), DEFAULTS.prefix),
+  clientIpHeader: v.optional(headerName("clientIpHeader"), DEFAULTS.clientIpHeader),
+  leases: v.optional(oneOf("leases", LEASES), DEFAULTS.leases),
+  leaseMs: v.optional(wholeMs("leaseMs", MAX_LEASE_MS), DEFAULTS.leaseMs),
+  cluster: v.optional(v.boolean("cluster: expected true or false"), false),
+});
+
+/** The middleware's settings, validated, defaults applied. */
+export type MiddlewareSettings = v.InferOutput<typeof middlewareSettingsSchema>;
+
+/**
+ * Validates `rateLimit()`'s settings (other options are ignored here) and applies the defaults.
+ * @throws {ConfigError} naming every option that is wrong
+ */
+export function parseMiddlewareSettings(options: object): MiddlewareSettings {
+  const result = v.safeParse(middlewareSettingsSchema, options);
+  if (!result.success) throw configErrorFrom("", result.issues.map(stripPath));
+  return result.output;
+}
 
 /** Empty strings (an unset `.dev.vars` line) count as unset. */
 function presentBindings(env: Env): Record<string, unknown> {

@@ -5,7 +5,13 @@
  * called once, on the first request, and the limiter it builds serves every later request of the isolate.
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
-import { ConfigError, DEFAULTS, MAX_LEASE_MS, parseRules } from "../config";
+import {
+  ConfigError,
+  type MiddlewareSettings,
+  parseMiddlewareSettings,
+  parseRules,
+  restUrlProblem,
+} from "../config";
 import type { Decider } from "../engine/types";
 import { createJwtVerifier } from "../identity";
 import { withLeases } from "../leases";
@@ -48,16 +54,16 @@ export function rateLimit<E extends HonoEnv = any>(
   };
 }
 
-/** Validates the options and builds their limiter (defaults from src/config/schema.ts). */
+/** Validates the options and builds their limiter (settings checked and defaulted in src/config). */
 function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
   const rules = validateRules(options);
-  const timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
+  const settings = parseMiddlewareSettings(options);
   return createLimiter(rules, {
-    decider: deciderOf(options, timeoutMs),
-    mode: options.mode ?? DEFAULTS.mode,
-    failure: options.failure ?? DEFAULTS.failure,
-    timeoutMs,
-    clientIpHeader: options.clientIpHeader ?? DEFAULTS.clientIpHeader,
+    decider: deciderOf(options, settings),
+    mode: settings.mode,
+    failure: settings.failure,
+    timeoutMs: settings.timeoutMs,
+    clientIpHeader: settings.clientIpHeader,
     verifyJwt: options.jwt?.secret || options.jwt?.jwksUrl ? createJwtVerifier(options.jwt) : undefined,
     liveModes: options.liveModes as
       | ((c: Context) => ReturnType<NonNullable<typeof options.liveModes>>)
@@ -86,7 +92,7 @@ function validateRules<E extends HonoEnv>(options: RateLimitOptions<E>): Planned
 }
 
 /** The given engine, or one on the given Upstash credentials. */
-function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, timeoutMs: number): Decider {
+function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, settings: MiddlewareSettings): Decider {
   if (options.decider) return options.decider;
   if (!options.redis?.url || !options.redis?.token) {
     throw new ConfigError(
@@ -94,23 +100,17 @@ function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, timeoutMs: n
     );
   }
   const redis = options.redis;
-  const prefix = options.prefix ?? DEFAULTS.prefix;
-  const leases = options.leases ?? DEFAULTS.leases;
-  const leaseMs = options.leaseMs ?? DEFAULTS.leaseMs;
-  if (leases !== "on" && leases !== "off")
-    throw new ConfigError(`leases: ${String(leases)} is not one of on | off`);
-  if (!Number.isInteger(leaseMs) || leaseMs < 1 || leaseMs > MAX_LEASE_MS) {
-    throw new ConfigError(
-      `leaseMs: ${String(leaseMs)} is not a whole number of ms from 1 to ${MAX_LEASE_MS}`,
-    );
-  }
+  const problem = restUrlProblem("redis.url", String(redis.url));
+  if (problem !== undefined) throw new ConfigError(problem);
+  const { prefix, timeoutMs, cluster, leases, leaseMs } = settings;
   // Built on the first decision: a Worker may call `rateLimit({...})` at module scope, where no I/O,
   // timer or randomness is allowed.
   let decider: Decider | undefined;
   const get = () => {
     if (decider) return decider;
-    // One Redis, not a cluster: one script call per request, whatever its identities (README "Scaling out").
-    const engine = createEngine({ endpoints: [redis], prefix, timeoutMs, cluster: options.cluster ?? false });
+    // One endpoint; with `cluster`, one script call per slot group instead of one per request (README
+    // "Scaling out").
+    const engine = createEngine({ endpoints: [redis], prefix, timeoutMs, cluster });
     decider =
       leases === "on"
         ? withLeases(engine.decider, { refund: engine.refund, maxMs: leaseMs })

@@ -128,9 +128,28 @@ describe("rateLimit() in an existing Hono app", () => {
     ).toThrowError(/jwt:sub.*needs/);
     const rules = [{ name: "x", key: "ip", algorithm: "gcra", limit: 1, period: "1s" }] as const;
     expect(() => rateLimit({ redis, rules: [...rules], leases: "sometimes" as never })).toThrowError(
-      new ConfigError("leases: sometimes is not one of on | off"),
+      new ConfigError('leases: "sometimes" is not one of on | off'),
     );
     expect(() => rateLimit({ redis, rules: [...rules], leaseMs: 0 })).toThrowError(/^leaseMs: 0 is not/);
+    // Untyped code: a wrong case must not quietly become a limiter that never blocks.
+    expect(() => rateLimit({ redis, rules: [...rules], mode: "ON" as never })).toThrowError(
+      new ConfigError('mode: "ON" is not one of on | off | monitor'),
+    );
+    expect(() =>
+      rateLimit({ redis, rules: [...rules], failure: "shut" as never, timeoutMs: -1, prefix: "a b" }),
+    ).toThrowError(/^failure: "shut" is not one of open \| closed; timeoutMs: .*; prefix: "a b" is not/);
+    expect(() => rateLimit({ redis, rules: [...rules], clientIpHeader: "X Real IP" })).toThrowError(
+      /^clientIpHeader: "X Real IP" is not a header name/,
+    );
+    expect(() => rateLimit({ redis, rules: [...rules], cluster: "yes" as never })).toThrowError(/^cluster: /);
+    // A Redis URL (not the REST one) pasted by mistake: named, and its password never shown.
+    const pasted = () =>
+      rateLimit({
+        redis: { url: "redis://default:pa55word@x.upstash.io:6379", token: "t" },
+        rules: [...rules],
+      });
+    expect(pasted).toThrowError(/^redis\.url: "redis:\/\/x\.upstash\.io:6379" is not an http\(s\) URL/);
+    expect(pasted).not.toThrowError(/pa55word/);
   });
 
   it("decides a hot identity from a lease, unless `leases` is off", async () => {
