@@ -4,7 +4,8 @@
  */
 import * as v from "valibot";
 import { MAX_PERIOD_MS, MIN_PERIOD_MS, parseDurationMs } from "../config/duration";
-import { MAX_UNITS, MODES } from "../config/schema";
+import { MAX_UNITS } from "../config/schema";
+import { MODES } from "../engine/types";
 import { badRequest } from "./problem";
 
 /** The longest TTL an override may have: ten years, in seconds (beyond that, omit `ttl`). */

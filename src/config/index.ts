@@ -9,7 +9,8 @@ import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
 import { ConfigError, configErrorFrom, shownUrl } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
-import { DEFAULTS, FAILURES, HEADER_NAME, LEASES, MAX_LEASE_MS, MODES, ON_OFF } from "./schema";
+import { FAILURES, MODES } from "../engine/types";
+import { DEFAULTS, HEADER_NAME, MAX_LEASE_MS, ON_OFF } from "./schema";
 
 export { type RedisEndpoint, restUrlProblem } from "./endpoints";
 export { ConfigError } from "./errors";
@@ -23,7 +24,7 @@ export {
   type ShedConfig,
   type TierLimits,
 } from "./rules";
-export { DEFAULTS, FAILURES, LEASES, MAX_LEASE_MS, MAX_UNITS, MODES, type RuleInput } from "./schema";
+export { DEFAULTS, MAX_LEASE_MS, MAX_UNITS, type RuleInput } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */
 export interface FloodgateConfig {
@@ -38,7 +39,7 @@ export interface FloodgateConfig {
   failure: FailurePolicy;
   timeoutMs: number;
   /** `RATE_LIMIT_LEASES`: `off` = every request decided in Redis (README "Leases"). */
-  leases: (typeof LEASES)[number];
+  leases: (typeof ON_OFF)[number];
   /** `RATE_LIMIT_LEASE_MS`: the longest life of a lease, ms. */
   leaseMs: number;
   /** `RATE_LIMIT_REDIS_CLUSTER`: the endpoints are Redis Clusters (README "Scaling out"). */
@@ -105,7 +106,7 @@ const bindingsSchema = v.object({
   RATE_LIMIT_FAILURE: v.optional(oneOf("RATE_LIMIT_FAILURE", FAILURES), DEFAULTS.failure),
   RATE_LIMIT_TIMEOUT_MS: v.optional(wholeMs("RATE_LIMIT_TIMEOUT_MS", MAX_TIMEOUT_MS), DEFAULTS.timeoutMs),
   ORIGIN_TIMEOUT_MS: v.optional(wholeMs("ORIGIN_TIMEOUT_MS", 600_000), DEFAULTS.originTimeoutMs),
-  RATE_LIMIT_LEASES: v.optional(oneOf("RATE_LIMIT_LEASES", LEASES), DEFAULTS.leases),
+  RATE_LIMIT_LEASES: v.optional(oneOf("RATE_LIMIT_LEASES", ON_OFF), DEFAULTS.leases),
   RATE_LIMIT_LEASE_MS: v.optional(wholeMs("RATE_LIMIT_LEASE_MS", MAX_LEASE_MS), DEFAULTS.leaseMs),
   RATE_LIMIT_REDIS_CLUSTER: v.optional(oneOf("RATE_LIMIT_REDIS_CLUSTER", ON_OFF), "off"),
   RATE_LIMIT_PREFIX: v.optional(keyPrefix("RATE_LIMIT_PREFIX"), DEFAULTS.prefix),
@@ -127,7 +128,7 @@ const middlewareSettingsSchema = v.object({
   timeoutMs: v.optional(wholeMs("timeoutMs", MAX_TIMEOUT_MS), DEFAULTS.timeoutMs),
   prefix: v.optional(keyPrefix("prefix"), DEFAULTS.prefix),
   clientIpHeader: v.optional(headerName("clientIpHeader"), DEFAULTS.clientIpHeader),
-  leases: v.optional(oneOf("leases", LEASES), DEFAULTS.leases),
+  leases: v.optional(oneOf("leases", ON_OFF), DEFAULTS.leases),
   leaseMs: v.optional(wholeMs("leaseMs", MAX_LEASE_MS), DEFAULTS.leaseMs),
   cluster: v.optional(v.boolean("cluster: expected true or false"), false),
 });

@@ -4,6 +4,7 @@
  * Semantic checks that need more than one field (unique names, jwt keys need a verifier) live in `rules.ts`.
  */
 import * as v from "valibot";
+import { ALGORITHMS, FAILURES, MODES } from "../engine/types";
 import { MAX_PERIOD_MS, MIN_PERIOD_MS, parseDurationMs } from "./duration";
 
 const show = (input: unknown): string => {
@@ -102,15 +103,8 @@ export const MAX_UNITS = 1_000_000_000;
 const picklist = <T extends string>(options: readonly [T, ...T[]]) =>
   v.picklist(options, (i) => `${show(i.input)} is not one of ${options.join(" | ")}`);
 
-/** Every mode (`RATE_LIMIT_MODE`, a rule's `mode`, the admin API's live switch). */
-export const MODES = ["on", "off", "monitor"] as const;
-/** Every failure policy (`RATE_LIMIT_FAILURE`, a rule's `failure`). */
-export const FAILURES = ["open", "closed"] as const;
-
-/** Values of an on/off binding (`RATE_LIMIT_LEASES`, `RATE_LIMIT_REDIS_CLUSTER`). */
+/** Values of an on/off setting (`RATE_LIMIT_LEASES` and the middleware's `leases`, `RATE_LIMIT_REDIS_CLUSTER`). */
 export const ON_OFF = ["on", "off"] as const;
-/** `RATE_LIMIT_LEASES` / the middleware's `leases` (README "Leases"). */
-export const LEASES = ON_OFF;
 /** The longest lease life `RATE_LIMIT_LEASE_MS` accepts, ms: a lease is a short-lived thing. */
 export const MAX_LEASE_MS = 10_000;
 
@@ -137,18 +131,9 @@ export const DEFAULTS = {
   originTimeoutMs: number;
   prefix: string;
   clientIpHeader: string;
-  leases: (typeof LEASES)[number];
+  leases: (typeof ON_OFF)[number];
   leaseMs: number;
 };
-export const ALGORITHMS = [
-  "fixed-window",
-  "sliding-window",
-  "sliding-log",
-  "token-bucket",
-  "gcra",
-  "concurrency",
-  "shed",
-] as const;
 
 /** Most sub-keys a `shed` rule's budget may be split over. */
 export const MAX_SHARDS = 64;

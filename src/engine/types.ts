@@ -4,16 +4,20 @@
  */
 import type { RunningTimer } from "../util/timer";
 
-/** Every algorithm the script implements. */
-export type Algorithm =
-  | "fixed-window"
-  | "sliding-window"
-  | "sliding-log"
-  | "token-bucket"
-  | "gcra"
-  | "concurrency"
-  /** Priority load shedding: a concurrency budget whose `limit` the edge sets per priority class. */
-  | "shed";
+/**
+ * Every algorithm the script implements; `shed` is priority load shedding, a concurrency budget whose `limit`
+ * the edge sets per priority class.
+ */
+export const ALGORITHMS = [
+  "fixed-window",
+  "sliding-window",
+  "sliding-log",
+  "token-bucket",
+  "gcra",
+  "concurrency",
+  "shed",
+] as const;
+export type Algorithm = (typeof ALGORITHMS)[number];
 
 /**
  * Algorithms whose request holds a slot until it finishes (released then, never refunded, never cached or
@@ -23,10 +27,12 @@ export const holdsSlot = (algorithm: Algorithm): boolean =>
   algorithm === "concurrency" || algorithm === "shed";
 
 /** `on` enforces, `monitor` counts and reports but never denies, `off` is never sent to Redis. */
-export type Mode = "on" | "off" | "monitor";
+export const MODES = ["on", "off", "monitor"] as const;
+export type Mode = (typeof MODES)[number];
 
 /** What a rule does when Redis cannot answer in time. */
-export type FailurePolicy = "open" | "closed";
+export const FAILURES = ["open", "closed"] as const;
+export type FailurePolicy = (typeof FAILURES)[number];
 
 /** One rule's share of a decision, fully resolved by the edge (tier applied; an override is read in Lua). */
 export interface RuleCall {

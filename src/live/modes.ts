@@ -5,7 +5,7 @@
  * log (`epoch`, `change:<n>`; see changes.ts), so one read per second tells an isolate both.
  */
 import type { Redis } from "@upstash/redis";
-import { MODES } from "../config/schema";
+import { MODES } from "../engine/types";
 import type { Mode } from "../engine/types";
 import type { OverrideIndex } from "./overrides";
 

@@ -2,14 +2,12 @@
  * What went wrong when Redis could not decide, in the words the rest of Floodgate uses
  * (`DegradedReason`), and the one-time log line for rejected credentials.
  */
+import type { StoreErrorKind } from "../engine/store";
 import type { DegradedReason } from "../engine/types";
-
-/** The store's failure kinds (`StoreError.kind` in src/engine/store.ts). */
-export type StoreFailureKind = "timeout" | "unavailable" | "auth" | "script";
 
 /** A decision that did not come back from Redis, reduced to what may be shown and logged. */
 export interface DecisionFailure {
-  kind: StoreFailureKind;
+  kind: StoreErrorKind;
   reason: DegradedReason;
 }
 
@@ -39,7 +37,7 @@ export const AUTH_LOG_LINE =
   "until Redis accepts them";
 
 /** How a failure kind reads in a log line: what happened and which binding to check. Never a value. */
-export const FAILURE_TEXT: Readonly<Record<StoreFailureKind, string>> = {
+export const FAILURE_TEXT: Readonly<Record<StoreErrorKind, string>> = {
   timeout: "no answer within RATE_LIMIT_TIMEOUT_MS",
   unavailable:
     "Redis or its REST endpoint could not be reached or answered with an error; if this persists, " +

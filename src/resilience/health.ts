@@ -2,9 +2,10 @@
  * What the decider knows about its own health, for `/__floodgate/health`: the breaker's state, the last
  * failure and whether Redis accepted our credentials. States only: no secret, no identity, no error text.
  */
+import type { StoreErrorKind } from "../engine/store";
 import type { DegradedReason } from "../engine/types";
 import type { BreakerState, CircuitBreaker } from "./breaker";
-import { AUTH_LOG_LINE, type DecisionFailure, type StoreFailureKind } from "./failure";
+import { AUTH_LOG_LINE, type DecisionFailure } from "./failure";
 
 /** What `/__floodgate/health` reports about deciding. Contains no secret and no identity. */
 export interface DeciderHealth {
@@ -16,7 +17,7 @@ export interface DeciderHealth {
   /** Failed decisions in a row. */
   consecutiveFailures: number;
   /** The most recent failure, if any since the isolate started. */
-  lastFailure: { reason: DegradedReason; kind: StoreFailureKind; agoMs: number } | null;
+  lastFailure: { reason: DegradedReason; kind: StoreErrorKind; agoMs: number } | null;
   /** `rejected` after a REST 401 until Redis accepts a decision again. */
   credentials: "unknown" | "accepted" | "rejected";
 }

@@ -4,12 +4,10 @@
  */
 import { Redis as IORedis } from "ioredis";
 import { inject } from "vitest";
-import { ALGORITHMS as CONFIG_ALGORITHMS } from "../../src/config/schema";
 import { createStore, type Store } from "../../src/engine/store";
-import type { Algorithm, RuleCall } from "../../src/engine/types";
+import type { RuleCall } from "../../src/engine/types";
 
-/** Every algorithm the script implements. */
-export const ALGORITHMS: readonly Algorithm[] = CONFIG_ALGORITHMS;
+export { ALGORITHMS } from "../../src/engine/types";
 
 let unique = 0;
 /** A key prefix no other test (or test file) uses. */
