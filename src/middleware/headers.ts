@@ -1,6 +1,7 @@
 /**
- * THE serializer of the rate-limit response headers (README: "Responses"). Kept in one module because the IETF
- * draft may still rename `r`/`t` (PR #166): a later draft changes this file only.
+ * THE serializer of the rate-limit response headers (README: "Responses"). Kept in one module because a later
+ * revision of the IETF draft (draft-ietf-httpapi-ratelimit-headers) may still rename `r`/`t`: it would change
+ * this file only.
  *
  * - `RateLimit-Policy` / `RateLimit`: draft-ietf-httpapi-ratelimit-headers-10/-11, Structured Field Lists
  *   of String items, one member per decided rule (serialized by the `structured-headers` package).

@@ -1,11 +1,11 @@
 /**
  * The composition root of limiting: the rules, parsed once, the one engine that decides them, and the
- * middleware that puts every request through them. The Worker builds it from its bindings
- * (src/worker.ts) and shares it with the admin API and the proxy; `rateLimit()` builds it from its options.
+ * middleware that puts every request through them. The Worker builds it from its bindings (src/worker.ts;
+ * its admin API gets the same engine, not the limiter) and its proxy reads the request facts the limiter
+ * made (`requestOf`); `rateLimit()` builds it from its options.
  * Per request: match → plan → ONE engine call → a 429/503 thrown, or on to the handler with headers added.
  */
 import type { Context, MiddlewareHandler } from "hono";
-import type { RuleConfig } from "../config";
 import { HOLDS_REQUEST_ID } from "../engine/script";
 import {
   type Decider,
@@ -24,7 +24,7 @@ import { strictest } from "./headers";
 import type { DecisionEvent, RateLimitInfo } from "./options";
 import { type PlannedRule, planCalls } from "./plan";
 import { releaseWhenWritten, type WaitUntil } from "./release";
-import { serverTiming, verdictOf } from "./verdict";
+import { advertised, serverTiming, verdictOf } from "./verdict";
 
 /** What a limiter is built from, besides its rules. Every field is resolved (defaults applied) by the caller. */
 export interface LimiterDeps {
@@ -50,12 +50,8 @@ export interface LimiterDeps {
   answer?: ((problem: ProblemError) => Response) | undefined;
 }
 
-/** One limiter: what the Worker's middleware, admin API and proxy share. */
+/** One limiter: what the Worker's middleware and proxy share. */
 export interface Limiter {
-  /** The rules, as parsed once. */
-  readonly rules: readonly RuleConfig[];
-  /** The engine deciding them. */
-  readonly decider: Decider;
   /** The request facts of `c` (URL, client IP, id): the ones the middleware used, or made now once. */
   requestOf(c: Context): RequestIdentity;
   /** The middleware. */
@@ -170,33 +166,31 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       // or a body-less answer has nothing left to write: the slot goes back at once.
       if (c.error !== undefined) waitUntil(releaseSlots().catch(() => undefined));
       else {
-        c.res = releaseWhenWritten(response, releaseSlots, waitUntil);
+        replaceResponse(c, releaseWhenWritten(response, releaseSlots, waitUntil));
         return;
       }
     }
-    // Hono's `c.res` setter copies the response and every header again: only assign a new object.
-    if (response !== c.res) c.res = response;
+    if (response !== c.res) replaceResponse(c, response);
   };
 
-  return { rules: rules.map((p) => p.rule), decider, requestOf, middleware };
+  return { requestOf, middleware };
 }
 
-/** What `c.get("rateLimit")` shows a handler. */
+/** What `c.get("rateLimit")` shows a handler: the strictest of the rules the headers advertise. */
 function infoOf(decision: Decision): RateLimitInfo {
   const { results } = decision;
-  // One decided rule (the common case) needs no filtered copy.
-  const decided =
-    results.length === 1 && results[0]?.source !== "undecided"
-      ? results
-      : results.filter((r) => r.source !== "undecided");
-  const top = strictest(decided);
+  // One advertised rule (the common case) needs no filtered copy.
+  const members =
+    results.length === 1 && advertised(results[0] as RuleResult) ? results : results.filter(advertised);
+  const top = strictest(members);
   return {
     allowed: decision.allowed,
     rules: decision.results,
     policy: top?.call.rule,
     limit: top?.limit,
     remaining: top?.remaining,
-    source: top?.source ?? "undecided",
+    // No advertised rule (only shed rules, or the fallback limiter's guesses): where the decision came from.
+    source: (top ?? results.find((r) => r.source !== "undecided"))?.source ?? "undecided",
   };
 }
 
@@ -257,6 +251,16 @@ function waitUntilOf(c: Context): WaitUntil {
     if (ctx) ctx.waitUntil(promise);
     else void promise.catch(() => undefined);
   };
+}
+
+/**
+ * Makes `response` the answer. Hono's `c.res` setter copies a new response and writes every header of the old
+ * one over it (a fetched response's own `RateLimit` or `Server-Timing` would replace ours): cleared first,
+ * it takes the object as it is.
+ */
+function replaceResponse(c: Context, response: Response): void {
+  c.res = undefined;
+  c.res = response;
 }
 
 /**

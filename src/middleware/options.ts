@@ -22,13 +22,19 @@ export interface RateLimitInfo {
   allowed: boolean;
   /** Every rule decided for this request, in rule order: limit, remaining, reset, source. */
   rules: RuleResult[];
-  /** The strictest decided rule (the one the `X-RateLimit-*` headers describe); absent when none was decided. */
+  /**
+   * The strictest rule the headers advertise (the one the `X-RateLimit-*` headers describe); absent when none is
+   * (only `shed` rules, or none decided by Redis).
+   */
   policy: string | undefined;
   /** Its limit. */
   limit: number | undefined;
   /** Its remaining quota. */
   remaining: number | undefined;
-  /** Where its result came from: `redis`, or a degraded source (`deny-cache`, `fallback`, `undecided`). */
+  /**
+   * Where its result came from: `redis`, `lease` (README "Leases"), or a degraded source (`deny-cache`,
+   * `fallback`, `undecided`); without such a rule, where the decision came from.
+   */
   source: Source;
 }
 

@@ -1,8 +1,8 @@
 /**
  * When a `concurrency` or `shed` slot is given back (README: "Rules"): once the Worker has finished writing the
- * response body, or the client went away; at once for bodiless responses (and WebSocket upgrades, whose
- * lifetime the Worker does not see). The release runs in the background (`waitUntil`), never before the
- * client's response.
+ * response body, or the client went away; at once for bodiless responses. (A WebSocket upgrade, whose
+ * lifetime the Worker does not see, never gets here: src/middleware/limiter.ts gives its slot back at once.)
+ * The release runs in the background (`waitUntil`), never before the client's response.
  */
 
 /** Schedules work that may outlive the response. */
@@ -18,7 +18,7 @@ export function releaseWhenWritten(
   waitUntil: WaitUntil,
 ): Response {
   const safeRelease = () => release().catch(() => undefined);
-  if (response.body === null || response.status === 101 || (response as { webSocket?: unknown }).webSocket) {
+  if (response.body === null) {
     waitUntil(safeRelease());
     return response;
   }

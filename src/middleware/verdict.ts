@@ -15,12 +15,14 @@ export type Verdict =
   | { allowed: false; problem: QuotaExceededError | ReducedCapacityError | LoadShedError };
 
 /**
- * Whether a decided result has a RateLimit member: only what Redis decided (now, ahead of time: a lease, or
- * recently: the deny cache). The approximate fallback limiter's guesses are not advertised as quota
- * (README: "When things fail"); a shed rule is the origin's budget, not the client's quota. A lease's
+ * Whether a result has a RateLimit member (and may be the one the X-RateLimit-* headers and
+ * `c.get("rateLimit")` describe): only what Redis decided (now, ahead of time: a lease, or recently: the deny
+ * cache). An undecided rule has no figures; the approximate fallback limiter's guesses are not advertised as
+ * quota (README: "When things fail"); a shed rule is the origin's budget, not the client's quota. A lease's
  * figures are Redis's at the grant minus what this isolate spent since (README "Leases").
  */
-const advertised = (r: RuleResult): boolean => r.source !== "fallback" && r.call.algorithm !== "shed";
+export const advertised = (r: RuleResult): boolean =>
+  r.source !== "undecided" && r.source !== "fallback" && r.call.algorithm !== "shed";
 
 /** Whether a decided result denies the request: an `on` rule over its limit (`monitor` only watches). */
 const denies = (r: RuleResult): boolean => r.call.mode === "on" && r.outcome !== "allowed";
@@ -29,7 +31,7 @@ const denies = (r: RuleResult): boolean => r.call.mode === "on" && r.outcome !==
 export function verdictOf(decision: Decision): Verdict {
   const { results } = decision;
   // Most requests: every rule decided, advertised and allowing: the headers are of all of them, no copies.
-  if (results.every((r) => r.source !== "undecided" && advertised(r) && !denies(r))) {
+  if (results.every((r) => advertised(r) && !denies(r))) {
     return { allowed: true, headers: rateLimitHeaders(results) };
   }
   // Undecided rules have no member either; the ones that fail closed answer 503.
@@ -90,8 +92,7 @@ export function verdictOf(decision: Decision): Verdict {
  * `Server-Timing: ratelimit;dur=<ms>`, with the reason when any result did not come from Redis (a degraded
  * answer is visible), or `desc="delayed"` and a `delay;dur=<ms>` metric when a rule held the request.
  */
-export function serverTiming(decision: Decision | undefined): string {
-  if (decision === undefined) return "ratelimit;dur=0";
+export function serverTiming(decision: Decision): string {
   const degraded = decision.results.find((r) => r.source !== "redis");
   const dur = Math.max(0, Math.round(decision.durationMs * 10) / 10);
   const waitMs = delayOf(decision);

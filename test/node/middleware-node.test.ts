@@ -1,26 +1,43 @@
 // The Hono middleware in a Node app, where a request has no execution context: a hot identity is still
 // decided from leases, renewed and returned in the background, and the count in Redis is exactly what was
-// admitted once the leases are back.
+// admitted once the leases are back. Also what a handler of a Node app returns or reads: a fetched response
+// (immutable headers) and `c.get("rateLimit")`.
+import { randomUUID } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { Hono } from "hono";
 import { Redis as IORedis } from "ioredis";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { hashIdentity, stateKey } from "../../src/engine/keys";
-import { rateLimit } from "../../src/middleware";
+import { type RateLimitInfo, rateLimit } from "../../src/middleware";
 import { awayFromWindowEdge } from "../support/window-edge";
 
 let redis: Awaited<ReturnType<typeof startRedis>>;
 let rest: Awaited<ReturnType<typeof startRestServer>>;
 let direct: IORedis;
+/** An upstream that answers with its own rate-limit and timing headers, as another rate-limited API would. */
+let upstream: Server;
+let upstreamUrl: string;
 
 beforeAll(async () => {
   redis = await startRedis();
   rest = await startRestServer({ redisUrl: redis.url });
   direct = new IORedis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
   direct.on("error", () => {});
+  upstream = createServer((_req, res) => {
+    res.setHeader("Server-Timing", "upstream;dur=7");
+    res.setHeader("RateLimit", '"upstream";r=999;t=9');
+    res.setHeader("X-RateLimit-Remaining", "999");
+    res.setHeader("X-Upstream", "yes");
+    res.end("from upstream");
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+  upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/`;
 });
 
 afterAll(async () => {
+  await new Promise((resolve) => upstream?.close(resolve));
   direct?.disconnect();
   await rest?.close();
   await redis?.close();
@@ -71,4 +88,57 @@ it("decides a hot identity from leases off Workers, and gives back what a lease 
     counted = Number(await direct.get(key));
   }
   expect(counted).toBe(admitted);
+});
+
+describe("a handler that returns a fetched response", () => {
+  // With a concurrency rule the response is also wrapped to give its slot back once written.
+  it.each([
+    ["a window rule", [{ name: "api", key: "global", algorithm: "fixed-window", limit: 5, period: "1h" }]],
+    ["a concurrency rule", [{ name: "api", key: "global", algorithm: "concurrency", limit: 5 }]],
+  ] as const)("answers with our rate-limit headers over the upstream's own (%s)", async (_, rules) => {
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        redis: { url: rest.url, token: rest.token },
+        prefix: `mwnode${randomUUID()}`,
+        rules: [...rules],
+      }),
+    );
+    app.get("/", () => fetch(upstreamUrl)); // a fetched response's headers are immutable
+    const response = await app.request("/");
+    expect(await response.text()).toBe("from upstream");
+    expect(response.headers.get("RateLimit")).toMatch(/^"api";r=4(;t=\d+)?$/);
+    expect(response.headers.get("X-RateLimit-Remaining")).toBe("4");
+    expect(response.headers.get("Server-Timing")).toMatch(/^upstream;dur=7, ratelimit;dur=[\d.]+$/);
+    expect(response.headers.get("X-Upstream")).toBe("yes");
+  });
+});
+
+it("shows on c.var the rule the X-RateLimit-* headers describe, never a shed rule's origin budget", async () => {
+  const app = new Hono();
+  app.use(
+    rateLimit({
+      redis: { url: rest.url, token: rest.token },
+      prefix: `mwnode${randomUUID()}`,
+      rules: [
+        { name: "quota", key: "global", algorithm: "fixed-window", limit: 100, period: "1h" },
+        // 1 of 2 slots left once this request holds one: fewer than the quota's 99, but not the client's quota.
+        {
+          name: "origin",
+          key: "global",
+          algorithm: "shed",
+          limit: 2,
+          shards: 1,
+          priority: "method",
+          priorities: { GET: 1 },
+        },
+      ],
+    }),
+  );
+  app.get("/", (c) => c.json(c.get("rateLimit") ?? null));
+  const response = await app.request("/");
+  const info = (await response.json()) as RateLimitInfo;
+  expect(response.headers.get("X-RateLimit-Remaining")).toBe("99");
+  expect(info).toMatchObject({ policy: "quota", limit: 100, remaining: 99, source: "redis" });
+  expect(info.rules.map((r) => r.call.rule)).toEqual(["quota", "origin"]);
 });
