@@ -9,8 +9,9 @@ import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
 import { ConfigError, configErrorFrom, shownUrl } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
+import { DEFAULTS } from "../engine/defaults";
 import { FAILURES, MODES } from "../engine/types";
-import { DEFAULTS, HEADER_NAME, MAX_LEASE_MS, ON_OFF } from "./schema";
+import { HEADER_NAME, MAX_LEASE_MS, ON_OFF } from "./schema";
 
 export { type RedisEndpoint, restUrlProblem } from "./endpoints";
 export { ConfigError } from "./errors";
@@ -24,7 +25,8 @@ export {
   type ShedConfig,
   type TierLimits,
 } from "./rules";
-export { DEFAULTS, MAX_LEASE_MS, MAX_UNITS, type RuleInput } from "./schema";
+export { DEFAULTS } from "../engine/defaults";
+export { MAX_LEASE_MS, MAX_UNITS, type RuleInput } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */
 export interface FloodgateConfig {

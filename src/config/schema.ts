@@ -108,33 +108,6 @@ export const ON_OFF = ["on", "off"] as const;
 /** The longest lease life `RATE_LIMIT_LEASE_MS` accepts, ms: a lease is a short-lived thing. */
 export const MAX_LEASE_MS = 10_000;
 
-/**
- * The default of every optional setting, the same for the Worker's bindings and the middleware's options
- * (the README's "Configuration" table).
- */
-export const DEFAULTS = {
-  mode: "on",
-  failure: "open",
-  /** Budget for one whole Redis decision, ms. */
-  timeoutMs: 200,
-  /** Wait for the origin's response headers, ms. */
-  originTimeoutMs: 30_000,
-  prefix: "rl",
-  clientIpHeader: "CF-Connecting-IP",
-  leases: "on",
-  /** The longest life of a lease, ms. */
-  leaseMs: 1000,
-} as const satisfies {
-  mode: (typeof MODES)[number];
-  failure: (typeof FAILURES)[number];
-  timeoutMs: number;
-  originTimeoutMs: number;
-  prefix: string;
-  clientIpHeader: string;
-  leases: (typeof ON_OFF)[number];
-  leaseMs: number;
-};
-
 /** Most sub-keys a `shed` rule's budget may be split over. */
 export const MAX_SHARDS = 64;
 

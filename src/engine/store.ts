@@ -4,6 +4,7 @@
  * into a never-throwing `Decider` (failure policies, breaker, fallback).
  */
 import { Redis } from "@upstash/redis/cloudflare";
+import { DEFAULTS } from "./defaults";
 import { stateKey } from "./keys";
 import { restCommand, restEndpoint } from "./rest";
 import {
@@ -113,7 +114,13 @@ const isNoScript = (error: unknown): boolean =>
  * const decision = await store.decide(calls, crypto.randomUUID());
  */
 export function createStore(options: StoreOptions): Store {
-  const { url, token, prefix = "rl", timeoutMs = 200, adminTimeoutMs = 5000 } = options;
+  const {
+    url,
+    token,
+    prefix = DEFAULTS.prefix,
+    timeoutMs = DEFAULTS.timeoutMs,
+    adminTimeoutMs = DEFAULTS.adminTimeoutMs,
+  } = options;
   if (!url || !token) throw new Error("createStore: `url` and `token` are required");
   if (!(timeoutMs > 0)) throw new Error("createStore: `timeoutMs` must be a positive number of milliseconds");
 

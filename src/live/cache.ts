@@ -8,7 +8,7 @@
  * Why not read the mode inside the decision script: a key that every request's script touches is locked by
  * every call on Upstash (key locking), which would serialize all clients of all rules behind one key.
  */
-import { DEFAULTS } from "../config/schema";
+import { DEFAULTS } from "../engine/defaults";
 import { deadlineAfter } from "../util/timer";
 import { type LiveModes, NO_LIVE_MODES } from "./modes";
 import type { OverrideIndex } from "./overrides";

@@ -6,6 +6,7 @@
  * breaker (open: no call) → the store, bounded by the budget → on failure, the local fallback limiter
  * for fail-open rules and `undecided` for the rest. The caller applies each rule's failure policy.
  */
+import { DEFAULTS } from "../engine/defaults";
 import {
   type DecideOptions,
   type Decider,
@@ -82,7 +83,7 @@ export interface ResilientDecider extends Decider {
 export function createDecider(store: DecisionStore, options: DeciderOptions = {}): ResilientDecider {
   const now = options.now ?? Date.now;
   const log = options.log ?? ((line: string) => console.warn(line));
-  const timeoutMs = options.timeoutMs ?? 200;
+  const timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
   const guardMs = options.guardMs ?? 50;
   const breaker = new CircuitBreaker(options.breaker, now);
   const denyCache = new DenyCache(options.denyCacheEntries ?? DEFAULT_DENY_CACHE_ENTRIES, now);

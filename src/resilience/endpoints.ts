@@ -4,6 +4,7 @@
  * in front that splits a request into slot groups. With one endpoint it is the one store and decider of
  * before, behind a pass-through for single-identity requests.
  */
+import { DEFAULTS } from "../engine/defaults";
 import { rendezvous } from "../engine/shards";
 import { createStore, type Store } from "../engine/store";
 import type { RuleCall } from "../engine/types";
@@ -49,7 +50,7 @@ export interface Engine {
  * const decision = await engine.decider.decide(calls, requestId, { waitUntil });
  */
 export function createEngine(options: EngineOptions): Engine {
-  const { endpoints, prefix, timeoutMs, adminTimeoutMs = 5000 } = options;
+  const { endpoints, prefix, timeoutMs, adminTimeoutMs = DEFAULTS.adminTimeoutMs } = options;
   const stores = endpoints.map(({ url, token }) =>
     createStore({ url, token, prefix, timeoutMs, adminTimeoutMs }),
   );

@@ -7,6 +7,7 @@
  * by the script's refund call, sent in the background. Until a refund lands its units are held: the limit
  * may under-admit for a moment, never over-admit.
  */
+import { DEFAULTS } from "../engine/defaults";
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
 import {
   type DecideOptions,
@@ -76,7 +77,13 @@ const BREAKER_RANK: Readonly<Record<BreakerState, number>> = { closed: 0, "half-
  * const decision = await decider.decide(calls, requestId, { waitUntil: (p) => ctx.waitUntil(p) });
  */
 export function createShardedDecider(options: ShardedDeciderOptions): ShardedDecider {
-  const { deciders, shardOf, refund, refundTimeoutMs = 5000, slotGroups = false } = options;
+  const {
+    deciders,
+    shardOf,
+    refund,
+    refundTimeoutMs = DEFAULTS.adminTimeoutMs,
+    slotGroups = false,
+  } = options;
   if (deciders.length === 0) throw new Error("createShardedDecider: at least one decider is required");
   const deciderOf = (shard: number) => deciders[shard] as ResilientDecider;
   const single = deciders.length === 1;

@@ -1,0 +1,32 @@
+/**
+ * The default of every optional setting, in one place: the Worker's bindings and the middleware's options
+ * (the README's "Configuration" table), and the engine's factories for code that builds them directly. At the
+ * bottom of the dependency order, so every layer can read it.
+ */
+import type { FailurePolicy, Mode } from "./types";
+
+export const DEFAULTS = {
+  mode: "on",
+  failure: "open",
+  /** Budget for one whole Redis decision, ms. */
+  timeoutMs: 200,
+  /** Budget for one admin command, refund or concurrency release (not bound by `timeoutMs`), ms. */
+  adminTimeoutMs: 5000,
+  /** Wait for the origin's response headers, ms. */
+  originTimeoutMs: 30_000,
+  prefix: "rl",
+  clientIpHeader: "CF-Connecting-IP",
+  leases: "on",
+  /** The longest life of a lease, ms. */
+  leaseMs: 1000,
+} as const satisfies {
+  mode: Mode;
+  failure: FailurePolicy;
+  timeoutMs: number;
+  adminTimeoutMs: number;
+  originTimeoutMs: number;
+  prefix: string;
+  clientIpHeader: string;
+  leases: "on" | "off";
+  leaseMs: number;
+};
