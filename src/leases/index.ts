@@ -7,6 +7,7 @@
  * decided here only when EVERY one of its rules holds a live lease with room for its cost: otherwise one
  * Redis call decides all of them, as always (all-or-nothing stays). README: "Leases".
  */
+import { DEFAULTS } from "../engine/defaults";
 import {
   type DecideOptions,
   type Decision,
@@ -28,18 +29,6 @@ export interface LeaseOptions {
   refund?: Refund | undefined;
   /** The longest life of a lease, ms (`RATE_LIMIT_LEASE_MS`). @default 1000 */
   maxMs?: number;
-  /** Most (rule, identity) pairs tracked per isolate. @default 10000 */
-  entries?: number;
-  /** Clock, ms. @default Date.now */
-  now?: () => number;
-}
-
-/** Counts of how requests were decided, for the dashboard. */
-export interface LeaseStats {
-  /** Requests decided here from leases, with no Redis call. */
-  local: number;
-  /** Requests that went to the decider. */
-  remote: number;
 }
 
 /**
@@ -48,7 +37,6 @@ export interface LeaseStats {
  * requests in the mode it was granted in.
  */
 export interface LeasingDecider extends ResilientDecider {
-  readonly stats: LeaseStats;
   decideNow(
     calls: RuleCall[],
     requestId: string,
@@ -72,11 +60,11 @@ const LATEST_RETURN_MS = 15_000;
  */
 const MAX_WAITS = 3;
 
-/** Default of `RATE_LIMIT_LEASE_MS`. */
-export const DEFAULT_LEASE_MAX_MS = 1000;
+/** Most (rule, identity) pairs an isolate tracks: leases, spares, heat and lease calls, each. */
+const TRACKED_PAIRS = 10_000;
 
 /** Whether a call may ever be leased: never a held slot (concurrency, shed), never a rule with `lease = false`. */
-export const leasable = (call: RuleCall): boolean => !holdsSlot(call.algorithm) && call.lease !== false;
+const leasable = (call: RuleCall): boolean => !holdsSlot(call.algorithm) && call.lease !== false;
 
 /**
  * Wraps `decider` so that hot identities are decided from leases.
@@ -84,14 +72,12 @@ export const leasable = (call: RuleCall): boolean => !holdsSlot(call.algorithm) 
  * const decider = withLeases(createDecider(store), { refund: store.refund, maxMs: 1000 });
  */
 export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}): LeasingDecider {
-  const now = options.now ?? Date.now;
-  const maxMs = options.maxMs ?? DEFAULT_LEASE_MAX_MS;
-  const table = new LeaseTable(options.entries ?? 10_000);
-  const stats: LeaseStats = { local: 0, remote: 0 };
+  const maxMs = options.maxMs ?? DEFAULTS.leaseMs;
+  const table = new LeaseTable(TRACKED_PAIRS);
   let nextSweepAt = 0;
 
-  /** Gives back what `lease` did not spend (nothing once revoked), in the background. */
-  function giveBack(lease: Lease, waitUntil: DecideOptions["waitUntil"]): void {
+  /** Returns what `lease` did not spend to Redis (nothing once revoked), in the background. */
+  function returnUnspent(lease: Lease, waitUntil: DecideOptions["waitUntil"]): void {
     const units = lease.left;
     lease.left = 0;
     if (units <= 0 || !options.refund || !waitUntil) return;
@@ -137,7 +123,6 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
         source: "lease",
       });
     });
-    stats.local++;
     return decisionOf(true, results, 0);
   }
 
@@ -149,7 +134,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     if (at < nextSweepAt) return;
     nextSweepAt = at + SWEEP_INTERVAL_MS;
     for (const lease of table.expired(at)) {
-      if (at - lease.expiresAt <= LATEST_RETURN_MS) giveBack(lease, waitUntil);
+      if (at - lease.expiresAt <= LATEST_RETURN_MS) returnUnspent(lease, waitUntil);
     }
   }
 
@@ -159,7 +144,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     requestId: string,
     waitUntil: DecideOptions["waitUntil"],
   ): Decision | undefined {
-    const at = now();
+    const at = Date.now();
     sweep(at, waitUntil);
     if (calls.length === 0 || !calls.every(leasable)) return undefined;
     const leases = calls.map((call) => table.usable(call, at));
@@ -216,7 +201,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     // A request with a rule that is never leased (a concurrency slot) always goes to Redis, so leasing its
     // other rules would only park units where this request cannot spend them.
     if (calls.length === 0 || !calls.every(leasable)) return decider.decide(calls, requestId, opts);
-    let at = now();
+    let at = Date.now();
     let leases = calls.map((call) => table.usable(call, at));
     // Rules without room whose lease call is on its way (a burst, or a renewal not back yet): wait for it
     // rather than ask Redis one by one, while it leased something and within the request's budget.
@@ -234,7 +219,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       const granted = await landingWithin(flights, opts.budgetMs - (at - startedAt));
       backlog = 0;
       for (const flight of flights) backlog = Math.max(backlog, --flight.waiting);
-      at = now();
+      at = Date.now();
       leases = calls.map((call) => table.usable(call, at));
       if (granted === undefined) {
         // Not landed within this request's budget: lost with its request's context. No one waits for it
@@ -249,7 +234,6 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     if (leases.every((lease) => lease !== undefined)) {
       return spend(calls, leases as Lease[], at, requestId, opts.waitUntil);
     }
-    stats.remote++;
     const budget =
       at === startedAt || opts.budgetMs === undefined
         ? opts
@@ -303,7 +287,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
         result,
         spent: 0,
       };
-      table.put(lease, now());
+      table.put(lease, Date.now());
     }
     return rules;
   }
@@ -313,7 +297,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
    * with nothing left to lease gets none and nothing is counted; the current lease is spent meanwhile.
    */
   async function renewal(calls: RuleCall[], wanted: number[], requestId: string): Promise<void> {
-    const at = now();
+    const at = Date.now();
     const renewing = calls.map((call) => ({ ...call, cost: 0 }));
     // Sliding-log members are named after the lease's id: a renewal must not reuse the request's.
     const leaseId = calls.some((call) => call.algorithm === "sliding-log") ? `${requestId}:r` : requestId;
@@ -332,20 +316,18 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
    */
   function afterDenial(decision: Decision, calls: RuleCall[]): Decision {
     if (decision.allowed || !decision.results.every((r) => r.source === "redis")) return decision;
-    const at = now();
+    const at = Date.now();
     const leases = calls.map((call) => table.usable(call, at));
     if (!leases.every((lease) => lease !== undefined)) return decision;
-    stats.remote--; // counted as local instead
     return local(calls, leases as Lease[], at);
   }
 
   return {
     ...decider,
-    stats,
     decide,
     decideNow,
     forget(rule, identityHash) {
-      table.revoke(rule, identityHash, now());
+      table.revoke(rule, identityHash, Date.now());
       decider.forget(rule, identityHash);
     },
   };

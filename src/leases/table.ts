@@ -49,7 +49,10 @@ export interface Flight {
 
 /**
  * A lease call not landed after this long is taken for lost (its request's context gone with it): no one
- * waits for it any more, and another may be asked. Far beyond any decision's budget.
+ * waits for it any more, and another may be asked. Beyond the default decision budget (200 ms), but
+ * `RATE_LIMIT_TIMEOUT_MS` accepts up to 60 s: with a budget above 10 s, a call still on its way then is
+ * taken for lost too, so a request may send a second lease call beside it and the burst no longer waits
+ * for the first. Both grants are taken (one as the spare): more units parked, never one request too many.
  */
 const FLIGHT_LOST_MS = 10_000;
 
@@ -66,8 +69,8 @@ export class LeaseTable {
   /** Leases put aside with units left (replaced or promoted over): returned by the next sweep. */
   private retired: Lease[] = [];
   /**
-   * When each (rule, identity), or a whole rule under `ALL`, was last revoked: a grant sent before then,
-   * whose answer was still on its way, is never taken (the state it came from may be gone).
+   * When each (rule, identity) was last revoked: a grant sent before then, whose answer was still on its
+   * way, is never taken (the state it came from may be gone).
    */
   private readonly revokedAt: BoundedMap<string, number>;
 
@@ -159,13 +162,9 @@ export class LeaseTable {
    * A lease it displaces with units left is retired, to be returned.
    */
   put(lease: Lease, now: number): void {
-    const { rule, identityHash } = lease.call;
-    const revokedAt = Math.max(
-      this.revokedAt.get(keyOf(rule, identityHash)) ?? -1,
-      this.revokedAt.get(keyOf(rule, ALL)) ?? -1,
-    );
-    if (lease.sentAt <= revokedAt) return; // granted before a revoke this isolate has already heard of
-    const key = keyOf(rule, identityHash);
+    const key = keyOf(lease.call.rule, lease.call.identityHash);
+    // Granted before a revoke this isolate has already heard of.
+    if (lease.sentAt <= (this.revokedAt.get(key) ?? -1)) return;
     const current = this.leases.get(key);
     const into =
       current !== undefined && current.left > 0 && now < current.expiresAt ? this.spares : this.leases;
@@ -175,24 +174,21 @@ export class LeaseTable {
   }
 
   /**
-   * Drops the lease of one identity (all identities when `identityHash` is absent) under `rule`, and any
-   * grant for it sent by `now` and still on its way.
+   * Drops the leases of one identity under `rule`, and any grant for it sent by `now` and still on its way.
+   * Their units are never returned: the state they came from may be gone.
    */
-  revoke(rule: string, identityHash: string | undefined, now: number): number {
-    this.revokedAt.set(keyOf(rule, identityHash ?? ALL), now);
-    let revoked = 0;
-    const concerned = (lease: Lease) =>
-      lease.call.rule === rule && (identityHash === undefined || lease.call.identityHash === identityHash);
+  revoke(rule: string, identityHash: string, now: number): void {
+    const key = keyOf(rule, identityHash);
+    this.revokedAt.set(key, now);
     for (const map of [this.leases, this.spares]) {
-      for (const [key, lease] of map) {
-        if (!concerned(lease)) continue;
-        lease.left = 0; // a revoked lease's units are never returned: the state they came from may be gone
-        map.delete(key);
-        revoked++;
-      }
+      const lease = map.get(key);
+      if (lease === undefined) continue;
+      lease.left = 0;
+      map.delete(key);
     }
-    for (const lease of this.retired) if (concerned(lease)) lease.left = 0;
-    return revoked;
+    for (const lease of this.retired) {
+      if (lease.call.rule === rule && lease.call.identityHash === identityHash) lease.left = 0;
+    }
   }
 
   /** Removes and returns every lease that expired by `now`, and every retired one. */
@@ -211,9 +207,6 @@ export class LeaseTable {
 }
 
 const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
-
-/** `keyOf(rule, ALL)`: every identity of a rule (no identity hash is empty). */
-const ALL = "";
 
 const fits = (lease: Lease, call: RuleCall, now: number): boolean =>
   now < lease.expiresAt && lease.left >= call.cost && sameTerms(lease.call, call);
