@@ -1,6 +1,6 @@
 /**
  * Floodgate as a library (`hono-floodgate` on npm): the Hono middleware with the same engine as the
- * Worker. The README's "Middleware" section shows installing and running it.
+ * Worker. The README's "Using Floodgate as a Hono middleware" shows installing and running it.
  *
  * @example
  * import { Hono } from "hono";

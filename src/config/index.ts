@@ -16,24 +16,20 @@ import { HEADER_NAME, MAX_LEASE_MS, ON_OFF } from "./schema";
 export { type RedisEndpoint, restUrlProblem } from "./endpoints";
 export { ConfigError } from "./errors";
 export {
-  DEFAULT_SLOT_LEASE_MS,
   type KeyPart,
   limitsFor,
-  parseKey,
   parseRules,
   type RuleConfig,
   type ShedConfig,
   type TierLimits,
 } from "./rules";
 export { DEFAULTS } from "../engine/defaults";
-export { MAX_LEASE_MS, MAX_UNITS, type RuleInput } from "./schema";
+export { MAX_LEASE_MS, MAX_UNITS } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */
 export interface FloodgateConfig {
-  /** Absent only where no proxy is needed (check-config of a library-only setup reports it). */
+  /** `http://origin.invalid` where no proxy is needed (check-config of a library-only setup reports it). */
   originUrl: URL;
-  /** The first (with one database, the only) Redis REST endpoint. */
-  redis: RedisEndpoint;
   /** Every endpoint `UPSTASH_REDIS_REST_URL` lists, in its order (README "Scaling out"). */
   redisEndpoints: RedisEndpoint[];
   rules: RuleConfig[];
@@ -194,7 +190,6 @@ export function parseEnv(
   const b = result.output;
   return {
     originUrl: new URL(b.ORIGIN_URL ?? "http://origin.invalid"),
-    redis: endpoints[0] as RedisEndpoint,
     redisEndpoints: endpoints,
     rules,
     mode: b.RATE_LIMIT_MODE,

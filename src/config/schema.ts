@@ -204,7 +204,5 @@ export const ruleSchema = v.strictObject(
   unknownField,
 );
 
-/** A rule after schema validation (periods in ms, methods upper-cased), before defaults are applied. */
-export type RuleOutput = v.InferOutput<typeof ruleSchema>;
 /** A rule as a user writes it. */
 export type RuleInput = v.InferInput<typeof ruleSchema>;

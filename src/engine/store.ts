@@ -67,7 +67,9 @@ export interface Store {
   release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void>;
   /**
    * Gives back `call.cost` units of each call, consumed at `whenUs` (µs, Redis's clock; 0 = unknown: the
-   * current window; a token-bucket/GCRA lease's: the TAT it wrote, `LeaseGrant.tatUs`) under `requestId`,
+   * current window; negative = at most that many µs ago, the earliest instant they can have been taken, so a
+   * window edge crossed since refunds nothing; a token-bucket/GCRA lease's: the TAT it wrote,
+   * `LeaseGrant.tatUs`) under `requestId`,
    * in one atomic call; resolves to the units each call got back. Not bound by the decision budget.
    * @throws {StoreError} when Redis cannot answer.
    */

@@ -72,7 +72,10 @@ export interface RuleCall {
 /** How one rule judged the request. */
 export type Outcome = "allowed" | "denied" | "cost-exceeds-capacity";
 
-/** Where a rule's result came from; anything but `redis` is a degraded answer and says why. */
+/**
+ * Where a rule's result came from: `redis` now, or `lease` (units Redis granted ahead of time: README "Leases");
+ * anything else is a degraded answer and says why.
+ */
 export type Source = "redis" | "lease" | "deny-cache" | "fallback" | "undecided";
 
 /** Units a decision leased for the isolate to spend locally (lua/floodgate.lua's header, call "4"). */
@@ -146,9 +149,8 @@ export interface Decision {
  * Every `RuleResult` is made by `ruleResult` and every `Decision` by `decisionOf`, each with all its fields
  * in one order. V8 then gives all results one hidden class, whatever decided them (Redis, a lease, the deny
  * cache, the fallback), and the code that reads them on every request (verdict, headers, observer) stays
- * optimized when a few Redis-decided requests come among thousands decided from leases. Results shaped by
- * their source threw that code back to the interpreter again and again, to be compiled anew
- * (`node bench/deopts.mjs`).
+ * optimized when a few Redis-decided requests come among thousands decided from leases; results shaped by
+ * their source would send that code back to the interpreter each time (`node bench/deopts.mjs` shows it).
  */
 
 /** A result with every field present, optional ones `undefined` (see above). */

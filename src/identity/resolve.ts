@@ -48,7 +48,10 @@ export class RequestIdentity {
     return ip ?? UNKNOWN_IP;
   }
 
-  /** The canonical IP from the trusted header, or `undefined` when the header is absent or not an IP. */
+  /**
+   * The canonical IP from the trusted header (its trimmed text when that is not an IP), or `undefined` when
+   * the header is absent.
+   */
   trustedIp(): string | undefined {
     if (this.ip === undefined)
       this.ip = clientIpFrom(this.request.headers, this.options.clientIpHeader) ?? null;

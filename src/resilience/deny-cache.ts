@@ -85,9 +85,4 @@ export class DenyCache {
   forget(rule: string, identityHash: string): void {
     this.entries.delete(`${rule}\u0000${identityHash}`);
   }
-
-  /** Drops everything. */
-  clear(): void {
-    this.entries.clear();
-  }
 }

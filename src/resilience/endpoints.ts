@@ -1,8 +1,8 @@
 /**
  * The engine over one or several Redis endpoints (README "Scaling out"): one store and one resilient decider
  * (its own breaker) per endpoint, identities spread over them by rendezvous hashing, and the sharded decider
- * in front that splits a request into slot groups. With one endpoint it is the one store and decider of
- * before, behind a pass-through for single-identity requests.
+ * in front that splits a request into slot groups. With one endpoint: one store and one decider, behind a
+ * pass-through for single-identity requests.
  */
 import { DEFAULTS } from "../engine/defaults";
 import { rendezvous } from "../engine/shards";

@@ -91,11 +91,6 @@ export class FallbackLimiter {
     const used = window !== undefined && window.startMs === startMs ? window.used : 0;
     this.windows.set(key, { startMs, used: used + call.cost });
   }
-
-  /** Drops every window. */
-  clear(): void {
-    this.windows.clear();
-  }
 }
 
 const keyOf = (call: RuleCall): string => `${call.rule}\u0000${call.identityHash}`;
