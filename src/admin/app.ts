@@ -33,7 +33,13 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
 
   app.get("/health", async (c) => {
     const admin = await resolve(c);
-    const report = await healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth());
+    const waitUntil = (probe: Promise<unknown>) => c.executionCtx.waitUntil(probe);
+    const report = await healthOfEndpoints(
+      admin.endpoints,
+      admin.scriptSha,
+      admin.endpointHealth(),
+      waitUntil,
+    );
     return c.json(report, 200, { "Cache-Control": "no-store" });
   });
 

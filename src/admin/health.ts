@@ -1,11 +1,13 @@
 /**
  * `GET /__floodgate/health`: is Redis reachable, is the decision script loaded, what is the breaker doing.
  * Served without a token, so it tells no secrets: no URL, no token, no error text (which could quote a
- * command), only states. The Redis probe (one pipelined PING + SCRIPT EXISTS) is cached per isolate for
- * `PROBE_CACHE_MS`, so an unauthenticated caller cannot turn health checks into load on Redis. The probe
- * is bounded by the admin client's own per-command timeout (the store's `adminTimeoutMs`).
+ * command), only states. The Redis probe (one pipelined PING + SCRIPT EXISTS) is shared by every check
+ * that arrives while it is in flight and then cached per isolate for `PROBE_CACHE_MS`, so an
+ * unauthenticated caller cannot turn health checks into load on Redis, not even while Redis is slow. The
+ * probe is bounded by the admin client's own per-command timeout (the store's `adminTimeoutMs`).
  */
 import type { Redis } from "@upstash/redis";
+import type { WaitUntil } from "../live/cache";
 import type { BreakerState } from "../resilience/breaker";
 import type { DeciderHealth } from "../resilience/decider";
 
@@ -40,21 +42,49 @@ interface Probe {
 
 /** How long one Redis probe answers health checks of this isolate, ms. */
 const PROBE_CACHE_MS = 1000;
+/** A probe unsettled after this long is presumed lost and shared no more, ms (the admin client gives up after 5 s). */
+const PROBE_LOST_MS = 10_000;
+
+/** The latest probe of one Redis client: in flight, or settled (`done`). */
+interface ProbeEntry {
+  probe: Promise<Probe>;
+  startedMs: number;
+  done?: Probe;
+}
 
 // Per Redis client (one per isolate in production; tests may build several).
-const lastProbes = new WeakMap<object, Probe>();
+const probes = new WeakMap<object, ProbeEntry>();
 
-/** Builds the health report from a (cached) Redis probe and the decider's own view. */
-export async function healthReport(
+/**
+ * The probe in flight, or the last one while it is fresh, or a new one. A new one is handed to `waitUntil`:
+ * other requests may be awaiting it, so it must finish even if the request that started it is cancelled.
+ */
+function sharedProbe(redis: Redis, scriptSha: () => Promise<string>, waitUntil?: WaitUntil) {
+  const now = Date.now();
+  const last = probes.get(redis);
+  if (last && (last.done ? now - last.done.atMs < PROBE_CACHE_MS : now - last.startedMs < PROBE_LOST_MS)) {
+    return last.probe;
+  }
+  const entry: ProbeEntry = {
+    probe: probe(redis, scriptSha).then((done) => {
+      entry.done = done;
+      return done;
+    }),
+    startedMs: now,
+  };
+  probes.set(redis, entry);
+  waitUntil?.(entry.probe);
+  return entry.probe;
+}
+
+/** Builds one endpoint's health report from a (shared or cached) Redis probe and the decider's own view. */
+async function healthReport(
   redis: Redis,
   scriptSha: () => Promise<string>,
   decider: DeciderHealth,
+  waitUntil?: WaitUntil,
 ): Promise<HealthReport> {
-  let lastProbe = lastProbes.get(redis);
-  if (!lastProbe || Date.now() - lastProbe.atMs >= PROBE_CACHE_MS) {
-    lastProbe = await probe(redis, scriptSha);
-    lastProbes.set(redis, lastProbe);
-  }
+  const lastProbe = await sharedProbe(redis, scriptSha, waitUntil);
   const credentials =
     lastProbe.credentials === "rejected" || decider.credentials === "rejected"
       ? "rejected"
@@ -69,15 +99,20 @@ export async function healthReport(
   };
 }
 
-/** The health of every endpoint: one report as before with one, the worst of each field plus `endpoints` with several. */
+/**
+ * The health of every endpoint: one report as before with one, the worst of each field plus `endpoints` with
+ * several. Pass the request's `waitUntil`: a probe that other requests share must outlive the request that
+ * started it, should that one be cancelled.
+ */
 export async function healthOfEndpoints(
   endpoints: readonly Redis[],
   scriptSha: () => Promise<string>,
   deciders: readonly DeciderHealth[],
+  waitUntil?: WaitUntil,
 ): Promise<HealthReport> {
   const each = await Promise.all(
     endpoints.map((redis, i) =>
-      healthReport(redis, scriptSha, deciders[i] ?? (deciders[0] as DeciderHealth)),
+      healthReport(redis, scriptSha, deciders[i] ?? (deciders[0] as DeciderHealth), waitUntil),
     ),
   );
   const first = each[0] as HealthReport;

@@ -1,8 +1,12 @@
 /**
- * What the dashboard shows, read in one pipeline: per-minute counts of the last hour, the top denied and
- * the closest-to-their-limit identities of the last 5 minutes (src/observability/metrics.ts wrote them),
- * the live modes, and health (minutes that have settled come from a per-isolate cache). The page's first
- * HTML and its refreshes (`dashboard.json`) both come from here. Identities are hashed (`hash:…`) as stored; nothing here can show a raw one.
+ * What the dashboard shows: per-minute counts of the last hour, the top denied and the closest-to-their-limit
+ * identities of the last 5 minutes (src/observability/metrics.ts wrote them; one pipeline, minutes that have
+ * settled come from a per-isolate cache), the live modes (one HMGET) and health (the shared health probe),
+ * three round trips at once. The page's first HTML and its refreshes (`dashboard.json`) both come from here.
+ * Identities are hashed (`hash:…`) as stored; nothing here can show a raw one.
+ *
+ * Redis being down is when operators need the page most, so a failed read never fails it: counts show as
+ * zero, modes as this isolate's own copy, and the health strip says Redis is unreachable.
  */
 import type { AdminContext } from "../admin/context";
 import { type HealthReport, healthOfEndpoints } from "../admin/health";
@@ -11,14 +15,15 @@ import { formatPeriod } from "../admin/period";
 import type { RuleConfig } from "../config/rules";
 import type { Mode } from "../engine/types";
 import { explainMode, type ModeSource } from "../live/effective";
-import { fieldMap, readLiveModes } from "../live/modes";
+import type { WaitUntil } from "../live/cache";
+import { fieldMap, type LiveModes, NO_LIVE_MODES, readLiveModes } from "../live/modes";
 import { metricsKeys, minuteOf } from "../observability/metrics";
 import { type Read, readSettled } from "./settled";
 
 /** Minutes in the chart (the last hour). */
-export const CHART_MINUTES = 60;
+const CHART_MINUTES = 60;
 /** Minutes in the short view (counts, top denied, closest to their limit). */
-export const RECENT_MINUTES = 5;
+const RECENT_MINUTES = 5;
 const LISTED = 5;
 
 /** Requests per verdict. */
@@ -84,8 +89,11 @@ const VERDICT_FIELDS: Array<[string, keyof Counts]> = [
   ["unavailable", "unavailable"],
 ];
 
-/** Reads the dashboard's numbers; flushes this isolate's own pending counts first, so they show at once. */
-export async function readDashboard(admin: AdminContext): Promise<DashboardData> {
+/**
+ * Reads the dashboard's numbers; flushes this isolate's own pending counts first, so they show at once.
+ * `waitUntil` is the request's (`executionCtx.waitUntil`), for the shared health probe and a live-mode refresh.
+ */
+export async function readDashboard(admin: AdminContext, waitUntil: WaitUntil): Promise<DashboardData> {
   await admin.metrics?.flush();
   const { prefix, rules } = admin.config;
   const nowMinute = minuteOf(Date.now());
@@ -115,13 +123,20 @@ export async function readDashboard(admin: AdminContext): Promise<DashboardData>
     }
   }
   const [replies, live, health] = await Promise.all([
-    readSettled(admin.redis, reads, nowMinute, CHART_MINUTES),
+    readSettled(admin.redis, reads, nowMinute, CHART_MINUTES).catch((error): unknown[] => {
+      logReadFailure("metrics", error);
+      return reads.map(() => null); // every count zero, every list empty
+    }),
     readLiveModes(
       admin.redis,
       prefix,
       rules.map((r) => r.name),
-    ),
-    healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth()),
+    ).catch((error): LiveModes | Promise<LiveModes> => {
+      logReadFailure("live_modes", error);
+      // The modes this isolate obeys right now.
+      return admin.liveModes?.current(waitUntil) ?? NO_LIVE_MODES;
+    }),
+    healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth(), waitUntil),
   ]);
   const perMinute = replies.slice(0, CHART_MINUTES).map((reply) => fieldMap(reply));
   const count = (fields: Record<string, unknown>, field: string) => Number(fields[field] ?? 0) || 0;
@@ -195,6 +210,12 @@ export async function readDashboard(admin: AdminContext): Promise<DashboardData>
     };
   });
   return { generatedAt: new Date().toISOString(), health, decisions, rules: views };
+}
+
+/** One log line for a read the page went without: the error's class only, as every log line here. */
+function logReadFailure(read: "metrics" | "live_modes", error: unknown): void {
+  const name = error instanceof Error ? error.name : typeof error;
+  console.error(JSON.stringify({ event: "dashboard_read_failed", read, error: name }));
 }
 
 /** A `ZRANGE … WITHSCORES` reply as [member, score] pairs. */

@@ -58,7 +58,10 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
       throw error;
     });
     if (!session) return c.html(renderSignIn(false));
-    const [data, csrf] = await Promise.all([readDashboard(admin), csrfToken(token, session)]);
+    const [data, csrf] = await Promise.all([
+      readDashboard(admin, (p) => c.executionCtx.waitUntil(p)),
+      csrfToken(token, session),
+    ]);
     return c.html(renderDashboard(data, csrf));
   });
 
@@ -101,5 +104,7 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
 
 /** The routes behind the admin gate (Bearer token or session cookie). */
 export function dashboardRoutes(app: Hono<AdminEnv>): void {
-  app.get("/dashboard.json", async (c) => c.json(await readDashboard(c.get("admin"))));
+  app.get("/dashboard.json", async (c) =>
+    c.json(await readDashboard(c.get("admin"), (p) => c.executionCtx.waitUntil(p))),
+  );
 }

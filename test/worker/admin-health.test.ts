@@ -1,4 +1,8 @@
-import { describe, expect, it } from "vitest";
+import { Redis } from "@upstash/redis/cloudflare";
+import { describe, expect, it, vi } from "vitest";
+import { healthOfEndpoints } from "../../src/admin/health";
+import { scriptSha } from "../../src/engine/script";
+import type { DeciderHealth } from "../../src/resilience/decider";
 import { ADMIN_TOKEN, baseEnv, call, makeEnv } from "./admin-harness";
 
 const RULES = [{ name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 100, period: "1m" }];
@@ -57,5 +61,30 @@ describe("GET /__floodgate/health", () => {
     const report = await health(env);
     expect(report).toMatchObject({ status: "degraded", breaker: "open" });
     expect(report.breakerRemainingMs).toBeGreaterThan(0);
+  });
+
+  it("sends one probe for checks that arrive while it is in flight, however many there are", async () => {
+    // A client of its own: the probe cache is per client, as it is per isolate in production.
+    const client = new Redis({
+      url: baseEnv.UPSTASH_REDIS_REST_URL,
+      token: baseEnv.UPSTASH_REDIS_REST_TOKEN,
+      enableTelemetry: false,
+      enableAutoPipelining: false,
+    });
+    const probes = vi.spyOn(client, "pipeline"); // the probe is one pipeline: PING + SCRIPT EXISTS
+    const decider: DeciderHealth = {
+      status: "ok",
+      breaker: "closed",
+      breakerRemainingMs: 0,
+      consecutiveFailures: 0,
+      lastFailure: null,
+      credentials: "unknown",
+    };
+    const reports = await Promise.all(
+      Array.from({ length: 8 }, () => healthOfEndpoints([client], scriptSha, [decider])),
+    );
+    expect(probes).toHaveBeenCalledTimes(1);
+    for (const report of reports) expect(report).toEqual(reports[0]);
+    expect(reports[0]).toMatchObject({ status: "ok", redis: { reachable: true, credentials: "accepted" } });
   });
 });
