@@ -134,8 +134,16 @@ export async function listOverrides(
   return { items: await details(redis, keys), nextCursor: scanCursor };
 }
 
-/** True for a cursor `listOverrides` or `listOverridesOf` can continue from (a SCAN cursor, `<endpoint>-` first). */
-export const isCursor = (cursor: string): boolean => /^(\d{1,3}-)?\d{1,20}$/.test(cursor);
+/**
+ * True for a cursor `listOverridesOf` can continue from over `endpointCount` endpoints: a SCAN cursor, with
+ * `<endpoint index>-` first only when there are several (one endpoint's SCAN would refuse that form).
+ */
+export function isCursor(cursor: string, endpointCount: number): boolean {
+  const parts = /^(?:(\d{1,3})-)?\d{1,20}$/.exec(cursor);
+  if (!parts) return false;
+  const endpoint = parts[1];
+  return endpoint === undefined || (endpointCount > 1 && Number(endpoint) < endpointCount);
+}
 
 /**
  * Lists a rule's overrides over every endpoint, one after the other: one endpoint's SCAN to its end, then the

@@ -24,6 +24,9 @@ import { OverrideBody, parseBody } from "./schemas";
 const DEFAULT_PAGE_SIZE = 100;
 const MAX_PAGE_SIZE = 1000;
 
+/** 400 for a `cursor` no page handed out. */
+const badCursor = () => badRequest("cursor: pass back the `next_cursor` of the previous page.");
+
 /** An override as the API shows it: `period` in the rule syntax (`null` = the rule's own), `ttl` in seconds. */
 const show = (identityHash: string, stored: StoredOverride) => ({
   identity: showHash(identityHash),
@@ -39,12 +42,17 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
     const cursor = c.req.query("cursor") ?? "0";
-    if (!isCursor(cursor)) throw badRequest("cursor: pass back the `next_cursor` of the previous page.");
+    if (!isCursor(cursor, admin.endpoints.length)) throw badCursor();
     const pageSize = Number(c.req.query("limit") ?? DEFAULT_PAGE_SIZE);
     if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
       throw badRequest(`limit: must be a whole number from 1 to ${MAX_PAGE_SIZE}.`);
     }
-    const page = await listOverridesOf(admin.endpoints, admin.config.prefix, rule.name, cursor, pageSize);
+    const listing = listOverridesOf(admin.endpoints, admin.config.prefix, rule.name, cursor, pageSize);
+    const page = await listing.catch((error: unknown) => {
+      // A number no SCAN handed out (past 64 bits): Redis refuses it, and the fault is the request's.
+      if (/invalid cursor/i.test(String((error as Error)?.message))) throw badCursor();
+      throw error;
+    });
     return c.json({
       rule: rule.name,
       overrides: page.items.map((item) => show(item.identityHash, item)),

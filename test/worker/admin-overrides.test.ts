@@ -195,4 +195,14 @@ describe("overrides", () => {
     expect((await call(testEnv, "/__floodgate/overrides/many?limit=5000")).status).toBe(400);
     expect((await call(testEnv, "/__floodgate/overrides/many?cursor=abc")).status).toBe(400);
   });
+
+  it("answers a cursor it never handed out with 400 naming `cursor`, not a Redis error", async () => {
+    // One database here: `<endpoint>-<cursor>` is only ever handed out with several; SCAN cursors are 64-bit.
+    for (const cursor of ["0-0", "1-1536", "99999999999999999999"]) {
+      const response = await call(testEnv, `/__floodgate/overrides/many?cursor=${cursor}`);
+      expect(response.status).toBe(400);
+      expect(response.headers.get("Content-Type")).toBe("application/problem+json");
+      expect(((await response.json()) as { detail: string }).detail).toMatch(/^cursor: /);
+    }
+  });
 });
