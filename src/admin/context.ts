@@ -34,8 +34,6 @@ export interface AdminContext {
   stateKeys(rule: RuleConfig, identityHash: string): string[];
   /** SHA-1 of the decision script, to ask Redis whether it is loaded. */
   scriptSha(): Promise<string>;
-  /** The decider's health (breaker state, credentials), all endpoints summed up. */
-  health(): DeciderHealth;
   /** Each endpoint's decider health, in `endpoints`' order. */
   endpointHealth(): DeciderHealth[];
   /** Drops this isolate's cached denial of an identity after a reset or a new override. */
@@ -93,7 +91,6 @@ export function adminContextOf(parts: AdminParts): AdminContext {
     // The engine keeps one state key per identity and rule, whatever the algorithm (lua/floodgate.lua).
     stateKeys: (rule, identityHash) => [stateKey(config.prefix, rule.name, identityHash)],
     scriptSha,
-    health: () => decider.health(),
     endpointHealth: () => decider.endpointHealth?.() ?? [decider.health()],
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     liveModes,

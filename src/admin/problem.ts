@@ -1,5 +1,5 @@
 /**
- * The admin API's outcomes (400, 401, 404, 503): `ProblemError`s like every other (src/util/problem.ts),
+ * The admin API's outcomes (400, 401, 403, 404, 503): `ProblemError`s like every other (src/util/problem.ts),
  * answered by the one `onError` (src/http/problems.ts), so their shape is the one of every problem+json
  * Floodgate sends, and no secret or raw identity ever reaches a body.
  */

@@ -5,7 +5,7 @@ import type { Hono } from "hono";
 import type { FloodgateConfig } from "../config";
 import type { RuleConfig, ShedConfig } from "../config/rules";
 import type { Mode } from "../engine/types";
-import { explainMode } from "../live/effective";
+import { explainMode, type ModeSource } from "../live/effective";
 import { type LiveModes, readLiveModes, writeLiveMode } from "../live/modes";
 import { type AdminEnv, findRule } from "./context";
 import { formatPeriod } from "./period";
@@ -38,10 +38,11 @@ type Config = Pick<FloodgateConfig, "rules" | "mode" | "failure">;
 /** The effective configuration: every rule as configured (`source: "binding"`), modes with their source. */
 function describe(config: Config, live: LiveModes) {
   const global = live.global ?? config.mode;
+  const source: Extract<ModeSource, "live-global" | "binding"> = live.global ? "live-global" : "binding";
   return {
     mode: {
       effective: global,
-      source: live.global ? "live" : "binding",
+      source,
       binding: config.mode,
       live: live.global ?? null,
     },

@@ -5,6 +5,9 @@
  * rule's chart as SVG, and runs the actions through the admin API with the session cookie and the CSRF
  * token, saying on the page what each one did.
  */
+import { CSRF_HEADER } from "./csrf";
+
+/** The script's text, served as `/__floodgate/dashboard.js`. */
 export const DASHBOARD_SCRIPT = `"use strict";
 (function () {
   var PREFIX = "/__floodgate";
@@ -130,7 +133,7 @@ export const DASHBOARD_SCRIPT = `"use strict";
   }
 
   function api(method, path, body) {
-    var init = { method: method, credentials: "same-origin", headers: { "X-Floodgate-CSRF": csrf } };
+    var init = { method: method, credentials: "same-origin", headers: { ${JSON.stringify(CSRF_HEADER)}: csrf } };
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);

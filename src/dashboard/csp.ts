@@ -3,7 +3,7 @@
  * script and stylesheet are files the Worker serves, so no `'unsafe-inline'`), fetches to this origin
  * only, and no framing (clickjacking); nothing else is loaded, so the page works offline.
  */
-export const CONTENT_SECURITY_POLICY = [
+const CONTENT_SECURITY_POLICY = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",

@@ -30,7 +30,7 @@ export async function sessionOf(request: Request, adminToken: string): Promise<S
  * Whether the request says it was made by a page of this same origin: its `Origin`, or, when a browser
  * withholds that (absent, or `null` under some referrer policies), its `Sec-Fetch-Site`.
  */
-export function sameOrigin(request: Request): boolean {
+function sameOrigin(request: Request): boolean {
   const origin = request.headers.get("Origin");
   if (origin !== null && origin !== "null") return origin === new URL(request.url).origin;
   return request.headers.get("Sec-Fetch-Site") === "same-origin";

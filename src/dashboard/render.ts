@@ -8,7 +8,7 @@ import type { Counts, DashboardData, RuleView } from "./data";
 const PREFIX = "/__floodgate";
 
 /** Escapes text for HTML content and double-quoted attributes. */
-export function escapeHtml(value: unknown): string {
+function escapeHtml(value: unknown): string {
   return String(value).replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 }
 

@@ -8,7 +8,7 @@
 import { timingSafeEqual } from "hono/utils/buffer";
 
 /** The cookie's name. */
-export const SESSION_COOKIE = "floodgate_session";
+const SESSION_COOKIE = "floodgate_session";
 /** How long a sign-in lasts, ms. */
 export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 

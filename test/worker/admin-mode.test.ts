@@ -50,7 +50,7 @@ describe("live mode switch and effective rules", () => {
     const global = await send(testEnv, "PUT", "/__floodgate/mode", { mode: "monitor" });
     expect(global.status).toBe(200);
     let body = await rules();
-    expect(body.mode).toMatchObject({ effective: "monitor", source: "live", live: "monitor" });
+    expect(body.mode).toMatchObject({ effective: "monitor", source: "live-global", live: "monitor" });
     expect(ruleNamed(body, "api")?.mode).toMatchObject({ effective: "monitor", source: "live-global" });
     // The rule's own configured mode beats a live global switch...
     expect(ruleNamed(body, "pinned")?.mode).toMatchObject({ effective: "on", source: "rule" });
