@@ -7,7 +7,7 @@
  * probe is bounded by the admin client's own per-command timeout (the store's `adminTimeoutMs`).
  */
 import type { Redis } from "@upstash/redis";
-import type { WaitUntil } from "../live/cache";
+import type { WaitUntil } from "../engine/types";
 import type { BreakerState } from "../resilience/breaker";
 import type { DeciderHealth } from "../resilience/decider";
 

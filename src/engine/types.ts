@@ -199,13 +199,16 @@ export interface DecideOptions {
    * slot groups that is not let through gives back what its allowing groups consumed there.
    * @default the work runs on unawaited
    */
-  waitUntil?: (promise: Promise<unknown>) => void;
+  waitUntil?: WaitUntil;
   /**
    * Told of the timer the decider started for the budget (it runs on after the decision), so that a later
    * step of the request can hang its own on it (src/util/timer.ts).
    */
   onTimer?: (timer: RunningTimer) => void;
 }
+
+/** Schedules work that may outlive the response (`executionCtx.waitUntil`). */
+export type WaitUntil = (promise: Promise<unknown>) => void;
 
 /**
  * Decides a request's rules. Never throws: a rule Redis could not decide comes back with
@@ -217,11 +220,7 @@ export interface Decider {
    * The decision this decider can make at once, with no Redis call and no promise (every rule holds a
    * lease with room: src/leases), else `undefined`: then `decide`. Absent = never.
    */
-  decideNow?(
-    calls: RuleCall[],
-    requestId: string,
-    waitUntil?: DecideOptions["waitUntil"],
-  ): Decision | undefined;
+  decideNow?(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined;
   /**
    * Frees a `concurrency` slot held by `requestId`; with a `reservation`, gives a delayed request's slot
    * back if no later request reserved one behind it. Not bound by the decision budget.

@@ -15,6 +15,7 @@ import {
   holdsSlot,
   type RuleCall,
   ruleResult,
+  type WaitUntil,
 } from "../engine/types";
 import type { ResilientDecider } from "../resilience/decider";
 import { deadlineAfter } from "../util/timer";
@@ -37,11 +38,7 @@ export interface LeaseOptions {
  * requests in the mode it was granted in.
  */
 export interface LeasingDecider extends ResilientDecider {
-  decideNow(
-    calls: RuleCall[],
-    requestId: string,
-    waitUntil?: DecideOptions["waitUntil"],
-  ): Decision | undefined;
+  decideNow(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined;
 }
 
 /** How often a request looks for expired leases to return, ms. */
@@ -77,7 +74,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
   let nextSweepAt = 0;
 
   /** Returns what `lease` did not spend to Redis (nothing once revoked), in the background. */
-  function returnUnspent(lease: Lease, waitUntil: DecideOptions["waitUntil"]): void {
+  function returnUnspent(lease: Lease, waitUntil: WaitUntil | undefined): void {
     const units = lease.left;
     lease.left = 0;
     if (units <= 0 || !options.refund || !waitUntil) return;
@@ -130,7 +127,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
    * Expired leases give back what is left, from the isolate's next request (no timer keeps a finished
    * request alive for it).
    */
-  function sweep(at: number, waitUntil: DecideOptions["waitUntil"]): void {
+  function sweep(at: number, waitUntil: WaitUntil | undefined): void {
     if (at < nextSweepAt) return;
     nextSweepAt = at + SWEEP_INTERVAL_MS;
     for (const lease of table.expired(at)) {
@@ -142,7 +139,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
   function decideNow(
     calls: RuleCall[],
     requestId: string,
-    waitUntil: DecideOptions["waitUntil"],
+    waitUntil: WaitUntil | undefined,
   ): Decision | undefined {
     const at = Date.now();
     sweep(at, waitUntil);
@@ -164,7 +161,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     leases: Lease[],
     at: number,
     requestId: string,
-    waitUntil: DecideOptions["waitUntil"],
+    waitUntil: WaitUntil | undefined,
   ): Decision {
     const wanted = calls.map((call) => table.wanted(call, at, maxMs));
     const decision = local(calls, leases, at);

@@ -9,12 +9,10 @@
  * every call on Upstash (key locking), which would serialize all clients of all rules behind one key.
  */
 import { DEFAULTS } from "../engine/defaults";
+import type { WaitUntil } from "../engine/types";
 import { deadlineAfter } from "../util/timer";
 import { type LiveModes, NO_LIVE_MODES } from "./modes";
 import type { OverrideIndex } from "./overrides";
-
-/** Schedules work that may outlive the response (`executionCtx.waitUntil`). */
-export type WaitUntil = (promise: Promise<unknown>) => void;
 
 /** How the isolate's copy of the live modes is kept. */
 export interface LiveModeCacheOptions {

@@ -7,7 +7,7 @@ import { CHANGE_RING, readChanges } from "./changes";
 import { type LiveModes, liveModeFields, liveModeKey, liveModesFrom } from "./modes";
 import { OverrideIndex, overrideIndexKey } from "./overrides";
 
-export { LiveModeCache, type LiveModeCacheOptions, type LiveModeCacheStats, type WaitUntil } from "./cache";
+export { LiveModeCache, type LiveModeCacheOptions, type LiveModeCacheStats } from "./cache";
 export { type AdminChange, CHANGE_RING, readChanges, recordChange } from "./changes";
 export { explainMode, type ModeSource } from "./effective";
 export { isMode, type LiveModes, liveModeKey, NO_LIVE_MODES, readLiveModes, writeLiveMode } from "./modes";

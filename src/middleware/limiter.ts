@@ -14,6 +14,7 @@ import {
   holdsSlot,
   type Mode,
   type RuleResult,
+  type WaitUntil,
 } from "../engine/types";
 import { type JwtVerifier, RequestIdentity } from "../identity";
 import { compileRules } from "../rules/match";
@@ -23,7 +24,7 @@ import { delayOf, giveBack, waitForSlot } from "./delay";
 import { strictest } from "./headers";
 import type { DecisionEvent, RateLimitInfo } from "./options";
 import { type PlannedRule, planCalls } from "./plan";
-import { releaseWhenWritten, type WaitUntil } from "./release";
+import { releaseWhenWritten } from "./release";
 import { advertised, serverTiming, verdictOf } from "./verdict";
 
 /** What a limiter is built from, besides its rules. Every field is resolved (defaults applied) by the caller. */

@@ -4,9 +4,7 @@
  * lifetime the Worker does not see, never gets here: src/middleware/limiter.ts gives its slot back at once.)
  * The release runs in the background (`waitUntil`), never before the client's response.
  */
-
-/** Schedules work that may outlive the response. */
-export type WaitUntil = (promise: Promise<unknown>) => void;
+import type { WaitUntil } from "../engine/types";
 
 /**
  * Returns a response whose body, once fully written or cancelled, calls `release`.

@@ -15,7 +15,7 @@
  * that fails is dropped, never retried on the request path.
  */
 import type { Redis } from "@upstash/redis";
-import type { Decision } from "../engine/types";
+import type { Decision, WaitUntil } from "../engine/types";
 import { ruleVerdictOf } from "./verdict";
 
 /** Minimum time between two flushes of one isolate, ms. */
@@ -44,9 +44,6 @@ interface Bucket {
   /** rule → hashed identity → lowest remaining seen, ‰ of the limit */
   near: Map<string, Map<string, number>>;
 }
-
-/** Where `flushIfDue` hands its background work (the request's `executionCtx.waitUntil`). */
-export type WaitUntil = (promise: Promise<unknown>) => void;
 
 /** Counts decisions in memory and flushes them to Redis now and then. */
 export class MetricsAggregator {
