@@ -9,19 +9,19 @@
  * before it is 404). Requests here are never rate-limited and never proxied.
  */
 import { Hono } from "hono";
+import { ConfigError } from "../config/errors";
 import { dashboardHeaders, dashboardPublicRoutes, dashboardRoutes } from "../dashboard/routes";
-import { authorize } from "./auth";
-import type { AdminContextResolver, AdminEnv } from "./context";
-
-export type { AdminEnv } from "./context";
-
 import { onError } from "../http/problems";
 import { ProblemError } from "../util/problem";
+import { authorize } from "./auth";
+import type { AdminContextResolver, AdminEnv } from "./context";
 import { healthOfEndpoints } from "./health";
 import { AdminError, notFound } from "./problem";
 import { keyRoutes } from "./routes-keys";
 import { liveRoutes } from "./routes-live";
 import { overrideRoutes } from "./routes-overrides";
+
+export type { AdminEnv } from "./context";
 
 /** Where the Worker mounts the admin API. */
 export const ADMIN_PREFIX = "/__floodgate";
@@ -65,7 +65,8 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
   });
 
   app.onError((error, c) => {
-    if (error instanceof ProblemError) return onError(error, c);
+    // A named outcome, or a configuration that cannot run (its 500 names the binding): the one funnel.
+    if (error instanceof ProblemError || error instanceof ConfigError) return onError(error, c);
     // Anything else is a bug or Redis failing. Its message may quote a command (hashed identities only,
     // never a token), so it goes to the log and not on the wire.
     const { name, message } = error as Error;

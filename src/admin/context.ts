@@ -47,7 +47,7 @@ export interface AdminContext {
 /** The admin app's Hono environment: the resolved context travels in `c.var.admin`. */
 export type AdminEnv = { Variables: { admin: AdminContext } };
 
-/** Resolves the admin context of one request; may throw (e.g. a config error) to answer 500. */
+/** Resolves the admin context of one request; may throw a `ConfigError`, answered 500 naming the binding. */
 export type AdminContextResolver = (c: Context) => AdminContext | Promise<AdminContext>;
 
 /** The rule named in a path, or a 404 naming it. */
