@@ -8,7 +8,8 @@
  */
 import type { Redis } from "@upstash/redis";
 import type { WaitUntil } from "../engine/types";
-import type { BreakerState } from "../resilience/breaker";
+import { toStoreError } from "../engine/store";
+import { BREAKER_RANK, type BreakerState } from "../resilience/breaker";
 import type { DeciderHealth } from "../resilience/decider";
 
 /** The health body. */
@@ -137,8 +138,6 @@ export async function healthOfEndpoints(
   };
 }
 
-const BREAKER_RANK: Readonly<Record<BreakerState, number>> = { closed: 0, "half-open": 1, open: 2 };
-
 async function probe(redis: Redis, scriptSha: () => Promise<string>): Promise<Probe> {
   const startedMs = performance.now();
   try {
@@ -148,10 +147,8 @@ async function probe(redis: Redis, scriptSha: () => Promise<string>): Promise<Pr
     const latencyMs = Math.round(performance.now() - startedMs);
     return { reachable: true, credentials: "accepted", latencyMs, scriptLoaded: loaded, atMs: Date.now() };
   } catch (error) {
-    // Only the kind of failure is kept; the message may quote the command or the endpoint.
-    const rejected = /WRONGPASS|unauthori[sz]ed|invalid token|NOAUTH/i.test(
-      String((error as Error)?.message),
-    );
+    // Only the kind of failure is kept (the decider's own reading of it); the message may quote the command.
+    const rejected = toStoreError(error).kind === "auth";
     return {
       reachable: rejected,
       credentials: rejected ? "rejected" : "unknown",

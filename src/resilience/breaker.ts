@@ -12,6 +12,9 @@
 /** `closed` calls Redis; `open` does not; `half-open` lets one probe through. */
 export type BreakerState = "closed" | "open" | "half-open";
 
+/** How bad each state is, for the worst of several endpoints: open > half-open > closed. */
+export const BREAKER_RANK: Readonly<Record<BreakerState, number>> = { closed: 0, "half-open": 1, open: 2 };
+
 /** Tuning of the breaker. Defaults follow the README, "When things fail". */
 export interface BreakerOptions {
   /** Consecutive failed decisions that open the breaker. @default 5 */

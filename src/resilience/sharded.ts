@@ -17,7 +17,7 @@ import {
   type RuleResult,
   ruleResult,
 } from "../engine/types";
-import type { BreakerState } from "./breaker";
+import { BREAKER_RANK } from "./breaker";
 import type { DeciderHealth, ResilientDecider } from "./decider";
 
 /** Options of {@link createShardedDecider}. */
@@ -67,8 +67,6 @@ const skipped = (call: RuleCall): RuleResult =>
     source: "undecided",
     reason: "deny_cache",
   });
-
-const BREAKER_RANK: Readonly<Record<BreakerState, number>> = { closed: 0, "half-open": 1, open: 2 };
 
 /**
  * Routes every decision, release and forget to the endpoints holding its identities.
