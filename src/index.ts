@@ -33,6 +33,7 @@ export {
   InvalidCostError,
   type KeyFunction,
   type KeySource,
+  LoadShedError,
   MissingIdentityError,
   type Period,
   QuotaExceededError,
