@@ -22,9 +22,7 @@ import { liveRoutes } from "./routes-live";
 import { overrideRoutes } from "./routes-overrides";
 
 export type { AdminEnv } from "./context";
-
-/** Where the Worker mounts the admin API. */
-export const ADMIN_PREFIX = "/__floodgate";
+export { ADMIN_PREFIX } from "./prefix";
 
 /** Builds the admin app; `resolve` gives it the Worker's config, Redis client, store and decider. */
 export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {

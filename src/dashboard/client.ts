@@ -5,12 +5,13 @@
  * rule's chart as SVG, and runs the actions through the admin API with the session cookie and the CSRF
  * token, saying on the page what each one did.
  */
+import { ADMIN_PREFIX } from "../admin/prefix";
 import { CSRF_HEADER } from "./csrf";
 
 /** The script's text, served as `/__floodgate/dashboard.js`. */
 export const DASHBOARD_SCRIPT = `"use strict";
 (function () {
-  var PREFIX = "/__floodgate";
+  var PREFIX = ${JSON.stringify(ADMIN_PREFIX)};
   var REFRESH_MS = 5000;
   var SVG = "http://www.w3.org/2000/svg";
   var COLORS = ["#2f855a", "#c53030", "#b7791f"];

@@ -3,9 +3,8 @@
  * algorithm and numbers; the page's script (client.ts) only refreshes them and draws the charts. Every value
  * is escaped; identities appear only hashed (`hash:…`), as the metrics store them.
  */
+import { ADMIN_PREFIX } from "../admin/prefix";
 import type { Counts, DashboardData, RuleView } from "./data";
-
-const PREFIX = "/__floodgate";
 
 /** Escapes text for HTML content and double-quoted attributes. */
 function escapeHtml(value: unknown): string {
@@ -19,8 +18,8 @@ const page = (title: string, head: string, body: string) =>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>
-<link rel="stylesheet" href="${PREFIX}/dashboard.css">
-<link rel="icon" href="${PREFIX}/favicon.svg">
+<link rel="stylesheet" href="${ADMIN_PREFIX}/dashboard.css">
+<link rel="icon" href="${ADMIN_PREFIX}/favicon.svg">
 ${head}
 </head>
 <body>
@@ -36,7 +35,7 @@ export function renderSignIn(failed: boolean): string {
     "",
     `<main class="signin">
 <h1>Floodgate</h1>
-<form method="post" action="${PREFIX}/login">
+<form method="post" action="${ADMIN_PREFIX}/login">
 <label for="token">Admin token</label>
 <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
 <button type="submit">Sign in</button>
@@ -52,11 +51,11 @@ export function renderDashboard(data: DashboardData, csrf: string): string {
   return page(
     "Floodgate dashboard",
     `<meta name="floodgate-csrf" content="${escapeHtml(csrf)}">
-<script src="${PREFIX}/dashboard.js" defer></script>`,
+<script src="${ADMIN_PREFIX}/dashboard.js" defer></script>`,
     `<header>
 <h1>Floodgate</h1>
 <span class="updated">updated <time id="updated">${escapeHtml(data.generatedAt)}</time></span>
-<form method="post" action="${PREFIX}/logout"><button type="submit">Sign out</button></form>
+<form method="post" action="${ADMIN_PREFIX}/logout"><button type="submit">Sign out</button></form>
 </header>
 <p id="status" role="status" aria-live="polite"></p>
 <section id="health" aria-label="Health">${renderHealth(data)}</section>
@@ -95,7 +94,7 @@ const countCells = (period: "last5m" | "last1h", counts: Counts) =>
     .join("");
 
 const keyLink = (rule: string, identity: string) =>
-  `<a href="${PREFIX}/keys/${encodeURIComponent(rule)}/${encodeURIComponent(identity)}" target="_blank" rel="noopener">${escapeHtml(identity)}</a>`;
+  `<a href="${ADMIN_PREFIX}/keys/${encodeURIComponent(rule)}/${encodeURIComponent(identity)}" target="_blank" rel="noopener">${escapeHtml(identity)}</a>`;
 
 const modeOptions = (current: string) =>
   [

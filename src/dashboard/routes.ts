@@ -12,6 +12,7 @@
 import type { Context, Hono } from "hono";
 import { timingSafeEqual } from "hono/utils/buffer";
 import type { AdminContextResolver, AdminEnv } from "../admin/context";
+import { ADMIN_PREFIX } from "../admin/prefix";
 import { AdminError, notFound } from "../admin/problem";
 import { DASHBOARD_SCRIPT } from "./client";
 import { DASHBOARD_HEADERS } from "./csp";
@@ -21,7 +22,6 @@ import { renderDashboard, renderSignIn } from "./render";
 import { createSession, csrfToken, sessionCookieHeader } from "./session";
 import { DASHBOARD_STYLE } from "./style";
 
-const PREFIX = "/__floodgate";
 const FAVICON =
   '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#2b6cb0"/><path d="M3 11h10M3 7h6" stroke="#fff" stroke-width="2"/></svg>';
 
@@ -49,7 +49,7 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
   // `/__floodgate/` (and `/__floodgate`): a sub-app's "/" route matches only the path without the slash.
   app.get("*", async (c, next) => {
     const path = new URL(c.req.url).pathname;
-    if (path !== PREFIX && path !== `${PREFIX}/`) return next();
+    if (path !== ADMIN_PREFIX && path !== `${ADMIN_PREFIX}/`) return next();
     const admin = await resolve(c);
     const token = await adminToken(c);
     // A forged or expired cookie gets the sign-in form, like no cookie at all.
@@ -73,16 +73,16 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
     const presented = typeof form.token === "string" ? form.token : "";
     // Hashes both sides before comparing: constant time whatever the lengths.
     if (!presented || !(await timingSafeEqual(presented, token))) return c.html(renderSignIn(true), 401);
-    c.header("Set-Cookie", sessionCookieHeader(await createSession(token), secure(c), PREFIX));
-    return c.redirect(`${PREFIX}/`, 303);
+    c.header("Set-Cookie", sessionCookieHeader(await createSession(token), secure(c), ADMIN_PREFIX));
+    return c.redirect(`${ADMIN_PREFIX}/`, 303);
   });
 
   app.post("/logout", async (c) => {
     await adminToken(c);
     if (crossSite(c.req.raw))
       throw new AdminError(403, "Forbidden", "Sign out from the dashboard's own page.");
-    c.header("Set-Cookie", sessionCookieHeader(undefined, secure(c), PREFIX));
-    return c.redirect(`${PREFIX}/`, 303);
+    c.header("Set-Cookie", sessionCookieHeader(undefined, secure(c), ADMIN_PREFIX));
+    return c.redirect(`${ADMIN_PREFIX}/`, 303);
   });
 
   app.get("/dashboard.js", async (c) => {
