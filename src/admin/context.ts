@@ -82,9 +82,10 @@ export function adminContextOf(parts: AdminParts): AdminContext {
     endpoints: stores.map((store) => store.redis),
     // A peek never writes, so the id it runs under is never stored. The admin API peeks at one identity.
     // It reads every override, whatever this isolate's override index says: a look is rare and must be right.
+    // A shed sub-key has none to read: its limit is its class's share, as in the proxy (src/middleware/plan.ts).
     peek: (calls) =>
       storeOf(calls[0]?.identityHash ?? "").decide(
-        calls.map((call) => ({ ...call, override: true })),
+        calls.map((call) => ({ ...call, override: call.algorithm !== "shed" })),
         "admin-peek",
         { peek: true },
       ),

@@ -3,16 +3,24 @@
  * script without writing, so looking never costs the client anything) and a reset of its counters (DELETE;
  * an override stays). A client's tier is not known outside its request: `?tier=<name>` shows the state under
  * that tier's limits (an unknown tier, like the proxy, gets the rule's own).
+ *
+ * A `shed` rule's budget for one identity lives in sub-keys `hash(<identity>#<n>)` (src/middleware/shed.ts), each
+ * possibly on another endpoint: both routes cover all of them (README "Why is this client blocked? Reset it.").
  */
 import type { Hono } from "hono";
-import { limitsFor } from "../config/rules";
-import { overrideKey, RESET_FENCE_MS, resetFenceKey } from "../engine/keys";
+import { type EffectiveLimits, limitsFor, type RuleConfig, type ShedConfig } from "../config/rules";
+import { MAX_UNITS } from "../config/schema";
+import { hashIdentity, overrideKey, RESET_FENCE_MS, resetFenceKey } from "../engine/keys";
 import type { RuleCall } from "../engine/types";
+import { canonicalIdentity } from "../identity";
+import { HASH_PREFIX } from "../identity/show";
 import { recordChange } from "../live/changes";
-import { type AdminEnv, findRule } from "./context";
+import { classSlots, shardIdentity, shedAbove, subKeyCapacity } from "../middleware/shed";
+import { type AdminContext, type AdminEnv, findRule } from "./context";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
 import { getOverride } from "./overrides";
 import { formatPeriod } from "./period";
+import { badRequest } from "./problem";
 
 const seconds = (ms: number): number => Math.ceil(ms / 1000);
 
@@ -21,9 +29,11 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
   app.get("/keys/:rule/*", async (c) => {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
-    const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "keys", rule.name));
+    const named = rawIdentity(c.req.url, "keys", rule.name);
     // The same resolution as the limiter's plan (one resolver, src/config/rules.ts).
     const limits = limitsFor(rule, c.req.query("tier"));
+    if (rule.shed) return c.json(await shedState(admin, { ...rule, shed: rule.shed }, named, limits));
+    const identityHash = await resolveIdentityHash(rule, named);
     const call: RuleCall = {
       rule: rule.name,
       algorithm: rule.algorithm,
@@ -66,7 +76,18 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
   app.delete("/keys/:rule/*", async (c) => {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
-    const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "keys", rule.name));
+    const named = rawIdentity(c.req.url, "keys", rule.name);
+    if (rule.shed) {
+      // Every sub-key on its own endpoint. No fence, change record or forget: a shed slot is never leased
+      // nor remembered by a deny cache (src/resilience/deny-cache.ts), so Redis is all there is to reset.
+      const budget = await shedBudget({ ...rule, shed: rule.shed }, named);
+      const deleted = await Promise.all(
+        budget.subKeys.map((hash) => admin.redisOf(hash).del(...admin.stateKeys(rule, hash))),
+      );
+      const reset = deleted.some((n) => n > 0);
+      return c.json({ rule: rule.name, identity: showHash(budget.identityHash), reset });
+    }
+    const identityHash = await resolveIdentityHash(rule, named);
     const keys = admin.stateKeys(rule, identityHash);
     const redis = admin.redisOf(identityHash);
     // The fence first: a lease granted before the reset, returned after it, gives nothing back into the
@@ -78,4 +99,100 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash });
     return c.json({ rule: rule.name, identity: showHash(identityHash), reset: deleted > 0 });
   });
+}
+
+type ShedRule = RuleConfig & { shed: ShedConfig };
+
+/** One identity's shed budget: the hash of the identity and of each sub-key, in sub-key order. */
+interface ShedBudget {
+  identityHash: string;
+  subKeys: string[];
+}
+
+/**
+ * The sub-keys of the budget an admin path names, hashed as the proxy hashes `<identity>#<n>`. A hash cannot
+ * be traced back to its identity, so `hash:` names a budget only when the rule's identity is fixed (`key =
+ * "global"`): then the budget's hash, or any sub-key's (as the dashboard's lists show them), names it.
+ */
+async function shedBudget(rule: ShedRule, named: string): Promise<ShedBudget> {
+  const fixed = rule.key.length === 1 && rule.key[0]?.kind === "global";
+  if (named.startsWith(HASH_PREFIX)) {
+    const hashed = await resolveIdentityHash(rule, named);
+    const budget = fixed ? await shedBudget(rule, "global") : undefined;
+    if (budget && (hashed === budget.identityHash || budget.subKeys.includes(hashed))) return budget;
+    throw badRequest(
+      fixed
+        ? `${named} is neither the budget of rule ${JSON.stringify(rule.name)} nor one of its sub-keys.`
+        : `A shed rule's budget is split over sub-keys named from the identity itself, which a hash cannot give back: name it by its value (README "Why is this client blocked? Reset it.").`,
+    );
+  }
+  const identity = canonicalIdentity(rule, named);
+  const names = [identity, ...Array.from({ length: rule.shed.shards }, (_, n) => shardIdentity(identity, n))];
+  const [identityHash = "", ...subKeys] = await Promise.all(names.map(hashIdentity));
+  return { identityHash, subKeys };
+}
+
+/**
+ * A shed budget as it stands: each sub-key peeked (nothing written) under a limit it cannot reach, so the
+ * script reports every slot held there; then, per class, on how many sub-keys the proxy would admit it now
+ * (fewer held than the class's slots there, src/middleware/shed.ts).
+ */
+async function shedState(admin: AdminContext, rule: ShedRule, named: string, limits: EffectiveLimits) {
+  const budget = await shedBudget(rule, named);
+  const { shards, classes } = rule.shed;
+  const capacity = limits.limit;
+  const peeked = await Promise.all(
+    budget.subKeys.map(async (identityHash, shard) => {
+      const decision = await admin.peek([
+        {
+          rule: rule.name,
+          algorithm: rule.algorithm,
+          limit: MAX_UNITS,
+          periodMs: limits.periodMs,
+          burst: MAX_UNITS,
+          cost: 1,
+          mode: "on",
+          failure: rule.failure ?? admin.config.failure,
+          identityHash,
+        },
+      ]);
+      const result = decision.results[0];
+      if (!result) throw new Error("the store returned no result for the peeked sub-key");
+      return {
+        identity: showHash(identityHash),
+        limit: subKeyCapacity(capacity, shards, shard),
+        in_flight: MAX_UNITS - result.remaining,
+        resetAfterMs: result.resetAfterMs,
+      };
+    }),
+  );
+  const inFlight = peeked.reduce((sum, k) => sum + k.in_flight, 0);
+  const view = Object.entries(classes)
+    .sort(([, a], [, b]) => b - a)
+    .map(([name, share]) => {
+      const admittedOn = peeked.filter((k) => k.in_flight < classSlots(k.limit, share)).length;
+      return [
+        name,
+        { share, shed_above: shedAbove(capacity, shards, share), admitted_on: admittedOn },
+      ] as const;
+    });
+  // Nothing shed: even the lowest class gets in on whichever sub-key it picks.
+  const allowed = view.every(([, c]) => c.admitted_on === shards);
+  return {
+    rule: rule.name,
+    identity: showHash(budget.identityHash),
+    algorithm: rule.algorithm,
+    tier: limits.tier ?? null,
+    allowed,
+    limit: capacity,
+    in_flight: inFlight,
+    remaining: Math.max(0, capacity - inFlight),
+    reset_after: seconds(Math.max(0, ...peeked.map((k) => k.resetAfterMs))),
+    // As the proxy's 503 says: a slot frees when a response is done, which no clock can predict.
+    retry_after: allowed ? 0 : 1,
+    classes: Object.fromEntries(view),
+    sub_keys: peeked.map(({ resetAfterMs: _, ...k }) => k),
+    // A shed sub-key's limit is its class's share: overrides do not apply (src/middleware/plan.ts).
+    override: null,
+  };
 }

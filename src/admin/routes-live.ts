@@ -7,6 +7,7 @@ import type { RuleConfig, ShedConfig } from "../config/rules";
 import type { Mode } from "../engine/types";
 import { explainMode, type ModeSource } from "../live/effective";
 import { type LiveModes, readLiveModes, writeLiveMode } from "../live/modes";
+import { shedAbove } from "../middleware/shed";
 import { type AdminEnv, findRule } from "./context";
 import { formatPeriod } from "./period";
 import { ModeBody, parseBody } from "./schemas";
@@ -60,14 +61,17 @@ const showTiers = (tiers: RuleConfig["tiers"]) =>
     ]),
   );
 
-/** A shed rule's classes as an operator reads them: each class's share and the in-flight count it is shed above. */
+/**
+ * A shed rule's classes as an operator reads them: each class's share and the in-flight count it is shed above
+ * (all sub-keys together, as enforced).
+ */
 function showShed(shed: ShedConfig, capacity: number) {
   return {
     priority: shed.priorityText,
     classes: Object.fromEntries(
       Object.entries(shed.classes)
         .sort(([, a], [, b]) => b - a)
-        .map(([name, share]) => [name, { share, shedAbove: Math.floor(capacity * share + 1e-9) }]),
+        .map(([name, share]) => [name, { share, shedAbove: shedAbove(capacity, shed.shards, share) }]),
     ),
     unknownClass: shed.fallback,
     shards: shed.shards,

@@ -16,6 +16,7 @@ import type { RuleConfig } from "../config/rules";
 import type { Mode, WaitUntil } from "../engine/types";
 import { explainMode, type ModeSource } from "../live/effective";
 import { fieldMap, type LiveModes, NO_LIVE_MODES, readLiveModes } from "../live/modes";
+import { shedAbove } from "../middleware/shed";
 import { metricsKeys, minuteOf } from "../observability/metrics";
 import { type Read, readSettled } from "./settled";
 
@@ -55,11 +56,12 @@ export interface RuleView {
 
 /** A delay, or a shed rule's classes with the in-flight count each is shed above. */
 function shapingOf(rule: RuleConfig): { shaping?: string } {
-  if (rule.shed) {
-    const classes = Object.entries(rule.shed.classes)
+  const { shed } = rule;
+  if (shed) {
+    const classes = Object.entries(shed.classes)
       .sort(([, a], [, b]) => b - a)
-      .map(([name, share]) => `${name} above ${Math.floor(rule.limit * share + 1e-9)}`);
-    return { shaping: `sheds by ${rule.shed.priorityText}: ${classes.join(", ")} in flight` };
+      .map(([name, share]) => `${name} above ${shedAbove(rule.limit, shed.shards, share)}`);
+    return { shaping: `sheds by ${shed.priorityText}: ${classes.join(", ")} in flight` };
   }
   return rule.delayMs > 0 ? { shaping: `holds a request up to ${rule.delayMs} ms for its slot` } : {};
 }

@@ -29,11 +29,34 @@ export async function shedPlan(
   const value = shed.priority === "method" ? method : await identityOfKey(shed.priority, request);
   const priorityClass = value !== undefined && Object.hasOwn(shed.classes, value) ? value : shed.fallback;
   const shard = Math.floor(Math.random() * shed.shards);
-  // The capacity split as evenly as whole slots allow: the first `capacity % shards` sub-keys get one more.
-  const subCapacity = Math.floor(capacity / shed.shards) + (shard < capacity % shed.shards ? 1 : 0);
-  // +1e-9: 10 × 0.7 is 7.000000000000001 in doubles, and 100 × 0.29 is 28.999999999999996.
-  const limit = Math.floor(subCapacity * (shed.classes[priorityClass] ?? 0) + 1e-9);
+  const limit = classSlots(subKeyCapacity(capacity, shed.shards, shard), shed.classes[priorityClass] ?? 0);
   return { priorityClass, shard, limit };
+}
+
+/**
+ * Slots of sub-key `shard` when `capacity` is split over `shards`: as evenly as whole slots allow, the first
+ * `capacity % shards` sub-keys getting one more.
+ */
+export const subKeyCapacity = (capacity: number, shards: number, shard: number): number =>
+  Math.floor(capacity / shards) + (shard < capacity % shards ? 1 : 0);
+
+/** Slots of one sub-key a class may fill: ⌊sub-key capacity × share⌋. */
+export const classSlots = (subCapacity: number, share: number): number =>
+  // +1e-9: 10 × 0.7 is 7.000000000000001 in doubles, and 100 × 0.29 is 28.999999999999996.
+  Math.floor(subCapacity * share + 1e-9);
+
+/**
+ * The most requests of a class with `share` admitted in flight, all sub-keys together: the sum of what each
+ * sub-key admits, i.e. the in-flight count the class is shed above, as `GET /__floodgate/rules` and the
+ * dashboard show it. ⌊capacity × share⌋ would overstate it wherever the split leaves a fraction on more than
+ * one sub-key (35 over 3 sub-keys at 0.7: 8 + 8 + 7 = 23, not 24).
+ */
+export function shedAbove(capacity: number, shards: number, share: number): number {
+  let total = 0;
+  for (let shard = 0; shard < shards; shard++) {
+    total += classSlots(subKeyCapacity(capacity, shards, shard), share);
+  }
+  return total;
 }
 
 /** The identity of one sub-key: the rule's identity (usually `global`) and the sub-key's number. */

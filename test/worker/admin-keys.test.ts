@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { hashIdentity } from "../../src/engine/keys";
+import { hashIdentity, stateKey } from "../../src/engine/keys";
 import { awayFromWindowEdge } from "../support/window-edge";
-import { call, makeEnv, send } from "./admin-harness";
+import { call, makeEnv, redis, send } from "./admin-harness";
+import { send as through } from "./proxy-harness";
 
 const PREFIX = "t-admin-keys";
 const RULES = [
@@ -161,5 +162,108 @@ describe("an override raises a client's limit, then (after its TTL) drops it aga
     expect(dropped.status).toBe(429);
     expect(dropped.headers.get("X-RateLimit-Limit")).toBe("3");
     expect(await state(testEnv, "api", "key-vip")).toMatchObject({ limit: 3, override: null });
+  });
+});
+
+describe("keys: a shed rule's budget, all of its sub-keys", () => {
+  // 5 in flight over 2 sub-keys (3 and 2 slots); `low` may fill ⌊3 × 0.6⌋ + ⌊2 × 0.6⌋ = 2 of them.
+  const SHED = {
+    name: "origin",
+    key: "global",
+    algorithm: "shed",
+    limit: 5,
+    shards: 2,
+    priority: "header:x-priority",
+    priorities: { critical: 1, low: 0.6 },
+  };
+  interface ShedState extends KeyState {
+    in_flight: number;
+    classes: Record<string, { share: number; shed_above: number; admitted_on: number }>;
+    sub_keys: Array<{ identity: string; limit: number; in_flight: number }>;
+  }
+  const subKeys = () => Promise.all([0, 1].map((n) => hashIdentity(`global#${n}`)));
+
+  it("shows the slots held on every sub-key, and a reset frees them all", async () => {
+    const prefix = `${PREFIX}-shed`;
+    const env = makeEnv(prefix, [SHED]);
+    const [first = "", second = ""] = await subKeys();
+    const fresh = (await state(env, "origin", "global")) as ShedState;
+    expect(fresh).toEqual({
+      rule: "origin",
+      identity: `hash:${await hashIdentity("global")}`,
+      algorithm: "shed",
+      tier: null,
+      allowed: true,
+      limit: 5,
+      in_flight: 0,
+      remaining: 5,
+      reset_after: 0,
+      retry_after: 0,
+      classes: {
+        critical: { share: 1, shed_above: 5, admitted_on: 2 },
+        low: { share: 0.6, shed_above: 2, admitted_on: 2 },
+      },
+      sub_keys: [
+        { identity: `hash:${first}`, limit: 3, in_flight: 0 },
+        { identity: `hash:${second}`, limit: 2, in_flight: 0 },
+      ],
+      override: null,
+    });
+
+    // 30 slow requests at once: each sub-key gets more than it holds, so 5 are admitted (held 4 s) and the
+    // other 25 are shed at once. Once those 25 have answered, every request has been decided.
+    let answered = 0;
+    const pending = Array.from({ length: 30 }, () =>
+      through(env, "/slow?ms=4000", { headers: { "x-priority": "critical" } }).then((r) => {
+        answered++;
+        return r.status;
+      }),
+    );
+    for (let waited = 0; answered < 25 && waited < 3000; waited += 50) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(answered).toBe(25);
+    const full = (await state(env, "origin", "global")) as ShedState;
+    expect(full).toMatchObject({ allowed: false, limit: 5, in_flight: 5, remaining: 0, retry_after: 1 });
+    expect(full.reset_after).toBeGreaterThan(0); // the slots' lease, if no response finished first
+    expect(full.classes).toEqual({
+      critical: { share: 1, shed_above: 5, admitted_on: 0 },
+      low: { share: 0.6, shed_above: 2, admitted_on: 0 },
+    });
+    expect(full.sub_keys.map((k) => k.in_flight)).toEqual([3, 2]);
+    // The dashboard lists sub-keys by hash: each names the whole budget.
+    for (const hash of [first, second]) {
+      expect(await state(env, "origin", `hash:${hash}`)).toMatchObject({
+        identity: full.identity,
+        in_flight: 5,
+      });
+    }
+
+    const reset = await call(env, "/__floodgate/keys/origin/global", { method: "DELETE" });
+    expect(await reset.json()).toEqual({ rule: "origin", identity: full.identity, reset: true });
+    for (const hash of [first, second]) expect(await redis.exists(stateKey(prefix, "origin", hash))).toBe(0);
+    expect(await state(env, "origin", "global")).toMatchObject({ allowed: true, in_flight: 0, remaining: 5 });
+    // The budget is free again while the 5 requests are still at the origin.
+    expect((await through(env, "/now", { headers: { "x-priority": "critical" } })).status).toBe(200);
+    expect((await Promise.all(pending)).filter((status) => status === 200)).toHaveLength(5);
+  }, 30_000);
+
+  it("asks for a per-identity budget by its value: a hash cannot name its sub-keys", async () => {
+    const env = makeEnv(`${PREFIX}-shed-tenant`, [{ ...SHED, key: "header:x-tenant" }]);
+    expect((await through(env, "/now", { headers: { "x-tenant": "acme" } })).status).toBe(200);
+    expect(await state(env, "origin", "acme")).toMatchObject({
+      identity: `hash:${await hashIdentity("acme")}`,
+      in_flight: 0,
+      limit: 5,
+    });
+    for (const method of ["GET", "DELETE"]) {
+      const byHash = await call(env, `/__floodgate/keys/origin/hash:${await hashIdentity("acme")}`, {
+        method,
+      });
+      expect(byHash.status).toBe(400);
+      expect(((await byHash.json()) as { detail: string }).detail).toMatch(/name it by its value/);
+    }
+    const unknown = await call(env, `/__floodgate/keys/origin/global`, { method: "DELETE" });
+    expect(await unknown.json()).toMatchObject({ reset: false });
   });
 });

@@ -136,6 +136,28 @@ describe("priority load shedding", () => {
     );
   });
 
+  it("admits in flight exactly as many of a class as the rules view and the dashboard say it is shed above", async () => {
+    // 35 over 3 sub-keys (12, 12, 11): analytics may fill 8 + 8 + 7 = 23 slots, where ⌊35 × 0.7⌋ would say 24.
+    const env = makeEnv([budget({ limit: 35, shards: 3 })], { RATE_LIMIT_ADMIN_TOKEN: "shed-admin-token" });
+    const admin = { headers: { Authorization: "Bearer shed-admin-token" } };
+    const [rule] = (await send(env, "/__floodgate/rules", admin)).json<{
+      rules: { shed: { classes: Record<string, { shedAbove: number }> } }[];
+    }>().rules;
+    const shown = rule?.shed.classes.analytics?.shedAbove;
+    expect(shown).toBe(23);
+    const shaping = (await send(env, "/__floodgate/dashboard.json", admin)).json<{
+      rules: { shaping?: string }[];
+    }>().rules[0]?.shaping;
+    expect(shaping).toContain(`analytics above ${shown} in flight`);
+
+    // Far more than the budget at once, held 3 s: every sub-key gets more than it admits (each picks one at
+    // random), so each fills to the class's share of it, and none is freed before the last one is decided.
+    const tag = newTag();
+    const responses = await Promise.all(Array.from({ length: 90 }, () => slow(env, tag, "analytics", 3000)));
+    expect(responses.filter((r) => r.status === 200).length).toBe(shown);
+    expect(await originPeak(tag)).toBe(shown);
+  }, 60_000);
+
   it("names the field of a wrong shed config", async () => {
     const bad = await send(makeEnv([budget({ priorities: { get: 1.5 } })]), "/x");
     expect(bad.status).toBe(500);
