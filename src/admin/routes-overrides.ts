@@ -63,6 +63,11 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
   app.put("/overrides/:rule/*", async (c) => {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
+    if (rule.shed) {
+      // Its sub-keys' limits are the classes' shares of `limit` (src/middleware/shed.ts): an override would be
+      // stored and never read.
+      throw badRequest(`Rule ${JSON.stringify(rule.name)} sheds load; overrides do not apply to it.`);
+    }
     const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "overrides", rule.name));
     const body = await parseBody(c.req.raw, OverrideBody);
     const override = { limit: body.limit, periodMs: body.period, burst: body.burst ?? body.limit };

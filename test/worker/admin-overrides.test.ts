@@ -7,6 +7,14 @@ const RULES = [
   { name: "api", key: "header:x-api-key", algorithm: "token-bucket", limit: 10, period: "1m", burst: 5 },
   { name: "by-net", key: "ip/64", algorithm: "fixed-window", limit: 10, period: "1m" },
   { name: "many", key: "header:x-api-key", algorithm: "fixed-window", limit: 10, period: "1m" },
+  {
+    name: "origin",
+    key: "global",
+    algorithm: "shed",
+    limit: 10,
+    priority: "method",
+    priorities: { GET: 0.5 },
+  },
 ];
 const testEnv = makeEnv(PREFIX, RULES);
 
@@ -20,6 +28,13 @@ interface ShownOverride {
 }
 
 describe("overrides", () => {
+  it("refuses an override of a shed rule, whose limits are its classes' shares, and stores nothing", async () => {
+    const put = await send(testEnv, "PUT", "/__floodgate/overrides/origin/global", { limit: 1000 });
+    expect(put.status).toBe(400);
+    expect(((await put.json()) as { detail: string }).detail).toMatch(/sheds load; overrides do not apply/);
+    expect(await redis.exists(overrideKey(PREFIX, "origin", await hashIdentity("global")))).toBe(0);
+  });
+
   it("sets, reads and removes one client's override, stored under the proxy's hash of its key", async () => {
     const put = await send(testEnv, "PUT", "/__floodgate/overrides/api/key-alice", {
       limit: 1000,
