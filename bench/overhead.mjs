@@ -147,6 +147,7 @@ export async function runOverhead({
       specs.push({
         ...spec,
         id: `${spec.id}@${baseline}`,
+        of: spec.id,
         label: `${spec.label} @${baseline}`,
         // The same rules and bindings (RATE_LIMIT_LEASES=off stays off), the baseline's Worker.
         floodgate: { ...spec.floodgate, prefix: `${prefix}-base`, entry },
@@ -156,7 +157,9 @@ export async function runOverhead({
 
   const targets = [];
   const skipped = [];
-  for (const spec of specs.filter((s) => (only ? only.includes(s.id) : !s.optional))) {
+  // A baseline's copy of a target runs whenever that target does.
+  const chosen = (s) => (only ? only.includes(s.of ?? s.id) : !s.optional);
+  for (const spec of specs.filter(chosen)) {
     const headers = spec.headers ?? LOAD_HEADERS;
     if (spec.floodgate) {
       const { worker, skipped: reason } = await startProxyingFloodgate(
