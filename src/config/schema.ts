@@ -12,11 +12,13 @@ const show = (input: unknown): string => {
   return text === undefined ? String(input) : text.length > 80 ? `${text.slice(0, 77)}...` : text;
 };
 
+/** The characters of an RFC 9110 `token`, which a header name is. */
+const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
 /** A header name per RFC 9110 `token`. */
-export const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+export const HEADER_NAME = new RegExp(`^${TOKEN}$`);
 
 /** `ip` | `ip/64` | `global` | `header:<name>` | `query:<name>` | `jwt:<claim>`. */
-export const KEY_SOURCE = /^(?:ip|ip\/64|global|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+|query:.+|jwt:[^\s]+)$/;
+export const KEY_SOURCE = new RegExp(`^(?:ip|ip/64|global|header:${TOKEN}|query:.+|jwt:[^\\s]+)$`);
 
 const keySource = v.pipe(
   v.string(
@@ -175,7 +177,7 @@ export const ruleSchema = v.strictObject(
     burst: v.optional(positiveInt(MAX_UNITS)),
     cost: v.optional(
       v.union(
-        [positiveInt(MAX_UNITS), v.pipe(v.string(), v.regex(/^header:[!#$%&'*+.^_`|~0-9A-Za-z-]+$/))],
+        [positiveInt(MAX_UNITS), v.pipe(v.string(), v.regex(new RegExp(`^header:${TOKEN}$`)))],
         (i) => `${show(i.input)} is not a cost (a whole number, or "header:<name>")`,
       ),
     ),

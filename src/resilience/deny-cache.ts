@@ -23,7 +23,8 @@ interface Entry {
   untilMs: number;
 }
 
-const entryKey = (call: RuleCall): string => `${call.rule}\u0000${call.identityHash}`;
+const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
+const entryKey = (call: RuleCall): string => keyOf(call.rule, call.identityHash);
 
 /** The cache. Plain values only (workerd: nothing request-bound survives a request). */
 export class DenyCache {
@@ -83,6 +84,6 @@ export class DenyCache {
 
   /** Drops what is known about one identity under one rule (e.g. after an admin reset in this isolate). */
   forget(rule: string, identityHash: string): void {
-    this.entries.delete(`${rule}\u0000${identityHash}`);
+    this.entries.delete(keyOf(rule, identityHash));
   }
 }
