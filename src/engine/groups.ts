@@ -6,7 +6,7 @@
  * elsewhere one Redis takes keys of any slot, so each endpoint is one group. A request whose rules all key on
  * one identity (the common case) is exactly one group, in the caller's order.
  */
-import { type Decision, decisionOf, holdsSlot, type RuleCall, type RuleResult } from "./types";
+import { type Decision, decisionOf, failsClosed, holdsSlot, type RuleCall, type RuleResult } from "./types";
 
 /** The calls of one identity (on a Redis Cluster) or of one endpoint, decided by one script call on it. */
 export interface CallGroup {
@@ -85,12 +85,7 @@ export function mergeDecisions(
  * left undecided (that request is answered 503).
  */
 export function admitted(decision: Decision): boolean {
-  return (
-    decision.allowed &&
-    decision.results.every(
-      (r) => r.source !== "undecided" || r.call.mode !== "on" || r.call.failure !== "closed",
-    )
-  );
+  return decision.allowed && decision.results.every((r) => r.source !== "undecided" || !failsClosed(r.call));
 }
 
 /**

@@ -69,6 +69,9 @@ export interface RuleCall {
   lease?: boolean;
 }
 
+/** Whether `call` answers 503 when Redis cannot decide it: an enforcing rule whose failure policy is `closed`. */
+export const failsClosed = (call: RuleCall): boolean => call.mode === "on" && call.failure === "closed";
+
 /** How one rule judged the request. */
 export type Outcome = "allowed" | "denied" | "cost-exceeds-capacity";
 

@@ -13,6 +13,7 @@ import {
   type Decision,
   type DegradedReason,
   decisionOf,
+  failsClosed,
   type Reservation,
   type RuleCall,
   type RuleResult,
@@ -106,6 +107,9 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     });
   }
 
+  /** A rule not evaluated because a cached denial already answers the request. */
+  const notEvaluated = (call: RuleCall): RuleResult => undecided(call, "deny_cache");
+
   /** Redis could not be asked or could not answer: fallback for fail-open `on` rules, undecided otherwise. */
   function degraded(calls: RuleCall[], reason: DegradedReason): RuleResult[] {
     const results = calls.map((call) => {
@@ -138,19 +142,12 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       decisionOf(allowed, results, performance.now() - startedMs);
     if (calls.length === 0) return finish(true, []);
 
-    const cached = calls.map((call) => denyCache.lookup(call));
-    // Companions left undecided must not be fail-closed rules: a caller applying the failure policy
-    // first would answer 503 to a client that is certainly denied. Those requests ask Redis instead.
-    const usable = cached.every(
-      (r, i) => r !== undefined || calls[i]?.mode !== "on" || calls[i]?.failure !== "closed",
+    const denied = deniedFromCache(
+      calls,
+      calls.map((call) => denyCache.lookup(call)),
+      notEvaluated,
     );
-    if (usable && cached.some((r) => r !== undefined)) {
-      // Denied already: the rules not in the cache were not evaluated, so they carry no figures.
-      return finish(
-        false,
-        calls.map((call, i) => cached[i] ?? undecided(call, "deny_cache")),
-      );
-    }
+    if (denied) return finish(false, denied);
 
     const admission = breaker.admit();
     if (admission === "skip") return degradedDecision(calls, "breaker_open", finish);
@@ -253,4 +250,20 @@ function decideWithin(
       },
     );
   });
+}
+
+/**
+ * The results of a request this isolate already knows to be denied (`cached`: a cached denial per call, or
+ * `undefined`): the cached denials, and the other rules as `notEvaluated` makes them (no figures). `undefined`
+ * when no denial is cached, or when a rule left undecided would fail closed: a caller applying the failure
+ * policy first would answer 503 to a client that is certainly denied, so that request asks Redis instead.
+ */
+export function deniedFromCache(
+  calls: readonly RuleCall[],
+  cached: readonly (RuleResult | undefined)[],
+  notEvaluated: (call: RuleCall) => RuleResult,
+): RuleResult[] | undefined {
+  if (!cached.some((r) => r !== undefined)) return undefined;
+  if (!cached.every((r, i) => r !== undefined || !failsClosed(calls[i] as RuleCall))) return undefined;
+  return calls.map((call, i) => cached[i] ?? notEvaluated(call));
 }

@@ -18,7 +18,7 @@ import {
   ruleResult,
 } from "../engine/types";
 import { BREAKER_RANK } from "./breaker";
-import type { DeciderHealth, ResilientDecider } from "./decider";
+import { type DeciderHealth, deniedFromCache, type ResilientDecider } from "./decider";
 
 /** Options of {@link createShardedDecider}. */
 export interface ShardedDeciderOptions {
@@ -52,8 +52,6 @@ export interface ShardedDecider extends ResilientDecider {
   /** Each endpoint's health, in `deciders`' order. */
   endpointHealth(): DeciderHealth[];
 }
-
-const failsClosed = (call: RuleCall) => call.mode === "on" && call.failure === "closed";
 
 /** A rule not evaluated because the request is already denied by a cached denial: it carries no figures. */
 const skipped = (call: RuleCall): RuleResult =>
@@ -96,16 +94,8 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
     // A denial this isolate has cached answers at once, as for one group: no group is called and counted
     // only to be refunded. Not when a rule left undecided would be fail-closed (the decider's own rule).
     const cached = calls.map((call) => deciderOf(route(call.identityHash)).cachedDenial(call));
-    if (
-      cached.some((r) => r !== undefined) &&
-      cached.every((r, i) => r !== undefined || !failsClosed(calls[i] as RuleCall))
-    ) {
-      return decisionOf(
-        false,
-        calls.map((call, i) => cached[i] ?? skipped(call)),
-        0,
-      );
-    }
+    const denied = deniedFromCache(calls, cached, skipped);
+    if (denied) return decisionOf(false, denied, 0);
     const groups = groupCalls(calls, route, slotGroups);
 
     // No leases across groups: a refund of a denied split request could take back leased units with the
