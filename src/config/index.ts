@@ -11,7 +11,7 @@ import { ConfigError, configErrorFrom, shownUrl } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
 import { DEFAULTS } from "../engine/defaults";
 import { FAILURES, MODES } from "../engine/types";
-import { HEADER_NAME, MAX_LEASE_MS, ON_OFF } from "./schema";
+import { HEADER_NAME, MAX_LEASE_MS, ON_OFF, show } from "./schema";
 
 export { type RedisEndpoint, restUrlProblem } from "./endpoints";
 export { ConfigError } from "./errors";
@@ -49,8 +49,6 @@ export interface FloodgateConfig {
   jwtSecret?: string;
   jwksUrl?: URL;
 }
-
-const show = (input: unknown) => JSON.stringify(input) ?? String(input);
 
 const text = (binding: string) => v.string(`${binding}: expected a string`);
 const wholeMs = (binding: string, max: number) =>

@@ -7,7 +7,8 @@ import * as v from "valibot";
 import { ALGORITHMS, FAILURES, MODES } from "../engine/types";
 import { MAX_PERIOD_MS, MIN_PERIOD_MS, parseDurationMs } from "./duration";
 
-const show = (input: unknown): string => {
+/** A value as a config message quotes it: JSON, cut at 80 characters. */
+export const show = (input: unknown): string => {
   const text = JSON.stringify(input);
   return text === undefined ? String(input) : text.length > 80 ? `${text.slice(0, 77)}...` : text;
 };
