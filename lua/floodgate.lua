@@ -7,8 +7,8 @@ this script touches arrives in KEYS and no key is shared by all identities. Stoc
 the local REST server strips it (and maps the SHA) the way Upstash accepts it.
 
 Upstash bills the EVALSHA plus every command run inside it, so the allowed path of each algorithm is kept
-to the fewest commands (README, "Redis"): no per-call extras, TIME only when some rule needs the clock,
-and an override read only for the identities the caller knows to have one.
+to the fewest commands (README, "What a decision costs"): no per-call extras, TIME only when some rule needs
+the clock, and an override read only for the identities the caller knows to have one.
 
 KEYS:
   KEYS[i]      state key of rule i = 1..n   <prefix>:<rule>:{<hash>} (layout per algorithm below)
@@ -66,13 +66,14 @@ Returns an array of integers only: { allowed, then 5 per rule }
 A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_us, period_ms } per rule
   (0, 0, 0, 0 = no lease; units include this request's cost; tat_us: token-bucket/gcra, the TAT the lease
   wrote, the "when" of its return, else 0; period_ms: the period in force, with the group's limit the limits
-  its return is priced at) and then Redis's now in µs (the "when" of a window's or log's return). The rule's group
-  reports as for the request's cost alone, but for a leased token-bucket/gcra rule what the written TAT leaves
-  plus the lease's units still to spend. A rule leases at most min(wanted, max(cost, avail / 2)), so
-  the last units of a window are decided one by one, and only for at least 10 ms. A cost of 0 in a LEASE
-  call is a renewal: it takes only the lease (none when nothing is left), and counts no request. Why no leased unit can be
-  spent where Redis would not have admitted it (the caller spends a lease only within life_ms, measured from
-  before it sent the call, so every spend happens between the grant and the grant + life on Redis's clock):
+  its return is priced at) and then Redis's now in µs (the "when" of a window's return; a log's is now +
+  life_ms × 1000, where its members are scored). The rule's group reports as for the request's cost alone, but
+  for a leased token-bucket/gcra rule what the written TAT leaves plus the lease's units still to spend. A
+  rule leases at most min(wanted, max(cost, avail / 2)), so the last units of a window are decided one by one,
+  and only for at least 10 ms. A cost of 0 in a LEASE call is a renewal: it takes only the lease (none when
+  nothing is left), and counts no request. Why no leased unit can be spent where Redis would not have admitted
+  it (the caller spends a lease only within life_ms, measured from before it sent the call, so every spend
+  happens between the grant and the grant + life on Redis's clock):
     fixed-window    the units are counted in the current window and life ends before its edge: every unit
                     is spent in the window that counts it, as if its requests had all arrived at the grant
     sliding-window  the same (the current window's count, life within the window); the estimate only
@@ -132,7 +133,8 @@ State layout per algorithm (one key per identity; every write carries a TTL with
   sliding-window  string "window:prev:cur" (window = floor(now / period)), lives until the next window ends
                   (a write within the same window keeps the expiry the window's first write set)
   sliding-log     ZSET, one member per unit, `<request id>:<score>:<unit>`, score = time in µs (a lease's:
-                  its end); expires one period plus min(period, 10 s, the longest lease) after the last write
+                  its end); expires one period plus min(period, 10 s) after the last write (the furthest a lease's
+                  members can be scored ahead)
   token-bucket,   integer TAT (theoretical arrival time, µs): both algorithms ARE the same state;
   gcra            emission interval = ceil(period / limit) in whole µs; expires when the bucket is full
   concurrency,    ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire. A shed
@@ -721,7 +723,7 @@ for i = 1, n do
   -- spent where Redis would not have admitted it). Half of what is left at most, so that the last units of a
   -- window go one by one, centrally.
   local wanted = lease and tonumber(ARGV[first + n * PER_RULE + i - 1]) or 0 -- units
-  if wanted > cost and allow and not delayed and not impossible and algorithm ~= CONCURRENCY and algorithm ~= SHED then
+  if wanted > cost and allow and not delayed and not impossible and algorithm ~= CONCURRENCY then -- (a shed rule is CONCURRENCY here)
     local life = lease_ms -- ms
     if algorithm == FIXED or algorithm == SLIDING then
       life = math.min(life, now_ms - now_ms % period + period - now_ms - 1) -- never past the window's edge
