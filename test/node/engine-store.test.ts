@@ -6,8 +6,10 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Redis as IORedis } from "ioredis";
+import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { freePort, startRedis, startRestServer } from "../../redis-rest/index.mjs";
+import { overrideKey } from "../../src/engine/keys";
 import { SCRIPT_SOURCE, scriptSha } from "../../src/engine/script";
 import { createStore, StoreError } from "../../src/engine/store";
 import { directRedis, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
@@ -74,26 +76,57 @@ describe("when Redis cannot answer", () => {
   });
 
   it("a closed port is `unavailable`", async () => {
-    const server = await fakeRest(() => {});
-    const url = urlOf(server);
-    await new Promise((resolve) => server.close(resolve));
+    const url = `http://127.0.0.1:${await freePort()}`; // nothing listens there
     const store = createStore({ url, token: "t", timeoutMs: 2000 });
     expect((await failure(store.decide([call], requestId()))).kind).toBe("unavailable");
   });
 
-  it("a Redis BUSY error is `unavailable`, a script error is `script`", async () => {
-    let reply = "BUSY Redis is busy running a script.";
-    const server = await fakeRest((_body, res) => {
-      res.writeHead(400, { "content-type": "application/json" }).end(JSON.stringify({ error: reply }));
-    });
-    const store = createStore({ url: urlOf(server), token: "t", timeoutMs: 2000 });
-    expect((await failure(store.decide([call], requestId()))).kind).toBe("unavailable");
-    reply = "ERR user_script:1: Script attempted to access nonexistent global variable";
-    expect((await failure(store.decide([call], requestId()))).kind).toBe("script");
-    server.close();
+  it("a Redis BUSY with a script is `unavailable`", async () => {
+    // A redis-server of its own (a script spinning there blocks every client of it), answering BUSY as soon
+    // as a script has run longer than 50 ms.
+    const own = await startRedis();
+    const rest = await startRestServer({ redisUrl: own.url });
+    const spinner = new IORedis(own.url, { maxRetriesPerRequest: 1 });
+    const other = new IORedis(own.url, { maxRetriesPerRequest: 1 });
+    try {
+      await spinner.config("SET", "busy-reply-threshold", "50");
+      const spin =
+        "local t = redis.call('TIME'); local until_us = t[1] * 1000000 + t[2] + 700000; " +
+        "repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] > until_us";
+      const spinning = spinner.eval(spin, 0);
+      // PONG until the script runs (another connection), then held until it has run past the threshold: BUSY.
+      let answer: string = "PONG";
+      for (let i = 0; i < 100 && answer === "PONG"; i++)
+        answer = await other.ping().catch((e: Error) => e.message);
+      expect(answer).toMatch(/^BUSY/);
+      const store = createStore({ url: rest.url, token: rest.token, timeoutMs: 2000 });
+      const error = await failure(store.decide([call], requestId()));
+      expect(error.kind).toBe("unavailable");
+      expect(error.message).toMatch(/^BUSY/);
+      await spinning;
+      expect((await store.decide([call], requestId())).allowed).toBe(true); // and decides once it is done
+    } finally {
+      spinner.disconnect();
+      other.disconnect();
+      await rest.close();
+      await own.close();
+    }
+  });
+
+  it("a Redis error inside the script is `script`", async () => {
+    // HGETALL of an override key that holds a string (no admin ever writes one): the script stops there.
+    const prefix = uniquePrefix("wrongtype");
+    const store = testStore(prefix);
+    const overridden = ruleCall({ algorithm: "gcra" });
+    await redis.set(overrideKey(prefix, overridden.rule, overridden.identityHash), "not a hash");
+    const error = await failure(store.decide([overridden], requestId()));
+    expect(error.kind).toBe("script");
+    expect(error.message).toMatch(/^WRONGTYPE/);
   });
 
   it("the budget covers the whole decision, NOSCRIPT reload included, and each request is sent once", async () => {
+    // A stand-in for the REST endpoint: no real Redis answers EVALSHA with NOSCRIPT after a chosen delay and
+    // then never answers the EVAL that follows.
     const seen: string[] = [];
     const server = await fakeRest((body, res) => {
       seen.push(String(body[0]));
@@ -101,15 +134,16 @@ describe("when Redis cannot answer", () => {
         setTimeout(() => {
           res.writeHead(400, { "content-type": "application/json" });
           res.end(JSON.stringify({ error: "NOSCRIPT No matching script. Please use EVAL." }));
-        }, 150);
+        }, 600);
       } // EVAL never answers
     });
-    const store = createStore({ url: urlOf(server), token: "t", timeoutMs: 300 });
+    const store = createStore({ url: urlOf(server), token: "t", timeoutMs: 1000 });
     const started = Date.now();
     expect((await failure(store.decide([call], requestId()))).kind).toBe("timeout");
     const elapsed = Date.now() - started;
-    expect(elapsed).toBeGreaterThanOrEqual(290);
-    expect(elapsed).toBeLessThan(450); // not 150 + a fresh 300
+    expect(elapsed).toBeGreaterThanOrEqual(990);
+    // A fresh budget for the EVAL would take 600 + 1000 ms at the least; the one budget leaves 550 ms to spare.
+    expect(elapsed).toBeLessThan(1550);
     expect(seen).toEqual(["evalsha", "eval"]);
     server.closeAllConnections();
     server.close();

@@ -1,6 +1,7 @@
 // Leases across two separate Worker instances (each its own workerd, bundled as for deploy) sharing one
 // redis-server through the REST server: a hot identity hammered through both at once is never admitted
 // more than the limit, admin changes revoke leases, unused units go back to Redis, Redis dying mid-lease.
+// A third instance with short leases serves the tests that wait for a lease to expire.
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
@@ -69,6 +70,9 @@ let origin: Awaited<ReturnType<typeof startEchoOrigin>>;
 let direct: IORedis;
 let a: Worker;
 let b: Worker;
+/** A third instance whose leases live only SHORT_LEASE_MS: the tests that wait for a lease to expire use it. */
+let short: Worker;
+const SHORT_LEASE_MS = 300;
 let ipSeq = 0;
 
 const bindings = (leaseMs: number) => ({
@@ -88,14 +92,15 @@ beforeAll(async () => {
   origin = await startEchoOrigin();
   direct = new IORedis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
   direct.on("error", () => {});
-  [a, b] = await Promise.all([
+  [a, b, short] = await Promise.all([
     startWorker({ bindings: bindings(3000) }),
     startWorker({ bindings: bindings(3000) }),
+    startWorker({ bindings: bindings(SHORT_LEASE_MS) }),
   ]);
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.all([a?.dispose(), b?.dispose()]);
+  await Promise.all([a?.dispose(), b?.dispose(), short?.dispose()]);
   direct?.disconnect();
   await origin?.close();
   await rest?.close();
@@ -154,17 +159,16 @@ it("a lease's unused units are back in Redis once it expires", async () => {
   await awayFromHourEdge(10_000); // a return never reaches into the next window
   const ip = freshIp();
   let admitted = 0;
-  let key: string | undefined;
-  const counted = async () => Number(key ? await direct.get(key) : 0);
+  const key = stateKey(PREFIX, "returned", await hashIdentity(ip));
+  const counted = async () => Number(await direct.get(key));
   // Hot until Redis holds more than was admitted: units taken ahead of time, in a lease.
   for (let i = 0; i < 100 && (await counted()) <= admitted; i++) {
-    if ((await send(a, `/returned/${i}`, ip)).status === 200) admitted++;
-    [key] = await direct.keys(`${PREFIX}:returned:*`);
+    if ((await send(short, `/returned/${i}`, ip)).status === 200) admitted++;
   }
   expect(await counted()).toBeGreaterThan(admitted);
-  await sleep(3000 + 100);
+  await sleep(SHORT_LEASE_MS + 100);
   // The isolate's next request (anyone's) sends the return, in the background.
-  expect((await send(a, "/returned/other", freshIp())).status).toBe(200);
+  expect((await send(short, "/returned/other", freshIp())).status).toBe(200);
   await sleep(300);
   expect(await counted()).toBe(admitted);
 }, 30_000);
@@ -176,9 +180,9 @@ it("a reset through one instance is not undone by the other's lease returned aft
   const key = stateKey(PREFIX, "returned", await hashIdentity(ip));
   const counted = async () => Number(await direct.get(key));
   for (let i = 0; i < 100 && (await counted()) <= admitted; i++) {
-    if ((await send(a, `/returned/${i}`, ip)).status === 200) admitted++;
+    if ((await send(short, `/returned/${i}`, ip)).status === 200) admitted++;
   }
-  expect(await counted()).toBeGreaterThan(admitted); // a holds a lease with units left
+  expect(await counted()).toBeGreaterThan(admitted); // `short` holds a lease with units left
   const reset = await b.fetch(`/__floodgate/keys/returned/${ip}`, {
     method: "DELETE",
     headers: { Authorization: `Bearer ${TOKEN}` },
@@ -186,10 +190,10 @@ it("a reset through one instance is not undone by the other's lease returned aft
   expect(reset.status).toBe(200);
   expect((await send(b, "/returned/after-reset", ip)).status).toBe(200);
   expect(await counted()).toBe(1); // the fresh state: one request
-  await sleep(3000 + 100);
-  // a's next request sends its expired lease's units back, before a has heard of the reset: they must not
-  // land in the state the reset started afresh.
-  expect((await send(a, "/returned/other", freshIp())).status).toBe(200);
+  await sleep(SHORT_LEASE_MS + 100);
+  // short's next request sends its expired lease's units back, before it has heard of the reset: they must
+  // not land in the state the reset started afresh.
+  expect((await send(short, "/returned/other", freshIp())).status).toBe(200);
   await sleep(300);
   expect(await counted()).toBe(1);
 }, 30_000);
@@ -234,6 +238,9 @@ it("a request with a concurrency rule and a leased rule stays all-or-nothing, de
 it("Redis killed mid-lease: the lease keeps admitting until it expires, then the failure policy", async () => {
   await awayFromHourEdge(10_000); // near the hour's edge a lease lives only until it
   const ip = freshIp();
+  // On `a`, the 3 s lease: 20 requests lease it ~15 units, so one is surely left at the kill. A 300 ms lease
+  // earns 1 or 2 units here (a quarter of what the rate spends in its life): whether one is left, or a lease
+  // at all, would be a race with the renewal in flight.
   for (let i = 0; i < 20; i++) expect((await send(a, `/closed/${i}`, ip)).status).toBe(200);
   await redis.kill();
   try {

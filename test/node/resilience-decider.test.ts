@@ -210,10 +210,44 @@ describe("never counting a decision twice", () => {
 });
 
 describe("when Redis is frozen (SIGSTOP)", () => {
+  let forwarder: Server;
+  let forwarded = 0;
+
+  beforeAll(async () => {
+    // Passes each request on to the REST server and its answer back, counting them: what reaches Redis.
+    forwarder = createServer((req, res) => {
+      forwarded += 1;
+      const upstream = httpRequest(
+        `${rest.url}${req.url}`,
+        { method: req.method, headers: req.headers },
+        (up) => {
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+        },
+      );
+      upstream.on("error", () => res.destroy());
+      res.on("close", () => upstream.destroy()); // a client that gave up (its budget) stops waiting here too
+      req.pipe(upstream);
+    });
+    await new Promise<void>((resolve) => forwarder.listen(0, "127.0.0.1", resolve));
+  });
+  afterAll(() => {
+    forwarder.closeAllConnections();
+    return new Promise<void>((resolve) => forwarder.close(() => resolve()));
+  });
+
   it("answers every decision within the budget, then opens the breaker and stops calling Redis", async () => {
-    const { decider, logs } = setup({ timeoutMs: TIMEOUT_MS });
+    const address = forwarder.address();
+    const port = typeof address === "object" && address ? address.port : 0;
+    const counted = createStore({
+      url: `http://127.0.0.1:${port}`,
+      token: rest.token,
+      timeoutMs: TIMEOUT_MS,
+    });
+    const { decider, logs } = setup({ timeoutMs: TIMEOUT_MS }, counted);
     const call = rule();
-    await decider.decide([call], "warm");
+    expect((await decider.decide([call], "warm")).results[0]?.source).toBe("redis");
+    expect(forwarded).toBeGreaterThan(0); // this decider's calls pass the forwarder
     redis.stop();
     try {
       const durations: number[] = [];
@@ -226,9 +260,12 @@ describe("when Redis is frozen (SIGSTOP)", () => {
       expect(decider.health()).toMatchObject({ status: "degraded", breaker: "open" });
       expect(logs.some((l) => l.includes("circuit breaker open"))).toBe(true);
 
+      const sent = forwarded;
       const { decision, ms } = await timed(() => decider.decide([call], "open"));
       expect(decision.results[0]).toMatchObject({ source: "fallback", reason: "breaker_open" });
-      expect(ms).toBeLessThan(20);
+      // Not sent to Redis at all (a call there would wait out the budget): nothing more reached the forwarder.
+      expect(forwarded).toBe(sent);
+      expect(ms).toBeLessThan(TIMEOUT_MS);
     } finally {
       redis.cont();
     }

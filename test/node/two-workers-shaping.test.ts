@@ -65,7 +65,7 @@ describe("two Worker instances, one Redis", () => {
     });
   }, 60_000);
 
-  it("keep the origin's in-flight budget across both instances", async () => {
+  it("keep the origin's in-flight budget across both instances: filled, never exceeded, critical let in", async () => {
     const tag = crypto.randomUUID();
     const classes = ["critical", "post", "get"];
     const responses = await Promise.all(
@@ -75,10 +75,31 @@ describe("two Worker instances, one Redis", () => {
         }),
       ),
     );
-    await Promise.all(responses.map((r) => r.text()));
+    const bodies = await Promise.all(responses.map((r) => r.text()));
     const statuses = responses.map((r) => r.status);
+    const admitted = (name?: string) =>
+      statuses.filter((s, i) => s === 200 && (name === undefined || classes[i % 3] === name)).length;
     expect(statuses.filter((s) => s !== 200 && s !== 503)).toEqual([]);
-    expect(statuses.filter((s) => s === 200).length).toBeLessThanOrEqual(20);
-    expect(((await origin(`/__inflight/${tag}`)) as { max: number }).max).toBeLessThanOrEqual(20);
+    // Never more than 20 at the origin, nor more than a lower class's share (8 of each sub-key's 10 for get).
+    expect(admitted()).toBeLessThanOrEqual(20);
+    const peak = ((await origin(`/__inflight/${tag}`)) as { max: number }).max;
+    expect(peak).toBeLessThanOrEqual(20);
+    expect(admitted("get")).toBeLessThanOrEqual(16);
+    // And the budget is used: each sub-key takes any class until 8 are in flight there, and ~40 requests
+    // reach each, so at least 16 were admitted and were at the origin at once.
+    expect(admitted()).toBeGreaterThanOrEqual(16);
+    expect(peak).toBeGreaterThanOrEqual(16);
+    // Only a critical request can take a sub-key's 10th slot, so a sub-key holds a free slot until one does:
+    // the first critical request to reach each of the two gets in.
+    expect(admitted("critical")).toBeGreaterThanOrEqual(2);
+    // The rest were shed: 503 temporary-reduced-capacity, retry in a second.
+    const shed = responses.flatMap((r, i) => (r.status === 503 ? [{ r, body: bodies[i] as string }] : []));
+    expect(shed.length).toBeGreaterThanOrEqual(60);
+    for (const { r, body } of shed) {
+      expect(r.headers.get("Retry-After")).toBe("1");
+      expect(JSON.parse(body).type).toBe(
+        "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",
+      );
+    }
   }, 60_000);
 });
