@@ -31,7 +31,7 @@ describe("rateLimit() in an existing Hono app", () => {
             cost: (c) => Number(c.req.query("n") ?? 1),
             algorithm: "fixed-window",
             limit: 5,
-            period: "1m",
+            period: "1h", // no epoch-aligned window turns between the requests
           },
         ],
       }),
@@ -186,7 +186,7 @@ describe("rateLimit() follows Hono's conventions", () => {
           redis: { url: c.env.URL, token: c.env.TOKEN },
           prefix: keyPrefix,
           rules: [
-            { name: "per-ip", key: "header:x-client", algorithm: "fixed-window", limit: 2, period: "1m" },
+            { name: "per-ip", key: "header:x-client", algorithm: "fixed-window", limit: 2, period: "1h" },
           ],
         };
       }),
@@ -229,7 +229,7 @@ describe("rateLimit() follows Hono's conventions", () => {
       rateLimit({
         redis,
         prefix: prefix(),
-        rules: [{ name: "one", key: "global", algorithm: "fixed-window", limit: 1, period: "1m" }],
+        rules: [{ name: "one", key: "global", algorithm: "fixed-window", limit: 1, period: "1h" }],
       }),
     );
     app.get("/", (c) => c.text("ok"));

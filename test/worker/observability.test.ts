@@ -3,9 +3,10 @@ import { hashIdentity } from "../../src/engine/keys";
 import { ADMIN_TOKEN, baseEnv, call, makeEnv } from "./admin-harness";
 
 const PREFIX = "t-observability";
+// An hour: no epoch-aligned window turns between a test's requests.
 const RULES = [
-  { name: "strict", key: "header:x-api-key", algorithm: "fixed-window", limit: 1, period: "1m" },
-  { name: "watch", key: "ip", algorithm: "sliding-window", limit: 1, period: "1m", mode: "monitor" },
+  { name: "strict", key: "header:x-api-key", algorithm: "fixed-window", limit: 1, period: "1h" },
+  { name: "watch", key: "ip", algorithm: "sliding-window", limit: 1, period: "1h", mode: "monitor" },
 ];
 
 // Miniflare's local Analytics Engine accepts writes but offers no way to read them back, so the dataset is

@@ -112,15 +112,16 @@ describe("rule matching", () => {
   });
 
   it("the strictest matching rule decides and is reported", async () => {
+    // An hour: no epoch-aligned window turns between the requests.
     const both = makeEnv([
-      { name: "wide", key: "ip", algorithm: "fixed-window", limit: 10, period: "1m" },
+      { name: "wide", key: "ip", algorithm: "fixed-window", limit: 10, period: "1h" },
       {
         name: "narrow",
         match: { path: "/search" },
         key: "ip",
         algorithm: "fixed-window",
         limit: 2,
-        period: "1m",
+        period: "1h",
       },
     ]);
     const statuses: number[] = [];

@@ -33,6 +33,16 @@ export function makeEnv(rules: unknown, extra: Record<string, unknown> = {}): Re
   };
 }
 
+/**
+ * Two Worker instances on one key prefix, the i-th request going to `instance(i)`: two bindings objects are two
+ * apps (src/worker.ts keeps one per bindings object), each with its own limiter, leases and deny cache, as two
+ * isolates would be, sharing only Redis.
+ */
+export function twoInstances(env: Record<string, unknown>): (i: number) => Record<string, unknown> {
+  const instances = [env, { ...env }];
+  return (i) => instances[i % 2] as Record<string, unknown>;
+}
+
 /** A response with its body read. */
 export interface Sent {
   status: number;
@@ -72,6 +82,12 @@ export function fetchWorker(testEnv: Record<string, unknown>, request: Request) 
 export async function originCount(tag: string): Promise<number> {
   const response = await fetch(`${baseEnv.ORIGIN_URL}/__counts/${encodeURIComponent(tag)}`);
   return ((await response.json()) as { count: number }).count;
+}
+
+/** The most requests with `x-count-tag: <tag>` the origin was answering at once (each until its body's end). */
+export async function originPeak(tag: string): Promise<number> {
+  const response = await fetch(`${baseEnv.ORIGIN_URL}/__inflight/${encodeURIComponent(tag)}`);
+  return ((await response.json()) as { max: number }).max;
 }
 
 /** A unique tag for counting one test's requests at the origin. */

@@ -1,6 +1,7 @@
 import { type Item, parseList } from "structured-headers";
 import { describe, expect, it } from "vitest";
-import { keysUnder, makeEnv, newTag, originCount, send } from "./proxy-harness";
+import { awayFromWindowEdge } from "../support/window-edge";
+import { keysUnder, makeEnv, newTag, originCount, send, twoInstances } from "./proxy-harness";
 
 const perIp = (limit: number, extra: Record<string, unknown> = {}) => ({
   name: "per-ip",
@@ -37,18 +38,26 @@ describe("limiting at the edge", () => {
     expect(await originCount(tag)).toBe(3);
   });
 
-  it("lets exactly 50 of 300 concurrent requests through to the origin for a limit of 50", async () => {
-    const env = makeEnv([perIp(50, { algorithm: "sliding-window" })]);
+  it("lets exactly 50 of 300 concurrent requests through to the origin for a limit of 50, over two Worker instances", async () => {
+    const instance = twoInstances(makeEnv([perIp(50, { algorithm: "sliding-window" })]));
     const tag = newTag();
     const responses = await Promise.all(
-      Array.from({ length: 300 }, () =>
-        send(env, "/burst", { ip: "198.51.100.2", headers: { "x-count-tag": tag } }),
+      Array.from({ length: 300 }, (_, i) =>
+        send(instance(i), "/burst", {
+          ip: "198.51.100.2",
+          headers: { "x-count-tag": tag },
+        }),
       ),
     );
-    const count = (status: number) => responses.filter((r) => r.status === status).length;
+    /** How many got `status`, from both instances or from the one numbered `of` (the i-th went to i % 2). */
+    const count = (status: number, of?: 0 | 1) =>
+      responses.filter((r, i) => r.status === status && (of === undefined || i % 2 === of)).length;
     expect(count(200)).toBe(50);
     expect(count(429)).toBe(250);
     expect(await originCount(tag)).toBe(50);
+    // Both instances admitted some: the 50 were shared out between them, not all decided by one.
+    expect(count(200, 0)).toBeGreaterThan(0);
+    expect(count(200, 1)).toBeGreaterThan(0);
   });
 
   it("still limits a client that rotates a spoofed X-Forwarded-For and X-Real-IP", async () => {
@@ -96,6 +105,8 @@ describe("limiting at the edge", () => {
 
   it("answers a denied request with Retry-After ≥ t, no-store and the quota-exceeded problem", async () => {
     const env = makeEnv([perIp(1, { name: "strict", period: "30s" }), perIp(100, { name: "loose" })]);
+    // The strict rule's 30 s window is epoch-aligned: both requests must fall in one window.
+    await awayFromWindowEdge(30_000, 5_000);
     await send(env, "/", { ip: "198.51.100.6" });
     const denied = await send(env, "/", { ip: "198.51.100.6" });
     expect(denied.status).toBe(429);
@@ -138,12 +149,13 @@ describe("limiting at the edge", () => {
 });
 
 describe("cost", () => {
+  // An hour: no fixed window turns between a test's requests.
   const rows = {
     name: "rows",
     key: "ip",
     algorithm: "fixed-window",
     limit: 10,
-    period: "1m",
+    period: "1h",
     cost: "header:x-rows",
   };
 
@@ -170,7 +182,7 @@ describe("cost", () => {
     const env = makeEnv([rows]);
     const sent = await send(env, "/", { ip: "198.51.100.10", headers: { "x-rows": "11" } });
     expect(sent.status).toBe(429);
-    expect(sent.headers.get("Retry-After")).toBe("60");
+    expect(sent.headers.get("Retry-After")).toBe("3600");
     // Nothing was consumed.
     const after = await send(env, "/", { ip: "198.51.100.10" });
     expect(members(after.headers.get("RateLimit")).rows?.r).toBe(9);
@@ -178,13 +190,15 @@ describe("cost", () => {
 });
 
 describe("modes", () => {
-  it("off: proxies with no rate-limit headers and makes no Redis call", async () => {
+  // What `off` saves is the decision: a fresh isolate still reads the live modes once (a switch could turn it on).
+  it("off: proxies past the limit with no rate-limit headers, no decision timed and no key written", async () => {
     const env = makeEnv([perIp(1)], { RATE_LIMIT_MODE: "off" });
     for (let i = 0; i < 3; i++) {
       const sent = await send(env, "/", { ip: "198.51.100.11" });
       expect(sent.status).toBe(200);
       expect(sent.headers.get("RateLimit")).toBeNull();
       expect(sent.headers.get("X-RateLimit-Limit")).toBeNull();
+      expect(sent.headers.get("Server-Timing")).toBeNull(); // a decision, even a leased one, would be timed
     }
     const keys = await keysUnder(env.RATE_LIMIT_PREFIX as string);
     expect(keys).toEqual([]);

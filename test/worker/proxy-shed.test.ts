@@ -4,7 +4,7 @@
  * 100 %. The origin never sees more than the budget; shed requests get 503 temporary-reduced-capacity.
  */
 import { describe, expect, it } from "vitest";
-import { baseEnv, makeEnv, newTag, send } from "./proxy-harness";
+import { makeEnv, newTag, originCount, originPeak, type Sent, send, twoInstances } from "./proxy-harness";
 
 const PRIORITIES = { critical: 1, post: 0.9, get: 0.8, analytics: 0.7 };
 const budget = (extra: Record<string, unknown> = {}) => ({
@@ -17,11 +17,8 @@ const budget = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-/** The most requests tagged `tag` the origin was answering at once. */
-async function originPeak(tag: string): Promise<number> {
-  const response = await fetch(`${baseEnv.ORIGIN_URL}/__inflight/${encodeURIComponent(tag)}`);
-  return ((await response.json()) as { max: number }).max;
-}
+/** How long an admitted request of the shedding-order test stays at the origin, ms. */
+const HOLD_MS = 10_000;
 
 const slow = (env: Record<string, unknown>, tag: string, priority: string, ms: number) =>
   send(env, `/slow?ms=${ms}`, {
@@ -30,9 +27,9 @@ const slow = (env: Record<string, unknown>, tag: string, priority: string, ms: n
   });
 
 describe("priority load shedding", () => {
-  it("never lets more than 20 of 100 concurrent slow requests reach the origin, and never sheds critical", async () => {
+  it("never lets more than 20 of 100 concurrent slow requests from two Worker instances reach the origin, and never sheds critical", async () => {
     // One sub-key: the headroom above the highest other class (20 - 18 = 2 slots) is critical's alone.
-    const env = makeEnv([budget({ shards: 1 })]);
+    const instance = twoInstances(makeEnv([budget({ shards: 1 })]));
     const tag = newTag();
     const classes = [
       ...Array(2).fill("critical"),
@@ -41,7 +38,7 @@ describe("priority load shedding", () => {
       ...Array(34).fill("analytics"),
     ] as string[];
     classes.sort(() => Math.random() - 0.5);
-    const responses = await Promise.all(classes.map((priority) => slow(env, tag, priority, 1500)));
+    const responses = await Promise.all(classes.map((priority, i) => slow(instance(i), tag, priority, 1500)));
     const byClass = (name: string, status: number) =>
       responses.filter((r, i) => classes[i] === name && r.status === status).length;
     expect(byClass("critical", 200)).toBe(2);
@@ -65,23 +62,38 @@ describe("priority load shedding", () => {
   it("sheds the lower classes first as the origin fills up", async () => {
     const env = makeEnv([budget({ shards: 1 })]);
     const tag = newTag();
-    // Requests start 50 ms apart and stay at the origin 4 s: in flight only grows while they arrive.
-    const order = Array.from({ length: 36 }, (_, i) => ["analytics", "get", "post"][i % 3] as string);
-    const pending = [];
-    for (const priority of order) {
-      pending.push(slow(env, tag, priority, 4000));
-      await new Promise((resolve) => setTimeout(resolve, 50));
+    // One request at a time, each sent only once the one before it is decided (shed, or at the origin), so
+    // each is decided with a known number in flight. Admitted ones stay at the origin far longer than the
+    // whole sequence takes (a few hundred ms here): in flight only grows while they arrive (checked below).
+    const order = Array.from({ length: 27 }, (_, i) => ["analytics", "get", "post"][i % 3] as string);
+    const pending: Promise<Sent>[] = [];
+    const settled = new Set<number>(); // the requests answered so far
+    const admitted: number[] = [];
+    const held: number[] = []; // how many were in flight (admitted, not yet answered) when request i was decided
+    const sequenceStartedAt = Date.now();
+    for (const [i, priority] of order.entries()) {
+      held.push(admitted.length);
+      const sent = slow(env, tag, priority, HOLD_MS);
+      pending.push(sent);
+      void sent.finally(() => settled.add(i));
+      const reachedOrigin = async () => (await originCount(tag)) > admitted.length;
+      await expect
+        .poll(async () => settled.has(i) || (await reachedOrigin()), { timeout: 15_000, interval: 10 })
+        .toBe(true);
+      if (await reachedOrigin()) admitted.push(i);
     }
+    // The first admitted request reached the origin after the sequence started and stays there HOLD_MS: had
+    // the sequence taken that long, a slot could have been freed before a later decision.
+    expect(Date.now() - sequenceStartedAt).toBeLessThan(HOLD_MS);
     const statuses = (await Promise.all(pending)).map((r) => r.status);
     // Each class is admitted exactly while fewer than its share of 20 are in flight, and shed from then on.
-    const inFlightBefore = (i: number) => statuses.slice(0, i).filter((s) => s === 200).length;
     for (const [name, threshold] of [
       ["analytics", 14],
       ["get", 16],
       ["post", 18],
     ] as const) {
       const seen = order.flatMap((p, i) =>
-        p === name ? [{ held: inFlightBefore(i), status: statuses[i] }] : [],
+        p === name ? [{ held: held[i] as number, status: statuses[i] }] : [],
       );
       expect(seen.filter((r) => r.status === 200).every((r) => r.held < threshold)).toBe(true);
       expect(seen.filter((r) => r.status !== 200).every((r) => r.held >= threshold && r.status === 503)).toBe(
@@ -89,13 +101,16 @@ describe("priority load shedding", () => {
       );
       expect(seen.some((r) => r.status === 503)).toBe(true);
     }
+    expect(statuses.filter((s) => s === 200)).toHaveLength(18);
     expect(await originPeak(tag)).toBe(18);
-  }, 60_000);
+  }, 90_000);
 
-  it("keeps the whole budget exact when it is split over sub-keys", async () => {
-    const env = makeEnv([budget({ shards: 4 })]);
+  it("keeps the whole budget exact over two Worker instances when it is split over sub-keys", async () => {
+    const instance = twoInstances(makeEnv([budget({ shards: 4 })]));
     const tag = newTag();
-    const responses = await Promise.all(Array.from({ length: 60 }, () => slow(env, tag, "critical", 1500)));
+    const responses = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => slow(instance(i), tag, "critical", 1500)),
+    );
     const admitted = responses.filter((r) => r.status === 200).length;
     expect(admitted).toBeLessThanOrEqual(20);
     expect(await originPeak(tag)).toBeLessThanOrEqual(20);
@@ -136,7 +151,7 @@ describe("priority load shedding", () => {
     );
   });
 
-  it("admits in flight exactly as many of a class as the rules view and the dashboard say it is shed above", async () => {
+  it("admits in flight, over two Worker instances, exactly as many of a class as the rules view and the dashboard say it is shed above", async () => {
     // 35 over 3 sub-keys (12, 12, 11): analytics may fill 8 + 8 + 7 = 23 slots, where ⌊35 × 0.7⌋ would say 24.
     const env = makeEnv([budget({ limit: 35, shards: 3 })], { RATE_LIMIT_ADMIN_TOKEN: "shed-admin-token" });
     const admin = { headers: { Authorization: "Bearer shed-admin-token" } };
@@ -150,10 +165,14 @@ describe("priority load shedding", () => {
     }>().rules[0]?.shaping;
     expect(shaping).toContain(`analytics above ${shown} in flight`);
 
-    // Far more than the budget at once, held 3 s: every sub-key gets more than it admits (each picks one at
-    // random), so each fills to the class's share of it, and none is freed before the last one is decided.
+    // Far more than the budget at once, from two Worker instances, held 3 s: every sub-key gets more than it
+    // admits (each picks one at random), so each fills to the class's share of it, and none is freed before the
+    // last one is decided.
+    const instance = twoInstances(env);
     const tag = newTag();
-    const responses = await Promise.all(Array.from({ length: 90 }, () => slow(env, tag, "analytics", 3000)));
+    const responses = await Promise.all(
+      Array.from({ length: 90 }, (_, i) => slow(instance(i), tag, "analytics", 3000)),
+    );
     expect(responses.filter((r) => r.status === 200).length).toBe(shown);
     expect(await originPeak(tag)).toBe(shown);
   }, 60_000);
