@@ -1,12 +1,14 @@
 // The dashboard in a real browser: headless Chromium (Debian's package, driven by playwright-core) against
 // the real Worker in Miniflare on a free port, in front of the test Redis (through the local REST server)
 // and the echo origin. It signs in, watches traffic show up, switches a rule to monitor and creates an
-// override from the page, and checks the next proxied requests obey both.
+// override from the page, and checks the next proxied requests obey both. One Worker and one sign-in for
+// the file; each test opens its own tab and sends its own traffic under its own identities (or rule), so
+// any one of them runs alone (-t) or in any order.
 // FLOODGATE_SCREENSHOTS=1 also writes docs/dashboard-empty.png and docs/dashboard-traffic.png
 // (FLOODGATE_SCREENSHOTS=1 npx vitest run test/node/dashboard-browser.test.ts).
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from "vitest";
 import { freePort } from "../../redis-rest/index.mjs";
 import { hashIdentity } from "../../src/engine/keys";
 import { launchChromium } from "../support/chromium.mjs";
@@ -48,7 +50,6 @@ const docs = (name: string) => fileURLToPath(new URL(`../../docs/${name}`, impor
 
 let worker: MiniflareWorker;
 let browser: Awaited<ReturnType<typeof launchChromium>>;
-let page: Page;
 
 beforeAll(async () => {
   worker = await startWorker({
@@ -64,13 +65,42 @@ beforeAll(async () => {
     },
   });
   browser = await launchChromium();
-  page = await browser.context.newPage();
+  // One sign-in for the file: the session cookie lives in the browser's one context, so every tab has it.
+  const page = await browser.context.newPage();
+  await signIn(page);
+  await page.close();
 }, 600_000); // a fresh machine installs Debian's chromium first
 
 afterAll(async () => {
   await browser?.close();
   await worker?.dispose();
 });
+
+/** Signs in through the form, as a person would; resolves once the dashboard shows its rules. */
+async function signIn(page: Page): Promise<void> {
+  await page.goto(`${worker.url}/__floodgate/`);
+  await page.locator('input[name="token"]').fill(ADMIN_TOKEN);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(`${worker.url}/__floodgate/`);
+  await page.locator("article[data-rule]").first().waitFor();
+}
+
+/** The dashboard's elements on one page. */
+function on(page: Page) {
+  const card = (rule: string) => page.locator(`article[data-rule="${rule}"]`);
+  const field = (rule: string, name: string) => card(rule).locator(`[data-field="${name}"]`);
+  const status = () => page.locator("#status").textContent();
+  return { page, card, field, status };
+}
+
+/** A new tab on the dashboard (signed in by the file's session), closed when the test ends. */
+async function openDashboard() {
+  const page = await browser.context.newPage();
+  onTestFinished(() => page.close());
+  await page.goto(`${worker.url}/__floodgate/`);
+  await page.locator("article[data-rule]").first().waitFor();
+  return on(page);
+}
 
 /** A proxied request as a client would send it (over real HTTP to the Worker's port). */
 async function proxied(path: string, headers: Record<string, string> = {}): Promise<number> {
@@ -81,15 +111,24 @@ async function proxied(path: string, headers: Record<string, string> = {}): Prom
   return response.status;
 }
 
-const card = (rule: string) => page.locator(`article[data-rule="${rule}"]`);
-const field = (rule: string, name: string) => card(rule).locator(`[data-field="${name}"]`);
+/** The admin API as curl would call it: a test's own setup and cleanup, not what the page does. */
+async function admin(method: string, path: string, body?: unknown): Promise<void> {
+  const response = await fetch(`${worker.url}/__floodgate${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  await response.arrayBuffer();
+  expect(response.ok, `${method} ${path}`).toBe(true);
+}
 
 describe("the dashboard in Chromium", () => {
   it("signs in with the token and shows every rule", async () => {
-    await page.goto(`${worker.url}/__floodgate/`);
-    await page.locator('input[name="token"]').fill(ADMIN_TOKEN);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.waitForURL(`${worker.url}/__floodgate/`);
+    await browser.context.clearCookies(); // signed out: this test signs in through the form itself
+    const page = await browser.context.newPage();
+    onTestFinished(() => page.close());
+    await signIn(page);
+    const { field } = on(page);
     for (const rule of RULES) {
       await expect.poll(() => field(rule.name, "algorithm").textContent()).toBe(rule.algorithm);
     }
@@ -97,7 +136,9 @@ describe("the dashboard in Chromium", () => {
     if (SCREENSHOTS) await page.screenshot({ path: docs("dashboard-empty.png"), fullPage: true });
   });
 
+  // The only test that sends traffic to the api and watch rules: their counts are this test's alone.
   it("shows allowed, denied and would-deny counts and the top denied identity as traffic arrives", async () => {
+    const { page, card, field } = await openDashboard();
     const api = [];
     for (let i = 0; i < 5; i++) api.push(await proxied("/api/items", { "x-api-key": API_KEY }));
     expect(api).toEqual([200, 200, 200, 429, 429]);
@@ -124,19 +165,32 @@ describe("the dashboard in Chromium", () => {
   });
 
   it("switches a rule to monitor from the page, and the next proxied request obeys it", async () => {
-    expect(await proxied("/api/items", { "x-api-key": API_KEY })).toBe(429);
-    await card("api").locator('form[data-action="mode"] select').selectOption("monitor");
-    await card("api").getByRole("button", { name: "Switch" }).click();
-    await expect
-      .poll(() => page.locator("#status").textContent())
-      .toBe("Rule api is now monitor (from live-rule).");
-    await expect.poll(() => field("api", "mode").textContent()).toBe("monitor");
-    expect(await proxied("/api/items", { "x-api-key": API_KEY })).toBe(200);
+    const { card, field, status } = await openDashboard();
+    // per-user, not api: the traffic test counts api's requests, and must not find this test's there.
+    const user = { "x-user": "switched-user" };
+    expect(await proxied("/user/profile", user)).toBe(200);
+    expect(await proxied("/user/profile", user)).toBe(429);
+    // Whatever happens below, no other test finds the rule switched.
+    onTestFinished(() => admin("PUT", "/mode", { rule: "per-user", mode: null }));
+
+    await card("per-user").locator('form[data-action="mode"] select').selectOption("monitor");
+    await card("per-user").getByRole("button", { name: "Switch" }).click();
+    await expect.poll(status).toBe("Rule per-user is now monitor (from live-rule).");
+    await expect.poll(() => field("per-user", "mode").textContent()).toBe("monitor");
+    expect(await proxied("/user/profile", user)).toBe(200);
+
+    // Clearing the live switch from the page enforces the rule again.
+    await card("per-user").locator('form[data-action="mode"] select').selectOption("clear");
+    await card("per-user").getByRole("button", { name: "Switch" }).click();
+    await expect.poll(() => field("per-user", "mode").textContent()).toBe("on");
+    expect(await proxied("/user/profile", user)).toBe(429);
   });
 
   it("creates an override from the page, and it applies to the next requests", async () => {
-    expect(await proxied("/user/profile", { "x-user": "alice" })).toBe(200);
-    expect(await proxied("/user/profile", { "x-user": "alice" })).toBe(429);
+    const { page, card, status } = await openDashboard();
+    // Without an override, the rule's own limit: one request.
+    expect(await proxied("/user/profile", { "x-user": "plain-user" })).toBe(200);
+    expect(await proxied("/user/profile", { "x-user": "plain-user" })).toBe(429);
 
     const form = card("per-user").locator('form[data-action="override"]');
     await form.locator('input[name="identity"]').fill("vip-user");
@@ -144,7 +198,7 @@ describe("the dashboard in Chromium", () => {
     await form.getByRole("button", { name: "Save override" }).click();
     const hash = await hashIdentity("vip-user");
     await expect
-      .poll(() => page.locator("#status").textContent())
+      .poll(status)
       .toBe(
         `Override for hash:${hash} under per-user: limit 5 per the rule's period, burst 5, until deleted.`,
       );
@@ -157,12 +211,16 @@ describe("the dashboard in Chromium", () => {
     expect(await page.content()).not.toContain("vip-user");
   });
 
+  // On the api rule: the rule the override test writes to (per-user) may hold its override, and this test
+  // counts every override of its rule.
   it("lists, edits and deletes an override from the page", async () => {
-    const hash = await hashIdentity("vip-user");
-    const form = card("per-user").locator('form[data-action="override"]');
+    await admin("PUT", "/overrides/api/listed-user", { limit: 5 });
+    const hash = await hashIdentity("listed-user");
+    const { card, status } = await openDashboard();
+    const form = card("api").locator('form[data-action="override"]');
     await form.getByRole("button", { name: "List overrides" }).click();
-    await expect.poll(() => page.locator("#status").textContent()).toBe("1 override(s) under per-user.");
-    const listed = card("per-user").locator('[data-list="overrides"] button');
+    await expect.poll(status).toBe("1 override(s) under api.");
+    const listed = card("api").locator('[data-list="overrides"] button');
     expect(await listed.textContent()).toBe(`hash:${hash}: 5 per rule period, burst 5`);
 
     await listed.click(); // fills the form with the override, by its hash
@@ -172,21 +230,25 @@ describe("the dashboard in Chromium", () => {
     await form.locator('input[name="period"]').fill("1h");
     await form.getByRole("button", { name: "Save override" }).click();
     await expect
-      .poll(() => page.locator("#status").textContent())
-      .toBe(`Override for hash:${hash} under per-user: limit 7 per 1h, burst 7, until deleted.`);
+      .poll(status)
+      .toBe(`Override for hash:${hash} under api: limit 7 per 1h, burst 7, until deleted.`);
 
     await form.getByRole("button", { name: "Delete override" }).click();
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Override removed under per-user.");
+    await expect.poll(status).toBe("Override removed under api.");
     await form.getByRole("button", { name: "List overrides" }).click();
-    await expect.poll(() => page.locator("#status").textContent()).toBe("0 override(s) under per-user.");
+    await expect.poll(status).toBe("0 override(s) under api.");
   });
 
   it("resets an identity from the page", async () => {
+    const { card, status } = await openDashboard();
+    expect(await proxied("/user/profile", { "x-user": "blocked-user" })).toBe(200);
+    expect(await proxied("/user/profile", { "x-user": "blocked-user" })).toBe(429);
+
     const form = card("per-user").locator('form[data-action="reset"]');
-    await form.locator('input[name="identity"]').fill("alice");
+    await form.locator('input[name="identity"]').fill("blocked-user");
     await form.getByRole("button", { name: "Reset counters" }).click();
-    const hash = await hashIdentity("alice");
-    await expect.poll(() => page.locator("#status").textContent()).toBe(`Reset hash:${hash} under per-user.`);
-    expect(await proxied("/user/profile", { "x-user": "alice" })).toBe(200);
+    const hash = await hashIdentity("blocked-user");
+    await expect.poll(status).toBe(`Reset hash:${hash} under per-user.`);
+    expect(await proxied("/user/profile", { "x-user": "blocked-user" })).toBe(200);
   });
 });

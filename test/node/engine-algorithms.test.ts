@@ -88,7 +88,6 @@ describe.each(timeTravelling)("%s", (algorithm) => {
     const call = ruleCall({ algorithm, limit: 5, periodMs: PERIOD });
     const key = overrideKey(prefix, call.rule, call.identityHash);
     await redis.hset(key, { limit: 2 });
-    await redis.pexpire(key, 1500);
     const outcomes = [];
     for (let i = 0; i < 3; i++) outcomes.push(await hit(call));
     expect(outcomes.map((r) => [r.outcome, r.limit])).toEqual([
@@ -96,7 +95,9 @@ describe.each(timeTravelling)("%s", (algorithm) => {
       ["allowed", 2],
       ["denied", 2],
     ]);
-    await sleep(1600);
+    // Its TTL set only now: however long the calls above took, the override was there for all of them.
+    await redis.pexpire(key, 100);
+    await sleep(200);
     const after = await hit(call);
     expect(after.limit).toBe(5);
     // A TAT records time owed, so units spent under the override are re-priced at the rule's own rate
@@ -135,12 +136,18 @@ describe.each([
   ["as production calls it, without an override read", false],
 ])("fixed-window %s (real time: its counter expires on Redis's own clock)", (_, override) => {
   it("admits exactly `limit` per epoch-aligned window; retryAfterMs is the window's end", async () => {
-    const periodMs = 1000;
+    // Real time (a time offset would take the production call off its fast path): every bound below is on
+    // Redis's clock as read around the calls, so a slow machine widens them instead of failing them.
+    const periodMs = 2000;
     const call = ruleCall({ algorithm: "fixed-window", limit: 4, periodMs, override });
     // Start just after a window boundary so that the burst fits inside one window.
     await sleep(periodMs - ((await redisNowMs(redis)) % periodMs) + 20);
+    const start = await redisNowMs(redis);
+    const end = start - (start % periodMs) + periodMs; // the window's end, on Redis's clock
     const outcomes = [];
     for (let i = 0; i < 5; i++) outcomes.push(await hit(call));
+    const deniedBy = await redisNowMs(redis);
+    expect(deniedBy, "the burst took the whole window").toBeLessThan(end);
     expect(outcomes.map((r) => [r.outcome, r.remaining])).toEqual([
       ["allowed", 3],
       ["allowed", 2],
@@ -150,13 +157,22 @@ describe.each([
     ]);
     const denied = outcomes[4];
     if (!denied) throw new Error("unreachable");
-    expect(denied.retryAfterMs).toBeGreaterThan(500);
-    expect(denied.retryAfterMs).toBeLessThanOrEqual(periodMs);
+    // The window's end as seen from the denial, which came between `start` and `deniedBy` (±1 ms of rounding).
+    expect(denied.retryAfterMs).toBeGreaterThanOrEqual(end - deniedBy - 1);
+    expect(denied.retryAfterMs).toBeLessThanOrEqual(end - start + 1);
     expect(denied.resetAfterMs).toBe(denied.retryAfterMs);
 
-    await sleep(denied.retryAfterMs - 300);
-    expect((await hit(call)).outcome).toBe("denied");
-    await sleep(310);
+    // Half a second before the end: still denied. (A call that a very slow machine only ran once the window
+    // had ended is the next window's first instead, and must find the whole limit.)
+    await sleep(end - (await redisNowMs(redis)) - 500);
+    const early = await hit(call);
+    if (early.outcome !== "denied") {
+      expect(await redisNowMs(redis), "allowed before the window's end").toBeGreaterThanOrEqual(end);
+      expect(early).toMatchObject({ outcome: "allowed", remaining: 3 });
+      return;
+    }
+    // After the end: the whole limit again.
+    await sleep(end - (await redisNowMs(redis)) + 20);
     expect(await hit(call)).toMatchObject({ outcome: "allowed", remaining: 3 });
   });
 
@@ -224,16 +240,20 @@ describe("sliding-log", () => {
 
 describe.each(["token-bucket", "gcra"] as Algorithm[])("%s", (algorithm) => {
   it("lets a fresh identity spend `burst` at once, then refills one unit per period/limit", async () => {
-    const call = ruleCall({ algorithm, limit: 60, periodMs: PERIOD, burst: 3 }); // one unit per second
+    // One unit per 10 s: the real time these calls take (measured on Redis's clock) refills a fraction only.
+    const call = ruleCall({ algorithm, limit: 6, periodMs: PERIOD, burst: 3 });
+    const start = await redisNowMs(redis);
     const outcomes = [];
     for (let i = 0; i < 4; i++) outcomes.push(await hit(call));
+    const elapsed = (await redisNowMs(redis)) - start;
     expect(outcomes.map((r) => r.outcome)).toEqual(["allowed", "allowed", "allowed", "denied"]);
     const denied = outcomes[3];
-    expect(denied?.retryAfterMs).toBeGreaterThan(900);
-    expect(denied?.retryAfterMs).toBeLessThanOrEqual(1000);
-    // 2.5 s later: two whole units, not three.
+    // One unit's interval, less what refilled since the bucket was first spent (±1 ms of rounding).
+    expect(denied?.retryAfterMs).toBeGreaterThanOrEqual(10_000 - elapsed - 1);
+    expect(denied?.retryAfterMs).toBeLessThanOrEqual(10_000);
+    // 25 s later: two whole units, not three.
     const later = [];
-    for (let i = 0; i < 3; i++) later.push((await hit(call, 2500)).outcome);
+    for (let i = 0; i < 3; i++) later.push((await hit(call, 25_000)).outcome);
     expect(later).toEqual(["allowed", "allowed", "denied"]);
   });
 });
@@ -275,8 +295,10 @@ describe.each(["fixed-window", "sliding-window", "token-bucket", "gcra"] as Algo
   "%s as production calls it (one rule, no override read: the script's fast path)",
   (algorithm) => {
     it("answers exactly as a call that reads the (absent) override", async () => {
-      const lean = ruleCall({ algorithm, limit: 5, periodMs: PERIOD, burst: 3, override: false });
-      const full = ruleCall({ algorithm, limit: 5, periodMs: PERIOD, burst: 3, override: true });
+      // An hour: no window edge or refilled unit falls between two calls that must answer alike.
+      const periodMs = 3_600_000;
+      const lean = ruleCall({ algorithm, limit: 5, periodMs, burst: 3, override: false });
+      const full = ruleCall({ algorithm, limit: 5, periodMs, burst: 3, override: true });
       for (let i = 0; i < 7; i++) {
         const [a, b] = [await hit(lean), await hit(full)];
         expect([a.allowed, a.outcome, a.limit, a.remaining]).toEqual([

@@ -10,7 +10,7 @@ import { parseRules } from "../../src/config/rules";
 import { stateKey } from "../../src/engine/keys";
 import type { Store } from "../../src/engine/store";
 import type { RuleCall, RuleResult } from "../../src/engine/types";
-import { directRedis, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
+import { directRedis, redisNowMs, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
 
 let redis: IORedis;
 let store: Store;
@@ -81,24 +81,30 @@ describe.each(PATHS)("%s with a delay, %s", (algorithm, _path, opts) => {
 describe("several rules with delays", () => {
   it("reports each rule's wait (the Worker waits for the longest) and reserves all of them or none", async () => {
     const fast = tenPerSecond({ rule: "fast" });
+    // One unit every 10 s, a delay of two units: the real time these calls take (measured on Redis's clock)
+    // is a fraction of a unit, so which of them wait and which are denied does not depend on it.
     const slow = ruleCall({
       algorithm: "token-bucket",
       rule: "slow",
       limit: 2,
-      periodMs: 1000,
-      delayMs: 1000,
+      periodMs: 20_000,
+      delayMs: 20_000,
     });
     const both = [fast, slow];
+    const start = await redisNowMs(redis);
     const first = await store.decide(both, requestId()); // both fresh: nobody waits
     expect(first.results.map((r) => r.delayMs)).toEqual([undefined, undefined]);
     await store.decide(both, requestId());
-    const third = await store.decide(both, requestId()); // slow is over its rate: 500 ms to its next slot
+    const third = await store.decide(both, requestId()); // slow is over its rate: 10 s to its next slot
+    const elapsed = (await redisNowMs(redis)) - start;
     expect(third.allowed).toBe(true);
     expect(third.results[0]?.delayMs).toBeUndefined();
-    expect(third.results[1]?.delayMs).toBeGreaterThan(400);
+    // One interval, less what refilled since the first call (±1 ms of rounding).
+    expect(third.results[1]?.delayMs).toBeGreaterThanOrEqual(10_000 - elapsed - 1);
+    expect(third.results[1]?.delayMs).toBeLessThanOrEqual(10_000);
     expect(third.results[1]?.reservation).toBeDefined();
     expect(third.results[0]?.reservation).toBeDefined(); // every bucket rule written carries its stamps
-    await store.decide(both, requestId()); // slow's slot ~1000 ms ahead: still within its delay
+    await store.decide(both, requestId()); // slow's slot ~20 s ahead: still within its delay
     const fastTat = await redis.get(stateKey(prefix, "fast", fast.identityHash));
     const denied = await store.decide(both, requestId()); // slow's next slot is beyond its delay
     expect(denied.allowed).toBe(false);

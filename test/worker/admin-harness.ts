@@ -25,7 +25,13 @@ export const redis = new Redis({
   enableAutoPipelining: false,
 });
 
-/** A test env: unique prefix, the admin token, the given rules. */
+/**
+ * A key prefix no other test uses, nor an earlier run of the same test (watch mode reuses the run's Redis):
+ * `t-<name>-<8 hex digits>`. Each test takes its own, so no state carries over from one test to the next.
+ */
+export const uniquePrefix = (name: string): string => `t-${name}-${crypto.randomUUID().slice(0, 8)}`;
+
+/** A test env: the given prefix (see `uniquePrefix`), the admin token, the given rules. */
 export function makeEnv(prefix: string, rules: unknown[], extra: Record<string, unknown> = {}) {
   return {
     ...baseEnv,

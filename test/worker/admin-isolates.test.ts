@@ -2,22 +2,30 @@ import { describe, expect, it } from "vitest";
 import { hashIdentity } from "../../src/engine/keys";
 import { CHANGE_RING, readChanges, recordChange } from "../../src/live/changes";
 import { liveModeKey } from "../../src/live/modes";
-import { call, makeEnv, redis, send } from "./admin-harness";
+import { call, makeEnv, redis, send, uniquePrefix } from "./admin-harness";
 
-const PREFIX = "t-admin-isolates";
 const RULES = [{ name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 2, period: "1h" }];
-// Two bindings objects = two isolates (each with its own deny cache and live-mode copy).
-const isolateA = makeEnv(PREFIX, RULES);
-const isolateB = makeEnv(PREFIX, RULES);
+/**
+ * Two bindings objects with one prefix = two isolates of one deployment (each with its own deny cache and
+ * live-mode copy); each test its own prefix, so no count or override of another test (or run) is seen.
+ */
+function twoIsolates() {
+  const prefix = uniquePrefix("admin-isolates");
+  return { isolateA: makeEnv(prefix, RULES), isolateB: makeEnv(prefix, RULES) };
+}
 
 const request = (env: Record<string, unknown>, apiKey: string) =>
   call(env, "/anything", { headers: { "x-api-key": apiKey }, ip: "198.51.100.20" });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Requests from isolate B until one is allowed; ms from `sinceMs` to that one, or undefined. */
-async function firstAllowedInB(apiKey: string, sinceMs: number): Promise<number | undefined> {
+/** Requests from `isolate` until one is allowed; ms from `sinceMs` to that one, or undefined. */
+async function firstAllowed(
+  isolate: Record<string, unknown>,
+  apiKey: string,
+  sinceMs: number,
+): Promise<number | undefined> {
   while (Date.now() - sinceMs < 3000) {
-    const response = await request(isolateB, apiKey);
+    const response = await request(isolate, apiKey);
     if (response.status === 200) return Date.now() - sinceMs;
     expect(response.status).toBe(429);
     await sleep(50);
@@ -27,6 +35,7 @@ async function firstAllowedInB(apiKey: string, sinceMs: number): Promise<number 
 
 describe("admin changes reach every isolate", () => {
   it("a reset in one isolate unblocks the client in another within about a second, despite its deny cache", async () => {
+    const { isolateA, isolateB } = twoIsolates();
     await request(isolateA, "key-reset"); // both isolates warm
     await request(isolateB, "key-reset");
     // Isolate B denies from Redis once, then from its deny cache for the rest of the hour.
@@ -36,25 +45,25 @@ describe("admin changes reach every isolate", () => {
     const resetAt = Date.now();
     expect((await call(isolateA, "/__floodgate/keys/api/key-reset", { method: "DELETE" })).status).toBe(200);
     expect((await request(isolateA, "key-reset")).status).toBe(200);
-    const elapsedMs = await firstAllowedInB("key-reset", resetAt);
+    const elapsedMs = await firstAllowed(isolateB, "key-reset", resetAt);
     expect(elapsedMs).toBeDefined();
     expect(elapsedMs).toBeLessThanOrEqual(2000); // one refresh interval (1 s) + one Redis read, with slack for a loaded CI machine
   });
 
   it("so does an override that raises the client's limit", async () => {
+    const { isolateA, isolateB } = twoIsolates();
     await request(isolateA, "key-raise");
     await request(isolateB, "key-raise");
     expect((await request(isolateB, "key-raise")).status).toBe(429);
     const raisedAt = Date.now();
     await send(isolateA, "PUT", "/__floodgate/overrides/api/key-raise", { limit: 10 });
-    const elapsedMs = await firstAllowedInB("key-raise", raisedAt);
+    const elapsedMs = await firstAllowed(isolateB, "key-raise", raisedAt);
     expect(elapsedMs).toBeDefined();
     expect(elapsedMs).toBeLessThanOrEqual(2000); // one refresh interval (1 s) + one Redis read, with slack for a loaded CI machine
   });
 
   it("keeps the change log bounded, and a reader stops at a slot not yet written", async () => {
-    const prefix = `${PREFIX}-ring`;
-    await redis.del(liveModeKey(prefix));
+    const prefix = uniquePrefix("admin-isolates-ring");
     const hashes = await Promise.all([1, 2, 3].map((i) => hashIdentity(`ring-${i}`)));
     for (const identityHash of hashes) await recordChange(redis, prefix, { rule: "api", identityHash });
     expect(await readChanges(redis, prefix, 0, 3)).toEqual({
@@ -70,7 +79,6 @@ describe("admin changes reach every isolate", () => {
     // here, to keep the test short; production uses CHANGE_RING).
     const ring = 16;
     const ringPrefix = `${prefix}-small`;
-    await redis.del(liveModeKey(ringPrefix));
     await Promise.all(
       Array.from({ length: 50 }, (_, n) =>
         recordChange(redis, ringPrefix, { rule: "api", identityHash: `h${n}` }, ring),
@@ -87,12 +95,9 @@ describe("admin changes reach every isolate", () => {
 });
 
 describe("a new override, as the decision reads it only for identities known to have one", () => {
-  const prefix = `${PREFIX}-lower`;
   const rules = [
     { name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 100, period: "1h" },
   ];
-  const writer = makeEnv(prefix, rules);
-  const other = makeEnv(prefix, rules);
 
   /** Requests from `env` until one is denied; ms from `sinceMs` to that one, or undefined. */
   async function firstDenied(env: Record<string, unknown>, apiKey: string, sinceMs: number) {
@@ -106,7 +111,9 @@ describe("a new override, as the decision reads it only for identities known to 
   }
 
   it("applies from the next request of the isolate that wrote it, within about a second in another, and at once in a fresh one", async () => {
-    await redis.del(`${prefix}:overrides`, liveModeKey(prefix));
+    const prefix = uniquePrefix("admin-isolates-lower");
+    const writer = makeEnv(prefix, rules);
+    const other = makeEnv(prefix, rules);
     expect((await request(writer, "key-lower")).status).toBe(200); // both isolates warm, 1 of 100 used
     expect((await request(other, "key-lower")).status).toBe(200);
 

@@ -1,21 +1,28 @@
-import { describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { hashIdentity, stateKey } from "../../src/engine/keys";
 import { awayFromWindowEdge } from "../support/window-edge";
-import { call, makeEnv, redis, send } from "./admin-harness";
+import { call, makeEnv, redis, send, uniquePrefix } from "./admin-harness";
 import { send as through } from "./proxy-harness";
 
-const PREFIX = "t-admin-keys";
+// Fixed windows of an hour: none of these tests depends on the window's length, and an hour turns while a
+// test counts requests far less often than a minute would.
 const RULES = [
-  { name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 3, period: "1m" },
+  { name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 3, period: "1h" },
   { name: "burst", key: "header:x-api-key", algorithm: "token-bucket", limit: 2, period: "1h", burst: 2 },
 ];
-/** The api rule's window: a fixed minute, which must not turn while a test counts requests in it. */
-const MINUTE = 60_000;
-const testEnv = makeEnv(PREFIX, [RULES[0]]);
-const tieredEnv = makeEnv(`${PREFIX}-tier`, [
-  { ...RULES[0], name: "tiered", tier: "header:x-plan", tiers: { pro: { limit: 50, period: "1h" } } },
-]);
-const bucketEnv = makeEnv(`${PREFIX}-tb`, [RULES[1]]);
+const HOUR = 3_600_000;
+// Each test its own prefix (so its own counters, overrides and isolates): nothing carries over between
+// tests, or from an earlier run in watch mode.
+const newApiEnv = () => makeEnv(uniquePrefix("admin-keys"), [RULES[0]]);
+const newTieredEnv = () =>
+  makeEnv(uniquePrefix("admin-keys-tier"), [
+    { ...RULES[0], name: "tiered", tier: "header:x-plan", tiers: { pro: { limit: 50, period: "1h" } } },
+  ]);
+const newBucketEnv = () => makeEnv(uniquePrefix("admin-keys-tb"), [RULES[1]]);
+
+// The hour must not turn while a test counts requests in it: in the last 5 s of an hour (1 run in 720),
+// wait for the next one.
+beforeEach(() => awayFromWindowEdge(HOUR, 5_000));
 
 const request = (env: Record<string, unknown>, apiKey: string) =>
   call(env, "/anything", { headers: { "x-api-key": apiKey }, ip: "198.51.100.7" });
@@ -38,7 +45,7 @@ const state = async (env: Record<string, unknown>, rule: string, identity: strin
 
 describe("keys: what one client is experiencing", () => {
   it("shows a client's state without counting the look", async () => {
-    await awayFromWindowEdge(MINUTE, 5_000);
+    const testEnv = newApiEnv();
     const fresh = await state(testEnv, "api", "key-look");
     expect(fresh).toMatchObject({ rule: "api", allowed: true, limit: 3, remaining: 3, override: null });
     expect(fresh.identity).toBe(`hash:${await hashIdentity("key-look")}`);
@@ -52,14 +59,14 @@ describe("keys: what one client is experiencing", () => {
   });
 
   it("explains why a blocked client is blocked, and a reset lets it through at once", async () => {
-    await awayFromWindowEdge(MINUTE, 5_000);
+    const testEnv = newApiEnv();
     for (let i = 0; i < 3; i++) expect((await request(testEnv, "key-blocked")).status).toBe(200);
     const denied = await request(testEnv, "key-blocked");
     expect(denied.status).toBe(429);
     const blocked = await state(testEnv, "api", "key-blocked");
     expect(blocked).toMatchObject({ allowed: false, limit: 3, remaining: 0 });
     expect(blocked.retry_after).toBeGreaterThanOrEqual(1);
-    expect(blocked.retry_after).toBeLessThanOrEqual(60);
+    expect(blocked.retry_after).toBeLessThanOrEqual(HOUR / 1000); // the end of the rule's window
 
     const reset = await call(testEnv, "/__floodgate/keys/api/key-blocked", { method: "DELETE" });
     expect(reset.status).toBe(200);
@@ -70,6 +77,7 @@ describe("keys: what one client is experiencing", () => {
   });
 
   it("resets counters only: the override stays", async () => {
+    const testEnv = newApiEnv();
     await send(testEnv, "PUT", "/__floodgate/overrides/api/key-kept", { limit: 10 });
     await request(testEnv, "key-kept");
     await call(testEnv, "/__floodgate/keys/api/key-kept", { method: "DELETE" });
@@ -81,6 +89,7 @@ describe("keys: what one client is experiencing", () => {
   });
 
   it("works for every algorithm's state (token bucket here)", async () => {
+    const bucketEnv = newBucketEnv();
     for (let i = 0; i < 2; i++) expect((await request(bucketEnv, "key-tb")).status).toBe(200);
     expect((await request(bucketEnv, "key-tb")).status).toBe(429);
     expect(await state(bucketEnv, "burst", "key-tb")).toMatchObject({ allowed: false, remaining: 0 });
@@ -89,6 +98,7 @@ describe("keys: what one client is experiencing", () => {
   });
 
   it("shows the state under a tier's limits when asked for that tier", async () => {
+    const tieredEnv = newTieredEnv();
     await call(tieredEnv, "/anything", { headers: { "x-api-key": "key-pro", "x-plan": "pro" } });
     expect(await state(tieredEnv, "tiered", "key-pro?tier=pro")).toMatchObject({
       tier: "pro",
@@ -104,6 +114,7 @@ describe("keys: what one client is experiencing", () => {
   });
 
   it("names a client by its hash in base64url (as lists show) or in hex (hash:<hex>)", async () => {
+    const testEnv = newApiEnv();
     expect((await request(testEnv, "key-by-hash")).status).toBe(200);
     const hashed = await hashIdentity("key-by-hash");
     const hex = [...atob(hashed.replace(/-/g, "+").replace(/_/g, "/"))]
@@ -116,8 +127,8 @@ describe("keys: what one client is experiencing", () => {
   });
 
   it("finds an IP-keyed client however its address is written, as the proxy does", async () => {
-    const ipEnv = makeEnv(`${PREFIX}-ip`, [
-      { name: "per-ip", key: "ip", algorithm: "fixed-window", limit: 5, period: "1m" },
+    const ipEnv = makeEnv(uniquePrefix("admin-keys-ip"), [
+      { name: "per-ip", key: "ip", algorithm: "fixed-window", limit: 5, period: "1h" },
     ]);
     expect((await call(ipEnv, "/anything", { ip: "2001:db8::1" })).status).toBe(200);
     for (const written of ["2001:db8::1", "2001:DB8:0:0::1", "2001:0db8::0001"]) {
@@ -126,6 +137,7 @@ describe("keys: what one client is experiencing", () => {
   });
 
   it("answers 404 for an unknown rule, 400 for a malformed hash, 401 without the token", async () => {
+    const testEnv = newApiEnv();
     expect((await call(testEnv, "/__floodgate/keys/ghost/key")).status).toBe(404);
     expect((await call(testEnv, "/__floodgate/keys/ghost/key", { method: "DELETE" })).status).toBe(404);
     expect((await call(testEnv, "/__floodgate/keys/api/hash:!!")).status).toBe(400);
@@ -140,7 +152,7 @@ describe("keys: what one client is experiencing", () => {
 
 describe("an override raises a client's limit, then (after its TTL) drops it again", () => {
   it("takes effect on the very next request and expires on its own", async () => {
-    await awayFromWindowEdge(MINUTE, 10_000); // it sleeps out the override's TTL in between
+    const testEnv = newApiEnv();
     for (let i = 0; i < 3; i++) expect((await request(testEnv, "key-vip")).status).toBe(200);
     expect((await request(testEnv, "key-vip")).status).toBe(429);
 
@@ -184,7 +196,7 @@ describe("keys: a shed rule's budget, all of its sub-keys", () => {
   const subKeys = () => Promise.all([0, 1].map((n) => hashIdentity(`global#${n}`)));
 
   it("shows the slots held on every sub-key, and a reset frees them all", async () => {
-    const prefix = `${PREFIX}-shed`;
+    const prefix = uniquePrefix("admin-keys-shed");
     const env = makeEnv(prefix, [SHED]);
     const [first = "", second = ""] = await subKeys();
     const fresh = (await state(env, "origin", "global")) as ShedState;
@@ -249,7 +261,7 @@ describe("keys: a shed rule's budget, all of its sub-keys", () => {
   }, 30_000);
 
   it("asks for a per-identity budget by its value: a hash cannot name its sub-keys", async () => {
-    const env = makeEnv(`${PREFIX}-shed-tenant`, [{ ...SHED, key: "header:x-tenant" }]);
+    const env = makeEnv(uniquePrefix("admin-keys-shed-tenant"), [{ ...SHED, key: "header:x-tenant" }]);
     expect((await through(env, "/now", { headers: { "x-tenant": "acme" } })).status).toBe(200);
     expect(await state(env, "origin", "acme")).toMatchObject({
       identity: `hash:${await hashIdentity("acme")}`,

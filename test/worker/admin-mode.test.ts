@@ -1,13 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { readLiveModes } from "../../src/live/modes";
-import { call, makeEnv, redis, send } from "./admin-harness";
+import { call, makeEnv, redis, send, uniquePrefix } from "./admin-harness";
 
-const PREFIX = "t-admin-mode";
 const RULES = [
   { name: "api", key: "header:x-api-key", algorithm: "token-bucket", limit: 100, period: "1m", burst: 20 },
   { name: "pinned", key: "ip", algorithm: "fixed-window", limit: 10, period: "10s", mode: "on" },
 ];
-const testEnv = makeEnv(PREFIX, RULES, { RATE_LIMIT_MODE: "on" });
+/** Each test its own prefix, so its own live switches: it starts with none, whatever another test left. */
+function fresh() {
+  const prefix = uniquePrefix("admin-mode");
+  return { prefix, testEnv: makeEnv(prefix, RULES, { RATE_LIMIT_MODE: "on" }) };
+}
 
 interface RulesBody {
   mode: { effective: string; source: string; binding: string; live: string | null };
@@ -22,13 +25,14 @@ interface RulesBody {
   }>;
 }
 
-const rules = async () => (await (await call(testEnv, "/__floodgate/rules")).json()) as RulesBody;
+const rules = async (testEnv: Record<string, unknown>) =>
+  (await (await call(testEnv, "/__floodgate/rules")).json()) as RulesBody;
 const ruleNamed = (body: RulesBody, name: string) => body.rules.find((r) => r.name === name);
 
 describe("live mode switch and effective rules", () => {
   it("shows the configured rules and modes, each with where it came from", async () => {
-    await redis.del(`${PREFIX}:mode`);
-    const body = await rules();
+    const { testEnv } = fresh();
+    const body = await rules(testEnv);
     expect(body.mode).toEqual({ effective: "on", source: "binding", binding: "on", live: null });
     expect(ruleNamed(body, "api")).toMatchObject({
       source: "binding",
@@ -47,9 +51,10 @@ describe("live mode switch and effective rules", () => {
   });
 
   it("applies precedence: live per-rule > rule's mode > live global > RATE_LIMIT_MODE, and null clears", async () => {
+    const { prefix, testEnv } = fresh();
     const global = await send(testEnv, "PUT", "/__floodgate/mode", { mode: "monitor" });
     expect(global.status).toBe(200);
-    let body = await rules();
+    let body = await rules(testEnv);
     expect(body.mode).toMatchObject({ effective: "monitor", source: "live-global", live: "monitor" });
     expect(ruleNamed(body, "api")?.mode).toMatchObject({ effective: "monitor", source: "live-global" });
     // The rule's own configured mode beats a live global switch...
@@ -57,7 +62,7 @@ describe("live mode switch and effective rules", () => {
 
     // ...but a live per-rule switch beats everything.
     await send(testEnv, "PUT", "/__floodgate/mode", { mode: "off", rule: "pinned" });
-    body = await rules();
+    body = await rules(testEnv);
     expect(ruleNamed(body, "pinned")?.mode).toMatchObject({
       effective: "off",
       source: "live-rule",
@@ -66,19 +71,20 @@ describe("live mode switch and effective rules", () => {
 
     await send(testEnv, "PUT", "/__floodgate/mode", { mode: null, rule: "pinned" });
     await send(testEnv, "PUT", "/__floodgate/mode", { mode: null });
-    body = await rules();
+    body = await rules(testEnv);
     expect(body.mode.source).toBe("binding");
     expect(ruleNamed(body, "pinned")?.mode.source).toBe("rule");
-    expect(await readLiveModes(redis, PREFIX)).toEqual({ rules: {} });
+    expect(await readLiveModes(redis, prefix)).toEqual({ rules: {} });
   });
 
   it("keeps the switch in Redis with no expiry", async () => {
+    const { prefix, testEnv } = fresh();
     await send(testEnv, "PUT", "/__floodgate/mode", { mode: "monitor", rule: "api" });
-    expect(await redis.ttl(`${PREFIX}:mode`)).toBe(-1);
-    await send(testEnv, "PUT", "/__floodgate/mode", { mode: null, rule: "api" });
+    expect(await redis.ttl(`${prefix}:mode`)).toBe(-1);
   });
 
   it("rejects a malformed switch with 400 and an unknown rule with 404", async () => {
+    const { prefix, testEnv } = fresh();
     for (const body of [
       "nope",
       {},
@@ -93,15 +99,16 @@ describe("live mode switch and effective rules", () => {
     expect((await send(testEnv, "PUT", "/__floodgate/mode", { mode: "off", rule: "ghost" })).status).toBe(
       404,
     );
-    expect(await readLiveModes(redis, PREFIX)).toEqual({ rules: {} });
+    expect(await readLiveModes(redis, prefix)).toEqual({ rules: {} });
   });
 
   it("needs the token for /mode and /rules", async () => {
+    const { prefix, testEnv } = fresh();
     for (const token of [null, "wrong"]) {
       expect((await call(testEnv, "/__floodgate/rules", { token })).status).toBe(401);
       const put = await call(testEnv, "/__floodgate/mode", { method: "PUT", token, body: '{"mode":"off"}' });
       expect(put.status).toBe(401);
     }
-    expect(await readLiveModes(redis, PREFIX)).toEqual({ rules: {} });
+    expect(await readLiveModes(redis, prefix)).toEqual({ rules: {} });
   });
 });

@@ -1,8 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { hashIdentity, overrideKey } from "../../src/engine/keys";
-import { call, makeEnv, redis, send } from "./admin-harness";
+import { call, makeEnv, redis, send, uniquePrefix } from "./admin-harness";
 
-const PREFIX = "t-admin-ovr";
 const RULES = [
   { name: "api", key: "header:x-api-key", algorithm: "token-bucket", limit: 10, period: "1m", burst: 5 },
   { name: "by-net", key: "ip/64", algorithm: "fixed-window", limit: 10, period: "1m" },
@@ -16,7 +15,11 @@ const RULES = [
     priorities: { GET: 0.5 },
   },
 ];
-const testEnv = makeEnv(PREFIX, RULES);
+/** Each test its own prefix: no override one test stores is seen by another (or by a rerun in watch mode). */
+function fresh() {
+  const prefix = uniquePrefix("admin-ovr");
+  return { prefix, testEnv: makeEnv(prefix, RULES) };
+}
 
 interface ShownOverride {
   rule: string;
@@ -29,13 +32,15 @@ interface ShownOverride {
 
 describe("overrides", () => {
   it("refuses an override of a shed rule, whose limits are its classes' shares, and stores nothing", async () => {
+    const { prefix, testEnv } = fresh();
     const put = await send(testEnv, "PUT", "/__floodgate/overrides/origin/global", { limit: 1000 });
     expect(put.status).toBe(400);
     expect(((await put.json()) as { detail: string }).detail).toMatch(/sheds load; overrides do not apply/);
-    expect(await redis.exists(overrideKey(PREFIX, "origin", await hashIdentity("global")))).toBe(0);
+    expect(await redis.exists(overrideKey(prefix, "origin", await hashIdentity("global")))).toBe(0);
   });
 
   it("sets, reads and removes one client's override, stored under the proxy's hash of its key", async () => {
+    const { prefix, testEnv } = fresh();
     const put = await send(testEnv, "PUT", "/__floodgate/overrides/api/key-alice", {
       limit: 1000,
       period: "1h",
@@ -54,7 +59,7 @@ describe("overrides", () => {
     expect(await put.json()).toEqual(shown);
 
     // Exactly the fields the decision script reads, period in ms, and no expiry.
-    const key = overrideKey(PREFIX, "api", hash);
+    const key = overrideKey(prefix, "api", hash);
     expect(await redis.hgetall(key)).toEqual({ limit: 1000, period: 3_600_000, burst: 200 });
     expect(await redis.ttl(key)).toBe(-1);
 
@@ -75,20 +80,22 @@ describe("overrides", () => {
   });
 
   it("defaults burst to the override's limit and period to the rule's own", async () => {
+    const { prefix, testEnv } = fresh();
     const put = await send(testEnv, "PUT", "/__floodgate/overrides/api/key-bob", { limit: 42 });
     expect(await put.json()).toMatchObject({ limit: 42, burst: 42, period: null, ttl: null });
     const hash = await hashIdentity("key-bob");
-    expect(await redis.hgetall(overrideKey(PREFIX, "api", hash))).toEqual({ limit: 42, burst: 42 });
+    expect(await redis.hgetall(overrideKey(prefix, "api", hash))).toEqual({ limit: 42, burst: 42 });
   });
 
   it("replaces the whole override on PUT, and a ttl makes it expire on its own", async () => {
+    const { prefix, testEnv } = fresh();
     await send(testEnv, "PUT", "/__floodgate/overrides/api/key-carol", {
       limit: 5,
       period: 30,
       burst: 9,
       ttl: 3600,
     });
-    const key = overrideKey(PREFIX, "api", await hashIdentity("key-carol"));
+    const key = overrideKey(prefix, "api", await hashIdentity("key-carol"));
     expect(await redis.ttl(key)).toBeGreaterThan(3590);
     const replaced = await send(testEnv, "PUT", "/__floodgate/overrides/api/key-carol", { limit: 7 });
     expect(await replaced.json()).toMatchObject({ limit: 7, burst: 7, period: null, ttl: null });
@@ -97,6 +104,7 @@ describe("overrides", () => {
   });
 
   it("accepts an ip/64 prefix with its slash, raw or percent-encoded, and composite identities decoded once", async () => {
+    const { testEnv } = fresh();
     await send(testEnv, "PUT", "/__floodgate/overrides/by-net/2001:db8:1:2::/64", { limit: 3 });
     const encoded = await call(testEnv, "/__floodgate/overrides/by-net/2001%3Adb8%3A1%3A2%3A%3A%2F64");
     expect(await encoded.json()).toMatchObject({
@@ -109,6 +117,7 @@ describe("overrides", () => {
   });
 
   it("rejects malformed bodies with 400 problem+json naming the field", async () => {
+    const { testEnv } = fresh();
     const cases: Array<[unknown, string]> = [
       ["not json", "JSON"],
       [{}, "limit"],
@@ -131,6 +140,7 @@ describe("overrides", () => {
   });
 
   it("answers 404 for an unknown rule and 400 for a malformed hash", async () => {
+    const { testEnv } = fresh();
     expect((await send(testEnv, "PUT", "/__floodgate/overrides/nope/key", { limit: 1 })).status).toBe(404);
     expect((await call(testEnv, "/__floodgate/overrides/nope/key")).status).toBe(404);
     expect((await call(testEnv, "/__floodgate/overrides/nope")).status).toBe(404);
@@ -138,6 +148,7 @@ describe("overrides", () => {
   });
 
   it("answers 401 on every override endpoint without the right token", async () => {
+    const { testEnv } = fresh();
     for (const token of [null, "wrong"]) {
       for (const [method, path] of <Array<[string, string]>>[
         ["PUT", "/__floodgate/overrides/api/key-x"],
@@ -156,9 +167,10 @@ describe("overrides", () => {
   });
 
   it("lists 1,000 overrides of a rule page by page, each exactly once, never more than the page size", async () => {
+    const { prefix, testEnv } = fresh();
     const hashes = await Promise.all(Array.from({ length: 1000 }, (_, i) => hashIdentity(`client-${i}`)));
     const pipeline = redis.pipeline();
-    for (const hash of hashes) pipeline.hset(overrideKey(PREFIX, "many", hash), { limit: 50, burst: 50 });
+    for (const hash of hashes) pipeline.hset(overrideKey(prefix, "many", hash), { limit: 50, burst: 50 });
     await pipeline.exec();
 
     const seen: string[] = [];
@@ -182,8 +194,7 @@ describe("overrides", () => {
 
   it("loses no override while other keys come and go between pages (Redis rehashing its keyspace)", async () => {
     const rule = "many";
-    const prefix = `${PREFIX}-churn`;
-    const env = makeEnv(prefix, RULES);
+    const { prefix, testEnv: env } = fresh();
     const hashes = await Promise.all(Array.from({ length: 300 }, (_, i) => hashIdentity(`churn-${i}`)));
     const fill = redis.pipeline();
     for (const hash of hashes) fill.hset(overrideKey(prefix, rule, hash), { limit: 5 });
@@ -206,12 +217,14 @@ describe("overrides", () => {
   });
 
   it("rejects a page size or cursor it cannot use", async () => {
+    const { testEnv } = fresh();
     expect((await call(testEnv, "/__floodgate/overrides/many?limit=0")).status).toBe(400);
     expect((await call(testEnv, "/__floodgate/overrides/many?limit=5000")).status).toBe(400);
     expect((await call(testEnv, "/__floodgate/overrides/many?cursor=abc")).status).toBe(400);
   });
 
   it("answers a cursor it never handed out with 400 naming `cursor`, not a Redis error", async () => {
+    const { testEnv } = fresh();
     // One database here: `<endpoint>-<cursor>` is only ever handed out with several; SCAN cursors are 64-bit.
     for (const cursor of ["0-0", "1-1536", "99999999999999999999"]) {
       const response = await call(testEnv, `/__floodgate/overrides/many?cursor=${cursor}`);

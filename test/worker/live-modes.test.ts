@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { LiveModeCache } from "../../src/live/cache";
 import { readLiveModes, writeLiveMode } from "../../src/live/modes";
-import { redis } from "./admin-harness";
+import { redis, uniquePrefix } from "./admin-harness";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -22,7 +22,7 @@ function cacheFor(prefix: string, refreshIntervalMs = 1000) {
 
 describe("live modes", () => {
   it("stores a global and a per-rule switch in one hash without a TTL, and clears them with null", async () => {
-    const prefix = "t-live-store";
+    const prefix = uniquePrefix("live-store");
     await writeLiveMode(redis, prefix, undefined, "monitor");
     await writeLiveMode(redis, prefix, "api", "off");
     expect(await readLiveModes(redis, prefix)).toEqual({ global: "monitor", rules: { api: "off" } });
@@ -34,13 +34,13 @@ describe("live modes", () => {
   });
 
   it("ignores values written by hand that are not modes", async () => {
-    const prefix = "t-live-junk";
+    const prefix = uniquePrefix("live-junk");
     await redis.hset(`${prefix}:mode`, { global: "sometimes", "rule:api": "monitor", other: "on" });
     expect(await readLiveModes(redis, prefix)).toEqual({ rules: { api: "monitor" } });
   });
 
   it("makes a fresh isolate's first request wait for the live modes, so an old switch is never ignored", async () => {
-    const prefix = "t-live-cold";
+    const prefix = uniquePrefix("live-cold");
     await writeLiveMode(redis, prefix, undefined, "off");
     const { current, reads } = cacheFor(prefix);
     expect(await current()).toEqual({ global: "off", rules: {} });
@@ -48,7 +48,7 @@ describe("live modes", () => {
   });
 
   it("reads Redis at most once per interval however many requests come, and only in the background", async () => {
-    const prefix = "t-live-rate";
+    const prefix = uniquePrefix("live-rate");
     const { current, background, reads } = cacheFor(prefix, 300);
     await current(); // cold load
     for (let i = 0; i < 200; i++) await current();
@@ -64,7 +64,7 @@ describe("live modes", () => {
   });
 
   it("sees a switch on a request within one interval of it, without that request waiting for Redis", async () => {
-    const prefix = "t-live-switch";
+    const prefix = uniquePrefix("live-switch");
     const { current, background } = cacheFor(prefix, 300);
     expect((await current()).global).toBeUndefined();
     await writeLiveMode(redis, prefix, undefined, "monitor");

@@ -1,12 +1,17 @@
-import { describe, expect, it, onTestFinished } from "vitest";
+import { describe, expect, it } from "vitest";
 import { awayFromWindowEdge } from "../support/window-edge";
-import { call, makeEnv, send } from "./admin-harness";
+import { call, makeEnv, send, uniquePrefix } from "./admin-harness";
 
-const PREFIX = "t-live-switch-e2e";
-const RULES = [{ name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 2, period: "1m" }];
-// Two bindings objects = two isolates of the same deployment (the Worker builds its parts once per object).
-const isolateA = makeEnv(PREFIX, RULES);
-const isolateB = makeEnv(PREFIX, RULES);
+// A fixed window of an hour: the test needs a rule that counts, not a particular window length.
+const RULES = [{ name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 2, period: "1h" }];
+/**
+ * Two bindings objects with one prefix = two isolates of the same deployment (the Worker builds its parts
+ * once per object); each test its own prefix, so a live switch one test leaves is never seen by another.
+ */
+function twoIsolates() {
+  const prefix = uniquePrefix("live-switch-e2e");
+  return { isolateA: makeEnv(prefix, RULES), isolateB: makeEnv(prefix, RULES) };
+}
 
 const request = (env: Record<string, unknown>, apiKey: string) =>
   call(env, "/anything", { headers: { "x-api-key": apiKey }, ip: "198.51.100.9" });
@@ -14,7 +19,9 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("switching a rule to monitor, live", () => {
   it("stops 429s on the next request in the isolate that switched, and within a second everywhere", async () => {
-    await awayFromWindowEdge(60_000, 10_000); // the rule's fixed minute must not turn mid-test
+    // The rule's hour must not turn mid-test: in its last 10 s (1 run in 360), wait for the next one.
+    await awayFromWindowEdge(3_600_000, 10_000);
+    const { isolateA, isolateB } = twoIsolates();
     // Both isolates have seen the rule enforce (and hold a copy of the live modes).
     expect((await request(isolateA, "key-1")).status).toBe(200);
     expect((await request(isolateA, "key-1")).status).toBe(200);
@@ -25,10 +32,6 @@ describe("switching a rule to monitor, live", () => {
     expect((await send(isolateA, "PUT", "/__floodgate/mode", { mode: "monitor", rule: "api" })).status).toBe(
       200,
     );
-    // Whatever happens below, the next test starts without this switch.
-    onTestFinished(async () => {
-      await send(isolateA, "PUT", "/__floodgate/mode", { mode: null, rule: "api" });
-    });
 
     // The isolate that took the switch applies it on its very next request.
     const next = await request(isolateA, "key-1");
@@ -59,6 +62,7 @@ describe("switching a rule to monitor, live", () => {
   });
 
   it("turns a rule off live: no headers, no counting", async () => {
+    const { isolateA } = twoIsolates();
     await send(isolateA, "PUT", "/__floodgate/mode", { mode: "off" });
     // A rule's configured mode would beat the live global switch; this rule has none.
     const response = await request(isolateA, "key-off");
