@@ -2,12 +2,13 @@
 // `npm start`: the whole stack on this machine (README: "Running it locally"). An ephemeral redis-server and the local
 // Upstash-compatible REST server (unless UPSTASH_REDIS_REST_URL/_TOKEN are given), a demo origin (unless
 // ORIGIN_URL is given) and the Worker in `wrangler dev` on 127.0.0.1:PORT. stdout carries only the ready
-// line and a curl loop to try; everything else goes to stderr. SIGINT/SIGTERM stop every process started.
+// line and a curl loop to try; everything else goes to stderr. SIGINT/SIGTERM/SIGHUP stop every process
+// started; a failure to start stops them too and exits 1 with a message.
 // `npm start -- --cluster` (or FLOODGATE_REDIS=cluster) runs a real 3-master Redis Cluster (one replica
 // each) behind the REST server instead of a single redis-server; `--databases` (FLOODGATE_REDIS=databases)
 // three independent redis-servers, each behind its own REST server, listed in UPSTASH_REDIS_REST_URL.
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,6 +16,7 @@ import {
   freePort,
   killGroupWithParent,
   portTaken,
+  removeWithParent,
   spawnTied,
   startRedis,
   startRedisCluster,
@@ -46,12 +48,16 @@ async function shutdown(code) {
   }
   process.exit(code);
 }
-process.on("SIGINT", () => shutdown(0));
-process.on("SIGTERM", () => shutdown(0));
+// Handlers before anything starts: a signal during startup (a cluster takes seconds) stops what has started;
+// the redis-servers' folders and the env file go at exit, or with their watchdog if this process is killed.
+// SIGHUP too: a closed terminal must not leave the stack behind.
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => shutdown(0));
 // Whoever started the stack going away stops it too: npm may exit on SIGINT/SIGTERM without passing the
-// signal on, leaving this process (or the `sh -c` npm ran it in) behind.
+// signal on. Under `npm start` the script's `exec` makes npm this process's parent; were it run through npm's
+// `sh -c` without `exec`, that shell would outlive npm, so npm (its parent) is watched too. Nothing above npm
+// is: `nohup npm start &` keeps running after the shell that started it logs out.
 const parentPid = process.ppid;
-const npmPid = process.env.npm_lifecycle_event ? parentOf(parentPid) : undefined;
+const npmPid = isNpmScriptShell(parentPid) ? parentOf(parentPid) : undefined;
 setInterval(() => {
   if (process.ppid !== parentPid || (npmPid !== undefined && !running(npmPid))) shutdown(0);
 }, 500).unref();
@@ -60,6 +66,24 @@ setInterval(() => {
 function fail(message) {
   log(message);
   return shutdown(1);
+}
+
+/**
+ * One startup step: a failure is reported and stops the stack (exit 1); once a shutdown has begun (Ctrl-C
+ * during the step), startup goes no further and the shutdown ends the process.
+ * @template T
+ * @param {string} what
+ * @param {() => Promise<T>} run
+ * @returns {Promise<T>}
+ */
+async function step(what, run) {
+  try {
+    const value = await run();
+    if (!exiting) return value;
+  } catch (error) {
+    await fail(`cannot start ${what}: ${error instanceof Error ? error.message : error}`);
+  }
+  return new Promise(() => {}); // shutdown() ends the process
 }
 
 const port = Number(process.env.PORT ?? 8787);
@@ -89,12 +113,11 @@ if (unknownArgs.length > 0) {
 if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   log(`using the Redis REST endpoint ${vars.UPSTASH_REDIS_REST_URL} (from ${from.UPSTASH_REDIS_REST_URL})`);
 } else if (redisMode === "cluster") {
-  const cluster = await startRedisCluster().catch((error) =>
-    fail(`cannot start a Redis Cluster: ${error.message}`),
-  );
-  if (!cluster) process.exit(1);
+  const cluster = await step("a Redis Cluster", () => startRedisCluster());
   cleanups.push(() => cluster.close());
-  const rest = await startRestServer({ redisUrl: cluster.urls.join(","), cluster: true });
+  const rest = await step("the REST server", () =>
+    startRestServer({ redisUrl: cluster.urls.join(","), cluster: true }),
+  );
   cleanups.push(() => rest.close());
   vars.UPSTASH_REDIS_REST_URL = rest.url;
   vars.UPSTASH_REDIS_REST_TOKEN = rest.token;
@@ -105,15 +128,12 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   );
 } else if (redisMode === "databases") {
   // Three independent databases, each behind its own REST server, one token for all (README "Scaling out").
-  const servers = await startRedisServers(3).catch((error) =>
-    fail(`cannot start redis-server: ${error.message}`),
-  );
-  if (!servers) process.exit(1);
+  const servers = await step("redis-server", () => startRedisServers(3));
   cleanups.push(() => Promise.all(servers.map((server) => server.close())));
   const token = randomBytes(16).toString("hex");
   const rests = [];
   for (const server of servers) {
-    const rest = await startRestServer({ redisUrl: server.url, token });
+    const rest = await step("a REST server", () => startRestServer({ redisUrl: server.url, token }));
     cleanups.push(() => rest.close());
     rests.push(rest);
   }
@@ -121,10 +141,9 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   vars.UPSTASH_REDIS_REST_TOKEN = token;
   log(`3 redis-servers (ephemeral), each behind a REST server: ${vars.UPSTASH_REDIS_REST_URL}`);
 } else {
-  const redis = await startRedis().catch((error) => fail(`cannot start redis-server: ${error.message}`));
-  if (!redis) process.exit(1);
+  const redis = await step("redis-server", () => startRedis());
   cleanups.push(() => redis.close());
-  const rest = await startRestServer({ redisUrl: redis.url });
+  const rest = await step("the REST server", () => startRestServer({ redisUrl: redis.url }));
   cleanups.push(() => rest.close());
   vars.UPSTASH_REDIS_REST_URL = rest.url;
   vars.UPSTASH_REDIS_REST_TOKEN = rest.token;
@@ -134,7 +153,7 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
 if (vars.ORIGIN_URL) {
   log(`origin: ${vars.ORIGIN_URL} (from ${from.ORIGIN_URL})`);
 } else {
-  const origin = await startDemoOrigin();
+  const origin = await step("the demo origin", () => startDemoOrigin());
   cleanups.push(() => origin.close());
   vars.ORIGIN_URL = origin.url;
   log(`demo origin at ${origin.url}`);
@@ -148,12 +167,15 @@ if (generatedAdminToken) vars.RATE_LIMIT_ADMIN_TOKEN = generatedAdminToken;
 // The bindings reach wrangler in a file only this user can read, deleted on exit: no secret in `ps`.
 const envDir = mkdtempSync(join(tmpdir(), "floodgate-env-"));
 const envFile = join(envDir, "bindings.env");
-cleanups.push(() => rmSync(envDir, { recursive: true, force: true }));
-process.on("exit", () => rmSync(envDir, { recursive: true, force: true }));
-writeFileSync(envFile, formatEnvFile(vars), { mode: 0o600 });
-chmodSync(envFile, 0o600);
+cleanups.push(removeWithParent(envDir));
+try {
+  writeFileSync(envFile, formatEnvFile(vars), { mode: 0o600 });
+  chmodSync(envFile, 0o600);
+} catch (error) {
+  await fail(`cannot write the bindings for wrangler: ${error instanceof Error ? error.message : error}`);
+}
 
-const inspectorPort = await freePort();
+const inspectorPort = await step("wrangler dev", () => freePort());
 /** @type {NodeJS.ProcessEnv} */
 const wranglerEnv = { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
 // Only the env file may feed bindings; secrets from this environment stay out of wrangler's own env.
@@ -181,7 +203,7 @@ const wrangler = spawnTied(
 );
 cleanups.push(() => stopChild(wrangler, { signal: "SIGTERM", graceMs: 5000, group: true }));
 // Should this process be killed outright, wrangler's workerd must not outlive it either.
-if (wrangler.pid !== undefined) killGroupWithParent(wrangler.pid, { removePaths: [envDir] });
+if (wrangler.pid !== undefined) killGroupWithParent(wrangler.pid);
 // wrangler's own output is noise for this command's stdout: all of it goes to stderr.
 wrangler.stdout?.pipe(process.stderr);
 wrangler.stderr?.pipe(process.stderr);
@@ -220,6 +242,21 @@ function parentOf(pid) {
     return Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ")[1]) || undefined;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * Whether `pid` is the shell npm runs a script in (`sh -c '<the script>'`), read from /proc (Linux).
+ * @param {number} pid
+ */
+function isNpmScriptShell(pid) {
+  const script = process.env.npm_lifecycle_script;
+  if (!script) return false;
+  try {
+    const [, flag, command] = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    return flag === "-c" && command?.startsWith(script) === true;
+  } catch {
+    return false;
   }
 }
 

@@ -3,9 +3,11 @@
 // Runs the local Upstash-compatible REST server alone, in front of the given Redis or of a redis-server it
 // starts itself (ephemeral, nothing on disk). With --cluster: in front of a Redis Cluster, the one whose seed
 // nodes --redis lists (comma-separated), or a 3-master cluster (one replica each) it starts itself.
-// Prints `listening on http://127.0.0.1:<p>` once ready.
+// Prints `listening on http://127.0.0.1:<p>` once ready. SIGINT, SIGTERM, SIGHUP or its parent going away stop it
+// and everything it started; a failure to start exits 1 with a message.
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
+import { ensureRedis } from "../scripts/debian-package.mjs";
 import { startRedisCluster } from "./redis-cluster.mjs";
 import { startRedis } from "./redis-server.mjs";
 import { startRestServer } from "./server.mjs";
@@ -42,39 +44,60 @@ const token = options.token ?? randomBytes(24).toString("base64url");
 const cluster = options.cluster ?? false;
 /** @type {{ urls: string[], close: () => Promise<void> } | undefined} */
 let redis;
-try {
-  if (!options.redis)
-    redis = cluster ? await startRedisCluster() : await startRedis().then((r) => ({ ...r, urls: [r.url] }));
-} catch (error) {
-  console.error(`cannot start Redis: ${error instanceof Error ? error.message : error}`);
-  process.exit(1);
-}
+/** @type {import("./server.mjs").RestServer | undefined} */
 let server;
-try {
-  const redisUrl = options.redis ?? /** @type {{ urls: string[] }} */ (redis).urls.join(",");
-  server = await startRestServer({ redisUrl, cluster, token, port });
-} catch (error) {
-  console.error(`cannot start the REST server: ${error instanceof Error ? error.message : error}`);
-  await redis?.close();
-  process.exit(1);
-}
-if (redis)
-  console.error(`${cluster ? "Redis Cluster" : "redis-server"} (ephemeral) at ${redis.urls.join(", ")}`);
-if (!options.token) console.error(`token: ${token}`);
-console.log(`listening on ${server.url}`);
 
+// Handlers first: a signal during startup stops what has started (the redis-server children die with this
+// process, their folders go at its exit). SIGHUP too: a closed terminal must not leave anything behind.
 let stopping = false;
-const stop = async () => {
+/** @param {number} code */
+async function stop(code) {
   if (stopping) return;
   stopping = true;
-  await server.close();
-  await redis?.close();
-  process.exit(0);
-};
-process.on("SIGINT", stop);
-process.on("SIGTERM", stop);
+  try {
+    await server?.close();
+    await redis?.close();
+  } finally {
+    process.exit(code);
+  }
+}
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => stop(0));
 // Re-parented means whoever started it (npm, a shell) is gone: stop rather than linger.
 const parentPid = process.ppid;
 setInterval(() => {
-  if (process.ppid !== parentPid) stop();
+  if (process.ppid !== parentPid) stop(0);
 }, 500).unref();
+
+/**
+ * One startup step: a failure is reported and stops everything (exit 1); once a stop has begun (a signal
+ * during the step), startup goes no further and the stop ends the process.
+ * @template T
+ * @param {string} what
+ * @param {() => Promise<T>} run
+ * @returns {Promise<T>}
+ */
+async function step(what, run) {
+  try {
+    const value = await run();
+    if (!stopping) return value;
+  } catch (error) {
+    console.error(`cannot start ${what}: ${error instanceof Error ? error.message : error}`);
+    await stop(1);
+  }
+  return new Promise(() => {}); // stop() ends the process
+}
+
+if (!options.redis) {
+  redis = await step("Redis", async () => {
+    // On a fresh machine, Debian's redis-server (and redis-cli, which creates the cluster) on first use.
+    ensureRedis();
+    if (cluster) return startRedisCluster();
+    const single = await startRedis();
+    return { ...single, urls: [single.url] };
+  });
+  console.error(`${cluster ? "Redis Cluster" : "redis-server"} (ephemeral) at ${redis.urls.join(", ")}`);
+}
+const redisUrl = options.redis ?? /** @type {{ urls: string[] }} */ (redis).urls.join(",");
+server = await step("the REST server", () => startRestServer({ redisUrl, cluster, token, port }));
+if (!options.token) console.error(`token: ${token}`);
+console.log(`listening on ${server.url}`);

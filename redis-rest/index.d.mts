@@ -112,6 +112,8 @@ export function killGroupWithParent(
   pgid: number,
   options?: { graceMs?: number; removePaths?: string[] },
 ): ChildProcess;
+/** Deletes path when this process ends, however it ends (SIGKILL included); the function returned deletes it now. */
+export function removeWithParent(path: string): () => void;
 /** Resolves once pattern appears in the child's output. */
 export function waitForOutput(
   child: ChildProcess,

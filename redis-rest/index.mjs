@@ -5,6 +5,7 @@ export {
   freePort,
   killGroupWithParent,
   portTaken,
+  removeWithParent,
   spawnTied,
   stopChild,
   waitForOutput,

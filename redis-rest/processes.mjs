@@ -1,6 +1,8 @@
 // Child-process helpers shared by the REST server's redis-server launcher, the local stack (local/start.mjs)
-// and the test harness: free ports, children that die with their parent, waiting for a ready line.
+// and the test harness: free ports, children that die with their parent, temporary folders that go with it,
+// waiting for a ready line.
 import { spawn, spawnSync } from "node:child_process";
+import { rmSync } from "node:fs";
 import { createServer } from "node:net";
 
 /**
@@ -75,6 +77,55 @@ export function killGroupWithParent(pgid, { graceMs = 3000, removePaths = [] } =
   // The pipe must not keep this process alive; it only has to close when this process is gone.
   /** @type {any} */ (watchdog.stdin)?._handle?.unref?.();
   return watchdog;
+}
+
+/** @type {Set<string>} paths removeWithParent deletes when this process ends */
+const doomed = new Set();
+/** @type {import("node:child_process").ChildProcess | undefined} */
+let remover;
+
+/** @param {string} path */
+const remove = (path) => rmSync(path, { recursive: true, force: true, maxRetries: 3 });
+
+/**
+ * Deletes `path` (a file or a folder) when this process ends, however it ends: at its exit (a signal handler's
+ * process.exit() included), and through a small detached watchdog when it is killed outright (SIGKILL, or a
+ * signal it does not handle), which no exit hook survives.
+ * @param {string} path
+ * @returns {() => void} deletes it now and forgets it
+ */
+export function removeWithParent(path) {
+  if (!remover) {
+    process.on("exit", () => {
+      for (const doomedPath of doomed) remove(doomedPath);
+    });
+    // One watchdog per process, told each path on its stdin ("+" to delete at the end, "-" to forget it);
+    // when the pipe closes this process is gone, and it deletes what is left.
+    const script = `const paths = new Set(); let rest = "";
+    process.stdin.setEncoding("utf8").on("data", (chunk) => {
+      const lines = (rest + chunk).split("\\n"); rest = lines.pop();
+      for (const line of lines) { const path = JSON.parse(line.slice(1)); line[0] === "+" ? paths.add(path) : paths.delete(path); }
+    }).on("close", () => {
+      for (const path of paths) require("node:fs").rmSync(path, { recursive: true, force: true, maxRetries: 3 });
+    });`;
+    remover = spawn(process.execPath, ["-e", script], {
+      detached: true,
+      stdio: ["pipe", "ignore", "ignore"],
+    });
+    remover.on("error", () => {}); // then only the exit hook deletes
+    remover.stdin?.on("error", () => {});
+    remover.unref();
+    // The pipe must not keep this process alive; it only has to close when this process is gone.
+    /** @type {any} */ (remover.stdin)?._handle?.unref?.();
+  }
+  const tell = (/** @type {"+" | "-"} */ op) => remover?.stdin?.write(`${op}${JSON.stringify(path)}\n`);
+  doomed.add(path);
+  tell("+");
+  return () => {
+    if (!doomed.delete(path)) return;
+    remove(path);
+    tell("-");
+  };
 }
 
 /**

@@ -1,9 +1,9 @@
 // Starts a throwaway redis-server child: loopback only, nothing persisted, and controllable the way the
 // failure tests need (kill it, freeze it with SIGSTOP, restart it on the same port).
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, spawnTied, stopChild, waitForOutput } from "./processes.mjs";
+import { freePort, removeWithParent, spawnTied, stopChild, waitForOutput } from "./processes.mjs";
 
 const READY = /Ready to accept connections/;
 const BIND_FAILED = /Could not create server TCP listening socket|Address already in use/;
@@ -23,7 +23,8 @@ const startTimeoutMs = 10_000;
 
 /**
  * Spawns `redis-server` on 127.0.0.1 with no persistence (`--save "" --appendonly no`, working directory in a
- * temporary folder removed on close). The child is killed if this process dies.
+ * temporary folder removed on close, or when this process ends without close). The child is killed if this
+ * process dies.
  * @param {{ port?: number, bin?: string, args?: string[] | (() => Promise<string[]>) }} [options] port: fixed
  *   port (default: one the OS picks); bin: the executable (default `redis-server` on PATH); args: extra
  *   redis-server arguments, or a function giving them, asked again whenever a bind failure makes us pick another
@@ -32,6 +33,7 @@ const startTimeoutMs = 10_000;
  */
 export async function startRedis({ port, bin = "redis-server", args = [] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "floodgate-redis-"));
+  const removeDir = removeWithParent(dir);
   let chosen = port ?? (await freePort());
   const argsNow = () => (typeof args === "function" ? args() : Promise.resolve(args));
   let extra = await argsNow();
@@ -78,7 +80,7 @@ export async function startRedis({ port, bin = "redis-server", args = [] } = {})
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (port !== undefined || attempt >= 5 || !BIND_FAILED.test(message)) {
-        rmSync(dir, { recursive: true, force: true });
+        removeDir();
         throw new Error(`redis-server did not start: ${message}`);
       }
       chosen = await freePort();
@@ -105,7 +107,7 @@ export async function startRedis({ port, bin = "redis-server", args = [] } = {})
     },
     close: async () => {
       if (child) await stopChild(child, { signal: "SIGTERM", graceMs: 2000 });
-      rmSync(dir, { recursive: true, force: true });
+      removeDir();
     },
   };
 }

@@ -1,5 +1,6 @@
 // The HTTP side of the local Upstash-compatible REST server: routes, auth, bodies, status codes.
-// Behaviour follows Upstash's REST docs (redis/features/restapi.mdx) and what @upstash/redis expects.
+// Behaviour is described in the README's "The local Upstash-compatible REST server (`redis-rest/`)" and follows
+// what @upstash/redis sends and expects.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
 import { Redis } from "ioredis";
@@ -169,10 +170,16 @@ export async function startRestServer({
   }
 
   const closeServer = closable(server);
-  await new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => resolve(undefined));
-  });
+  try {
+    await new Promise((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, host, () => resolve(undefined));
+    });
+  } catch (error) {
+    // A port already taken: the Redis connection would otherwise keep reconnecting, and this process alive.
+    redis.disconnect();
+    throw error;
+  }
   const address = server.address();
   const actualPort = typeof address === "object" && address ? address.port : port;
   return {

@@ -1,14 +1,16 @@
 #!/usr/bin/env node
 // Validates the Worker's configuration before deploy, with the very schema the Worker uses at runtime
 // (src/config, bundled on the fly with esbuild). Usage: npm run check-config [-- --env <name>] [-- --config <path>]
-// Bindings come from wrangler.toml's [vars] (or [env.<name>.vars]), overlaid by .dev.vars(.<env>) and the
-// environment for the binding names of the README's "Configuration". A secret that is not set locally is assumed to be set with
-// `wrangler secret put` (it is listed, never printed).
+// Bindings come from wrangler.toml's [vars] (or [env.<name>.vars]), overlaid by .dev.vars (.dev.vars.<name> when
+// it exists, as wrangler reads them) and by the environment for the binding names of the README's
+// "Configuration". A secret that is not set locally is assumed to be set with `wrangler secret put` (it is
+// listed, never printed).
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { parse as parseToml } from "smol-toml";
+import { parseDotenv } from "../local/env-file.mjs";
 import { BINDINGS } from "./bindings.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -39,18 +41,18 @@ if (envName !== undefined) {
   vars = section.vars ?? {}; // wrangler: vars are not inherited by environments
 }
 
-/** Minimal dotenv: KEY=value, optional quotes, # comments. */
-function readDevVars(path) {
-  if (!existsSync(path)) return {};
-  const out = {};
-  for (const line of readFileSync(path, "utf8").split(/\r?\n/)) {
-    const match = /^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
-    if (!match || line.trimStart().startsWith("#")) continue;
-    out[match[1]] = match[2].replace(/^(["'])(.*)\1$/, "$2");
+/**
+ * The local secrets wrangler would load: `.dev.vars.<env>` with --env when that file exists, else `.dev.vars`
+ * (next to the config file), parsed as wrangler's dotenv parses them.
+ */
+function readDevVars() {
+  const base = join(dirname(configPath), ".dev.vars");
+  for (const path of envName ? [`${base}.${envName}`, base] : [base]) {
+    if (existsSync(path)) return parseDotenv(readFileSync(path, "utf8"));
   }
-  return out;
+  return {};
 }
-const devVars = readDevVars(join(dirname(configPath), envName ? `.dev.vars.${envName}` : ".dev.vars"));
+const devVars = readDevVars();
 
 const env = {};
 for (const name of BINDINGS) {

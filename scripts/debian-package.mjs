@@ -28,3 +28,16 @@ export function ensureDebianCommand(command, pkg = command) {
   });
   return true;
 }
+
+/**
+ * Makes sure redis-server and redis-cli (which creates the local Redis Cluster) are on PATH, installing Debian's
+ * packages on first use. Debian starts a system-wide instance on 6379 after installing it; Floodgate never uses
+ * it (it starts its own), so it is stopped.
+ */
+export function ensureRedis() {
+  if (ensureDebianCommand("redis-server")) {
+    spawnSync("sh", ["-c", "service redis-server stop || systemctl stop redis-server"], { stdio: "ignore" });
+  }
+  // Debian's redis-server depends on redis-tools, but a redis-server from elsewhere may come without it.
+  ensureDebianCommand("redis-cli", "redis-tools");
+}

@@ -2,8 +2,7 @@
 // Brings what this machine lacks and npm cannot: redis-server and redis-cli (Debian's packages; redis-cli
 // creates the local Redis Cluster).
 // Node 22 itself arrives with `npm install` (the `node` devDependency puts it first on npm scripts' PATH).
-import { spawnSync } from "node:child_process";
-import { ensureDebianCommand } from "./debian-package.mjs";
+import { ensureRedis } from "./debian-package.mjs";
 
 const major = Number(process.versions.node.split(".")[0]);
 if (major < 22) {
@@ -14,12 +13,7 @@ if (major < 22) {
 }
 
 try {
-  if (ensureDebianCommand("redis-server")) {
-    // Debian starts a system-wide instance on 6379; Floodgate never uses it and starts its own.
-    spawnSync("sh", ["-c", "service redis-server stop || systemctl stop redis-server"], { stdio: "ignore" });
-  }
-  // Debian's redis-server depends on redis-tools, but a redis-server from elsewhere may come without it.
-  ensureDebianCommand("redis-cli", "redis-tools");
+  ensureRedis();
 } catch (error) {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);

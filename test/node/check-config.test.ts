@@ -7,10 +7,16 @@ import { describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
 
-/** Runs `npm run check-config`'s script on a wrangler.toml written for the test. */
-async function checkConfig(toml: string, args: string[] = [], env: Record<string, string> = {}) {
+/** Runs `npm run check-config`'s script on a wrangler.toml (and `files` beside it) written for the test. */
+async function checkConfig(
+  toml: string,
+  args: string[] = [],
+  env: Record<string, string> = {},
+  files: Record<string, string> = {},
+) {
   const dir = mkdtempSync(join(tmpdir(), "floodgate-check-"));
   writeFileSync(join(dir, "wrangler.toml"), toml);
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
   // Without the test runner's own bindings, so only the file (and `env`) decide.
   const childEnv: Record<string, string> = { PATH: process.env.PATH ?? "", ...env };
   try {
@@ -104,6 +110,45 @@ RATE_LIMIT_RULES = '[{"name":"s","key":"header:x-api-key","algorithm":"token-buc
       ]),
     });
     expect(shed.out).toContain("RATE_LIMIT_RULES[0].priorities: required for shed");
+  });
+
+  it("reads .dev.vars as wrangler does: quoted values over several lines, export, comments", async () => {
+    const devVars = `# local secrets
+export RATE_LIMIT_MODE=monitor # not part of the value
+RATE_LIMIT_RULES='[
+  {"name": "multi", "key": "ip", "algorithm": "gcra",
+   "limit": 5, "period": "1s"}
+]'
+`;
+    const { code, out } = await checkConfig(valid, [], {}, { ".dev.vars": devVars });
+    expect(out).toContain("OK, 1 rule(s): multi");
+    expect(out).toContain("mode monitor");
+    expect(code).toBe(0);
+  });
+
+  it("falls back to .dev.vars with --env when .dev.vars.<env> is missing, as wrangler does", async () => {
+    const toml = `${valid}
+[env.staging.vars]
+ORIGIN_URL = "https://staging.example.com"
+`;
+    const bad = {
+      ".dev.vars":
+        'RATE_LIMIT_RULES=\'[{"name":"d","key":"ip","algorithm":"gcra","limit":"many","period":"1m"}]\'\n',
+    };
+    const fallback = await checkConfig(toml, ["--env", "staging"], {}, bad);
+    expect(fallback.code).toBe(1);
+    expect(fallback.out).toContain('RATE_LIMIT_RULES[0].limit: "many" is not a whole number');
+    const own = await checkConfig(
+      toml,
+      ["--env", "staging"],
+      {},
+      {
+        ...bad,
+        ".dev.vars.staging":
+          'RATE_LIMIT_RULES=\'[{"name":"s","key":"ip","algorithm":"gcra","limit":3,"period":"1m"}]\'\n',
+      },
+    );
+    expect(own.out).toContain("OK, 1 rule(s): s");
   });
 
   it("lets the environment override the file, like the Worker's secrets", async () => {

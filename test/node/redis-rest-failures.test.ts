@@ -1,9 +1,10 @@
 // The REST server when Redis fails: it answers fast with 503 instead of queueing, recovers on its own, and
 // its CLI leaves no process behind. Each test owns its redis-server, since it kills or freezes it.
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { type AddressInfo, connect, createServer } from "node:net";
+import { promisify } from "node:util";
 import { Redis } from "@upstash/redis";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -136,7 +137,9 @@ describe("npm run redis-rest (the CLI)", () => {
     const rest = { url: `http://127.0.0.1:${port}`, token: "cli-token" } as RestServer;
     const info = await command(rest, ["INFO", "server"]);
     const redisPid = Number(/process_id:(\d+)/.exec(String(info.body.result))?.[1]);
-    return { child, rest, redisPid };
+    // The redis-server's working directory: a temporary folder when the CLI started it.
+    const [, dir] = (await command(rest, ["CONFIG", "GET", "dir"])).body.result as [string, string];
+    return { child, rest, redisPid, dir };
   }
   const exited = (child: ChildProcess) =>
     new Promise<number | null>((resolve) => {
@@ -153,13 +156,41 @@ describe("npm run redis-rest (the CLI)", () => {
     expect(alive(redisPid)).toBe(false);
   });
 
-  it("takes its redis-server down with it even when killed with SIGKILL", async () => {
-    const { child, redisPid } = await startCli();
+  it("takes its redis-server and its folder down with it even when killed with SIGKILL", async () => {
+    const { child, redisPid, dir } = await startCli();
+    expect(dir).toMatch(/floodgate-redis-/);
+    expect(existsSync(dir)).toBe(true);
     child.kill("SIGKILL");
     await exited(child);
-    const deadline = Date.now() + 2000;
-    while (alive(redisPid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const deadline = Date.now() + 3000;
+    while ((alive(redisPid) || existsSync(dir)) && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
     expect(alive(redisPid)).toBe(false);
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it("stops cleanly on SIGHUP (a closed terminal): redis-server gone, folder removed", async () => {
+    const { child, redisPid, dir } = await startCli();
+    child.kill("SIGHUP");
+    expect(await exited(child)).toBe(0);
+    expect(alive(redisPid)).toBe(false);
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it("exits 1 with a message when its port is taken, instead of lingering", async () => {
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(0, "127.0.0.1", resolve));
+    cleanups.push(() => new Promise((resolve) => squatter.close(() => resolve())));
+    const child = spawn(
+      process.execPath,
+      ["redis-rest/cli.mjs", "--port", String((squatter.address() as AddressInfo).port)],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    cleanups.push(() => stopChild(child, { signal: "SIGKILL" }));
+    await expect(
+      waitForOutput(child, /cannot start the REST server: .*EADDRINUSE/, 15_000),
+    ).resolves.toBeTruthy();
+    expect(await exited(child)).toBe(1);
   });
 
   it("fronts an existing Redis with --redis and starts none of its own", async () => {
@@ -168,6 +199,27 @@ describe("npm run redis-rest (the CLI)", () => {
     const { rest, redisPid } = await startCli(["--redis", redis.url]);
     expect(redisPid).toBe(redis.pid());
     expect((await command(rest, ["PING"])).body).toEqual({ result: "PONG" });
+  });
+});
+
+describe("a REST server that cannot listen", () => {
+  it("rejects when its port is taken and leaves nothing keeping the process alive", async () => {
+    const redis = await startRedis();
+    cleanups.push(() => redis.close());
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(0, "127.0.0.1", resolve));
+    cleanups.push(() => new Promise((resolve) => squatter.close(() => resolve())));
+    // In a process of its own: it must end by itself once the promise has rejected (a Redis connection left
+    // open would keep it running until the timeout kills it).
+    const script = `import { startRestServer } from ${JSON.stringify(new URL("../../redis-rest/index.mjs", import.meta.url).href)};
+      await startRestServer({ redisUrl: process.argv[1], port: Number(process.argv[2]) })
+        .then(() => console.log("listening"), (error) => console.log("rejected", error.code));`;
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--input-type=module", "-e", script, redis.url, String((squatter.address() as AddressInfo).port)],
+      { timeout: 15_000 },
+    );
+    expect(stdout.trim()).toBe("rejected EADDRINUSE");
   });
 });
 
