@@ -1,11 +1,12 @@
 // Bundles a Worker the way wrangler does for deploy: one ES module, `*.lua` imported as text (wrangler's
 // `[[rules]] type = "Text"`), workerd export conditions. Used by the Miniflare-based process tests
 // (test/support/miniflare-worker.mjs) and by the benchmarks' `workerd serve` harness (bench/lib/workerd.mjs).
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { removeWithParent } from "../redis-rest/index.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 
@@ -19,7 +20,8 @@ export async function bundleWorker({ entry = "src/worker.ts", outdir } = {}) {
   let dir = outdir;
   if (dir === undefined) {
     const tmp = mkdtempSync(join(tmpdir(), "floodgate-worker-"));
-    process.once("exit", () => rmSync(tmp, { recursive: true, force: true }));
+    // Also when this process is killed rather than exits (a test runner's worker often is).
+    removeWithParent(tmp);
     dir = tmp;
   }
   const path = join(dir, "worker.mjs");
