@@ -1,21 +1,12 @@
 // A shed budget split over sub-keys that live on different databases (the real Worker in Miniflare over
 // three redis-servers, each behind its own REST server): the admin keys routes find every sub-key on the
 // database rendezvous hashing puts it on, count all of them, and a reset frees them all.
-import { Redis as IORedis } from "ioredis";
+import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type RedisHandle,
-  type RestServer,
-  startRedisServers,
-  startRestServer,
-} from "../../redis-rest/index.mjs";
 import { hashIdentity, stateKey } from "../../src/engine/keys";
-import { rendezvous } from "../../src/engine/shards";
-import { startEchoOrigin } from "../support/echo-origin.mjs";
-import { startWorker } from "../support/miniflare-worker.mjs";
+import { startWorkerOverDatabases, type WorkerOverDatabases } from "./worker-over-databases";
 
 const PREFIX = `shed-endpoints${Date.now()}`;
-const TOKEN = "shed-endpoints-token";
 const ADMIN = "shed-endpoints-admin";
 /** 8 in flight per tenant over 4 sub-keys of 2. */
 const RULE = {
@@ -28,47 +19,31 @@ const RULE = {
   priorities: { critical: 1 },
 };
 
-let servers: RedisHandle[];
-let rests: RestServer[];
+let stack: WorkerOverDatabases;
 let direct: IORedis[];
-let origin: Awaited<ReturnType<typeof startEchoOrigin>>;
-let worker: Awaited<ReturnType<typeof startWorker>>;
-let urls: string[];
 
 beforeAll(async () => {
-  servers = await startRedisServers(3);
-  rests = await Promise.all(servers.map((s) => startRestServer({ redisUrl: s.url, token: TOKEN })));
-  urls = rests.map((r) => r.url);
-  direct = servers.map((s) => new IORedis(s.url, { maxRetriesPerRequest: 0 }));
-  origin = await startEchoOrigin();
-  worker = await startWorker({
-    bindings: {
-      ORIGIN_URL: origin.url,
-      UPSTASH_REDIS_REST_URL: urls.join(","),
-      UPSTASH_REDIS_REST_TOKEN: TOKEN,
-      RATE_LIMIT_RULES: JSON.stringify([RULE]),
-      RATE_LIMIT_PREFIX: PREFIX,
-      RATE_LIMIT_TIMEOUT_MS: "5000",
-      RATE_LIMIT_ADMIN_TOKEN: ADMIN,
-    },
+  stack = await startWorkerOverDatabases(3, {
+    RATE_LIMIT_RULES: JSON.stringify([RULE]),
+    RATE_LIMIT_PREFIX: PREFIX,
+    RATE_LIMIT_TIMEOUT_MS: "5000",
+    RATE_LIMIT_ADMIN_TOKEN: ADMIN,
   });
+  ({ direct } = stack);
 }, 60_000);
 
-afterAll(async () => {
-  await worker?.dispose();
-  for (const redis of direct ?? []) redis.disconnect();
-  await origin?.close();
-  await Promise.all((rests ?? []).map((r) => r.close()));
-  await Promise.all((servers ?? []).map((s) => s.close()));
-});
+afterAll(() => stack?.close());
 
 const admin = (path: string, method = "GET") =>
-  worker.fetch(`/__floodgate/keys/origin/${path}`, { method, headers: { authorization: `Bearer ${ADMIN}` } });
+  stack.worker.fetch(`/__floodgate/keys/origin/${path}`, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN}` },
+  });
 
 /** The hashes of a tenant's sub-keys and the database each belongs on, by the Worker's own rule. */
 async function subKeysOf(tenant: string) {
   const hashes = await Promise.all([0, 1, 2, 3].map((n) => hashIdentity(`${tenant}#${n}`)));
-  return hashes.map((hash) => ({ hash, database: rendezvous(urls)(hash) }));
+  return hashes.map((hash) => ({ hash, database: stack.databaseOfHash(hash) }));
 }
 
 describe("a shed budget over three databases", () => {
@@ -82,7 +57,7 @@ describe("a shed budget over three databases", () => {
     // at once. Once those have answered, every request has been decided.
     let answered = 0;
     const pending = Array.from({ length: 60 }, async () => {
-      const response = await worker.fetch("/slow?ms=4000", {
+      const response = await stack.worker.fetch("/slow?ms=4000", {
         headers: { "x-tenant": tenant, "x-priority": "critical" },
       });
       await response.text();

@@ -3,23 +3,13 @@
 // would: where each client's keys land, a request spanning two identities that is denied gives the other
 // identity its unit back, the admin API finds overrides on every database, and one database down affects
 // only the clients it holds.
-import { Redis as IORedis } from "ioredis";
+import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type RedisHandle,
-  type RestServer,
-  startRedisServers,
-  startRestServer,
-} from "../../redis-rest/index.mjs";
+import type { RedisHandle } from "../../redis-rest/index.mjs";
 import { hashIdentity, stateKey } from "../../src/engine/keys";
-import { rendezvous } from "../../src/engine/shards";
-import { startEchoOrigin } from "../support/echo-origin.mjs";
-import { startWorker } from "../support/miniflare-worker.mjs";
-
-type Worker = Awaited<ReturnType<typeof startWorker>>;
+import { startWorkerOverDatabases, type WorkerOverDatabases } from "./worker-over-databases";
 
 const PREFIX = `scale${Date.now()}`;
-const TOKEN = "scale-test-token";
 const ADMIN = "scale-admin-token";
 const RULES = [
   { name: "per-ip", match: { path: "/ip/*" }, key: "ip", algorithm: "fixed-window", limit: 3, period: "1h" },
@@ -41,44 +31,23 @@ const RULES = [
   },
 ];
 
+let stack: WorkerOverDatabases;
 let servers: RedisHandle[];
-let rests: RestServer[];
 let direct: IORedis[];
-let origin: Awaited<ReturnType<typeof startEchoOrigin>>;
-let worker: Worker;
-let urls: string[];
+let worker: WorkerOverDatabases["worker"];
 let ipSeq = 0;
 
 beforeAll(async () => {
-  servers = await startRedisServers(3);
-  rests = await Promise.all(servers.map((s) => startRestServer({ redisUrl: s.url, token: TOKEN })));
-  urls = rests.map((r) => r.url);
-  direct = servers.map((s) => {
-    const redis = new IORedis(s.url, { maxRetriesPerRequest: 0 });
-    redis.on("error", () => {});
-    return redis;
+  stack = await startWorkerOverDatabases(3, {
+    RATE_LIMIT_RULES: JSON.stringify(RULES),
+    RATE_LIMIT_PREFIX: PREFIX,
+    RATE_LIMIT_TIMEOUT_MS: "1000",
+    RATE_LIMIT_ADMIN_TOKEN: ADMIN,
   });
-  origin = await startEchoOrigin();
-  worker = await startWorker({
-    bindings: {
-      ORIGIN_URL: origin.url,
-      UPSTASH_REDIS_REST_URL: urls.join(","),
-      UPSTASH_REDIS_REST_TOKEN: TOKEN,
-      RATE_LIMIT_RULES: JSON.stringify(RULES),
-      RATE_LIMIT_PREFIX: PREFIX,
-      RATE_LIMIT_TIMEOUT_MS: "1000",
-      RATE_LIMIT_ADMIN_TOKEN: ADMIN,
-    },
-  });
+  ({ servers, direct, worker } = stack);
 }, 60_000);
 
-afterAll(async () => {
-  await worker?.dispose();
-  for (const redis of direct ?? []) redis.disconnect();
-  await origin?.close();
-  await Promise.all((rests ?? []).map((r) => r.close()));
-  await Promise.all((servers ?? []).map((s) => s.close()));
-});
+afterAll(() => stack?.close());
 
 const freshIp = () => `203.0.${Math.floor(++ipSeq / 250)}.${(ipSeq % 250) + 1}`;
 const send = (path: string, ip: string, headers: Record<string, string> = {}) =>
@@ -89,7 +58,7 @@ const admin = (path: string, init: RequestInit = {}) =>
     headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
   });
 /** The database (index) an identity's keys belong on, by the Worker's own rule. */
-const databaseOf = async (identity: string) => rendezvous(urls)(await hashIdentity(identity));
+const databaseOf = (identity: string) => stack.databaseOf(identity);
 
 describe("three databases", () => {
   it("puts each client's keys on the one database rendezvous hashing names, and uses all three", async () => {
