@@ -62,7 +62,7 @@ Returns an array of integers only: { allowed, then 5 per rule }
   call wrote (µs), then the TAT it replaced (µs), 0 and 0 for a rule that is not token-bucket/gcra or was
   not written: the stamps of a give-back call.
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
-  current epoch-aligned window", which the caller works out (src/engine/script.ts).
+  current epoch-aligned window", which the caller works out (src/engine/reply.ts).
 A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_us, period_ms } per rule
   (0, 0, 0, 0 = no lease; units include this request's cost; tat_us: token-bucket/gcra, the TAT the lease
   wrote, the "when" of its return, else 0; period_ms: the period in force, with the group's limit the limits

@@ -1,18 +1,11 @@
 /**
- * The Lua script's wire contract, defined once: its source and SHA-1, how a decision's rules become
- * KEYS/ARGV, and the one decoder that turns its integer reply into typed results.
- * The limiting logic itself lives only in `lua/floodgate.lua`.
+ * The Lua script's wire contract, defined once: its source and SHA-1, and how a decision's rules become
+ * KEYS/ARGV (its reply's layout and the one decoder are in reply.ts). The limiting logic itself lives only in
+ * `lua/floodgate.lua`.
  */
 import source from "../../lua/floodgate.lua";
 import { overrideKey, resetFenceKey, stateKey } from "./keys";
-import {
-  type Algorithm,
-  type Outcome,
-  type Reservation,
-  type RuleCall,
-  type RuleResult,
-  ruleResult,
-} from "./types";
+import type { Algorithm, Reservation, RuleCall } from "./types";
 
 /** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
 export const SCRIPT_SOURCE: string = source;
@@ -27,33 +20,6 @@ export const ALGORITHM_CODE: Readonly<Record<Algorithm, number>> = {
   concurrency: 6,
   shed: 7,
 };
-
-/** Outcome codes of the reply. */
-export const OUTCOME: Readonly<Record<number, Outcome>> = {
-  0: "denied",
-  1: "allowed",
-  2: "cost-exceeds-capacity",
-  // 3 "delayed" is decoded as "allowed" with a `delayMs` (see decodeReply).
-};
-
-/** The outcome code of an allowed request that waits for a reserved slot (a rule with a `delay`). */
-const DELAYED = 3;
-
-/** Reply layout: one head element, then a fixed-size group per rule. */
-export const REPLY = {
-  /** Index of the head element: 1 if the request as a whole is allowed. */
-  allowed: 0,
-  /** Elements per rule after the head. */
-  fieldsPerRule: 5,
-  /** Offsets inside one rule's group. */
-  outcome: 0,
-  limit: 1,
-  remaining: 2,
-  resetAfterMs: 3,
-  retryAfterMs: 4,
-  /** Stamps per rule after the groups, when some rule was delayed: the TAT written, the TAT replaced. */
-  stampsPerRule: 2,
-} as const;
 
 let shaPromise: Promise<string> | undefined;
 
@@ -175,166 +141,4 @@ export function refundArguments(
   const rules = args.slice(args.length - calls.length * ARGS_PER_RULE);
   for (const call of calls) keys.push(resetFenceKey(prefix, call.rule, call.identityHash));
   return { keys, args: [CALL.refund, requestId, String(Math.trunc(whenUs)), ...rules] };
-}
-
-/** The refund's reply: the units each call actually got back, in call order. */
-export function decodeRefund(raw: unknown, calls: readonly RuleCall[]): number[] {
-  if (!Array.isArray(raw) || raw.length !== calls.length) {
-    throw new ReplyShapeError(
-      `expected ${calls.length} refunded counts, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
-    );
-  }
-  return raw.map((value, i) => {
-    const n = Number(value);
-    if (!Number.isFinite(n)) throw new ReplyShapeError(`element ${i} is not a number`);
-    return n;
-  });
-}
-
-/** The reply's "end of the current window" marker (see {@link orWindowEnd}). */
-const WINDOW_END = -1;
-
-/** Thrown when a reply does not have the script's shape (a different script under the same SHA?). */
-export class ReplyShapeError extends Error {
-  constructor(detail: string) {
-    super(`unexpected reply from the Floodgate script: ${detail}`);
-    this.name = "ReplyShapeError";
-  }
-}
-
-/** A LEASE call's reply words per rule, after the groups: units, life ms, the TAT written (µs), period ms. */
-const LEASE_WORDS_PER_RULE = 4;
-
-/**
- * The one decoder: the script's raw integer reply → whether the request is allowed, and one result per call.
- * Besides the full reply (`REPLY`), the script's short reply for one fixed-window rule: the remaining units.
- */
-export function decodeReply(
-  raw: unknown,
-  calls: readonly RuleCall[],
-): { allowed: boolean; results: RuleResult[] } {
-  const only = calls.length === 1 ? calls[0] : undefined;
-  if (only && (typeof raw === "number" || (Array.isArray(raw) && raw.length === SHORT_REPLY_LENGTH))) {
-    return { allowed: true, results: [shortReply(raw, only)] };
-  }
-  const expected = 1 + calls.length * REPLY.fieldsPerRule;
-  // After the groups, in this order, either or both: a LEASE call's { units, life_ms, tat_us, period_ms } per rule and
-  // Redis's now; a delayed request's give-back stamps, 2 per rule (lua/floodgate.lua's header).
-  const leaseWords = LEASE_WORDS_PER_RULE * calls.length + 1;
-  const stampWords = calls.length * REPLY.stampsPerRule;
-  const extra = Array.isArray(raw) ? raw.length - expected : -1;
-  const leased = extra === leaseWords || extra === leaseWords + stampWords;
-  const stamped = extra === stampWords || extra === leaseWords + stampWords;
-  if (!Array.isArray(raw) || (extra !== 0 && !leased && !stamped)) {
-    throw new ReplyShapeError(
-      `expected ${expected} integers, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
-    );
-  }
-  const at = (i: number): number => {
-    const value = Number(raw[i]);
-    if (!Number.isFinite(value)) throw new ReplyShapeError(`element ${i} is not a number`);
-    return value;
-  };
-  const now = Date.now();
-  const results = calls.map((call, r): RuleResult => {
-    const base = 1 + r * REPLY.fieldsPerRule;
-    const code = at(base + REPLY.outcome);
-    const stampAt = stamped ? expected + (leased ? leaseWords : 0) + r * REPLY.stampsPerRule : 0;
-    if (code === DELAYED) return delayedResult(call, at, base, stampAt);
-    const outcome = OUTCOME[code];
-    if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
-    const leaseAt = expected + LEASE_WORDS_PER_RULE * r;
-    const units = leased ? at(leaseAt) : 0;
-    const lease =
-      units > 0
-        ? {
-            units,
-            lifeMs: at(leaseAt + 1),
-            tatUs: at(leaseAt + 2),
-            periodMs: at(leaseAt + 3),
-            whenUs: at(expected + LEASE_WORDS_PER_RULE * calls.length),
-          }
-        : undefined;
-    return ruleResult({
-      call,
-      outcome,
-      limit: at(base + REPLY.limit),
-      remaining: Math.max(0, at(base + REPLY.remaining)),
-      resetAfterMs: orWindowEnd(at(base + REPLY.resetAfterMs), call, now),
-      retryAfterMs: orWindowEnd(at(base + REPLY.retryAfterMs), call, now),
-      source: "redis",
-      lease,
-      // Another bucket rule written beside a delayed one: its unit goes back too if the request never leaves.
-      reservation: stampAt > 0 && at(stampAt) > 0 ? reservationAt(at, stampAt) : undefined,
-    });
-  });
-  return { allowed: at(REPLY.allowed) === 1, results };
-}
-
-/**
- * A delayed rule: allowed, after a wait of `retry_after_ms` (which is also when more quota is available);
- * `stampAt` is where its give-back stamps are (0: none, the call wrote nothing).
- */
-function delayedResult(call: RuleCall, at: (i: number) => number, base: number, stampAt: number): RuleResult {
-  const waitMs = at(base + REPLY.retryAfterMs);
-  return ruleResult({
-    call,
-    outcome: "allowed",
-    limit: at(base + REPLY.limit),
-    remaining: 0,
-    resetAfterMs: at(base + REPLY.resetAfterMs),
-    retryAfterMs: waitMs,
-    source: "redis",
-    delayMs: waitMs,
-    reservation: stampAt > 0 ? reservationAt(at, stampAt) : undefined,
-  });
-}
-
-/** The give-back stamps at `stampAt`: the TAT a bucket rule wrote and the one it replaced. */
-const reservationAt = (at: (i: number) => number, stampAt: number): Reservation => ({
-  tatUs: at(stampAt),
-  previousTatUs: at(stampAt + 1),
-});
-
-/** Length of the short array reply: one rule allowed on a fast path (lua/floodgate.lua's header). */
-const SHORT_REPLY_LENGTH = 3;
-
-/**
- * A short reply (one rule allowed on one of the script's fast paths): the remaining units alone (a fixed
- * window on a live counter), or `{ remaining, reset_after_ms, retry_after_ms }`. No override was read, so the
- * limit in force is the call's own.
- */
-function shortReply(raw: unknown, call: RuleCall): RuleResult {
-  const at = (value: unknown, i: number): number => {
-    const n = Number(value);
-    if (!Number.isFinite(n)) throw new ReplyShapeError(`element ${i} is not a number`);
-    return n;
-  };
-  const [remaining, resetAfterMs, retryAfterMs] = Array.isArray(raw)
-    ? raw.map(at)
-    : [at(raw, 0), WINDOW_END, WINDOW_END];
-  if (!Array.isArray(raw) && call.algorithm !== "fixed-window") {
-    throw new ReplyShapeError(`an integer reply for a ${call.algorithm} rule`);
-  }
-  const now = Date.now();
-  return ruleResult({
-    call,
-    outcome: "allowed",
-    limit: call.limit,
-    remaining: Math.max(0, remaining ?? 0),
-    resetAfterMs: orWindowEnd(resetAfterMs ?? 0, call, now),
-    retryAfterMs: orWindowEnd(retryAfterMs ?? 0, call, now),
-    source: "redis",
-  });
-}
-
-/**
- * A time of the reply, ms; -1 is the script's "end of the current window" for a fixed-window rule it
- * allowed without reading the clock (its counter being live proves the window): the epoch-aligned window
- * end, worked out here. Whether to count was decided on Redis's clock; only this hint uses the edge's.
- */
-function orWindowEnd(ms: number, call: RuleCall, now: number): number {
-  if (ms >= 0) return ms;
-  if (ms === WINDOW_END && call.algorithm === "fixed-window") return call.periodMs - (now % call.periodMs);
-  return 0;
 }

@@ -6,11 +6,10 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { DEFAULTS } from "./defaults";
 import { stateKey } from "./keys";
+import { decodeRefund, decodeReply } from "./reply";
 import { restCommand, restEndpoint } from "./rest";
 import {
   type CallOptions,
-  decodeRefund,
-  decodeReply,
   giveBackArguments,
   refundArguments,
   SCRIPT_SOURCE,
