@@ -1,7 +1,7 @@
 // The decider against the real store, the real REST server and this file's own redis-server, which the
 // tests kill, freeze (SIGSTOP), flush and restart: decisions never throw, never hang past the budget,
 // never count twice, and the breaker, deny cache and fallback do what the README's "When things fail" says.
-import { createServer, request as httpRequest, type Server } from "node:http";
+import { createServer, request as httpRequest } from "node:http";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
@@ -167,33 +167,53 @@ describe("with Redis healthy", () => {
   });
 });
 
-describe("never counting a decision twice", () => {
-  let dropper: Server;
+/**
+ * An HTTP hop in front of the run's REST server that counts what passes it (what reaches Redis). With
+ * `dropAnswers` it waits for Redis's answer and then drops the connection instead of passing it on: the
+ * decision was counted, but the client never hears about it.
+ */
+async function startForwarder({ dropAnswers = false } = {}) {
   let forwarded = 0;
-
-  beforeAll(async () => {
-    // Forwards each request to the REST server, waits for Redis's answer, then drops the connection
-    // instead of answering: the decision was counted, but the client never hears about it.
-    dropper = createServer((req, res) => {
-      forwarded += 1;
-      const upstream = httpRequest(
-        `${rest.url}${req.url}`,
-        { method: req.method, headers: req.headers },
-        (up) => {
+  const server = createServer((req, res) => {
+    forwarded += 1;
+    const upstream = httpRequest(
+      `${rest.url}${req.url}`,
+      { method: req.method, headers: req.headers },
+      (up) => {
+        if (dropAnswers) {
           up.resume();
           up.on("end", () => res.socket?.destroy());
-        },
-      );
-      req.pipe(upstream);
-    });
-    await new Promise<void>((resolve) => dropper.listen(0, "127.0.0.1", resolve));
+          return;
+        }
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      },
+    );
+    upstream.on("error", () => res.destroy());
+    res.on("close", () => upstream.destroy()); // a client that gave up (its budget) stops waiting here too
+    req.pipe(upstream);
   });
-  afterAll(() => new Promise<void>((resolve) => dropper.close(() => resolve())));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  return {
+    url: `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`,
+    forwarded: () => forwarded,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+describe("never counting a decision twice", () => {
+  let dropper: Awaited<ReturnType<typeof startForwarder>>;
+  beforeAll(async () => {
+    dropper = await startForwarder({ dropAnswers: true });
+  });
+  afterAll(() => dropper.close());
 
   it("does not resend a decision whose response was lost after Redis counted it", async () => {
-    const address = dropper.address();
-    const port = typeof address === "object" && address ? address.port : 0;
-    const lossy = createStore({ url: `http://127.0.0.1:${port}`, token: rest.token, timeoutMs: 2000 });
+    const lossy = createStore({ url: dropper.url, token: rest.token, timeoutMs: 2000 });
     const { decider } = setup({ timeoutMs: 2000 }, lossy);
     const call = rule({ limit: 10, burst: 10 });
     const { decider: healthy } = setup();
@@ -202,7 +222,7 @@ describe("never counting a decision twice", () => {
     const lost = await decider.decide([call], "lost");
     expect(lost.results[0]).toMatchObject({ source: "fallback", reason: "redis_error" });
     await sleep(300); // @upstash/redis's default retries would resend after ~50 ms
-    expect(forwarded).toBe(1);
+    expect(dropper.forwarded()).toBe(1);
 
     const next = await healthy.decide([call], "next");
     expect(next.results[0]).toMatchObject({ source: "redis", remaining: 10 - 2 });
@@ -210,44 +230,22 @@ describe("never counting a decision twice", () => {
 });
 
 describe("when Redis is frozen (SIGSTOP)", () => {
-  let forwarder: Server;
-  let forwarded = 0;
-
+  let forwarder: Awaited<ReturnType<typeof startForwarder>>;
   beforeAll(async () => {
-    // Passes each request on to the REST server and its answer back, counting them: what reaches Redis.
-    forwarder = createServer((req, res) => {
-      forwarded += 1;
-      const upstream = httpRequest(
-        `${rest.url}${req.url}`,
-        { method: req.method, headers: req.headers },
-        (up) => {
-          res.writeHead(up.statusCode ?? 502, up.headers);
-          up.pipe(res);
-        },
-      );
-      upstream.on("error", () => res.destroy());
-      res.on("close", () => upstream.destroy()); // a client that gave up (its budget) stops waiting here too
-      req.pipe(upstream);
-    });
-    await new Promise<void>((resolve) => forwarder.listen(0, "127.0.0.1", resolve));
+    forwarder = await startForwarder();
   });
-  afterAll(() => {
-    forwarder.closeAllConnections();
-    return new Promise<void>((resolve) => forwarder.close(() => resolve()));
-  });
+  afterAll(() => forwarder.close());
 
   it("answers every decision within the budget, then opens the breaker and stops calling Redis", async () => {
-    const address = forwarder.address();
-    const port = typeof address === "object" && address ? address.port : 0;
     const counted = createStore({
-      url: `http://127.0.0.1:${port}`,
+      url: forwarder.url,
       token: rest.token,
       timeoutMs: TIMEOUT_MS,
     });
     const { decider, logs } = setup({ timeoutMs: TIMEOUT_MS }, counted);
     const call = rule();
     expect((await decider.decide([call], "warm")).results[0]?.source).toBe("redis");
-    expect(forwarded).toBeGreaterThan(0); // this decider's calls pass the forwarder
+    expect(forwarder.forwarded()).toBeGreaterThan(0); // this decider's calls pass the forwarder
     redis.stop();
     try {
       const durations: number[] = [];
@@ -260,11 +258,11 @@ describe("when Redis is frozen (SIGSTOP)", () => {
       expect(decider.health()).toMatchObject({ status: "degraded", breaker: "open" });
       expect(logs.some((l) => l.includes("circuit breaker open"))).toBe(true);
 
-      const sent = forwarded;
+      const sent = forwarder.forwarded();
       const { decision, ms } = await timed(() => decider.decide([call], "open"));
       expect(decision.results[0]).toMatchObject({ source: "fallback", reason: "breaker_open" });
       // Not sent to Redis at all (a call there would wait out the budget): nothing more reached the forwarder.
-      expect(forwarded).toBe(sent);
+      expect(forwarder.forwarded()).toBe(sent);
       expect(ms).toBeLessThan(TIMEOUT_MS);
     } finally {
       redis.cont();
