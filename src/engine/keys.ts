@@ -51,7 +51,7 @@ export const resetFenceKey = (prefix: string, rule: string, identityHash: string
 
 /**
  * How long a reset fence stands, ms: a lease lives at most 10 s (`RATE_LIMIT_LEASE_MS`) and its return is
- * sent at most 15 s after it expired (src/leases/index.ts), so every return of a lease granted before a
+ * sent at most 15 s after it expired (src/leases/returns.ts), so every return of a lease granted before a
  * reset reaches Redis while the reset's fence stands.
  */
 export const RESET_FENCE_MS = 30_000;

@@ -2,10 +2,9 @@
  * Leases: hot identities decided with no Redis call, and never one request too many.
  * A decision for a (rule, identity) this isolate sees often asks the script for more units than the
  * request's cost (lua/floodgate.lua, call "4"); later requests spend them here until they run out or the
- * lease expires; what is left at expiry goes back to Redis (call "3") in the background, sent by the
- * isolate's next request (any identity) after the expiry. A request is
- * decided here only when EVERY one of its rules holds a live lease with room for its cost: otherwise one
- * Redis call decides all of them, as always (all-or-nothing stays). README: "Leases".
+ * lease expires; what is left at expiry goes back to Redis (src/leases/returns.ts). A request is decided
+ * here only when EVERY one of its rules holds a live lease with room for its cost: otherwise one Redis
+ * call decides all of them, as always (all-or-nothing stays). README: "Leases".
  */
 import { DEFAULTS } from "../engine/defaults";
 import {
@@ -19,10 +18,8 @@ import {
 } from "../engine/types";
 import type { ResilientDecider } from "../resilience/decider";
 import { deadlineAfter } from "../util/timer";
+import { createSweep, type Refund } from "./returns";
 import { type Flight, LEASE_MARGIN_MS, type Lease, LeaseTable } from "./table";
-
-/** Gives back units consumed earlier (`Store.refund` in src/engine/store.ts). */
-export type Refund = (calls: RuleCall[], leaseId: string, whenUs: number) => Promise<number[]>;
 
 /** Options of {@link withLeases}. */
 export interface LeaseOptions {
@@ -41,16 +38,6 @@ export interface LeasingDecider extends ResilientDecider {
   decideNow(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined;
 }
 
-/** How often a request looks for expired leases to return, ms. */
-const SWEEP_INTERVAL_MS = 100;
-
-/**
- * An expired lease found later than this (an isolate idle since) returns nothing: an admin reset's fence
- * only stands so long (RESET_FENCE_MS in src/engine/keys.ts), and a return must never reach a state reset
- * after its grant. Only under-admits, and only for leases nobody here was asking for.
- */
-const LATEST_RETURN_MS = 15_000;
-
 /**
  * How many lease calls in a row a request may wait for (each one Redis round trip, all within its budget)
  * before it asks Redis itself: a burst into a cold identity is served by a few calls instead of one each.
@@ -63,6 +50,28 @@ const TRACKED_PAIRS = 10_000;
 /** Whether a call may ever be leased: never a held slot (concurrency, shed), never a rule with `lease = false`. */
 const leasable = (call: RuleCall): boolean => !holdsSlot(call.algorithm) && call.lease !== false;
 
+/** The decision of `calls` from `leases` (each with room for its call's cost): the cost is spent there. */
+function decideFromLeases(calls: RuleCall[], leases: Lease[], at: number): Decision {
+  const results = calls.map((call, i) => {
+    const lease = leases[i] as Lease;
+    lease.left -= call.cost;
+    lease.spent += call.cost;
+    const elapsed = at - lease.sentAt;
+    const r = lease.result;
+    return ruleResult({
+      call,
+      outcome: "allowed",
+      limit: r.limit,
+      // Never more than Redis reported at the grant minus what was spent here since.
+      remaining: Math.max(0, r.remaining - lease.spent),
+      resetAfterMs: r.resetAfterMs, // spends since only move a full reset later: never earlier than the truth
+      retryAfterMs: Math.max(0, r.retryAfterMs - elapsed),
+      source: "lease",
+    });
+  });
+  return decisionOf(true, results, 0);
+}
+
 /**
  * Wraps `decider` so that hot identities are decided from leases.
  * @example
@@ -71,69 +80,10 @@ const leasable = (call: RuleCall): boolean => !holdsSlot(call.algorithm) && call
 export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}): LeasingDecider {
   const maxMs = options.maxMs ?? DEFAULTS.leaseMs;
   const table = new LeaseTable(TRACKED_PAIRS);
-  let nextSweepAt = 0;
-
-  /** Returns what `lease` did not spend to Redis (nothing once revoked), in the background. */
-  function returnUnspent(lease: Lease, waitUntil: WaitUntil | undefined): void {
-    const units = lease.left;
-    lease.left = 0;
-    if (units <= 0 || !options.refund || !waitUntil) return;
-    const { rule, identityHash } = lease.call;
-    // Priced at the limits the units were taken under: an override changed since (a bucket's emission
-    // interval longer now) must not give back more time than the lease took.
-    const returning: RuleCall = {
-      ...lease.call,
-      cost: units,
-      limit: lease.result.limit,
-      periodMs: lease.grant.periodMs,
-      override: false,
-    };
-    const returned = options.refund([returning], lease.leaseId, whenOf(lease));
-    // Units back in Redis may turn a cached denial wrong: this isolate asks Redis again next time.
-    waitUntil(returned.then(([n]) => n && decider.forget(rule, identityHash)).catch(() => undefined));
-  }
-
-  /** The refund's `when` (lua/floodgate.lua's header, REFUND): per algorithm. */
-  function whenOf(lease: Lease): number {
-    const { algorithm } = lease.call;
-    if (algorithm === "sliding-log") return lease.grant.whenUs + lease.grant.lifeMs * 1000;
-    // A bucket gives back only while the TAT is still the one the lease wrote.
-    if (algorithm === "token-bucket" || algorithm === "gcra") return lease.grant.tatUs;
-    return lease.grant.whenUs;
-  }
-
-  function local(calls: RuleCall[], leases: Lease[], at: number): Decision {
-    const results = calls.map((call, i) => {
-      const lease = leases[i] as Lease;
-      lease.left -= call.cost;
-      lease.spent += call.cost;
-      const elapsed = at - lease.sentAt;
-      const r = lease.result;
-      return ruleResult({
-        call,
-        outcome: "allowed",
-        limit: r.limit,
-        // Never more than Redis reported at the grant minus what was spent here since.
-        remaining: Math.max(0, r.remaining - lease.spent),
-        resetAfterMs: r.resetAfterMs, // spends since only move a full reset later: never earlier than the truth
-        retryAfterMs: Math.max(0, r.retryAfterMs - elapsed),
-        source: "lease",
-      });
-    });
-    return decisionOf(true, results, 0);
-  }
-
-  /**
-   * Expired leases give back what is left, from the isolate's next request (no timer keeps a finished
-   * request alive for it).
-   */
-  function sweep(at: number, waitUntil: WaitUntil | undefined): void {
-    if (at < nextSweepAt) return;
-    nextSweepAt = at + SWEEP_INTERVAL_MS;
-    for (const lease of table.expired(at)) {
-      if (at - lease.expiresAt <= LATEST_RETURN_MS) returnUnspent(lease, waitUntil);
-    }
-  }
+  // Units back in Redis may turn a cached denial wrong: this isolate asks Redis again next time.
+  const sweep = createSweep(table, options.refund, (rule, identityHash) =>
+    decider.forget(rule, identityHash),
+  );
 
   /** The request decided from its leases when every rule holds one with room; else `undefined`. */
   function decideNow(
@@ -164,7 +114,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     waitUntil: WaitUntil | undefined,
   ): Decision {
     const wanted = calls.map((call) => table.wanted(call, at, maxMs));
-    const decision = local(calls, leases, at);
+    const decision = decideFromLeases(calls, leases, at);
     let renewing: number[] | undefined; // indexes into `calls`: most requests renew nothing and make no array
     calls.forEach((call, i) => {
       const lease = leases[i] as Lease;
@@ -316,7 +266,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     const at = Date.now();
     const leases = calls.map((call) => table.usable(call, at));
     if (!leases.every((lease) => lease !== undefined)) return decision;
-    return local(calls, leases as Lease[], at);
+    return decideFromLeases(calls, leases as Lease[], at);
   }
 
   return {

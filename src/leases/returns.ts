@@ -1,0 +1,68 @@
+/**
+ * What a lease did not spend goes back to Redis after its expiry (lua/floodgate.lua, call "3"), in the
+ * background, sent by the isolate's next request (any identity): no timer keeps a finished request alive
+ * for it. README: "Leases".
+ */
+import type { RuleCall, WaitUntil } from "../engine/types";
+import type { Lease, LeaseTable } from "./table";
+
+/** Gives back units consumed earlier (`Store.refund` in src/engine/store.ts). */
+export type Refund = (calls: RuleCall[], leaseId: string, whenUs: number) => Promise<number[]>;
+
+/** How often a request looks for expired leases to return, ms. */
+const SWEEP_INTERVAL_MS = 100;
+
+/**
+ * An expired lease found later than this (an isolate idle since) returns nothing: an admin reset's fence
+ * only stands so long (RESET_FENCE_MS in src/engine/keys.ts), and a return must never reach a state reset
+ * after its grant. Only under-admits, and only for leases nobody here was asking for.
+ */
+const LATEST_RETURN_MS = 15_000;
+
+/**
+ * The sweep of `table`'s expired leases: call it with each request's clock and `waitUntil`; it looks at
+ * most every `SWEEP_INTERVAL_MS`. `refund` absent = units only expire. `forget(rule, identityHash)` runs
+ * once units are back: a denial cached here may have turned wrong.
+ */
+export function createSweep(
+  table: LeaseTable,
+  refund: Refund | undefined,
+  forget: (rule: string, identityHash: string) => void,
+): (at: number, waitUntil: WaitUntil | undefined) => void {
+  let nextSweepAt = 0;
+
+  function returnUnspent(lease: Lease, waitUntil: WaitUntil | undefined): void {
+    const units = lease.left;
+    lease.left = 0;
+    if (units <= 0 || !refund || !waitUntil) return;
+    const { rule, identityHash } = lease.call;
+    // Priced at the limits the units were taken under: an override changed since (a bucket's emission
+    // interval longer now) must not give back more time than the lease took.
+    const returning: RuleCall = {
+      ...lease.call,
+      cost: units,
+      limit: lease.result.limit,
+      periodMs: lease.grant.periodMs,
+      override: false,
+    };
+    const returned = refund([returning], lease.leaseId, whenOf(lease));
+    waitUntil(returned.then(([n]) => n && forget(rule, identityHash)).catch(() => undefined));
+  }
+
+  return (at, waitUntil) => {
+    if (at < nextSweepAt) return;
+    nextSweepAt = at + SWEEP_INTERVAL_MS;
+    for (const lease of table.expired(at)) {
+      if (at - lease.expiresAt <= LATEST_RETURN_MS) returnUnspent(lease, waitUntil);
+    }
+  };
+}
+
+/** The refund's `when` (lua/floodgate.lua's header, REFUND): per algorithm. */
+function whenOf(lease: Lease): number {
+  const { algorithm } = lease.call;
+  if (algorithm === "sliding-log") return lease.grant.whenUs + lease.grant.lifeMs * 1000;
+  // A bucket gives back only while the TAT is still the one the lease wrote.
+  if (algorithm === "token-bucket" || algorithm === "gcra") return lease.grant.tatUs;
+  return lease.grant.whenUs;
+}
