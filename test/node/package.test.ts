@@ -107,6 +107,17 @@ describe("the npm package, installed from its tarball into a fresh Hono app", ()
     expect(code).toContain("redis.call");
   });
 
+  it("loads from CommonJS too: require() of the package gives the same exports as import", async () => {
+    // Node ≥ 20.19 / 22.12 load an ES module through require(): the `default` export condition lets them.
+    const script = join(app, "require.cjs");
+    await writeFile(
+      script,
+      'const m = require("hono-floodgate"); process.stdout.write(JSON.stringify([typeof m.rateLimit, typeof m.QuotaExceededError]));',
+    );
+    const { stdout } = await run(process.execPath, [script], { cwd: app });
+    expect(JSON.parse(stdout)).toEqual(["function", "function"]);
+  });
+
   it("builds with wrangler and limits on workerd: 200s with the decision on c.var, then 429", async () => {
     const out = join(app, "out");
     await run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", out], { cwd: app, env: NPM_ENV });
