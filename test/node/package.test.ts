@@ -89,8 +89,15 @@ describe("the npm package, installed from its tarball into a fresh Hono app", ()
     await Promise.all([work, app].filter(Boolean).map((dir) => rm(dir, { recursive: true, force: true })));
   });
 
-  it("holds only the built library and its licence: no sources, tests, benchmarks or local tooling", async () => {
-    expect(files).toEqual(["LICENSE", "README.md", "dist/index.d.ts", "dist/index.js", "package.json"]);
+  it("holds only the built library, its licence and change log: no sources, tests, benchmarks or local tooling", async () => {
+    expect(files).toEqual([
+      "CHANGELOG.md",
+      "LICENSE",
+      "README.md",
+      "dist/index.d.ts",
+      "dist/index.js",
+      "package.json",
+    ]);
     const size = (await stat(tarball)).size;
     expect(size).toBeGreaterThan(10_000);
     expect(size).toBeLessThan(100_000);
