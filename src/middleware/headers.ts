@@ -64,18 +64,25 @@ function limitItem(result: RuleResult): string {
 }
 
 /**
- * The strictest result: a denied rule that frees up last, else the rule with the least quota left
- * (the one that will deny first), ties broken by the longest time to a full reset.
+ * The strictest result: a denied rule that frees up last (ties: the least quota left, then the lowest
+ * limit), else the rule with the least quota left (the one that will deny first), ties broken by the
+ * longest time to a full reset.
  */
 export function strictest(results: readonly RuleResult[]): RuleResult | undefined {
   if (results.length === 1) return results[0]; // one rule, the common case: nothing to compare
   const denied = results.filter((r) => r.outcome !== "allowed");
-  if (denied.length > 0) return denied.reduce((a, b) => (b.retryAfterMs > a.retryAfterMs ? b : a));
+  if (denied.length > 0) return denied.reduce((a, b) => (stricterDenial(b, a) ? b : a));
   return results.reduce<RuleResult | undefined>((a, b) => {
     if (a === undefined) return b;
     if (b.remaining !== a.remaining) return b.remaining < a.remaining ? b : a;
     return b.resetAfterMs > a.resetAfterMs ? b : a;
   }, undefined);
+}
+
+function stricterDenial(b: RuleResult, a: RuleResult): boolean {
+  if (b.retryAfterMs !== a.retryAfterMs) return b.retryAfterMs > a.retryAfterMs;
+  if (b.remaining !== a.remaining) return b.remaining < a.remaining;
+  return b.limit < a.limit;
 }
 
 /**

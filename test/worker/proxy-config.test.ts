@@ -136,4 +136,27 @@ describe("rule matching", () => {
     expect(last.json().policy).toBe("narrow");
     expect((await send(both, "/elsewhere", { ip: "192.0.2.6" })).status).toBe(200);
   });
+
+  it("of two rules that deny until the same instant, the one with the lower limit is reported", async () => {
+    // Both fixed windows of an hour end together: equal Retry-After, no quota left in either.
+    const both = makeEnv([
+      { name: "wide", key: "ip", algorithm: "fixed-window", limit: 3, period: "1h" },
+      {
+        name: "narrow",
+        match: { path: "/search" },
+        key: "ip",
+        algorithm: "fixed-window",
+        limit: 2,
+        period: "1h",
+      },
+    ]);
+    const ip = "192.0.2.7";
+    expect((await send(both, "/search", { ip })).status).toBe(200);
+    expect((await send(both, "/search", { ip })).status).toBe(200);
+    expect((await send(both, "/elsewhere", { ip })).status).toBe(200);
+    const denied = await send(both, "/search", { ip });
+    expect(denied.status).toBe(429);
+    expect(denied.json()).toMatchObject({ policy: "narrow", "violated-policies": ["wide", "narrow"] });
+    expect(denied.headers.get("X-RateLimit-Limit")).toBe("2");
+  });
 });
