@@ -220,8 +220,11 @@ try {
 }
 if (!exiting) {
   console.log(`Floodgate listening on ${url}`);
+  // The example rule is wrangler.toml's; rules given in .dev.vars or the environment replace it.
   log(
-    "try it: the loop below shows 200s, then 429 with Retry-After (example rule per-ip: 10 requests per 10 s)",
+    from.RATE_LIMIT_RULES
+      ? `try it: the loop below shows how your rules (from ${from.RATE_LIMIT_RULES}) answer`
+      : "try it: the loop below shows 200s, then 429 with Retry-After (example rule per-ip: 10 requests per 10 s)",
   );
   console.log(
     `for i in $(seq 12); do curl -s -o /dev/null -w "%{http_code} retry-after=%header{retry-after}\\n" ${url}/; done`,
