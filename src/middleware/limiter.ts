@@ -41,8 +41,11 @@ export interface LimiterDeps {
   verifyJwt?: JwtVerifier | undefined;
   /** The live mode switches in force (`waitUntil`: the request's, for a refresh in the background). @default none */
   liveModes?: ((c: Context, waitUntil: WaitUntil) => LiveModes | Promise<LiveModes>) | undefined;
-  /** Called once per decided request. Must not throw; it is not awaited. */
-  onDecision?: ((event: DecisionEvent) => void) | undefined;
+  /**
+   * Called once per decided request; not awaited. A throw, or a returned promise that rejects, is ignored:
+   * an observer never fails the request, nor (off Workers) the process.
+   */
+  onDecision?: ((event: DecisionEvent) => unknown) | undefined;
   /**
    * Answers a 429 / 503 with this response instead of throwing it to the app's `onError`: for an app whose
    * `onError` would answer exactly this (the Worker's). A throw costs Hono's error path on every denied
@@ -217,11 +220,16 @@ function report(
 ): void {
   if (!onDecision) return;
   try {
-    onDecision(new Reported(decision, raw, request));
+    const returned = onDecision(new Reported(decision, raw, request));
+    // An async observer's rejection, left alone, is an unhandled rejection: a Node server exits on it.
+    // A synchronous observer returns undefined and costs nothing here.
+    if (returned !== undefined) Promise.resolve(returned).catch(ignore);
   } catch {
     // An observer must never fail the request.
   }
 }
+
+function ignore(): void {}
 
 /** A decided request as an observer sees it; its id is made only if the observer reads it. */
 class Reported implements DecisionEvent {

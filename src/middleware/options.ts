@@ -139,6 +139,10 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   jwt?: JwtOptions;
   /** The live mode switches in force (the Worker reads them from the admin API's isolate copy). @default none */
   liveModes?: (c: Context<E>) => LiveModes | Promise<LiveModes>;
-  /** Called once per decided request (analytics, logs). Must not throw; it is not awaited. */
-  onDecision?: (event: DecisionEvent) => void;
+  /**
+   * Called once per decided request (analytics, logs); not awaited, so it adds no latency. It may be
+   * `async`: a throw or a rejected promise is ignored (never fails the request, never an unhandled
+   * rejection), so catch inside it to see its own errors.
+   */
+  onDecision?: (event: DecisionEvent) => unknown;
 }

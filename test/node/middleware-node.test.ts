@@ -1,7 +1,8 @@
 // The Hono middleware in a Node app, where a request has no execution context: a hot identity is still
 // decided from leases, renewed and returned in the background, and the count in Redis is exactly what was
 // admitted once the leases are back. Also what a handler of a Node app returns or reads: a fetched response
-// (immutable headers) and `c.get("rateLimit")`.
+// (immutable headers) and `c.get("rateLimit")`; and an async `onDecision` that fails, which must not take
+// the process down.
 import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -141,4 +142,37 @@ it("shows on c.var the rule the X-RateLimit-* headers describe, never a shed rul
   expect(response.headers.get("X-RateLimit-Remaining")).toBe("99");
   expect(info).toMatchObject({ policy: "quota", limit: 100, remaining: 99, source: "redis" });
   expect(info.rules.map((r) => r.call.rule)).toEqual(["quota", "origin"]);
+});
+
+it("survives an async onDecision that rejects: no unhandled rejection, and the app keeps answering", async () => {
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  process.on("unhandledRejection", onUnhandled);
+  try {
+    let observed = 0;
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        redis: { url: rest.url, token: rest.token },
+        prefix: `mwnode${randomUUID()}`,
+        rules: [{ name: "api", key: "global", algorithm: "fixed-window", limit: 100, period: "1h" }],
+        // An analytics call that fails, as a `fetch` to a collector that is down does.
+        onDecision: async () => {
+          observed++;
+          await sleep(1);
+          throw new Error("analytics collector is down");
+        },
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    for (let i = 0; i < 3; i++) {
+      const response = await app.request("/");
+      expect(await response.text()).toBe("ok");
+    }
+    await sleep(50); // Node reports an unhandled rejection once the microtasks after it have run
+    expect(observed).toBe(3);
+    expect(unhandled).toEqual([]);
+  } finally {
+    process.off("unhandledRejection", onUnhandled);
+  }
 });
