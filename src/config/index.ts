@@ -7,11 +7,12 @@ import * as v from "valibot";
 import type { FailurePolicy, Mode } from "../engine/types";
 import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
-import { ConfigError, configErrorFrom, shownUrl } from "./errors";
+import { ConfigError, configErrorFrom } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
 import { DEFAULTS } from "../engine/defaults";
 import { FAILURES, MODES } from "../engine/types";
-import { HEADER_NAME, MAX_LEASE_MS, ON_OFF, show } from "./schema";
+import { MAX_LEASE_MS, ON_OFF } from "./schema";
+import { headerName, httpUrl, keyPrefix, MAX_TIMEOUT_MS, oneOf, stripPath, wholeMs } from "./settings";
 
 export { type RedisEndpoint, restUrlProblem } from "./endpoints";
 export { ConfigError } from "./errors";
@@ -24,6 +25,7 @@ export {
   type TierLimits,
 } from "./rules";
 export { DEFAULTS } from "../engine/defaults";
+export { type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
 export { MAX_LEASE_MS, MAX_UNITS } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */
@@ -50,50 +52,6 @@ export interface FloodgateConfig {
   jwksUrl?: URL;
 }
 
-const text = (binding: string) => v.string(`${binding}: expected a string`);
-const wholeMs = (binding: string, max: number) =>
-  v.pipe(
-    v.union(
-      [v.number(), v.pipe(v.string(), v.regex(/^\s*\d+\s*$/), v.transform(Number))],
-      (i) => `${binding}: ${show(i.input)} is not a whole number of milliseconds`,
-    ),
-    v.check(
-      (n) => Number.isInteger(n) && n >= 1 && n <= max,
-      (i) => `${binding}: ${show(i.input)} is not from 1 to ${max}`,
-    ),
-  );
-const httpUrl = (binding: string) =>
-  v.pipe(
-    text(binding),
-    v.check(
-      (value) => {
-        try {
-          const url = new URL(value);
-          return (url.protocol === "https:" || url.protocol === "http:") && !url.search && !url.hash;
-        } catch {
-          return false;
-        }
-      },
-      (i) => `${binding}: ${shownUrl(String(i.input))} is not an http(s) URL without query or fragment`,
-    ),
-  );
-
-/** One of `options`, named `name` in the message. */
-const oneOf = <T extends string>(name: string, options: readonly [T, ...T[]]) =>
-  v.picklist(options, (i) => `${name}: ${show(i.input)} is not one of ${options.join(" | ")}`);
-/** The longest decision budget (`RATE_LIMIT_TIMEOUT_MS`, the middleware's `timeoutMs`), ms. */
-const MAX_TIMEOUT_MS = 60_000;
-const keyPrefix = (name: string) =>
-  v.pipe(
-    text(name),
-    v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, (i) => `${name}: ${show(i.input)} is not [A-Za-z0-9_.:-]{1,64}`),
-  );
-const headerName = (name: string) =>
-  v.pipe(
-    text(name),
-    v.regex(HEADER_NAME, (i) => `${name}: ${show(i.input)} is not a header name`),
-  );
-
 const bindingsSchema = v.object({
   ORIGIN_URL: v.optional(httpUrl("ORIGIN_URL")),
   UPSTASH_REDIS_REST_URL: restUrlsSchema,
@@ -112,35 +70,6 @@ const bindingsSchema = v.object({
   RATE_LIMIT_JWT_SECRET: v.optional(v.string("RATE_LIMIT_JWT_SECRET: expected a string")),
   RATE_LIMIT_JWKS_URL: v.optional(httpUrl("RATE_LIMIT_JWKS_URL")),
 });
-
-/**
- * The middleware's settings (`rateLimit()`'s options of the same names), checked by the same rules as the
- * bindings they mirror, with the same defaults: a `mode: "ON"` from untyped code is an error, never a
- * limiter that silently only monitors.
- */
-const middlewareSettingsSchema = v.object({
-  mode: v.optional(oneOf("mode", MODES), DEFAULTS.mode),
-  failure: v.optional(oneOf("failure", FAILURES), DEFAULTS.failure),
-  timeoutMs: v.optional(wholeMs("timeoutMs", MAX_TIMEOUT_MS), DEFAULTS.timeoutMs),
-  prefix: v.optional(keyPrefix("prefix"), DEFAULTS.prefix),
-  clientIpHeader: v.optional(headerName("clientIpHeader"), DEFAULTS.clientIpHeader),
-  leases: v.optional(oneOf("leases", ON_OFF), DEFAULTS.leases),
-  leaseMs: v.optional(wholeMs("leaseMs", MAX_LEASE_MS), DEFAULTS.leaseMs),
-  cluster: v.optional(v.boolean("cluster: expected true or false"), false),
-});
-
-/** The middleware's settings, validated, defaults applied. */
-export type MiddlewareSettings = v.InferOutput<typeof middlewareSettingsSchema>;
-
-/**
- * Validates `rateLimit()`'s settings (other options are ignored here) and applies the defaults.
- * @throws {ConfigError} naming every option that is wrong
- */
-export function parseMiddlewareSettings(options: object): MiddlewareSettings {
-  const result = v.safeParse(middlewareSettingsSchema, options);
-  if (!result.success) throw configErrorFrom("", result.issues.map(stripPath));
-  return result.output;
-}
 
 /** Empty strings (an unset `.dev.vars` line) count as unset. */
 function presentBindings(env: Env): Record<string, unknown> {
@@ -224,6 +153,3 @@ function rulesFrom(value: unknown): unknown[] {
   if (!Array.isArray(parsed)) throw new ConfigError("RATE_LIMIT_RULES: expected a JSON array of rules");
   return parsed;
 }
-
-/** Binding messages already start with the binding's name; drop valibot's path so it is not repeated. */
-const stripPath = (issue: v.BaseIssue<unknown>): v.BaseIssue<unknown> => ({ ...issue, path: undefined });

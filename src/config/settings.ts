@@ -1,0 +1,68 @@
+/**
+ * How one setting is checked, shared by the Worker's bindings (src/config/index.ts) and `rateLimit()`'s
+ * options (src/config/middleware.ts), so `RATE_LIMIT_TIMEOUT_MS` and `timeoutMs` accept the same values.
+ * Each takes the name a message starts with: the binding's or the option's.
+ */
+import * as v from "valibot";
+import { shownUrl } from "./errors";
+import { HEADER_NAME, show } from "./schema";
+
+/** The longest decision budget (`RATE_LIMIT_TIMEOUT_MS`, the middleware's `timeoutMs`), ms. */
+export const MAX_TIMEOUT_MS = 60_000;
+
+/** A string. */
+export const text = (name: string) => v.string(`${name}: expected a string`);
+
+/** Whole milliseconds from 1 to `max`, as a number or a string of digits (a binding arrives as text). */
+export const wholeMs = (name: string, max: number) =>
+  v.pipe(
+    v.union(
+      [v.number(), v.pipe(v.string(), v.regex(/^\s*\d+\s*$/), v.transform(Number))],
+      (i) => `${name}: ${show(i.input)} is not a whole number of milliseconds`,
+    ),
+    v.check(
+      (n) => Number.isInteger(n) && n >= 1 && n <= max,
+      (i) => `${name}: ${show(i.input)} is not from 1 to ${max}`,
+    ),
+  );
+
+/** An http(s) URL without query or fragment; a message shows only its scheme and host. */
+export const httpUrl = (name: string) =>
+  v.pipe(
+    text(name),
+    v.check(
+      (value) => {
+        try {
+          const url = new URL(value);
+          return (url.protocol === "https:" || url.protocol === "http:") && !url.search && !url.hash;
+        } catch {
+          return false;
+        }
+      },
+      (i) => `${name}: ${shownUrl(String(i.input))} is not an http(s) URL without query or fragment`,
+    ),
+  );
+
+/** One of `options`, named `name` in the message. */
+export const oneOf = <T extends string>(name: string, options: readonly [T, ...T[]]) =>
+  v.picklist(options, (i) => `${name}: ${show(i.input)} is not one of ${options.join(" | ")}`);
+
+/** A Redis key prefix. */
+export const keyPrefix = (name: string) =>
+  v.pipe(
+    text(name),
+    v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, (i) => `${name}: ${show(i.input)} is not [A-Za-z0-9_.:-]{1,64}`),
+  );
+
+/** A header name (RFC 9110 `token`). */
+export const headerName = (name: string) =>
+  v.pipe(
+    text(name),
+    v.regex(HEADER_NAME, (i) => `${name}: ${show(i.input)} is not a header name`),
+  );
+
+/** Messages already start with the setting's name; drop valibot's path so it is not repeated. */
+export const stripPath = (issue: v.BaseIssue<unknown>): v.BaseIssue<unknown> => ({
+  ...issue,
+  path: undefined,
+});
