@@ -25,7 +25,7 @@ export {
   type TierLimits,
 } from "./rules";
 export { DEFAULTS } from "../engine/defaults";
-export { type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
+export { MIDDLEWARE_OPTIONS, type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
 export { MAX_LEASE_MS, MAX_UNITS } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */

@@ -5,9 +5,34 @@
 import * as v from "valibot";
 import { DEFAULTS } from "../engine/defaults";
 import { FAILURES, MODES } from "../engine/types";
-import { configErrorFrom } from "./errors";
+import { ConfigError, configErrorFrom } from "./errors";
 import { MAX_LEASE_MS, ON_OFF } from "./schema";
 import { headerName, keyPrefix, MAX_TIMEOUT_MS, oneOf, stripPath, wholeMs } from "./settings";
+
+/**
+ * Every option `rateLimit()` takes: the keys of `RateLimitOptions` (src/middleware/options.ts), which
+ * src/middleware/index.ts checks against this list at compile time. Any other name is an error, as an
+ * unknown rule field is: a `timeout` meant as `timeoutMs`, or a `clientIPHeader`, would otherwise be
+ * ignored without a word.
+ */
+export const MIDDLEWARE_OPTIONS = [
+  "rules",
+  "redis",
+  "decider",
+  "prefix",
+  "mode",
+  "failure",
+  "timeoutMs",
+  "leases",
+  "leaseMs",
+  "cluster",
+  "clientIpHeader",
+  "jwt",
+  "liveModes",
+  "onDecision",
+] as const;
+
+const KNOWN_OPTIONS: ReadonlySet<string> = new Set(MIDDLEWARE_OPTIONS);
 
 /**
  * The settings among the options, each checked: a `mode: "ON"` from untyped code is an error, never a
@@ -28,11 +53,23 @@ const middlewareSettingsSchema = v.object({
 export type MiddlewareSettings = v.InferOutput<typeof middlewareSettingsSchema>;
 
 /**
- * Validates `rateLimit()`'s settings (other options are ignored here) and applies the defaults.
+ * Validates `rateLimit()`'s settings, rejects option names it does not know (the other options are
+ * checked where they are used), and applies the defaults.
  * @throws {ConfigError} naming every option that is wrong
  */
 export function parseMiddlewareSettings(options: object): MiddlewareSettings {
+  const unknown = Object.keys(options).filter((name) => !KNOWN_OPTIONS.has(name));
   const result = v.safeParse(middlewareSettingsSchema, options);
-  if (!result.success) throw configErrorFrom("", result.issues.map(stripPath));
-  return result.output;
+  if (unknown.length === 0 && result.success) return result.output;
+  const problems = unknown.map((name) => `${name}: unknown option${suggestion(name)}`);
+  if (!result.success) problems.push(configErrorFrom("", result.issues.map(stripPath)).message);
+  throw new ConfigError(problems.join("; "));
+}
+
+/** A known option the unknown `name` was probably meant as: the same but for case, or its start. */
+function suggestion(name: string): string {
+  const lower = name.toLowerCase();
+  const meant =
+    lower.length < 3 ? undefined : MIDDLEWARE_OPTIONS.find((known) => known.toLowerCase().startsWith(lower));
+  return meant === undefined ? "" : ` (did you mean ${meant}?)`;
 }

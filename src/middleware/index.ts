@@ -7,6 +7,7 @@
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import {
   ConfigError,
+  type MIDDLEWARE_OPTIONS,
   type MiddlewareSettings,
   parseMiddlewareSettings,
   parseRules,
@@ -54,6 +55,12 @@ export function rateLimit<E extends HonoEnv = any>(
   };
 }
 
+/** Whether `A` and `B` are the same set of names. */
+type SameNames<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+// The names the run-time check accepts (src/config/middleware.ts) are exactly the typed options: an option
+// added to one and not the other fails to compile here.
+true satisfies SameNames<keyof RateLimitOptions, (typeof MIDDLEWARE_OPTIONS)[number]>;
+
 /** Validates the options and builds their limiter (settings checked and defaulted in src/config). */
 function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
   const rules = validateRules(options);
@@ -94,12 +101,17 @@ function validateRules<E extends HonoEnv>(options: RateLimitOptions<E>): Planned
 /** The given engine, or one on the given Upstash credentials. */
 function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, settings: MiddlewareSettings): Decider {
   if (options.decider) return options.decider;
-  if (!options.redis?.url || !options.redis?.token) {
+  const redis = options.redis;
+  if (!redis) {
     throw new ConfigError(
       "redis: give { url, token } (UPSTASH_REDIS_REST_URL / _TOKEN) or a ready `decider`",
     );
   }
-  const redis = options.redis;
+  // Name the empty field: an unset environment variable arrives as `undefined` or "".
+  const missing: string[] = [];
+  if (!redis.url) missing.push("redis.url: required (the Upstash REST URL, UPSTASH_REDIS_REST_URL)");
+  if (!redis.token) missing.push("redis.token: required (the Upstash REST token, UPSTASH_REDIS_REST_TOKEN)");
+  if (missing.length > 0) throw new ConfigError(missing.join("; "));
   const problem = restUrlProblem("redis.url", String(redis.url));
   if (problem !== undefined) throw new ConfigError(problem);
   const { prefix, timeoutMs, cluster, leases, leaseMs } = settings;

@@ -150,6 +150,39 @@ describe("rateLimit() in an existing Hono app", () => {
       });
     expect(pasted).toThrowError(/^redis\.url: "redis:\/\/x\.upstash\.io:6379" is not an http\(s\) URL/);
     expect(pasted).not.toThrowError(/pa55word/);
+    // An unset variable arrives as "" or undefined: the message names the field that is empty.
+    expect(() => rateLimit({ redis: { url: redis.url, token: "" }, rules: [...rules] })).toThrowError(
+      /^redis\.token: required/,
+    );
+    expect(() =>
+      rateLimit({ redis: { url: undefined as never, token: "" }, rules: [...rules] }),
+    ).toThrowError(/^redis\.url: required .*; redis\.token: required/);
+  });
+
+  it("rejects an option it does not know, as it does an unknown rule field", async () => {
+    const rules = [{ name: "x", key: "ip", algorithm: "gcra", limit: 1, period: "1s" }] as const;
+    // The value form: at once, from code the compiler did not see (plain JavaScript, a cast).
+    expect(() => rateLimit({ redis, rules: [...rules], timeout: 50 } as never)).toThrowError(
+      new ConfigError("timeout: unknown option (did you mean timeoutMs?)"),
+    );
+    expect(() =>
+      rateLimit({ redis, rules: [...rules], clientIPHeader: "x-real-ip", mode: "ON" } as never),
+    ).toThrowError(
+      new ConfigError(
+        'clientIPHeader: unknown option (did you mean clientIpHeader?); mode: "ON" is not one of on | off | monitor',
+      ),
+    );
+    expect(() => rateLimit({ redis, rules: [{ ...rules[0], burts: 5 }] } as never)).toThrowError(
+      new ConfigError('rules[0].burts: unknown field "burts"'),
+    );
+    // The function form (which the compiler does not check for extra fields): on the first request.
+    const app = new Hono();
+    app.use(rateLimit(() => ({ redis, rules: [...rules], retries: 3 })));
+    app.onError((error, c) => c.text(error.message, 500));
+    app.get("/", (c) => c.text("ok"));
+    const answer = await call(app, "/");
+    expect(answer.status).toBe(500);
+    expect(answer.text).toBe("retries: unknown option");
   });
 
   it("decides a hot identity from a lease, unless `leases` is off", async () => {
