@@ -18,7 +18,13 @@ export interface DecisionEvent {
 
 /** The decision as a handler (or later middleware) reads it: `c.get("rateLimit")`. */
 export interface RateLimitInfo {
-  /** Whether every `on` rule allowed the request (a handler only ever sees `false` in `monitor` mode). */
+  /**
+   * `false` when an enforcing (`on`) rule denied the request (in Redis, or from the deny cache or the fallback
+   * limiter). The middleware then throws its 429 / 503 before the handler runs, so a handler only ever reads
+   * `true` (the app's `onError` may read `false`). A `monitor` rule never makes it `false`, not even under
+   * `mode: "monitor"`: one that would have denied shows as a `rules[i].outcome` other than `"allowed"`, with
+   * `rules[i].call.mode === "monitor"`.
+   */
   allowed: boolean;
   /** Every rule decided for this request, in rule order: limit, remaining, reset, source. */
   rules: RuleResult[];

@@ -268,13 +268,45 @@ describe("rateLimit() follows Hono's conventions", () => {
     app.get("/", (c) => c.text("ok"));
     app.onError((err, c) => {
       if (err instanceof HTTPException && err.status === 429) {
-        return c.text(`slow down (${err.getResponse().headers.get("Retry-After")} s)`, 429);
+        const allowed = c.get("rateLimit")?.allowed; // the decision is on c.var before the throw
+        return c.text(
+          `slow down (${err.getResponse().headers.get("Retry-After")} s, allowed: ${allowed})`,
+          429,
+        );
       }
       return c.text("other", 500);
     });
     expect((await call(app, "/")).status).toBe(200);
     const denied = await call(app, "/");
     expect(denied.status).toBe(429);
-    expect(denied.text).toMatch(/^slow down \(\d+ s\)$/);
+    expect(denied.text).toMatch(/^slow down \(\d+ s, allowed: false\)$/);
+  });
+
+  it("in monitor mode passes a request that would be denied: allowed stays true, the rule's outcome says so", async () => {
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        redis,
+        prefix: prefix(),
+        mode: "monitor",
+        rules: [{ name: "one", key: "global", algorithm: "fixed-window", limit: 1, period: "1h" }],
+      }),
+    );
+    app.get("/", (c) => {
+      const info = c.get("rateLimit");
+      return c.json({
+        allowed: info?.allowed,
+        mode: info?.rules[0]?.call.mode,
+        outcome: info?.rules[0]?.outcome,
+      });
+    });
+    expect(JSON.parse((await call(app, "/")).text)).toEqual({
+      allowed: true,
+      mode: "monitor",
+      outcome: "allowed",
+    });
+    const watched = await call(app, "/");
+    expect(watched.status).toBe(200);
+    expect(JSON.parse(watched.text)).toEqual({ allowed: true, mode: "monitor", outcome: "denied" });
   });
 });
