@@ -81,7 +81,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       if (warnedUnknownIp) return;
       warnedUnknownIp = true;
       console.warn(
-        `floodgate: a request arrived without the ${deps.clientIpHeader} header; its IP identity is "unknown" (one shared bucket). Set RATE_LIMIT_CLIENT_IP_HEADER if your platform uses another header.`,
+        `floodgate: a request arrived without the ${deps.clientIpHeader} header; its IP identity is "unknown" (one shared bucket). Set RATE_LIMIT_CLIENT_IP_HEADER (Worker) / clientIpHeader (middleware) if your platform uses another header.`,
       );
     },
   };

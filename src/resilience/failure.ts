@@ -30,18 +30,26 @@ export function classifyFailure(error: unknown): DecisionFailure {
   }
 }
 
-/** The log line for a REST 401: names the bindings to check, never their values. */
+/**
+ * A setting as a log line names it: the same decider serves the Worker (a binding) and `rateLimit()` (an
+ * option), and the reader may run either.
+ */
+const setting = (binding: string, option: string) => `${binding} (Worker) / ${option} (middleware)`;
+const REST_URL = setting("UPSTASH_REDIS_REST_URL", "redis.url");
+const REST_TOKEN = setting("UPSTASH_REDIS_REST_TOKEN", "redis.token");
+
+/** The log line for a REST 401: names the settings to check, never their values. */
 export const AUTH_LOG_LINE =
-  "floodgate: the Redis REST endpoint rejected our credentials (HTTP 401): check UPSTASH_REDIS_REST_TOKEN " +
-  "(and that UPSTASH_REDIS_REST_URL is the database it belongs to); every rule follows its failure policy " +
+  `floodgate: the Redis REST endpoint rejected our credentials (HTTP 401): check ${REST_TOKEN} ` +
+  `(and that ${REST_URL} is the database it belongs to); every rule follows its failure policy ` +
   "until Redis accepts them";
 
-/** How a failure kind reads in a log line: what happened and which binding to check. Never a value. */
+/** How a failure kind reads in a log line: what happened and which setting to check. Never a value. */
 export const FAILURE_TEXT: Readonly<Record<StoreErrorKind, string>> = {
-  timeout: "no answer within RATE_LIMIT_TIMEOUT_MS",
+  timeout: `no answer within ${setting("RATE_LIMIT_TIMEOUT_MS", "timeoutMs")}`,
   unavailable:
     "Redis or its REST endpoint could not be reached or answered with an error; if this persists, " +
-    "check UPSTASH_REDIS_REST_URL",
-  auth: "credentials rejected; check UPSTASH_REDIS_REST_TOKEN",
+    `check ${REST_URL}`,
+  auth: `credentials rejected; check ${REST_TOKEN}`,
   script: "Redis refused the decision script",
 };

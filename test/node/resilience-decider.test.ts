@@ -256,7 +256,8 @@ describe("when Redis is frozen (SIGSTOP)", () => {
       }
       expect(Math.max(...durations)).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
       expect(decider.health()).toMatchObject({ status: "degraded", breaker: "open" });
-      expect(logs.some((l) => l.includes("circuit breaker open"))).toBe(true);
+      const opened = logs.find((l) => l.includes("circuit breaker open")) ?? "";
+      expect(opened).toContain("RATE_LIMIT_TIMEOUT_MS (Worker) / timeoutMs (middleware)");
 
       const sent = forwarder.forwarded();
       const { decision, ms } = await timed(() => decider.decide([call], "open"));
@@ -353,6 +354,7 @@ describe("with a wrong token", () => {
     const authLines = logs.filter((l) => l.includes("UPSTASH_REDIS_REST_TOKEN"));
     expect(authLines).toHaveLength(1);
     expect(authLines[0]).toContain("401");
+    expect(authLines[0]).toContain("redis.token (middleware)"); // what a rateLimit() user sets instead
     for (const line of logs) expect(line).not.toContain(token);
     const health = decider.health();
     expect(health).toMatchObject({ status: "degraded", credentials: "rejected" });
