@@ -26,17 +26,24 @@ export class InvalidCostError extends ProblemError {
 /** 401: a rule with `missing = "deny"` found no value for its key (no header, no valid JWT, ...). */
 export class MissingIdentityError extends ProblemError {
   override readonly name = "MissingIdentityError";
-  constructor(rule: string, keyText: string) {
-    const headers: Record<string, string> = keyText.includes("jwt:")
+  /**
+   * @param keyText the rule's key as written (`header:x-api-key`, `jwt:sub|ip`), or `undefined` for a key
+   *   function (`rateLimit()`'s `key: (c) => …`): the app computes that key, so there is no source to name,
+   *   and the body's `key` member says `"function"`.
+   */
+  constructor(rule: string, keyText: string | undefined) {
+    const headers: Record<string, string> = keyText?.includes("jwt:")
       ? { "WWW-Authenticate": 'Bearer realm="floodgate"' }
       : {};
     super(
       401,
       "about:blank",
       "Unauthorized",
-      `Rule "${rule}" needs ${keyText} and the request has none (or it is not valid).`,
+      keyText === undefined
+        ? `Rule "${rule}" needs a key, and its key function returned no value for this request.`
+        : `Rule "${rule}" needs ${keyText} and the request has none (or it is not valid).`,
       headers,
-      { key: keyText },
+      { key: keyText ?? "function" },
     );
   }
 }

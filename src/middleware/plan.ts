@@ -115,7 +115,7 @@ async function planCallWaiting(
   }
   if (identity === undefined) {
     if (rule.missing === "skip") return undefined;
-    throw new MissingIdentityError(rule.name, keyFn ? "a key" : rule.keyText);
+    throw new MissingIdentityError(rule.name, keyFn ? undefined : rule.keyText);
   }
 
   const tierName = tierFn ? nonEmpty(await tierFn(c)) : await tierOf(rule, request);

@@ -63,6 +63,37 @@ describe("rateLimit() in an existing Hono app", () => {
     expect((await call(app, "/")).status).toBe(400);
   });
 
+  it("answers 401 naming the rule when its key function returns nothing and missing is deny", async () => {
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        redis,
+        prefix: prefix(),
+        rules: [
+          {
+            name: "per-user",
+            key: (c) => c.req.header("x-user-id"),
+            missing: "deny",
+            algorithm: "gcra",
+            limit: 5,
+            period: "1s",
+          },
+        ],
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    expect((await call(app, "/", { "x-user-id": "u1" })).status).toBe(200);
+    const anonymous = await call(app, "/");
+    expect(anonymous.status).toBe(401);
+    expect(JSON.parse(anonymous.text)).toEqual({
+      type: "about:blank",
+      title: "Unauthorized",
+      status: 401,
+      detail: 'Rule "per-user" needs a key, and its key function returned no value for this request.',
+      key: "function",
+    });
+  });
+
   it("reports every decision to onDecision", async () => {
     const seen = vi.fn<(event: DecisionEvent) => void>();
     const app = new Hono();
