@@ -6,8 +6,11 @@
  * Safe because a denied request consumes nothing: until `retryAfterMs` the same request (same cost or
  * more) would be denied by Redis too. The exception is an admin reset or a raised override: other isolates
  * forget their cached denial when the live-mode refresh replays the change log (within about a second,
- * src/live/changes.ts). Not cached: `concurrency` and `shed` (a slot may free at any moment) and
- * `cost-exceeds-capacity` (no wait would help).
+ * src/live/changes.ts). Not cached: `concurrency` and `shed` (a slot may free at any moment),
+ * `cost-exceeds-capacity` (no wait would help), and a rule whose call read an override (`override` not
+ * `false`: the identity has one, or the isolate does not know): Redis denied it under limits that a `ttl`
+ * may end before the retry time, and nothing here knows when, so a cached denial would outlive the override
+ * (README "How soon an override applies": its `ttl` ends it exactly).
  */
 import { holdsSlot, type RuleCall, type RuleResult, ruleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
@@ -43,13 +46,13 @@ export class DenyCache {
   }
 
   /**
-   * Remembers a rule Redis denied for an enforcing (`on`) call. Not a lease renewal's (cost 0): it is no
-   * request, and its wait is shorter than any request's would be.
+   * Remembers a rule Redis denied for an enforcing (`on`) call that read no override. Not a lease renewal's
+   * (cost 0): it is no request, and its wait is shorter than any request's would be.
    */
   remember(result: RuleResult): void {
     const { call } = result;
     if (this.entries.capacity <= 0 || call.mode !== "on" || result.outcome !== "denied") return;
-    if (call.cost === 0) return;
+    if (call.cost === 0 || call.override !== false) return;
     if (holdsSlot(call.algorithm) || result.retryAfterMs <= 0) return;
     const key = entryKey(call);
     const atMs = this.now();
@@ -58,10 +61,11 @@ export class DenyCache {
 
   /**
    * The cached denial for this call, times counted down to now, or `undefined` if none applies.
-   * A call with a smaller cost than the denied one is not answered here: it may fit sooner.
+   * A call with a smaller cost than the denied one is not answered here: it may fit sooner; nor one that
+   * reads an override (the isolate learnt of one since the denial).
    */
   lookup(call: RuleCall): RuleResult | undefined {
-    if (call.mode !== "on" || holdsSlot(call.algorithm)) return undefined;
+    if (call.mode !== "on" || call.override !== false || holdsSlot(call.algorithm)) return undefined;
     const key = entryKey(call);
     const entry = this.entries.get(key);
     if (entry === undefined) return undefined;

@@ -131,8 +131,9 @@ it("one Redis that is not a cluster: two identities in one script call, all or n
 it("a denial this isolate has cached answers a cross-group request without calling any group", async () => {
   const prefix = uniquePrefix("groups-cached");
   const engine = engineOn(prefix, [rest.url]);
-  const perIp = ruleCall({ algorithm: "gcra", rule: "per-ip", limit: 10, periodMs: HOUR });
-  const perKey = ruleCall({ algorithm: "gcra", rule: "per-key", limit: 1, periodMs: HOUR });
+  // No override read (the deny cache keeps no denial given under one).
+  const perIp = ruleCall({ algorithm: "gcra", rule: "per-ip", limit: 10, periodMs: HOUR, override: false });
+  const perKey = ruleCall({ algorithm: "gcra", rule: "per-key", limit: 1, periodMs: HOUR, override: false });
   await decideAndSettle(engine, [perIp, perKey]);
   expect((await decideAndSettle(engine, [perIp, perKey])).decision.allowed).toBe(false);
   const evalshas = async () =>

@@ -338,7 +338,7 @@ it("gives every result the same fields in the same order, whatever decided it (o
   const leased = await untilLocal(isolate(), hot, 20);
 
   const cachingDecider = createDecider(store, { timeoutMs: 5000 });
-  const tight = ruleCall({ algorithm: "gcra", limit: 1, periodMs: 5_000 });
+  const tight = ruleCall({ algorithm: "gcra", limit: 1, periodMs: 5_000, override: false });
   await cachingDecider.decide([tight], requestId());
   const denied = await cachingDecider.decide([tight], requestId());
   const cached = await cachingDecider.decide([tight], requestId());

@@ -53,6 +53,7 @@ function rule(overrides: Partial<RuleCall> = {}): RuleCall {
     mode: "on",
     failure: "open",
     identityHash: `client-${seq}`,
+    override: false,
     ...overrides,
   };
 }

@@ -21,6 +21,7 @@ const call = (overrides: Partial<RuleCall> = {}): RuleCall => ({
   mode: "on",
   failure: "open",
   identityHash: "id-1",
+  override: false,
   ...overrides,
 });
 
@@ -147,6 +148,17 @@ describe("deny cache", () => {
     cache.remember({ ...denial(call(), 4000), outcome: "allowed" });
     cache.remember({ ...denial(call(), 4000), outcome: "cost-exceeds-capacity" });
     expect(cache.size).toBe(0);
+  });
+
+  it("never caches a denial where the decision read an override, whose ttl may end before the retry time", () => {
+    const cache = new DenyCache(100, clock().now);
+    cache.remember(denial(call({ override: true }), 4000));
+    cache.remember(denial(call({ override: undefined }), 4000));
+    expect(cache.size).toBe(0);
+    // Nor is a denial cached without one applied to a call that now reads one (the isolate learnt of it since).
+    cache.remember(denial(call(), 4000));
+    expect(cache.lookup(call())).toBeDefined();
+    expect(cache.lookup(call({ override: true }))).toBeUndefined();
   });
 
   it("holds at most its bound, dropping the oldest identity first", () => {
