@@ -15,18 +15,35 @@
  * })));
  * app.get("/api/hello", (c) => c.json({ remaining: c.get("rateLimit")?.remaining }));
  */
-export { ConfigError, type RuleConfig } from "./config";
-export { createStore, type Store, type StoreOptions } from "./engine/store";
+// Every type an exported signature uses is exported too (as a type only where the value is internal), so an
+// app can name it: `ResilientDecider` from `createDecider`, `DeciderHealth` from its `health()`, and so on.
+export {
+  ConfigError,
+  type KeyPart,
+  type RuleConfig,
+  type ShedConfig,
+  type TierLimits,
+} from "./config";
+export type { CallOptions } from "./engine/script";
+export { createStore, type Store, type StoreErrorKind, type StoreOptions } from "./engine/store";
 export type {
   Algorithm,
+  DecideOptions,
   Decider,
   Decision,
+  DegradedReason,
   FailurePolicy,
+  LeaseGrant,
   Mode,
+  Outcome,
+  Reservation,
   RuleCall,
   RuleResult,
   Source,
+  WaitUntil,
 } from "./engine/types";
+export type { JwtOptions } from "./identity/jwt";
+export type { OverrideIndex } from "./live/overrides";
 export {
   type CostFunction,
   type DecisionEvent,
@@ -43,6 +60,14 @@ export {
   type RuleOptions,
   rateLimit,
 } from "./middleware";
-export { createDecider, type DeciderOptions } from "./resilience/decider";
+export type { BreakerOptions, BreakerState } from "./resilience/breaker";
+export {
+  createDecider,
+  type DeciderHealth,
+  type DeciderOptions,
+  type DecisionStore,
+  type ResilientDecider,
+} from "./resilience/decider";
 export type { LiveModes } from "./rules/modes";
 export { ProblemError, problemResponse } from "./util/problem";
+export type { RunningTimer } from "./util/timer";

@@ -114,6 +114,17 @@ describe("the npm package, installed from its tarball into a fresh Hono app", ()
     expect(code).toContain("redis.call");
   });
 
+  it("exports every type its exported signatures use, so an app can name each one", async () => {
+    const dts = await readFile(join(app, "node_modules/hono-floodgate/dist/index.d.ts"), "utf8");
+    const declared = [...dts.matchAll(/^(?:declare )?(?:abstract )?(?:interface|type|class) (\w+)/gm)].map(
+      (m) => m[1],
+    );
+    const list = dts.match(/^export \{([^}]*)\};/m)?.[1] ?? "";
+    const exported = new Set([...list.matchAll(/(?:type )?(\w+)(?: as \w+)?/g)].map((m) => m[1]));
+    expect(declared).toContain("ResilientDecider");
+    expect(declared.filter((name) => !exported.has(name))).toEqual([]);
+  });
+
   it("loads from CommonJS too: require() of the package gives the same exports as import", async () => {
     // Node ≥ 20.19 / 22.12 load an ES module through require(): the `default` export condition lets them.
     const script = join(app, "require.cjs");
