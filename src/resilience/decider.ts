@@ -64,6 +64,8 @@ export interface ResilientDecider extends Decider {
   forget(rule: string, identityHash: string): void;
   /** This isolate's cached denial of `call`, if any (no Redis call; src/resilience/sharded.ts asks first). */
   cachedDenial(call: RuleCall): RuleResult | undefined;
+  /** The figures Redis gave `call`'s rule beside a cached denial, if any (src/resilience/deny-cache.ts). */
+  cachedFigures(call: RuleCall): RuleResult | undefined;
 }
 
 /**
@@ -75,7 +77,8 @@ export interface ResilientDecider extends Decider {
  * and means nothing: apply the rule's `failure` policy; its `retryAfterMs` is the breaker's remaining
  * cool-down (at least 1000), for the 503's `Retry-After`; it has no figures for `RateLimit` headers.
  * `allowed: false` is always a real denial (by Redis, the deny cache or the fallback limiter): answer
- * 429 before looking at undecided rules (a deny-cache answer leaves the other matched rules undecided).
+ * 429 before looking at undecided rules (a deny-cache answer gives the other matched rules the figures Redis
+ * gave them beside the denial, where it kept them, and leaves the rest undecided).
  *
  * @example
  * const decider = createDecider(createStore({ url, token, prefix, timeoutMs }), { timeoutMs });
@@ -109,6 +112,8 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
 
   /** A rule not evaluated because a cached denial already answers the request. */
   const notEvaluated = (call: RuleCall): RuleResult => undecided(call, "deny_cache");
+  /** Another rule of a request a cached denial answers: the figures kept beside it, else not evaluated. */
+  const besideDenial = (call: RuleCall): RuleResult => denyCache.figures(call) ?? notEvaluated(call);
 
   /** Redis could not be asked or could not answer: fallback for fail-open `on` rules, undecided otherwise. */
   function degraded(calls: RuleCall[], reason: DegradedReason): RuleResult[] {
@@ -145,7 +150,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     const denied = deniedFromCache(
       calls,
       calls.map((call) => denyCache.lookup(call)),
-      notEvaluated,
+      besideDenial,
     );
     if (denied) return finish(false, denied);
 
@@ -166,7 +171,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       if (breaker.state !== "closed") log("floodgate: Redis answers again; circuit breaker closed");
       breaker.success();
       tracker.succeeded();
-      for (const result of decision.results) denyCache.remember(result);
+      if (!decision.allowed) denyCache.remember(decision.results);
       return decision;
     } catch (error) {
       return degradedDecision(calls, recordFailure(error, admission === "probe"), finish);
@@ -201,6 +206,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       denyCache.forget(rule, identityHash);
     },
     cachedDenial: (call) => denyCache.lookup(call),
+    cachedFigures: (call) => denyCache.figures(call),
   };
 }
 
@@ -254,16 +260,17 @@ function decideWithin(
 
 /**
  * The results of a request this isolate already knows to be denied (`cached`: a cached denial per call, or
- * `undefined`): the cached denials, and the other rules as `notEvaluated` makes them (no figures). `undefined`
- * when no denial is cached, or when a rule left undecided would fail closed: a caller applying the failure
- * policy first would answer 503 to a client that is certainly denied, so that request asks Redis instead.
+ * `undefined`): the cached denials, and the other rules as `besideDenial` gives them (the figures kept beside
+ * a denial, or undecided). `undefined` when no denial is cached, or when a rule left undecided would fail
+ * closed: a caller applying the failure policy first would answer 503 to a client that is certainly denied,
+ * so that request asks Redis instead.
  */
 export function deniedFromCache(
   calls: readonly RuleCall[],
   cached: readonly (RuleResult | undefined)[],
-  notEvaluated: (call: RuleCall) => RuleResult,
+  besideDenial: (call: RuleCall) => RuleResult,
 ): RuleResult[] | undefined {
   if (!cached.some((r) => r !== undefined)) return undefined;
-  if (!cached.every((r, i) => r !== undefined || !failsClosed(calls[i] as RuleCall))) return undefined;
-  return calls.map((call, i) => cached[i] ?? notEvaluated(call));
+  const results = calls.map((call, i) => cached[i] ?? besideDenial(call));
+  return results.some((r) => r.source === "undecided" && failsClosed(r.call)) ? undefined : results;
 }

@@ -11,6 +11,15 @@
  * `false`: the identity has one, or the isolate does not know): Redis denied it under limits that a `ttl`
  * may end before the retry time, and nothing here knows when, so a cached denial would outlive the override
  * (README "How soon an override applies": its `ttl` ends it exactly).
+ *
+ * The other rules of the denied request: the cache also keeps the figures Redis gave them in the same
+ * decision (`figures`), as long as that decision's denial, so that a request answered here carries one
+ * RateLimit member per matched rule, as Redis's own 429 did (README "Responses"). They are Redis's answer
+ * (source `deny-cache`, never `redis`: nothing was asked now), and what a client can rely on is what that
+ * answer said: `q` and `r` as Redis reported them (the denied request consumed nothing; what other requests
+ * or isolates spent since is not in them), times counted down, `t` 0 once more quota was due (then `r` may
+ * be less than what is left). Kept only for the same rule, identity, limit and cost, allowed, not holding a
+ * slot and read without an override (as for denials); any other rule is left undecided, with no member.
  */
 import { holdsSlot, type RuleCall, type RuleResult, ruleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
@@ -19,15 +28,32 @@ import { BoundedMap } from "../util/bounded-map";
 export const DEFAULT_DENY_CACHE_ENTRIES = 10_000;
 
 interface Entry {
+  /** Redis's answer for this rule: a denial, or (`allowed`) figures given beside another rule's denial. */
   result: RuleResult;
   /** When Redis gave the answer, ms. */
   atMs: number;
-  /** When the identity may be allowed again, ms. */
+  /** When the entry stops answering, ms: the denial's retry time; figures', the latest of their decision's. */
   untilMs: number;
 }
 
 const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
 const entryKey = (call: RuleCall): string => keyOf(call.rule, call.identityHash);
+
+/**
+ * A denial this cache answers: an enforcing (`on`) call's, read without an override, with a wait. Not a lease
+ * renewal's (cost 0): it is no request, and its wait is shorter than any request's would be.
+ */
+const keptDenial = ({ call, outcome, retryAfterMs }: RuleResult): boolean =>
+  outcome === "denied" &&
+  call.mode === "on" &&
+  call.cost > 0 &&
+  call.override === false &&
+  !holdsSlot(call.algorithm) &&
+  retryAfterMs > 0;
+
+/** Figures kept beside a denial: an allowed rule that holds no slot, read without an override. */
+const keptFigures = ({ call, outcome }: RuleResult): boolean =>
+  outcome === "allowed" && call.override === false && !holdsSlot(call.algorithm);
 
 /** The cache. Plain values only (workerd: nothing request-bound survives a request). */
 export class DenyCache {
@@ -46,17 +72,26 @@ export class DenyCache {
   }
 
   /**
-   * Remembers a rule Redis denied for an enforcing (`on`) call that read no override. Not a lease renewal's
-   * (cost 0): it is no request, and its wait is shorter than any request's would be.
+   * Remembers what Redis answered for a request it denied (call it with a denied decision's results only):
+   * each denial this cache answers, and beside them the other rules' figures. Any other rule of the decision
+   * drops what an earlier one left for it: Redis has answered for it since.
    */
-  remember(result: RuleResult): void {
-    const { call } = result;
-    if (this.entries.capacity <= 0 || call.mode !== "on" || result.outcome !== "denied") return;
-    if (call.cost === 0 || call.override !== false) return;
-    if (holdsSlot(call.algorithm) || result.retryAfterMs <= 0) return;
-    const key = entryKey(call);
+  remember(results: readonly RuleResult[]): void {
+    if (this.entries.capacity <= 0) return;
     const atMs = this.now();
-    this.entries.set(key, { result, atMs, untilMs: atMs + result.retryAfterMs });
+    let untilMs = 0;
+    for (const result of results) {
+      if (!keptDenial(result)) continue;
+      const entry = { result, atMs, untilMs: atMs + result.retryAfterMs };
+      this.entries.set(entryKey(result.call), entry);
+      untilMs = Math.max(untilMs, entry.untilMs);
+    }
+    if (untilMs === 0) return;
+    for (const result of results) {
+      if (keptDenial(result)) continue;
+      if (keptFigures(result)) this.entries.set(entryKey(result.call), { result, atMs, untilMs });
+      else this.entries.delete(entryKey(result.call));
+    }
   }
 
   /**
@@ -68,26 +103,51 @@ export class DenyCache {
     if (call.mode !== "on" || call.override !== false || holdsSlot(call.algorithm)) return undefined;
     const key = entryKey(call);
     const entry = this.entries.get(key);
-    if (entry === undefined) return undefined;
+    // Figures (`allowed`) answer no request on their own: a request matching only their rule asks Redis.
+    if (entry === undefined || entry.result.outcome !== "denied") return undefined;
     const now = this.now();
     if (now >= entry.untilMs) {
       this.entries.delete(key);
       return undefined;
     }
     if (call.cost < entry.result.call.cost || call.limit !== entry.result.call.limit) return undefined;
-    const elapsedMs = now - entry.atMs;
-    return ruleResult({
-      ...entry.result,
-      call,
-      resetAfterMs: Math.max(0, entry.result.resetAfterMs - elapsedMs),
-      retryAfterMs: entry.untilMs - now,
-      source: "deny-cache",
-      reason: "deny_cache",
-    });
+    return answer(entry, call, now);
+  }
+
+  /**
+   * The figures Redis gave this call's rule beside a denial still cached (ask only once `lookup` found one for
+   * the request), times counted down to now, or `undefined`.
+   */
+  figures(call: RuleCall): RuleResult | undefined {
+    if (call.override !== false || holdsSlot(call.algorithm)) return undefined;
+    const entry = this.entries.get(entryKey(call));
+    const now = this.now();
+    if (entry === undefined || now >= entry.untilMs) return undefined;
+    const given = entry.result;
+    if (given.outcome !== "allowed" || call.cost !== given.call.cost || call.limit !== given.call.limit) {
+      return undefined;
+    }
+    return answer(entry, call, now);
   }
 
   /** Drops what is known about one identity under one rule (e.g. after an admin reset in this isolate). */
   forget(rule: string, identityHash: string): void {
     this.entries.delete(keyOf(rule, identityHash));
   }
+}
+
+/** An entry's result for `call`, now: times counted down, nothing leased, delayed or reserved. */
+function answer(entry: Entry, call: RuleCall, now: number): RuleResult {
+  const elapsedMs = now - entry.atMs;
+  return ruleResult({
+    ...entry.result,
+    call,
+    resetAfterMs: Math.max(0, entry.result.resetAfterMs - elapsedMs),
+    retryAfterMs: Math.max(0, entry.result.retryAfterMs - elapsedMs),
+    source: "deny-cache",
+    reason: "deny_cache",
+    lease: undefined,
+    delayMs: undefined,
+    reservation: undefined,
+  });
 }

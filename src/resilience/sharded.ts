@@ -53,7 +53,7 @@ export interface ShardedDecider extends ResilientDecider {
   endpointHealth(): DeciderHealth[];
 }
 
-/** A rule not evaluated because the request is already denied by a cached denial: it carries no figures. */
+/** A rule not evaluated because the request is already denied by a cached denial, with no figures kept. */
 const skipped = (call: RuleCall): RuleResult =>
   ruleResult({
     call,
@@ -84,6 +84,9 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
   const deciderOf = (shard: number) => deciders[shard] as ResilientDecider;
   const single = deciders.length === 1;
   const route = single ? () => 0 : shardOf;
+  /** Another rule of a request a cached denial answers: the figures its endpoint kept, else skipped. */
+  const besideDenial = (call: RuleCall): RuleResult =>
+    deciderOf(route(call.identityHash)).cachedFigures(call) ?? skipped(call);
 
   async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
     const first = calls[0];
@@ -94,7 +97,7 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
     // A denial this isolate has cached answers at once, as for one group: no group is called and counted
     // only to be refunded. Not when a rule left undecided would be fail-closed (the decider's own rule).
     const cached = calls.map((call) => deciderOf(route(call.identityHash)).cachedDenial(call));
-    const denied = deniedFromCache(calls, cached, skipped);
+    const denied = deniedFromCache(calls, cached, besideDenial);
     if (denied) return decisionOf(false, denied, 0);
     const groups = groupCalls(calls, route, slotGroups);
 
@@ -136,6 +139,7 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
       deciderOf(route(call.identityHash)).release(call, requestId, reservation),
     forget: (rule, identityHash) => deciderOf(route(identityHash)).forget(rule, identityHash),
     cachedDenial: (call) => deciderOf(route(call.identityHash)).cachedDenial(call),
+    cachedFigures: (call) => deciderOf(route(call.identityHash)).cachedFigures(call),
     endpointHealth,
     health() {
       if (single) return deciderOf(0).health();

@@ -129,16 +129,32 @@ describe("with Redis healthy", () => {
     expect(await scriptCalls()).toBe(callsBefore + 1);
   });
 
-  it("denies from the deny cache even when other rules match too, giving them no made-up figures", async () => {
+  it("denies from the deny cache even when other rules match too, giving them the figures Redis gave with the denial", async () => {
     const { decider } = setup();
     const strict = rule({ algorithm: "gcra", limit: 1, burst: 1, periodMs: 5000 });
     const loose = rule({ limit: 100, burst: 100 });
     expect((await decider.decide([strict, loose], "first")).allowed).toBe(true);
-    expect((await decider.decide([strict, loose], "second")).allowed).toBe(false);
+    const denied = await decider.decide([strict, loose], "second");
+    expect(denied.allowed).toBe(false);
+    const callsBefore = await scriptCalls();
     const cached = await decider.decide([strict, loose], "third");
+    expect(await scriptCalls()).toBe(callsBefore);
     expect(cached.allowed).toBe(false);
     expect(cached.results[0]).toMatchObject({ source: "deny-cache", outcome: "denied" });
-    expect(cached.results[1]).toMatchObject({ source: "undecided", reason: "deny_cache" });
+    // Redis's figures for the loose rule in the denied decision (the denial consumed nothing), not made up.
+    expect(cached.results[1]).toMatchObject({
+      source: "deny-cache",
+      reason: "deny_cache",
+      outcome: "allowed",
+      limit: 100,
+      remaining: 100 - 1,
+    });
+    expect(denied.results[1]?.remaining).toBe(100 - 1);
+    expect(cached.results[1]?.resetAfterMs).toBeLessThanOrEqual(denied.results[1]?.resetAfterMs as number);
+    // A rule the denied decision did not decide has no figures: it is left undecided.
+    const unseen = rule({ limit: 100, burst: 100 });
+    const withUnseen = await decider.decide([strict, unseen], "fourth");
+    expect(withUnseen.results[1]).toMatchObject({ source: "undecided", reason: "deny_cache" });
     // A denied request consumes nothing: the loose rule was counted once, by the first request.
     const other = await setup().decider.decide([loose], "check");
     expect(other.results[0]?.remaining).toBe(100 - 2);
@@ -154,6 +170,9 @@ describe("with Redis healthy", () => {
     const both = await decider.decide([strict, guarded], "both");
     expect(both.allowed).toBe(false);
     expect(both.results.map((r) => r.source)).toEqual(["redis", "redis"]);
+    // That denial kept Redis's figures for the fail-closed rule: nothing is left undecided, the cache answers.
+    const again = await decider.decide([strict, guarded], "again");
+    expect(again.results.map((r) => r.source)).toEqual(["deny-cache", "deny-cache"]);
   });
 
   it("survives SCRIPT FLUSH between every decision without a failed one", async () => {

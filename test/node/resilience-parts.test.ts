@@ -35,6 +35,17 @@ const denial = (c: RuleCall, retryAfterMs: number): RuleResult => ({
   source: "redis",
 });
 
+/** An allowed rule's figures, as Redis gives them beside another rule's denial (which consumed nothing). */
+const figures = (c: RuleCall, remaining: number, retryAfterMs: number): RuleResult => ({
+  call: c,
+  outcome: "allowed",
+  limit: c.limit,
+  remaining,
+  resetAfterMs: retryAfterMs + 2000,
+  retryAfterMs,
+  source: "redis",
+});
+
 describe("circuit breaker", () => {
   it("opens after 5 consecutive failures and stays open for 1 s", () => {
     const t = clock();
@@ -114,7 +125,7 @@ describe("deny cache", () => {
     const t = clock();
     const cache = new DenyCache(100, t.now);
     const c = call();
-    cache.remember(denial(c, 4000));
+    cache.remember([denial(c, 4000)]);
     t.ms += 1500;
     const hit = cache.lookup(call());
     expect(hit).toMatchObject({
@@ -131,7 +142,7 @@ describe("deny cache", () => {
 
   it("keeps identities and rules apart, and lets a cheaper request ask Redis", () => {
     const cache = new DenyCache(100, clock().now);
-    cache.remember(denial(call({ cost: 5 }), 4000));
+    cache.remember([denial(call({ cost: 5 }), 4000)]);
     expect(cache.lookup(call({ cost: 5 }))).toBeDefined();
     expect(cache.lookup(call({ cost: 9 }))).toBeDefined();
     expect(cache.lookup(call({ cost: 1 }))).toBeUndefined();
@@ -141,29 +152,70 @@ describe("deny cache", () => {
 
   it("never caches monitor rules, concurrency rules, a lease renewal's denial or allowed results", () => {
     const cache = new DenyCache(100, clock().now);
-    cache.remember(denial(call({ mode: "monitor" }), 4000));
+    cache.remember([denial(call({ mode: "monitor" }), 4000)]);
     // A renewal (cost 0) is no request: its shorter wait would answer cost-1 requests too early.
-    cache.remember(denial(call({ cost: 0 }), 50));
-    cache.remember(denial(call({ algorithm: "concurrency" }), 1000));
-    cache.remember({ ...denial(call(), 4000), outcome: "allowed" });
-    cache.remember({ ...denial(call(), 4000), outcome: "cost-exceeds-capacity" });
+    cache.remember([denial(call({ cost: 0 }), 50)]);
+    cache.remember([denial(call({ algorithm: "concurrency" }), 1000)]);
+    cache.remember([{ ...denial(call(), 4000), outcome: "allowed" }]);
+    cache.remember([{ ...denial(call(), 4000), outcome: "cost-exceeds-capacity" }]);
     expect(cache.size).toBe(0);
   });
 
   it("never caches a denial where the decision read an override, whose ttl may end before the retry time", () => {
     const cache = new DenyCache(100, clock().now);
-    cache.remember(denial(call({ override: true }), 4000));
-    cache.remember(denial(call({ override: undefined }), 4000));
+    cache.remember([denial(call({ override: true }), 4000)]);
+    cache.remember([denial(call({ override: undefined }), 4000)]);
     expect(cache.size).toBe(0);
     // Nor is a denial cached without one applied to a call that now reads one (the isolate learnt of it since).
-    cache.remember(denial(call(), 4000));
+    cache.remember([denial(call(), 4000)]);
     expect(cache.lookup(call())).toBeDefined();
     expect(cache.lookup(call({ override: true }))).toBeUndefined();
   });
 
+  it("keeps the figures Redis gave the request's other rules beside its denial, as long, times counted down", () => {
+    const t = clock();
+    const cache = new DenyCache(100, t.now);
+    const other = call({ rule: "other", limit: 10 });
+    cache.remember([figures(other, 7, 1000), denial(call(), 4000)]);
+    // Figures answer no request on their own: one matching only their rule asks Redis.
+    expect(cache.lookup(other)).toBeUndefined();
+    t.ms += 1500;
+    const kept = cache.figures(other);
+    expect(kept).toMatchObject({ outcome: "allowed", limit: 10, remaining: 7, source: "deny-cache" });
+    expect(kept).toMatchObject({ resetAfterMs: 1500, retryAfterMs: 0, reason: "deny_cache" });
+    // Only for the same rule, identity, limit and cost.
+    expect(cache.figures({ ...other, limit: 11 })).toBeUndefined();
+    expect(cache.figures({ ...other, cost: 2 })).toBeUndefined();
+    expect(cache.figures({ ...other, identityHash: "id-2" })).toBeUndefined();
+    t.ms += 2500; // the denial's retry time: its figures go with it
+    expect(cache.figures(other)).toBeUndefined();
+  });
+
+  it("keeps no figures beside no cached denial, nor a slot-holding rule's or one read with an override", () => {
+    const cache = new DenyCache(100, clock().now);
+    cache.remember([figures(call({ rule: "a" }), 2, 1000), denial(call({ mode: "monitor" }), 4000)]);
+    expect(cache.size).toBe(0);
+    const slot = call({ rule: "slot", algorithm: "concurrency" });
+    const overridden = call({ rule: "overridden", override: true });
+    cache.remember([figures(slot, 1, 0), figures(overridden, 2, 1000), denial(call(), 4000)]);
+    expect(cache.size).toBe(1);
+    expect(cache.figures(slot)).toBeUndefined();
+    expect(cache.figures(overridden)).toBeUndefined();
+  });
+
+  it("drops a rule's older figures when a newer denied decision has none to keep for it", () => {
+    const cache = new DenyCache(100, clock().now);
+    const other = call({ rule: "other", limit: 10 });
+    cache.remember([figures(other, 7, 1000), denial(call(), 4000)]);
+    expect(cache.figures(other)).toBeDefined();
+    // Now a monitor rule Redis would have denied: nothing to keep, and the older figures are no longer true.
+    cache.remember([denial({ ...other, mode: "monitor" }, 2000), denial(call(), 4000)]);
+    expect(cache.figures(other)).toBeUndefined();
+  });
+
   it("holds at most its bound, dropping the oldest identity first", () => {
     const cache = new DenyCache(3, clock().now);
-    for (let i = 0; i < 10; i++) cache.remember(denial(call({ identityHash: `id-${i}` }), 4000));
+    for (let i = 0; i < 10; i++) cache.remember([denial(call({ identityHash: `id-${i}` }), 4000)]);
     expect(cache.size).toBe(3);
     expect(cache.lookup(call({ identityHash: "id-6" }))).toBeUndefined();
     expect(cache.lookup(call({ identityHash: "id-9" }))).toBeDefined();
@@ -171,7 +223,7 @@ describe("deny cache", () => {
 
   it("forgets an identity on request", () => {
     const cache = new DenyCache(10, clock().now);
-    cache.remember(denial(call(), 4000));
+    cache.remember([denial(call(), 4000)]);
     cache.forget("r", "id-1");
     expect(cache.lookup(call())).toBeUndefined();
   });
