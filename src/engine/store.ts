@@ -109,6 +109,21 @@ const isNoScript = (error: unknown): boolean =>
   error instanceof Error && error.message.startsWith("NOSCRIPT");
 
 /**
+ * Runs the script through an admin client (not bound by a decision's budget): `EVALSHA`, and on `NOSCRIPT`
+ * (Redis restarted or flushed its scripts) `EVAL`, which caches it again. Errors as the client throws them.
+ */
+export async function runScript(
+  redis: Pick<Redis, "evalsha" | "eval">,
+  keys: string[],
+  args: string[],
+): Promise<unknown> {
+  return redis.evalsha(await scriptSha(), keys, args).catch((error: unknown) => {
+    if (!isNoScript(error)) throw error;
+    return redis.eval(SCRIPT_SOURCE, keys, args);
+  });
+}
+
+/**
  * Creates a store. Validates its options once; no I/O until the first call.
  * @example
  * const store = createStore({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, timeoutMs: 200 });
@@ -183,10 +198,7 @@ export function createStore(options: StoreOptions): Store {
     try {
       if (reservation) {
         const { keys, args } = giveBackArguments(prefix, call, reservation);
-        await redis.evalsha(await scriptSha(), keys, args).catch((error: unknown) => {
-          if (!isNoScript(error)) throw error;
-          return redis.eval(SCRIPT_SOURCE, keys, args);
-        });
+        await runScript(redis, keys, args);
         return;
       }
       // Only concurrency and shed slots are held past the decision.
