@@ -72,18 +72,24 @@ export function decodeReply(
     return { allowed: true, results: [shortReply(raw, only)] };
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
-  // After the groups, in this order, either or both: a LEASE call's { units, life_ms, tat_us, period_ms } per rule and
-  // Redis's now; a delayed request's give-back stamps, 2 per rule (lua/floodgate.lua's header).
+  // After the groups, in this order, any of: a LEASE call's { units, life_ms, tat_us, period_ms } per rule and
+  // Redis's now (4n + 1 words); a delayed request's give-back stamps (2n); the periods in force, when an
+  // override changed one (n) (lua/floodgate.lua's header). Each combination has a length of its own: without
+  // the lease's words the rest is 0, n, 2n or 3n, all shorter than 4n + 1.
   const leaseWords = LEASE_WORDS_PER_RULE * calls.length + 1;
   const stampWords = calls.length * REPLY.stampsPerRule;
   const extra = Array.isArray(raw) ? raw.length - expected : -1;
-  const leased = extra === leaseWords || extra === leaseWords + stampWords;
-  const stamped = extra === stampWords || extra === leaseWords + stampWords;
-  if (!Array.isArray(raw) || (extra !== 0 && !leased && !stamped)) {
+  const leased = extra >= leaseWords;
+  const rest = leased ? extra - leaseWords : extra;
+  const stamped = rest >= stampWords;
+  const periodWords = stamped ? rest - stampWords : rest;
+  if (!Array.isArray(raw) || extra < 0 || (periodWords !== 0 && periodWords !== calls.length)) {
     throw new ReplyShapeError(
       `expected ${expected} integers, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
     );
   }
+  const stampsAt = expected + (leased ? leaseWords : 0);
+  const periodsAt = periodWords > 0 ? stampsAt + (stamped ? stampWords : 0) : 0;
   const at = (i: number): number => {
     const value = Number(raw[i]);
     if (!Number.isFinite(value)) throw new ReplyShapeError(`element ${i} is not a number`);
@@ -93,8 +99,10 @@ export function decodeReply(
   const results = calls.map((call, r): RuleResult => {
     const base = 1 + r * REPLY.fieldsPerRule;
     const code = at(base + REPLY.outcome);
-    const stampAt = stamped ? expected + (leased ? leaseWords : 0) + r * REPLY.stampsPerRule : 0;
-    if (code === DELAYED) return delayedResult(call, at, base, stampAt);
+    const stampAt = stamped ? stampsAt + r * REPLY.stampsPerRule : 0;
+    // The period in force: the call's own unless an override changed some rule's.
+    const periodMs = periodsAt > 0 ? at(periodsAt + r) : call.periodMs;
+    if (code === DELAYED) return delayedResult(call, at, base, stampAt, periodMs);
     const outcome = OUTCOME[code];
     if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
     const leaseAt = expected + LEASE_WORDS_PER_RULE * r;
@@ -113,6 +121,7 @@ export function decodeReply(
       call,
       outcome,
       limit: at(base + REPLY.limit),
+      periodMs,
       remaining: Math.max(0, at(base + REPLY.remaining)),
       resetAfterMs: orWindowEnd(at(base + REPLY.resetAfterMs), call, now),
       retryAfterMs: orWindowEnd(at(base + REPLY.retryAfterMs), call, now),
@@ -127,14 +136,21 @@ export function decodeReply(
 
 /**
  * A delayed rule: allowed, after a wait of `retry_after_ms` (which is also when more quota is available);
- * `stampAt` is where its give-back stamps are (0: none, the call wrote nothing).
+ * `stampAt` is where its give-back stamps are (0: none, the call wrote nothing); `periodMs` the period in force.
  */
-function delayedResult(call: RuleCall, at: (i: number) => number, base: number, stampAt: number): RuleResult {
+function delayedResult(
+  call: RuleCall,
+  at: (i: number) => number,
+  base: number,
+  stampAt: number,
+  periodMs: number,
+): RuleResult {
   const waitMs = at(base + REPLY.retryAfterMs);
   return ruleResult({
     call,
     outcome: "allowed",
     limit: at(base + REPLY.limit),
+    periodMs,
     remaining: 0,
     resetAfterMs: at(base + REPLY.resetAfterMs),
     retryAfterMs: waitMs,
@@ -156,7 +172,7 @@ const SHORT_REPLY_LENGTH = 3;
 /**
  * A short reply (one rule allowed on one of the script's fast paths): the remaining units alone (a fixed
  * window on a live counter), or `{ remaining, reset_after_ms, retry_after_ms }`. No override was read, so the
- * limit in force is the call's own.
+ * limit and period in force are the call's own.
  */
 function shortReply(raw: unknown, call: RuleCall): RuleResult {
   const at = (value: unknown, i: number): number => {
@@ -184,8 +200,8 @@ function shortReply(raw: unknown, call: RuleCall): RuleResult {
 
 /**
  * A time of the reply, ms; -1 is the script's "end of the current window" for a fixed-window rule it
- * allowed without reading the clock (its counter being live proves the window): the epoch-aligned window
- * end, worked out here. Whether to count was decided on Redis's clock; only this hint uses the edge's.
+ * allowed without reading the clock (its counter being live proves the window; a call that reads an override
+ * always reads it, so the window here is the call's own): the epoch-aligned window end, worked out here. Whether to count was decided on Redis's clock; only this hint uses the edge's.
  */
 function orWindowEnd(ms: number, call: RuleCall, now: number): number {
   if (ms >= 0) return ms;

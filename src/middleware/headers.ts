@@ -34,10 +34,14 @@ function quoted(rule: string): string {
  */
 const policies = new Map<string, { limit: number; periodMs: number; algorithm: string; text: string }>();
 
-/** The quota a result reports: concurrency counts requests in flight and has no window. */
+/**
+ * The quota a result reports, with the limit and window in force (an override may change both);
+ * concurrency counts requests in flight and has no window.
+ */
 function policyItem(result: RuleResult): string {
-  const { rule, periodMs, algorithm } = result.call;
+  const { rule, algorithm } = result.call;
   const { limit } = result;
+  const periodMs = result.periodMs ?? result.call.periodMs; // (ruleResult always sets it)
   const last = policies.get(rule);
   if (last?.limit === limit && last.periodMs === periodMs && last.algorithm === algorithm) return last.text;
   const head = `${quoted(rule)};q=${serializeInteger(limit)}`;
@@ -115,7 +119,7 @@ export function retryAfterSeconds(violated: readonly RuleResult[]): number {
   for (const result of violated) {
     const wait =
       result.outcome === "cost-exceeds-capacity"
-        ? Math.max(ceilSeconds(result.call.periodMs), ceilSeconds(result.retryAfterMs))
+        ? Math.max(ceilSeconds(result.periodMs ?? result.call.periodMs), ceilSeconds(result.retryAfterMs))
         : result.call.algorithm === "concurrency"
           ? 1
           : ceilSeconds(result.retryAfterMs);

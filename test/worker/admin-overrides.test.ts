@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { hashIdentity, overrideKey } from "../../src/engine/keys";
+import { awayFromWindowEdge } from "../support/window-edge";
 import { call, makeEnv, redis, send, uniquePrefix } from "./admin-harness";
 
 const RULES = [
@@ -232,5 +233,38 @@ describe("overrides", () => {
       expect(response.headers.get("Content-Type")).toBe("application/problem+json");
       expect(((await response.json()) as { detail: string }).detail).toMatch(/^cursor: /);
     }
+  });
+});
+
+describe("an override with a period of its own", () => {
+  const HOUR_MS = 3_600_000;
+  const rules = [{ name: "fw", key: "ip", algorithm: "fixed-window", limit: 3, period: "10s" }];
+
+  /** A proxied request from `ip`, its body read. */
+  async function request(testEnv: Record<string, unknown>, ip: string) {
+    const response = await call(testEnv, "/fw/o", { ip });
+    await response.text();
+    return response;
+  }
+
+  it("is the window RateLimit-Policy advertises (w), on every response, leased ones too", async () => {
+    const testEnv = makeEnv(uniquePrefix("ovr-window"), rules);
+    const ip = "198.51.100.60";
+    await awayFromWindowEdge(HOUR_MS, 20_000);
+    await send(testEnv, "PUT", `/__floodgate/overrides/fw/${ip}`, { limit: 100, period: "1h" });
+    // Quick requests of one identity: after the first ones, leases decide them locally.
+    let leased = 0;
+    for (let i = 0; i < 20; i++) {
+      const response = await request(testEnv, ip);
+      expect(response.status).toBe(200);
+      expect(response.headers.get("RateLimit-Policy")).toBe('"fw";q=100;w=3600');
+      const t = Number(/;t=(\d+)/.exec(response.headers.get("RateLimit") ?? "")?.[1]);
+      expect(t).toBeGreaterThan(10);
+      expect(t).toBeLessThanOrEqual(3600);
+      if (response.headers.get("Server-Timing")?.includes('desc="lease"')) leased++;
+    }
+    expect(leased).toBeGreaterThan(0);
+    await call(testEnv, `/__floodgate/overrides/fw/${ip}`, { method: "DELETE" });
+    expect((await request(testEnv, ip)).headers.get("RateLimit-Policy")).toBe('"fw";q=3;w=10');
   });
 });
