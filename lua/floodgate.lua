@@ -34,6 +34,7 @@ ARGV:
            rule may take more units than the request's cost; after the rule groups one slot per rule: the
            units wanted (this request's cost included; <= cost, a concurrency/shed or a delayed rule = no lease)
            | "5" give back a delayed request's reservation (below, "Give-back call")
+           | "6" re-aim a fixed-window counter at the period now in force (below, "Re-aim call")
   then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2 for call "0", 3 for "1", 5 for "2",
   4 for "3" and "4"),
   and for a LEASE call, rule i's units wanted at ARGV[first + 7n + i - 1]:
@@ -118,6 +119,11 @@ Give-back call (ARGV[1] = "5"), for a delayed request whose client went away bef
   replaced TAT leaves the state exactly as if the request had never come (no over-admission). Otherwise the
   slot stays taken (giving it back would let a later slot leave early). Returns 1 if given back, else 0.
 
+Re-aim call (ARGV[1] = "6"), by the admin API once it has set or removed an override (README "How soon an
+  override applies"): KEYS[1] a fixed-window rule's state key, ARGV[2] the period now in force (ms). A live
+  counter whose expiry is not the end of that period's current window (it was created under another period)
+  is made to expire there, keeping its count. Returns 1 if re-aimed, else 0.
+
 Semantics: phase 1 evaluates every rule without writing. Only if every `on` rule allows does phase 2
 write each ALLOWING rule: a denied request consumes nothing anywhere (no partial counting), and a
 `monitor` rule that would deny is reported but not written, exactly as if it were enforcing alone.
@@ -131,6 +137,15 @@ checks expiry against the time the script started, so a counter this script can 
 window the script runs in (a boundary crossed while the script runs changes nothing: the script is one
 instant). Only creating a counter needs the clock (to set its expiry), and a denial asks the counter its
 PTTL, so Retry-After stays on Redis's clock.
+That holds only while every counter was created under the period in force. An override that changes the
+period breaks it: a counter created under the rule's period lives on under the override's, and one created
+under the override's outlives its removal (or its `ttl`). So a call that reads an override (the clock is read
+then anyway) asks a live counter its PTTL and, when its expiry is not the end of the window in force,
+re-aims it there (PEXPIREAT), keeping its count: what was counted before the change still counts in the
+window in force, as a token bucket's TAT carries the time owed across a change of limits. An override's
+removal stops the override reads, so the admin API re-aims the counter itself then, with the re-aim call
+(and after a set, so that a longer window does not lose the count when the shorter one would have ended).
+The common call, which reads no override, pays nothing for any of this.
 
 State layout per algorithm (one key per identity; every write carries a TTL within one period of its window):
   fixed-window    integer counter, expires AT the epoch-aligned window end
@@ -150,6 +165,9 @@ State layout per algorithm (one key per identity; every write carries a TTL with
 local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, DELAY, PER_RULE = 0, 1, 2, 3, 4, 5, 6, 7
 -- The longest a lease lives (RATE_LIMIT_LEASE_MS is validated to at most this), ms.
 local LEASE_HORIZON_MS = 10000
+-- How far a fixed-window counter's expiry may lie from its window's end before it is re-aimed, ms: PTTL and
+-- TIME are read a moment apart, while the ends of windows of whole-second periods lie whole seconds apart.
+local REAIM_SLACK_MS = 100
 -- Algorithm codes, compared as the strings they arrive as (cheaper than tonumber).
 local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY, SHED = "1", "2", "3", "4", "5", "6", "7"
 
@@ -209,6 +227,23 @@ local n = (#ARGV - first + 1) / (lease and PER_RULE + 1 or PER_RULE)
 local floor, ceil, format = math.floor, math.ceil, string.format
 local now_us, now_ms -- µs, ms: Redis's clock (plus the test offset), read below only if a rule needs it
 local clock = call == "2" or lease -- peek and time travel always read it; a lease's life is on the clock
+
+-- Re-aim (call "6", see the header): the admin API's, after an override was set or removed.
+if call == "6" then
+  local time = redis.call("TIME")
+  local now = tonumber(time[1]) * 1000 + floor(tonumber(time[2]) / 1000) -- ms
+  local period = tonumber(ARGV[2]) -- ms, the period in force
+  local until_end = period - now % period -- ms until the window in force ends
+  local ttl = redis.call("PTTL", KEYS[1]) -- ms; -2: no counter, -1: none of its own
+  -- In a window's first instant the counter still visible may be the previous window's, about to expire:
+  -- its PTTL gives it away (as in the decision below), and it is left to expire, count and all.
+  local dying = now % period < 2 and ttl >= 0 and ttl < period / 2
+  if ttl == -2 or dying or math.abs(ttl - until_end) <= REAIM_SLACK_MS then
+    return 0
+  end
+  redis.call("PEXPIREAT", KEYS[1], format("%d", now + until_end))
+  return 1
+end
 
 -- Refund (call "3"): give back `cost` units each rule consumed at `when` (see the header). Its own block, so
 -- the decision paths below stay as they are; rare (lease returns, undoing a split decision), so it reads
@@ -537,6 +572,14 @@ for i = 1, n do
           used = 0
         else
           undo = "decr"
+          if mode == "3" or mode == "2" then
+            -- Created under another period, maybe (an override set, removed or ended by its ttl since):
+            -- re-aimed at the end of the window in force, its count kept (see the header's "Time:").
+            local until_end = period - now_ms % period -- ms
+            if math.abs(redis.call("PTTL", key) - until_end) > REAIM_SLACK_MS then
+              redis.call("PEXPIREAT", key, format("%d", now_ms + until_end - offset_ms))
+            end
+          end
         end
       elseif type(counted) == "number" then
         -- A µs timestamp (TAT) left by token-bucket/gcra under this rule name: no count. SET replaces it.

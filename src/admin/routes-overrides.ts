@@ -2,7 +2,8 @@
  * `/overrides/:rule/:identity` (PUT, GET, DELETE) and `/overrides/:rule` (list). An override replaces the
  * rule's `limit`, `period` and `burst` for one identity; the decision script reads it in the same call.
  * It applies from the very next request of this isolate (its override index is updated here) and in every
- * other isolate within about one second (the change log, src/live/changes.ts).
+ * other isolate within about one second (the change log, src/live/changes.ts). A fixed-window counter is
+ * re-aimed at the window in force after each set or removal (overrides.ts, `reaimCounter`).
  */
 import type { Hono } from "hono";
 import { overrideKey } from "../engine/keys";
@@ -15,6 +16,7 @@ import {
   isCursor,
   listOverridesOf,
   putOverride,
+  reaimCounter,
   type StoredOverride,
 } from "./overrides";
 import { formatPeriod } from "./period";
@@ -76,6 +78,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     admin.forget(rule.name, identityHash);
     admin.liveModes?.overrides?.set(rule.name, identityHash, true);
     await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash, override: true });
+    await reaimCounter(target, rule, override, admin.redisOf(identityHash));
     return c.json({ rule: rule.name, ...show(identityHash, { ...override, ttlSeconds: body.ttl ?? null }) });
   });
 
@@ -99,6 +102,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     admin.forget(rule.name, identityHash);
     admin.liveModes?.overrides?.set(rule.name, identityHash, false);
     await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash, override: false });
+    await reaimCounter(target, rule, undefined, admin.redisOf(identityHash));
     return c.body(null, 204);
   });
 }

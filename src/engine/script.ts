@@ -60,6 +60,7 @@ const CALL = {
   refund: "3",
   lease: "4",
   giveBack: "5",
+  reaim: "6",
 } as const;
 
 /** KEYS and ARGV of a give-back call: a delayed request's reservation returned (lua/floodgate.lua). */
@@ -72,6 +73,19 @@ export function giveBackArguments(
     keys: [stateKey(prefix, call.rule, call.identityHash)],
     args: [CALL.giveBack, String(reservation.tatUs), String(reservation.previousTatUs)],
   };
+}
+
+/**
+ * KEYS and ARGV of a re-aim call: the identity's fixed-window counter made to expire at the end of the current
+ * window of `periodMs`, the period now in force, its count kept (lua/floodgate.lua's header, call "6").
+ */
+export function reaimArguments(
+  prefix: string,
+  rule: string,
+  identityHash: string,
+  periodMs: number,
+): { keys: string[]; args: string[] } {
+  return { keys: [stateKey(prefix, rule, identityHash)], args: [CALL.reaim, String(Math.trunc(periodMs))] };
 }
 
 /** ARGV slots per rule (algorithm, mode, limit, period, burst, cost, delay: lua/floodgate.lua's `PER_RULE`). */

@@ -1,11 +1,13 @@
 /**
  * An override that changes a rule's period, on real Redis through the local REST server: the reply says which
- * period is in force (the window the edge advertises).
+ * period is in force (the window the edge advertises), and a fixed-window counter created under one period
+ * never lives on under another (lua/floodgate.lua's header, "Time:"). Fixed windows run in real time: their
+ * counters expire on Redis's own clock.
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { overrideKey } from "../../src/engine/keys";
-import { scriptArguments } from "../../src/engine/script";
+import { overrideKey, stateKey } from "../../src/engine/keys";
+import { reaimArguments, scriptArguments } from "../../src/engine/script";
 import { runScript, type Store } from "../../src/engine/store";
 import type { RuleCall } from "../../src/engine/types";
 import { awayFromWindowEdge } from "../support/window-edge";
@@ -36,7 +38,11 @@ async function rawReply(calls: RuleCall[]): Promise<unknown[]> {
   return (await runScript(store.redis, keys, args)) as unknown[];
 }
 
+const counterOf = (call: RuleCall) => stateKey(prefix, call.rule, call.identityHash);
 const overrideOf = (call: RuleCall) => overrideKey(prefix, call.rule, call.identityHash);
+
+/** Milliseconds until the current window of `periodMs` ends, on Redis's clock. */
+const untilEnd = async (periodMs: number) => periodMs - ((await redisNowMs(redis)) % periodMs);
 
 describe("the period in force", () => {
   it("comes back with the reply when an override changes it, and the common reply stays as it was", async () => {
@@ -88,5 +94,74 @@ describe("the period in force", () => {
     await redis.hset(overrideOf(leased), { limit: 100, period: HOUR_MS });
     const granted = await hit(leased, { lease: { units: [10], maxMs: 1000 } });
     expect(granted).toMatchObject({ limit: 100, periodMs: HOUR_MS, lease: { units: 10, periodMs: HOUR_MS } });
+  });
+});
+
+describe("a fixed-window counter under an override's period", () => {
+  // Every test below tells an hour's window from a 10 s one: not in the last seconds of an hour, where both end
+  // together.
+  beforeAll(() => awayFromWindowEdge(HOUR_MS, 20_000, () => redisNowMs(redis)));
+
+  it("is re-aimed at the override's window by the next call that reads it, its count kept", async () => {
+    const call = ruleCall({ algorithm: "fixed-window", limit: 100, periodMs: RULE_MS, override: false });
+    expect(await hit(call)).toMatchObject({ remaining: 99 });
+    expect(await redis.pttl(counterOf(call))).toBeLessThanOrEqual(RULE_MS);
+
+    await redis.hset(overrideOf(call), { limit: 100, period: HOUR_MS });
+    expect(await hit({ ...call, override: true })).toMatchObject({ remaining: 98, periodMs: HOUR_MS });
+    const ttl = await redis.pttl(counterOf(call));
+    expect(Math.abs(ttl - (await untilEnd(HOUR_MS)))).toBeLessThanOrEqual(1000);
+  });
+
+  it("outlives neither the override's removal nor its ttl: a call that still reads it re-aims the counter", async () => {
+    // An isolate keeps reading an override that ended by its ttl (it stays in the override index).
+    const call = ruleCall({ algorithm: "fixed-window", limit: 2, periodMs: RULE_MS, override: true });
+    await redis.hset(overrideOf(call), { limit: 5, period: HOUR_MS });
+    for (let i = 0; i < 2; i++)
+      expect(await hit(call)).toMatchObject({ outcome: "allowed", periodMs: HOUR_MS });
+    expect(await redis.pttl(counterOf(call))).toBeGreaterThan(RULE_MS);
+
+    await redis.del(overrideOf(call));
+    const denied = await hit(call);
+    expect(denied).toMatchObject({ outcome: "denied", limit: 2, periodMs: RULE_MS });
+    // The counter now ends with the rule's window, as the denial says: quota is back when it said.
+    const ttl = await redis.pttl(counterOf(call));
+    expect(ttl).toBeLessThanOrEqual(RULE_MS);
+    expect(ttl).toBeLessThanOrEqual(denied.retryAfterMs + 1);
+    // And a call that no longer reads it (the script's fast path, which trusts a live counter) agrees.
+    const lean = await hit({ ...call, override: false });
+    expect(lean.outcome).toBe("denied");
+    expect(lean.retryAfterMs).toBeLessThanOrEqual(RULE_MS);
+  });
+
+  it("is re-aimed by the admin API's re-aim call, count kept; a counter already aimed right is left alone", async () => {
+    const call = ruleCall({ algorithm: "fixed-window", limit: 2, periodMs: RULE_MS, override: true });
+    await redis.hset(overrideOf(call), { limit: 5, period: HOUR_MS });
+    for (let i = 0; i < 2; i++) await hit(call);
+    await redis.del(overrideOf(call));
+    const reaim = (periodMs: number) => {
+      const { keys, args } = reaimArguments(prefix, call.rule, call.identityHash, periodMs);
+      return runScript(store.redis, keys, args);
+    };
+
+    expect(Number(await reaim(RULE_MS))).toBe(1);
+    expect(await redis.pttl(counterOf(call))).toBeLessThanOrEqual(RULE_MS);
+    expect(await redis.get(counterOf(call))).toBe("2");
+    expect(Number(await reaim(RULE_MS))).toBe(0);
+    const lean = await hit({ ...call, override: false });
+    expect(lean.outcome).toBe("denied");
+    expect(lean.retryAfterMs).toBeLessThanOrEqual(RULE_MS);
+
+    // The other way: a short window's counter aimed at an hour's end keeps its count until then.
+    expect(Number(await reaim(HOUR_MS))).toBe(1);
+    expect(Math.abs((await redis.pttl(counterOf(call))) - (await untilEnd(HOUR_MS)))).toBeLessThanOrEqual(
+      1000,
+    );
+
+    // No counter: nothing to re-aim, and nothing created.
+    const fresh = ruleCall({ algorithm: "fixed-window", limit: 2, periodMs: RULE_MS });
+    const { keys, args } = reaimArguments(prefix, fresh.rule, fresh.identityHash, RULE_MS);
+    expect(Number(await runScript(store.redis, keys, args))).toBe(0);
+    expect(await redis.exists(counterOf(fresh))).toBe(0);
   });
 });

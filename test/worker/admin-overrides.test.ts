@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { hashIdentity, overrideKey } from "../../src/engine/keys";
+import { hashIdentity, overrideKey, stateKey } from "../../src/engine/keys";
 import { awayFromWindowEdge } from "../support/window-edge";
 import { call, makeEnv, redis, send, uniquePrefix } from "./admin-harness";
 
@@ -266,5 +266,35 @@ describe("an override with a period of its own", () => {
     expect(leased).toBeGreaterThan(0);
     await call(testEnv, `/__floodgate/overrides/fw/${ip}`, { method: "DELETE" });
     expect((await request(testEnv, ip)).headers.get("RateLimit-Policy")).toBe('"fw";q=3;w=10');
+  });
+
+  it("leaves no counter on the other window once set or removed: t is honest after the removal", async () => {
+    // Leases off: every request counts exactly one unit in Redis.
+    const prefix = uniquePrefix("ovr-reaim");
+    const testEnv = makeEnv(prefix, rules, { RATE_LIMIT_LEASES: "off" });
+    const ip = "198.51.100.61";
+    const counter = stateKey(prefix, "fw", await hashIdentity(ip));
+    // One 10 s window for the whole test, and not the last of an hour (whose end is also the hour's).
+    await awayFromWindowEdge(HOUR_MS, 20_000);
+    await awayFromWindowEdge(10_000, 6_000);
+
+    expect((await request(testEnv, ip)).status).toBe(200);
+    expect(await redis.pttl(counter)).toBeLessThanOrEqual(10_000);
+    // A longer window set while the rule's counter is live: the count moves to the hour, not lost in 10 s.
+    await send(testEnv, "PUT", `/__floodgate/overrides/fw/${ip}`, { limit: 6, period: "1h" });
+    expect(await redis.pttl(counter)).toBeGreaterThan(10_000);
+    expect((await request(testEnv, ip)).headers.get("RateLimit")).toMatch(/^"fw";r=4;t=\d+$/);
+
+    // Removed: the counter ends with the rule's window, and the next requests are decided without the override.
+    expect((await call(testEnv, `/__floodgate/overrides/fw/${ip}`, { method: "DELETE" })).status).toBe(204);
+    expect(await redis.pttl(counter)).toBeLessThanOrEqual(10_000);
+    const last = await request(testEnv, ip);
+    expect(last.status).toBe(200);
+    const promised = /^"fw";r=0;t=(\d+)$/.exec(last.headers.get("RateLimit") ?? "");
+    expect(promised, String(last.headers.get("RateLimit"))).not.toBeNull();
+    const denied = await request(testEnv, ip);
+    expect(denied.status).toBe(429);
+    // Quota is back when the allowed response said it would be, not when the hour's window ends.
+    expect(Number(denied.headers.get("Retry-After"))).toBeLessThanOrEqual(Number(promised?.[1]));
   });
 });
