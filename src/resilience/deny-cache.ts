@@ -7,10 +7,9 @@
  * more) would be denied by Redis too. The exception is an admin reset or a raised override: other isolates
  * forget their cached denial when the live-mode refresh replays the change log (within about a second,
  * src/live/changes.ts). Not cached: `concurrency` and `shed` (a slot may free at any moment),
- * `cost-exceeds-capacity` (no wait would help), and a rule whose call read an override (`override` not
- * `false`: the identity has one, or the isolate does not know): Redis denied it under limits that a `ttl`
- * may end before the retry time, and nothing here knows when, so a cached denial would outlive the override
- * (README "How soon an override applies": its `ttl` ends it exactly).
+ * `cost-exceeds-capacity` (no wait would help), and a denial under limits an override set (`ownLimits`):
+ * a `ttl` may end the override before the retry time, and nothing here knows when, so a cached denial would
+ * outlive it (README "How soon an override applies": its `ttl` ends it exactly).
  *
  * The other rules of the denied request: the cache also keeps the figures Redis gave them in the same
  * decision (`figures`), as long as that decision's denial, so that a request answered here carries one
@@ -19,7 +18,7 @@
  * answer said: `q` and `r` as Redis reported them (the denied request consumed nothing; what other requests
  * or isolates spent since is not in them), times counted down, `t` 0 once more quota was due (then `r` may
  * be less than what is left). Kept only for the same rule, identity, limit and cost, allowed, not holding a
- * slot and read without an override (as for denials); any other rule is left undecided, with no member.
+ * slot and under the rule's own limits (as for denials); any other rule is left undecided, with no member.
  */
 import { holdsSlot, type RuleCall, type RuleResult, ruleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
@@ -40,20 +39,33 @@ const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${id
 const entryKey = (call: RuleCall): string => keyOf(call.rule, call.identityHash);
 
 /**
- * A denial this cache answers: an enforcing (`on`) call's, read without an override, with a wait. Not a lease
- * renewal's (cost 0): it is no request, and its wait is shorter than any request's would be.
+ * Whether Redis decided `result` under the rule's own limits. Certain when the call read no override; when
+ * it read one (the identity has one, or the isolate does not know, as in the npm middleware, which has no
+ * override index), the reply's limit and period show whether one applied. A bucket's burst is not in the
+ * reply, so a token-bucket or gcra result read with an override is taken for an override's.
  */
-const keptDenial = ({ call, outcome, retryAfterMs }: RuleResult): boolean =>
-  outcome === "denied" &&
-  call.mode === "on" &&
-  call.cost > 0 &&
-  call.override === false &&
-  !holdsSlot(call.algorithm) &&
-  retryAfterMs > 0;
+const ownLimits = ({ call, limit, periodMs }: RuleResult): boolean =>
+  call.override === false ||
+  (limit === call.limit &&
+    (periodMs ?? call.periodMs) === call.periodMs &&
+    call.algorithm !== "token-bucket" &&
+    call.algorithm !== "gcra");
 
-/** Figures kept beside a denial: an allowed rule that holds no slot, read without an override. */
-const keptFigures = ({ call, outcome }: RuleResult): boolean =>
-  outcome === "allowed" && call.override === false && !holdsSlot(call.algorithm);
+/**
+ * A denial this cache answers: an enforcing (`on`) call's, under the rule's own limits, with a wait. Not a
+ * lease renewal's (cost 0): it is no request, and its wait is shorter than any request's would be.
+ */
+const keptDenial = (result: RuleResult): boolean =>
+  result.outcome === "denied" &&
+  result.call.mode === "on" &&
+  result.call.cost > 0 &&
+  !holdsSlot(result.call.algorithm) &&
+  result.retryAfterMs > 0 &&
+  ownLimits(result);
+
+/** Figures kept beside a denial: an allowed rule that holds no slot, under the rule's own limits. */
+const keptFigures = (result: RuleResult): boolean =>
+  result.outcome === "allowed" && !holdsSlot(result.call.algorithm) && ownLimits(result);
 
 /** The cache. Plain values only (workerd: nothing request-bound survives a request). */
 export class DenyCache {
@@ -96,11 +108,11 @@ export class DenyCache {
 
   /**
    * The cached denial for this call, times counted down to now, or `undefined` if none applies.
-   * A call with a smaller cost than the denied one is not answered here: it may fit sooner; nor one that
-   * reads an override (the isolate learnt of one since the denial).
+   * A call with a smaller cost than the denied one is not answered here: it may fit sooner. (An override set
+   * since the denial reaches this isolate through `forget`, src/live/changes.ts.)
    */
   lookup(call: RuleCall): RuleResult | undefined {
-    if (call.mode !== "on" || call.override !== false || holdsSlot(call.algorithm)) return undefined;
+    if (call.mode !== "on" || holdsSlot(call.algorithm)) return undefined;
     const key = entryKey(call);
     const entry = this.entries.get(key);
     // Figures (`allowed`) answer no request on their own: a request matching only their rule asks Redis.
@@ -119,7 +131,7 @@ export class DenyCache {
    * the request), times counted down to now, or `undefined`.
    */
   figures(call: RuleCall): RuleResult | undefined {
-    if (call.override !== false || holdsSlot(call.algorithm)) return undefined;
+    if (holdsSlot(call.algorithm)) return undefined;
     const entry = this.entries.get(entryKey(call));
     const now = this.now();
     if (entry === undefined || now >= entry.untilMs) return undefined;

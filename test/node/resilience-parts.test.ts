@@ -161,15 +161,20 @@ describe("deny cache", () => {
     expect(cache.size).toBe(0);
   });
 
-  it("never caches a denial where the decision read an override, whose ttl may end before the retry time", () => {
+  it("never caches a denial under an override's limits, which a ttl may end before the retry time", () => {
+    const cache = new DenyCache(100, clock().now);
+    // The reply shows an override applied: another limit, another period.
+    cache.remember([{ ...denial(call({ override: true }), 4000), limit: 1 }]);
+    cache.remember([{ ...denial(call({ override: undefined }), 4000), periodMs: 60_000 }]);
+    // A bucket's burst is not in the reply: read with an override, its denial may be the override's.
+    cache.remember([denial(call({ algorithm: "token-bucket", override: true }), 4000)]);
+    expect(cache.size).toBe(0);
+  });
+
+  it("caches a denial read with an override that did not apply (the middleware reads one on every call)", () => {
     const cache = new DenyCache(100, clock().now);
     cache.remember([denial(call({ override: true }), 4000)]);
-    cache.remember([denial(call({ override: undefined }), 4000)]);
-    expect(cache.size).toBe(0);
-    // Nor is a denial cached without one applied to a call that now reads one (the isolate learnt of it since).
-    cache.remember([denial(call(), 4000)]);
-    expect(cache.lookup(call())).toBeDefined();
-    expect(cache.lookup(call({ override: true }))).toBeUndefined();
+    expect(cache.lookup(call({ override: true }))).toMatchObject({ outcome: "denied", source: "deny-cache" });
   });
 
   it("keeps the figures Redis gave the request's other rules beside its denial, as long, times counted down", () => {
@@ -191,13 +196,17 @@ describe("deny cache", () => {
     expect(cache.figures(other)).toBeUndefined();
   });
 
-  it("keeps no figures beside no cached denial, nor a slot-holding rule's or one read with an override", () => {
+  it("keeps no figures beside no cached denial, nor a slot-holding rule's or one under an override's limits", () => {
     const cache = new DenyCache(100, clock().now);
     cache.remember([figures(call({ rule: "a" }), 2, 1000), denial(call({ mode: "monitor" }), 4000)]);
     expect(cache.size).toBe(0);
     const slot = call({ rule: "slot", algorithm: "concurrency" });
     const overridden = call({ rule: "overridden", override: true });
-    cache.remember([figures(slot, 1, 0), figures(overridden, 2, 1000), denial(call(), 4000)]);
+    cache.remember([
+      figures(slot, 1, 0),
+      { ...figures(overridden, 2, 1000), limit: 5 },
+      denial(call(), 4000),
+    ]);
     expect(cache.size).toBe(1);
     expect(cache.figures(slot)).toBeUndefined();
     expect(cache.figures(overridden)).toBeUndefined();

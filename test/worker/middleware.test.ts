@@ -50,6 +50,26 @@ describe("rateLimit() in an existing Hono app", () => {
     expect(health.headers.get("RateLimit")).toBeNull();
   });
 
+  it("answers a client Redis just denied from its deny cache (it has no override index, yet the cache works)", async () => {
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        redis,
+        prefix: prefix(),
+        rules: [{ name: "once", key: "global", algorithm: "fixed-window", limit: 1, period: "1h" }],
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    expect((await call(app, "/")).status).toBe(200);
+    const byRedis = await call(app, "/");
+    expect(byRedis.status).toBe(429);
+    expect(byRedis.headers.get("Server-Timing")).not.toContain("deny_cache");
+    const cached = await call(app, "/");
+    expect(cached.status).toBe(429);
+    expect(cached.headers.get("Server-Timing")).toContain('desc="deny_cache"');
+    expect(cached.headers.get("RateLimit")).toMatch(/^"once";r=0;t=\d+$/);
+  });
+
   it("answers 400 when a cost function returns nonsense", async () => {
     const app = new Hono();
     app.use(
