@@ -27,13 +27,16 @@ export type * from "./options";
 export type { PlannedRule } from "./plan";
 
 /**
- * Rate-limits the requests of a Hono app with Floodgate's engine (one atomic Redis call per request, or none for a hot identity holding a lease: README "Leases").
+ * Rate-limits the requests of a Hono app with Floodgate's engine (one atomic Redis call per request, or none
+ * for a hot identity holding a lease: README "Leases").
  * A denied request throws a 429 (`QuotaExceededError`, an `HTTPException`) whose default response is
  * problem+json with `Retry-After`; the decision is on `c.get("rateLimit")`. An invalid option throws a
  * `ConfigError` naming the field (at once for a value, on the first request for a function).
  *
  * @example
- * app.use("/api/*", rateLimit((c) => ({
+ * type Bindings = { UPSTASH_REDIS_REST_URL: string; UPSTASH_REDIS_REST_TOKEN: string };
+ * // Naming the app's env lets TypeScript check the binding names (Hono cannot infer it here).
+ * app.use("/api/*", rateLimit<{ Bindings: Bindings }>((c) => ({
  *   redis: { url: c.env.UPSTASH_REDIS_REST_URL, token: c.env.UPSTASH_REDIS_REST_TOKEN },
  *   rules: [{ name: "per-key", key: "header:x-api-key", algorithm: "token-bucket", limit: 100, period: "1m" }],
  * })));
