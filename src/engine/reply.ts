@@ -201,7 +201,8 @@ function shortReply(raw: unknown, call: RuleCall): RuleResult {
 /**
  * A time of the reply, ms; -1 is the script's "end of the current window" for a fixed-window rule it
  * allowed without reading the clock (its counter being live proves the window; a call that reads an override
- * always reads it, so the window here is the call's own): the epoch-aligned window end, worked out here. Whether to count was decided on Redis's clock; only this hint uses the edge's.
+ * always reads it, so the window here is the call's own): the epoch-aligned window end, worked out here.
+ * Whether to count was decided on Redis's clock; only this hint uses the edge's.
  */
 function orWindowEnd(ms: number, call: RuleCall, now: number): number {
   if (ms >= 0) return ms;
