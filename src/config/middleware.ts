@@ -29,6 +29,7 @@ export const MIDDLEWARE_OPTIONS = [
   "clientIpHeader",
   "jwt",
   "liveModes",
+  "overrides",
   "onDecision",
 ] as const;
 
@@ -47,6 +48,7 @@ const middlewareSettingsSchema = v.object({
   leases: v.optional(oneOf("leases", ON_OFF), DEFAULTS.leases),
   leaseMs: v.optional(wholeMs("leaseMs", MAX_LEASE_MS), DEFAULTS.leaseMs),
   cluster: v.optional(v.boolean("cluster: expected true or false"), false),
+  overrides: v.optional(v.boolean("overrides: expected true or false"), false),
 });
 
 /** The middleware's settings, validated, defaults applied. */

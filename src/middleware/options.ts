@@ -146,6 +146,14 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   /** The live mode switches in force (the Worker reads them from the admin API's isolate copy). @default none */
   liveModes?: (c: Context<E>) => LiveModes | Promise<LiveModes>;
   /**
+   * Read per-identity overrides (`<prefix>:override:<rule>:{<hash>}`, written by a Floodgate Worker's admin
+   * API on the same Redis and prefix, or by hand) in every decision: one more Redis command per rule, and
+   * none of the script's one-rule fast paths (README "What a decision costs"). `false`: a rule's limits are
+   * its own (the package has no admin API to set an override). A `liveModes` that carries an override index
+   * decides instead. @default false
+   */
+  overrides?: boolean;
+  /**
    * Called once per decided request (analytics, logs); not awaited, so it adds no latency. It may be
    * `async`: a throw or a rejected promise is ignored (never fails the request, never an unhandled
    * rejection), so catch inside it to see its own errors.

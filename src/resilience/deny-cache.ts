@@ -40,8 +40,8 @@ const entryKey = (call: RuleCall): string => keyOf(call.rule, call.identityHash)
 
 /**
  * Whether Redis decided `result` under the rule's own limits. Certain when the call read no override; when
- * it read one (the identity has one, or the isolate does not know, as in the npm middleware, which has no
- * override index), the reply's limit and period show whether one applied. A bucket's burst is not in the
+ * it read one (the identity has one, or the isolate does not know, as in the npm middleware with
+ * `overrides: true`), the reply's limit and period show whether one applied. A bucket's burst is not in the
  * reply, so a token-bucket or gcra result read with an override is taken for an override's.
  */
 const ownLimits = ({ call, limit, periodMs }: RuleResult): boolean =>

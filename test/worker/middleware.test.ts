@@ -3,7 +3,8 @@ import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { describe, expect, it, vi } from "vitest";
 import { ConfigError, type DecisionEvent, type LiveModes, rateLimit } from "../../src/index";
-import { baseEnv } from "./proxy-harness";
+import { hashIdentity, overrideKey } from "../../src/engine/keys";
+import { baseEnv, redis as restClient } from "./proxy-harness";
 
 const redis = { url: baseEnv.UPSTASH_REDIS_REST_URL, token: baseEnv.UPSTASH_REDIS_REST_TOKEN };
 const prefix = () => `mw-${crypto.randomUUID().slice(0, 12)}`;
@@ -50,7 +51,7 @@ describe("rateLimit() in an existing Hono app", () => {
     expect(health.headers.get("RateLimit")).toBeNull();
   });
 
-  it("answers a client Redis just denied from its deny cache (it has no override index, yet the cache works)", async () => {
+  it("answers a client Redis just denied from its deny cache", async () => {
     const app = new Hono();
     app.use(
       rateLimit({
@@ -68,6 +69,31 @@ describe("rateLimit() in an existing Hono app", () => {
     expect(cached.status).toBe(429);
     expect(cached.headers.get("Server-Timing")).toContain('desc="deny_cache"');
     expect(cached.headers.get("RateLimit")).toMatch(/^"once";r=0;t=\d+$/);
+  });
+
+  it("reads no override unless asked to: one written to Redis applies only with overrides: true", async () => {
+    const keys = prefix();
+    await restClient.hset(overrideKey(keys, "o", await hashIdentity("global")), { limit: 1 });
+    const appWith = (overrides: boolean) => {
+      const app = new Hono();
+      app.use(
+        rateLimit({
+          redis,
+          prefix: keys,
+          overrides,
+          rules: [{ name: "o", key: "global", algorithm: "fixed-window", limit: 5, period: "1h" }],
+        }),
+      );
+      app.get("/", (c) => c.text("ok"));
+      return app;
+    };
+    const reading = await call(appWith(true), "/");
+    expect(reading.status).toBe(200);
+    expect(reading.headers.get("RateLimit-Policy")).toBe('"o";q=1;w=3600');
+    const plain = await call(appWith(false), "/");
+    expect(plain.status).toBe(200);
+    expect(plain.headers.get("RateLimit-Policy")).toBe('"o";q=5;w=3600');
+    expect(plain.headers.get("RateLimit")).toMatch(/^"o";r=3;t=\d+$/);
   });
 
   it("answers 400 when a cost function returns nonsense", async () => {
