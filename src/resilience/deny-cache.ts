@@ -98,10 +98,11 @@ export class DenyCache {
       this.entries.set(entryKey(result.call), entry);
       untilMs = Math.max(untilMs, entry.untilMs);
     }
-    if (untilMs === 0) return;
     for (const result of results) {
       if (keptDenial(result)) continue;
-      if (keptFigures(result)) this.entries.set(entryKey(result.call), { result, atMs, untilMs });
+      // Figures only beside a kept denial; and whatever an earlier decision left here is out of date.
+      if (untilMs > 0 && keptFigures(result))
+        this.entries.set(entryKey(result.call), { result, atMs, untilMs });
       else this.entries.delete(entryKey(result.call));
     }
   }

@@ -171,7 +171,7 @@ describe("deny cache", () => {
     expect(cache.size).toBe(0);
   });
 
-  it("caches a denial read with an override that did not apply (the middleware reads one on every call)", () => {
+  it("caches a denial read with an override that did not apply (the override index did not know)", () => {
     const cache = new DenyCache(100, clock().now);
     cache.remember([denial(call({ override: true }), 4000)]);
     expect(cache.lookup(call({ override: true }))).toMatchObject({ outcome: "denied", source: "deny-cache" });
@@ -219,6 +219,18 @@ describe("deny cache", () => {
     expect(cache.figures(other)).toBeDefined();
     // Now a monitor rule Redis would have denied: nothing to keep, and the older figures are no longer true.
     cache.remember([denial({ ...other, mode: "monitor" }, 2000), denial(call(), 4000)]);
+    expect(cache.figures(other)).toBeUndefined();
+  });
+
+  it("drops a rule's older figures when a newer denied decision keeps no denial at all", () => {
+    const cache = new DenyCache(100, clock().now);
+    const other = call({ rule: "other", limit: 10 });
+    cache.remember([figures(other, 7, 1000), denial(call(), 4000)]);
+    // Denied by a concurrency rule (never cached): Redis has answered for `other` since, with 3 left.
+    cache.remember([
+      figures(other, 3, 1000),
+      denial(call({ rule: "slots", algorithm: "concurrency" }), 1000),
+    ]);
     expect(cache.figures(other)).toBeUndefined();
   });
 
