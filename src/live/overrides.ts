@@ -28,7 +28,8 @@ export class OverrideIndex {
 
   /** Whether the decision must read this identity's override (always, while the index is not loaded). */
   has(rule: string, identityHash: string): boolean {
-    return this.members === undefined || this.members.has(member(rule, identityHash));
+    if (this.members === undefined) return true;
+    return this.members.size > 0 && this.members.has(member(rule, identityHash)); // most have none: no key made
   }
 
   /** Records that an override now exists (`true`) or not (`false`). Ignored until loaded. */

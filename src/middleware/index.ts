@@ -16,8 +16,6 @@ import {
 import type { Decider } from "../engine/types";
 import { createJwtVerifier } from "../identity";
 import { withLeases } from "../leases";
-import { OverrideIndex } from "../live/overrides";
-import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
 import { createEngine } from "../resilience/endpoints";
 import { createLimiter, type Limiter } from "./limiter";
 import type { RateLimitOptions } from "./options";
@@ -77,35 +75,13 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
     timeoutMs: settings.timeoutMs,
     clientIpHeader: settings.clientIpHeader,
     verifyJwt: options.jwt?.secret || options.jwt?.jwksUrl ? createJwtVerifier(options.jwt) : undefined,
-    liveModes: liveModesOf(options, settings),
+    liveModes: options.liveModes as
+      | ((c: Context) => ReturnType<NonNullable<typeof options.liveModes>>)
+      | undefined,
+    // The package has no admin API to set an override: none is read unless asked for.
+    overrides: settings.overrides,
     onDecision: options.onDecision,
   });
-}
-
-type LiveModesOf = (c: Context) => LiveModes | Promise<LiveModes>;
-
-/**
- * The live modes the limiter sees: the app's `liveModes`, and unless `overrides` is set, an override index
- * that knows no identity to have one, so that no decision reads an override (a `liveModes` that carries an
- * index of its own keeps it). Without an index, every decision would read every identity's override.
- */
-function liveModesOf<E extends HonoEnv>(
-  options: RateLimitOptions<E>,
-  settings: MiddlewareSettings,
-): LiveModesOf | undefined {
-  const given = options.liveModes as LiveModesOf | undefined;
-  if (settings.overrides) return given;
-  const none = new OverrideIndex();
-  none.replace([]);
-  if (!given) {
-    const fixed: LiveModes = { ...NO_LIVE_MODES, overrides: none };
-    return () => fixed;
-  }
-  const indexed = (live: LiveModes): LiveModes => (live.overrides ? live : { ...live, overrides: none });
-  return (c) => {
-    const live = given(c);
-    return live instanceof Promise ? live.then(indexed) : indexed(live);
-  };
 }
 
 /** Validates the rules once; key/cost/tier functions are set aside and the rest checked like RATE_LIMIT_RULES. */

@@ -39,6 +39,12 @@ export interface LimiterDeps {
   clientIpHeader: string;
   /** Verifies bearer tokens for `jwt:` keys; absent = such keys are always missing. */
   verifyJwt?: JwtVerifier | undefined;
+  /**
+   * Whether a call reads its identity's override when the live modes carry no override index (the Worker's
+   * always do): `true` never misses one, at one more command per rule; `false`, a rule's limits are its own.
+   * @default true
+   */
+  overrides?: boolean | undefined;
   /** The live mode switches in force (`waitUntil`: the request's, for a refresh in the background). @default none */
   liveModes?: ((c: Context, waitUntil: WaitUntil) => LiveModes | Promise<LiveModes>) | undefined;
   /**
@@ -71,7 +77,7 @@ const NO_REQUEST_ID = "-"; // the script stores the request id only for HOLDS_RE
 export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps): Limiter {
   const compiled = compileRules(rules.map((p) => p.rule));
   const planned = new Map(rules.map((p) => [p.rule, p]));
-  const { decider, mode, failure, timeoutMs } = deps;
+  const { decider, mode, failure, timeoutMs, overrides = true } = deps;
 
   let warnedUnknownIp = false;
   const identityOptions = {
@@ -116,7 +122,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       budgetMs -= Date.now() - liveStartedAt;
     }
     // A missing identity under `missing = "deny"` or a bad cost throws its 401 / 400 here.
-    const plan = planCalls(c, request, matched, { mode, failure, live });
+    const plan = planCalls(c, request, matched, { mode, failure, live, overrides });
     const calls = plan instanceof Promise ? await plan : plan;
     if (calls.length === 0) return next(); // every matched rule is off or skipped: no headers, no Redis call
 
@@ -222,8 +228,8 @@ function report(
   try {
     const returned = onDecision(new Reported(decision, raw, request));
     // An async observer's rejection, left alone, is an unhandled rejection: a Node server exits on it.
-    // A synchronous observer returns undefined and costs nothing here.
-    if (returned !== undefined) Promise.resolve(returned).catch(ignore);
+    // A synchronous observer's return value (often `undefined`, or whatever a push returned) costs nothing.
+    if (returned instanceof Promise) returned.catch(ignore);
   } catch {
     // An observer must never fail the request.
   }

@@ -150,7 +150,7 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    * API on the same Redis and prefix, or by hand) in every decision: one more Redis command per rule, and
    * none of the script's one-rule fast paths (README "What a decision costs"). `false`: a rule's limits are
    * its own (the package has no admin API to set an override). A `liveModes` that carries an override index
-   * decides instead. @default false
+   * (`LiveModes.overrides`) decides instead. @default false
    */
   overrides?: boolean;
   /**

@@ -33,6 +33,8 @@ export interface PlanContext {
   mode: Mode;
   failure: FailurePolicy;
   live: LiveModes;
+  /** Without an override index in `live`: whether every call reads its identity's override. */
+  overrides: boolean;
 }
 
 /**
@@ -166,7 +168,7 @@ function callOf(
     identityHash,
     // Only an identity the isolate knows to have an override costs the script an override read (a shed
     // sub-key has none: its limit is the class's share).
-    override: !rule.shed && (context.live.overrides?.has(rule.name, identityHash) ?? true),
+    override: !rule.shed && (context.live.overrides?.has(rule.name, identityHash) ?? context.overrides),
     lease: rule.lease,
   };
   if (share !== undefined) call.priorityClass = share.priorityClass;
