@@ -6,10 +6,7 @@
  * override's own lifetime, independent of the rule's period.
  */
 import type { Redis } from "@upstash/redis";
-import type { RuleConfig } from "../config/rules";
 import { identityHashOf, overrideKey, overrideKeyPrefix } from "../engine/keys";
-import { reaimArguments } from "../engine/script";
-import { runScript } from "../engine/store";
 import { fieldMap } from "../live/modes";
 import { overrideIndexKey, overrideIndexMember } from "../live/overrides";
 
@@ -83,29 +80,6 @@ export async function deleteOverride(
     overrideIndexMember(target.rule, target.identityHash),
   );
   return Number(deleted) > 0;
-}
-
-/**
- * After an override of a fixed-window rule was set (`override`) or removed (`undefined`): re-aims the
- * identity's live counter at the end of the window now in force, its count kept (lua/floodgate.lua's header,
- * "Time:"). Needed because the decisions that follow a removal no longer read the override, so they trust
- * the counter as it is; after a set, a longer window would otherwise lose the count when the shorter one ends.
- * The period in force is the override's, else the rule's own; when some tier of the rule has a period of its
- * own it is not known here (a tier comes from the client's request), and after a removal the counter then
- * keeps its expiry (README "How soon an override applies"). Other algorithms keep no such counter.
- */
-export async function reaimCounter(
-  target: OverrideTarget,
-  rule: RuleConfig,
-  override: Override | undefined,
-  redis: Redis,
-): Promise<void> {
-  if (rule.algorithm !== "fixed-window") return;
-  const tiered = Object.values(rule.tiers).some((tier) => tier.periodMs !== undefined);
-  const periodMs = override?.periodMs ?? (tiered ? undefined : rule.periodMs);
-  if (periodMs === undefined) return;
-  const { keys, args } = reaimArguments(target.prefix, target.rule, target.identityHash, periodMs);
-  await runScript(redis, keys, args);
 }
 
 /** One page of a rule's overrides. */

@@ -3,7 +3,7 @@
  * rule's `limit`, `period` and `burst` for one identity; the decision script reads it in the same call.
  * It applies from the very next request of this isolate (its override index is updated here) and in every
  * other isolate within about one second (the change log, src/live/changes.ts). A fixed-window counter is
- * re-aimed at the window in force after each set or removal (overrides.ts, `reaimCounter`).
+ * re-aimed at the window in force after each set or removal (reaim.ts).
  */
 import type { Hono } from "hono";
 import { overrideKey } from "../engine/keys";
@@ -16,11 +16,11 @@ import {
   isCursor,
   listOverridesOf,
   putOverride,
-  reaimCounter,
   type StoredOverride,
 } from "./overrides";
 import { formatPeriod } from "./period";
 import { badRequest, notFound } from "./problem";
+import { reaimCounter } from "./reaim";
 import { OverrideBody, parseBody } from "./schemas";
 
 const DEFAULT_PAGE_SIZE = 100;

@@ -1,0 +1,44 @@
+/**
+ * Keeping a fixed-window counter on the window in force when an override changes it (lua/floodgate.lua's
+ * header, "Re-aim call"): the admin API's step after each override set or removal.
+ */
+import type { Redis } from "@upstash/redis";
+import type { RuleConfig } from "../config/rules";
+import { reaimArguments } from "../engine/script";
+import { runScript } from "../engine/store";
+import type { Override, OverrideTarget } from "./overrides";
+
+/**
+ * After an override of a fixed-window rule was set (`override`) or removed (`undefined`): re-aims the
+ * identity's live counter at the end of the window now in force, its count kept (lua/floodgate.lua's header,
+ * "Time:"). Needed because the decisions that follow a removal no longer read the override, so they trust
+ * the counter as it is; after a set, a longer window would otherwise lose the count when the shorter one ends.
+ * The period in force is the override's, else the rule's own; when some tier of the rule has a period of its
+ * own it is not known here (a tier comes from the client's request), and after a removal the counter then
+ * keeps its expiry (README "How soon an override applies"). Other algorithms keep no such counter.
+ */
+export async function reaimCounter(
+  target: OverrideTarget,
+  rule: RuleConfig,
+  override: Override | undefined,
+  redis: Redis,
+): Promise<void> {
+  if (rule.algorithm !== "fixed-window") return;
+  const tiered = Object.values(rule.tiers).some((tier) => tier.periodMs !== undefined);
+  const periodMs = override?.periodMs ?? (tiered ? undefined : rule.periodMs);
+  if (periodMs === undefined) return;
+  const { keys, args } = reaimArguments(target.prefix, target.rule, target.identityHash, periodMs);
+  try {
+    await runScript(redis, keys, args);
+  } catch {
+    // The override itself is written: the answer must say so. The counter only keeps its expiry, until
+    // its window ends (or, after a set, until a decision that reads the override re-aims it).
+    console.warn(
+      JSON.stringify({
+        event: "override_counter_not_reaimed",
+        rule: target.rule,
+        identity: `hash:${target.identityHash}`,
+      }),
+    );
+  }
+}
