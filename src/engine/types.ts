@@ -106,10 +106,9 @@ export interface RuleResult {
   limit: number;
   /**
    * The period in force after tier and override, ms: the call's own unless an override of the identity
-   * changed it (the window `RateLimit-Policy` advertises). For `concurrency`, the slot lease. Always set by
-   * `ruleResult` (the call's own when not given); optional only for the parts a result is made from.
+   * changed it (the window `RateLimit-Policy` advertises). For `concurrency`, the slot lease.
    */
-  periodMs?: number;
+  periodMs: number;
   /**
    * Quota available after this decision, never negative: after this request's consumption when it was
    * counted; as it stands now when nothing was written (denied, peeked, or another rule denied).
@@ -162,11 +161,11 @@ export interface Decision {
  * their source would send that code back to the interpreter each time (`node bench/deopts.mjs` shows it).
  */
 
-/**
- * A result with every field present, optional ones `undefined` (see above); `periodMs` defaults to the
- * call's own (only a Redis reply knows of an override's).
- */
-export function ruleResult(r: RuleResult): RuleResult {
+/** What a result is made from: `periodMs` may be left out for the call's own (only a Redis reply knows of an override's). */
+export type RuleResultInput = Omit<RuleResult, "periodMs"> & { periodMs?: number | undefined };
+
+/** A result with every field present, optional ones `undefined` (see above). */
+export function ruleResult(r: RuleResultInput): RuleResult {
   // Typed with every key required: a field added to RuleResult and not here fails to compile.
   const all: { [K in keyof Required<RuleResult>]: RuleResult[K] } = {
     call: r.call,

@@ -41,7 +41,7 @@ const policies = new Map<string, { limit: number; periodMs: number; algorithm: s
 function policyItem(result: RuleResult): string {
   const { rule, algorithm } = result.call;
   const { limit } = result;
-  const periodMs = result.periodMs ?? result.call.periodMs; // (ruleResult always sets it)
+  const { periodMs } = result;
   const last = policies.get(rule);
   if (last?.limit === limit && last.periodMs === periodMs && last.algorithm === algorithm) return last.text;
   const head = `${quoted(rule)};q=${serializeInteger(limit)}`;
@@ -119,7 +119,7 @@ export function retryAfterSeconds(violated: readonly RuleResult[]): number {
   for (const result of violated) {
     const wait =
       result.outcome === "cost-exceeds-capacity"
-        ? Math.max(ceilSeconds(result.periodMs ?? result.call.periodMs), ceilSeconds(result.retryAfterMs))
+        ? Math.max(ceilSeconds(result.periodMs), ceilSeconds(result.retryAfterMs))
         : result.call.algorithm === "concurrency"
           ? 1
           : ceilSeconds(result.retryAfterMs);

@@ -47,7 +47,7 @@ const entryKey = (call: RuleCall): string => keyOf(call.rule, call.identityHash)
 const ownLimits = ({ call, limit, periodMs }: RuleResult): boolean =>
   call.override === false ||
   (limit === call.limit &&
-    (periodMs ?? call.periodMs) === call.periodMs &&
+    periodMs === call.periodMs &&
     call.algorithm !== "token-bucket" &&
     call.algorithm !== "gcra");
 

@@ -8,7 +8,7 @@
  * `concurrency` and `shed` rules are not limited here (slots live in Redis). Its job is to keep a Redis outage from turning into "no limit at all",
  * not to be exact. Memory is bounded: at most `maxEntries` windows, the oldest dropped first.
  */
-import { holdsSlot, type RuleCall, type RuleResult } from "../engine/types";
+import { holdsSlot, type RuleCall, type RuleResultInput } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 
 /** Most (rule, identity) windows kept. @default 10000 */
@@ -41,7 +41,7 @@ export class FallbackLimiter {
    * Judges one call locally. Does not count: call `commit` for each call of an allowed request, so a
    * denied request consumes nothing here either.
    */
-  judge(call: RuleCall): Omit<RuleResult, "source" | "reason"> {
+  judge(call: RuleCall): Omit<RuleResultInput, "source" | "reason"> {
     const now = this.now();
     const periodMs = Math.max(1, call.periodMs);
     const startMs = now - (now % periodMs);
