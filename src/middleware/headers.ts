@@ -40,8 +40,7 @@ const policies = new Map<string, { limit: number; periodMs: number; algorithm: s
  */
 function policyItem(result: RuleResult): string {
   const { rule, algorithm } = result.call;
-  const { limit } = result;
-  const { periodMs } = result;
+  const { limit, periodMs } = result;
   const last = policies.get(rule);
   if (last?.limit === limit && last.periodMs === periodMs && last.algorithm === algorithm) return last.text;
   const head = `${quoted(rule)};q=${serializeInteger(limit)}`;
