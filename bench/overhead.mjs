@@ -4,7 +4,7 @@
  * hits every target alike; the median of the repetitions is reported. Ratios are to (b'), the bare proxy
  * plus one hand-written EVALSHA fetch: the physical limit of a request decided by Redis over REST.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -191,6 +191,7 @@ export async function runOverhead({
   const runs = Object.fromEntries(targets.map((t) => [t.id, []]));
   const coldScript = join(tmpdir(), `floodgate-bench-cold-${process.pid}.lua`);
   writeFileSync(coldScript, COLD_SCRIPT);
+  process.once("exit", () => rmSync(coldScript, { force: true })); // wrk's script, for this run only
   /** Calls per command name Redis has served (INFO commandstats; commands run by scripts included). */
   const commandCalls = async () => {
     const info = String(await restCommand(rest, ["INFO", "commandstats"]));
