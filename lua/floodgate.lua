@@ -64,10 +64,11 @@ Returns an array of integers only: { allowed, then 5 per rule }
   not written: the stamps of a give-back call.
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/reply.ts).
-  A reply where an override changed some rule's period carries, last of all (after the stamps, when there
-  are some), the period in force of every rule, ms, 1 per rule (the call's own where nothing changed it):
-  the window the caller advertises. The caller tells the appendices apart by their lengths (a LEASE call's
-  4n + 1, the stamps' 2n, the periods' n: every combination has its own length).
+  A reply where an override of the identity applied to some rule carries, last of all (after the stamps,
+  when there are some), the period in force of every rule, ms, 1 per rule (the call's own where no override
+  applied), negative where an override applied: the window the caller advertises, and whether the limits in
+  force are an override's. The caller tells the appendices apart by their lengths (a LEASE call's 4n + 1,
+  the stamps' 2n, the periods' n: every combination has its own length).
 A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_us, period_ms } per rule
   (0, 0, 0, 0 = no lease; units include this request's cost; tat_us: token-bucket/gcra, the TAT the lease
   wrote, the "when" of its return, else 0; period_ms: the period in force, with the group's limit the limits
@@ -473,7 +474,7 @@ local p_i, p_period_us, p_value, p_expire_us, p_clear, p_avail_after, p_reset_af
 local more_pending
 local stamps -- rule index -> { TAT written, TAT replaced } of token-bucket/gcra rules, once one is delayed
 local delayed_any = false
-local periods -- rule index -> the period in force, once an override changed some rule's
+local periods -- rule index -> the period in force, where an override applied (the reply's last appendix)
 local allowed = true
 local override_at = n -- KEYS index of the last override key used
 for i = 1, n do
@@ -510,9 +511,7 @@ for i = 1, n do
         burst = o_burst
       end
       period = o_period or period
-    end
-    if period ~= tonumber(ARGV[at + PERIOD]) then
-      periods = periods or {} -- the reply's appendix (see the header): rule index -> the period in force
+      periods = periods or {}
       periods[i] = period
     end
   end
@@ -939,9 +938,9 @@ if delayed_any and allowed and not peek then
     reply[#reply + 1] = stamp and stamp[2] or 0
   end
 end
-if periods then -- last: every rule's period in force, the call's own where no override changed it
+if periods then -- last: every rule's period in force, negative where an override applied (see the header)
   for i = 1, n do
-    reply[#reply + 1] = periods[i] or tonumber(ARGV[first + (i - 1) * PER_RULE + PERIOD])
+    reply[#reply + 1] = periods[i] and -periods[i] or tonumber(ARGV[first + (i - 1) * PER_RULE + PERIOD])
   end
 end
 return reply

@@ -73,8 +73,8 @@ export function decodeReply(
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
   // After the groups, in this order, any of: a LEASE call's { units, life_ms, tat_us, period_ms } per rule and
-  // Redis's now (4n + 1 words); a delayed request's give-back stamps (2n); the periods in force, when an
-  // override changed one (n) (lua/floodgate.lua's header). Each combination has a length of its own: without
+  // Redis's now (4n + 1 words); a delayed request's give-back stamps (2n); the periods in force, negative where
+  // an override applied, when one applied to some rule (n) (lua/floodgate.lua's header). Each combination has a length of its own: without
   // the lease's words the rest is 0, n, 2n or 3n, all shorter than 4n + 1.
   const leaseWords = LEASE_WORDS_PER_RULE * calls.length + 1;
   const stampWords = calls.length * REPLY.stampsPerRule;
@@ -100,9 +100,10 @@ export function decodeReply(
     const base = 1 + r * REPLY.fieldsPerRule;
     const code = at(base + REPLY.outcome);
     const stampAt = stamped ? stampsAt + r * REPLY.stampsPerRule : 0;
-    // The period in force: the call's own unless an override changed some rule's.
-    const periodMs = periodsAt > 0 ? at(periodsAt + r) : call.periodMs;
-    if (code === DELAYED) return delayedResult(call, at, base, stampAt, periodMs);
+    // The period in force, negative where an override applied: the call's own when none applied to any rule.
+    const period = periodsAt > 0 ? at(periodsAt + r) : call.periodMs;
+    const terms = { periodMs: Math.abs(period), overridden: period < 0 };
+    if (code === DELAYED) return delayedResult(call, at, base, stampAt, terms);
     const outcome = OUTCOME[code];
     if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
     const leaseAt = expected + LEASE_WORDS_PER_RULE * r;
@@ -121,7 +122,7 @@ export function decodeReply(
       call,
       outcome,
       limit: at(base + REPLY.limit),
-      periodMs,
+      ...terms,
       remaining: Math.max(0, at(base + REPLY.remaining)),
       resetAfterMs: orWindowEnd(at(base + REPLY.resetAfterMs), call, now),
       retryAfterMs: orWindowEnd(at(base + REPLY.retryAfterMs), call, now),
@@ -134,23 +135,29 @@ export function decodeReply(
   return { allowed: at(REPLY.allowed) === 1, results };
 }
 
+/** The terms a rule was decided under: the period in force, and whether an override of the identity set them. */
+interface Terms {
+  periodMs: number;
+  overridden: boolean;
+}
+
 /**
  * A delayed rule: allowed, after a wait of `retry_after_ms` (which is also when more quota is available);
- * `stampAt` is where its give-back stamps are (0: none, the call wrote nothing); `periodMs` the period in force.
+ * `stampAt` is where its give-back stamps are (0: none, the call wrote nothing).
  */
 function delayedResult(
   call: RuleCall,
   at: (i: number) => number,
   base: number,
   stampAt: number,
-  periodMs: number,
+  terms: Terms,
 ): RuleResult {
   const waitMs = at(base + REPLY.retryAfterMs);
   return ruleResult({
     call,
     outcome: "allowed",
     limit: at(base + REPLY.limit),
-    periodMs,
+    ...terms,
     remaining: 0,
     resetAfterMs: at(base + REPLY.resetAfterMs),
     retryAfterMs: waitMs,

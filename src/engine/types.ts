@@ -110,6 +110,11 @@ export interface RuleResult {
    */
   periodMs: number;
   /**
+   * Whether an override of the identity set the limits in force (`limit`, `periodMs`, a bucket's burst): only
+   * Redis knows, in the call that read it; a result from a lease or the deny cache repeats the one it stands for.
+   */
+  overridden: boolean;
+  /**
    * Quota available after this decision, never negative: after this request's consumption when it was
    * counted; as it stands now when nothing was written (denied, peeked, or another rule denied).
    */
@@ -161,8 +166,14 @@ export interface Decision {
  * their source would send that code back to the interpreter each time (`node bench/deopts.mjs` shows it).
  */
 
-/** What a result is made from: `periodMs` may be left out for the call's own (only a Redis reply knows of an override's). */
-export type RuleResultInput = Omit<RuleResult, "periodMs"> & { periodMs?: number | undefined };
+/**
+ * What a result is made from: `periodMs` and `overridden` may be left out for the call's own terms (only a Redis
+ * reply knows of an override's).
+ */
+export type RuleResultInput = Omit<RuleResult, "periodMs" | "overridden"> & {
+  periodMs?: number | undefined;
+  overridden?: boolean | undefined;
+};
 
 /** A result with every field present, optional ones `undefined` (see above). */
 export function ruleResult(r: RuleResultInput): RuleResult {
@@ -172,6 +183,7 @@ export function ruleResult(r: RuleResultInput): RuleResult {
     outcome: r.outcome,
     limit: r.limit,
     periodMs: r.periodMs ?? r.call.periodMs,
+    overridden: r.overridden ?? false,
     remaining: r.remaining,
     resetAfterMs: r.resetAfterMs,
     retryAfterMs: r.retryAfterMs,

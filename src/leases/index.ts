@@ -63,6 +63,7 @@ function decideFromLeases(calls: RuleCall[], leases: Lease[], at: number): Decis
       outcome: "allowed",
       limit: r.limit,
       periodMs: r.periodMs, // an override's, when it changed the period: the lease was granted under it
+      overridden: r.overridden,
       // Never more than Redis reported at the grant minus what was spent here since.
       remaining: Math.max(0, r.remaining - lease.spent),
       resetAfterMs: r.resetAfterMs, // spends since only move a full reset later: never earlier than the truth

@@ -7,9 +7,9 @@
  * more) would be denied by Redis too. The exception is an admin reset or a raised override: other isolates
  * forget their cached denial when the live-mode refresh replays the change log (within about a second,
  * src/live/changes.ts). Not cached: `concurrency` and `shed` (a slot may free at any moment),
- * `cost-exceeds-capacity` (no wait would help), and a denial under limits an override set (`ownLimits`):
- * a `ttl` may end the override before the retry time, and nothing here knows when, so a cached denial would
- * outlive it (README "How soon an override applies": its `ttl` ends it exactly).
+ * `cost-exceeds-capacity` (no wait would help), and a denial under limits an override set (the script says
+ * so: `RuleResult.overridden`): a `ttl` may end the override before the retry time, and nothing here knows
+ * when, so a cached denial would outlive it (README "How soon an override applies": its `ttl` ends it exactly).
  *
  * The other rules of the denied request: the cache also keeps the figures Redis gave them in the same
  * decision (`figures`), as long as that decision's denial, so that a request answered here carries one
@@ -39,19 +39,6 @@ const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${id
 const entryKey = (call: RuleCall): string => keyOf(call.rule, call.identityHash);
 
 /**
- * Whether Redis decided `result` under the rule's own limits. Certain when the call read no override; when
- * it read one (the identity has one, or the isolate does not know, as in the npm middleware with
- * `overrides: true`), the reply's limit and period show whether one applied. A bucket's burst is not in the
- * reply, so a token-bucket or gcra result read with an override is taken for an override's.
- */
-const ownLimits = ({ call, limit, periodMs }: RuleResult): boolean =>
-  call.override === false ||
-  (limit === call.limit &&
-    periodMs === call.periodMs &&
-    call.algorithm !== "token-bucket" &&
-    call.algorithm !== "gcra");
-
-/**
  * A denial this cache answers: an enforcing (`on`) call's, under the rule's own limits, with a wait. Not a
  * lease renewal's (cost 0): it is no request, and its wait is shorter than any request's would be.
  */
@@ -61,11 +48,11 @@ const keptDenial = (result: RuleResult): boolean =>
   result.call.cost > 0 &&
   !holdsSlot(result.call.algorithm) &&
   result.retryAfterMs > 0 &&
-  ownLimits(result);
+  !result.overridden;
 
 /** Figures kept beside a denial: an allowed rule that holds no slot, under the rule's own limits. */
 const keptFigures = (result: RuleResult): boolean =>
-  result.outcome === "allowed" && !holdsSlot(result.call.algorithm) && ownLimits(result);
+  result.outcome === "allowed" && !holdsSlot(result.call.algorithm) && !result.overridden;
 
 /** The cache. Plain values only (workerd: nothing request-bound survives a request). */
 export class DenyCache {

@@ -1,8 +1,8 @@
 /**
  * An override that changes a rule's period, on real Redis through the local REST server: the reply says which
- * period is in force (the window the edge advertises), and a fixed-window counter created under one period
- * never lives on under another (lua/floodgate.lua's header, "Time:"). Fixed windows run in real time: their
- * counters expire on Redis's own clock.
+ * period is in force (the window the edge advertises) and whether an override set the limits, and a
+ * fixed-window counter created under one period never lives on under another (lua/floodgate.lua's header,
+ * "Time:"). Fixed windows run in real time: their counters expire on Redis's own clock.
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -44,38 +44,55 @@ const overrideOf = (call: RuleCall) => overrideKey(prefix, call.rule, call.ident
 /** Milliseconds until the current window of `periodMs` ends, on Redis's clock. */
 const untilEnd = async (periodMs: number) => periodMs - ((await redisNowMs(redis)) % periodMs);
 
-describe("the period in force", () => {
-  it("comes back with the reply when an override changes it, and the common reply stays as it was", async () => {
+describe("the period in force, and whether an override set the limits", () => {
+  it("come back with the reply when an override applied, and the common reply stays as it was", async () => {
     const call = ruleCall({ algorithm: "fixed-window", limit: 3, periodMs: RULE_MS, override: true });
-    await redis.hset(overrideOf(call), { limit: 6 });
-    // Only the limit changed: the reply has no more elements than a reply without an override.
+    // Read, but no override there (an isolate that does not know it is gone): as short as without one.
     expect(await rawReply([call])).toHaveLength(6);
-    expect(await hit(call)).toMatchObject({ limit: 6, periodMs: RULE_MS });
-
-    await redis.hset(overrideOf(call), { period: HOUR_MS });
+    expect(await hit(call)).toMatchObject({ limit: 3, periodMs: RULE_MS, overridden: false });
+    // The rule's very own limit, but an override's all the same (its ttl may end it).
+    await redis.hset(overrideOf(call), { limit: 3 });
     expect(await rawReply([call])).toHaveLength(7);
-    expect(await hit(call)).toMatchObject({ outcome: "allowed", limit: 6, periodMs: HOUR_MS });
+    expect(await hit(call)).toMatchObject({ limit: 3, periodMs: RULE_MS, overridden: true });
+
+    await redis.hset(overrideOf(call), { limit: 6, period: HOUR_MS });
+    expect(await hit(call)).toMatchObject({
+      outcome: "allowed",
+      limit: 6,
+      periodMs: HOUR_MS,
+      overridden: true,
+    });
     const plain = ruleCall({ algorithm: "fixed-window", limit: 3, periodMs: RULE_MS, override: false });
-    expect(await hit(plain)).toMatchObject({ limit: 3, periodMs: RULE_MS });
+    expect(await hit(plain)).toMatchObject({ limit: 3, periodMs: RULE_MS, overridden: false });
   });
 
-  it("is each rule's own in a call of several rules, and a denial's and a peek's too", async () => {
+  it("are each rule's own in a call of several rules, and a denial's and a peek's too", async () => {
     const changed = ruleCall({ algorithm: "sliding-window", limit: 2, periodMs: 60_000, override: true });
     const same = ruleCall({ algorithm: "gcra", limit: 5, periodMs: 60_000, override: true });
+    // Only a burst: nothing else in the reply would show that this bucket's limits are an override's.
+    const burst = ruleCall({ algorithm: "token-bucket", limit: 5, periodMs: 60_000, override: true });
     await redis.hset(overrideOf(changed), { limit: 1, period: HOUR_MS });
+    await redis.hset(overrideOf(burst), { burst: 50 });
     const decide = async (opts: Parameters<Store["decide"]>[2] = {}) =>
-      (await store.decide([same, changed], requestId(), opts)).results.map((r) => [r.outcome, r.periodMs]);
+      (await store.decide([same, changed, burst], requestId(), opts)).results.map((r) => [
+        r.outcome,
+        r.periodMs,
+        r.overridden,
+      ]);
     expect(await decide()).toEqual([
-      ["allowed", 60_000],
-      ["allowed", HOUR_MS],
+      ["allowed", 60_000, false],
+      ["allowed", HOUR_MS, true],
+      ["allowed", 60_000, true],
     ]);
     expect(await decide()).toEqual([
-      ["allowed", 60_000],
-      ["denied", HOUR_MS],
+      ["allowed", 60_000, false],
+      ["denied", HOUR_MS, true],
+      ["allowed", 60_000, true],
     ]);
     expect(await decide({ peek: true })).toEqual([
-      ["allowed", 60_000],
-      ["denied", HOUR_MS],
+      ["allowed", 60_000, false],
+      ["denied", HOUR_MS, true],
+      ["allowed", 60_000, true],
     ]);
   });
 
@@ -85,7 +102,7 @@ describe("the period in force", () => {
     await redis.hset(overrideOf(delayed), { limit: 1, period: 10_000, burst: 1 });
     expect(await hit(delayed)).toMatchObject({ outcome: "allowed", periodMs: 10_000, delayMs: undefined });
     const held = await hit(delayed);
-    expect(held).toMatchObject({ outcome: "allowed", periodMs: 10_000 });
+    expect(held).toMatchObject({ outcome: "allowed", periodMs: 10_000, overridden: true });
     expect(held.delayMs).toBeGreaterThan(0);
     expect(held.reservation?.tatUs).toBeGreaterThan(0);
 
@@ -93,7 +110,12 @@ describe("the period in force", () => {
     const leased = ruleCall({ algorithm: "fixed-window", limit: 3, periodMs: RULE_MS });
     await redis.hset(overrideOf(leased), { limit: 100, period: HOUR_MS });
     const granted = await hit(leased, { lease: { units: [10], maxMs: 1000 } });
-    expect(granted).toMatchObject({ limit: 100, periodMs: HOUR_MS, lease: { units: 10, periodMs: HOUR_MS } });
+    expect(granted).toMatchObject({
+      limit: 100,
+      periodMs: HOUR_MS,
+      overridden: true,
+      lease: { units: 10, periodMs: HOUR_MS },
+    });
   });
 });
 

@@ -10,7 +10,7 @@ import { Hono } from "hono";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
-import { hashIdentity, stateKey } from "../../src/engine/keys";
+import { hashIdentity, overrideKey, stateKey } from "../../src/engine/keys";
 import { type RateLimitInfo, rateLimit } from "../../src/middleware";
 import { awayFromWindowEdge } from "../support/window-edge";
 
@@ -175,4 +175,36 @@ it("survives an async onDecision that rejects: no unhandled rejection, and the a
   } finally {
     process.off("unhandledRejection", onUnhandled);
   }
+});
+
+it("answers a bucket's repeated 429 from memory while reading overrides, unless an override set its limits", async () => {
+  const prefix = `mwnode${randomUUID()}`;
+  const app = new Hono();
+  app.use(
+    rateLimit({
+      redis: { url: rest.url, token: rest.token },
+      prefix,
+      overrides: true, // every decision reads the identity's override: the isolate cannot know who has one
+      rules: [{ name: "tb", key: "header:x-client", algorithm: "token-bucket", limit: 1, period: "1h" }],
+    }),
+  );
+  app.get("/", (c) => c.text("ok"));
+  /** Three requests from `client`: how each was answered ("deny_cache" = from the isolate's memory). */
+  const three = async (client: string) => {
+    const answers: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const response = await app.request("/", { headers: { "x-client": client } });
+      await response.arrayBuffer();
+      const by = /desc="(\w+)"/.exec(response.headers.get("Server-Timing") ?? "")?.[1] ?? "redis";
+      answers.push(`${response.status} ${by}`);
+    }
+    return answers;
+  };
+  expect(await three("plain")).toEqual(["200 redis", "429 redis", "429 deny_cache"]);
+
+  // An override with the rule's very own figures, which its ttl ends: its denial is never answered from memory.
+  const key = overrideKey(prefix, "tb", await hashIdentity("vip"));
+  await direct.hset(key, { limit: 1, burst: 1 });
+  await direct.pexpire(key, 60_000);
+  expect(await three("vip")).toEqual(["200 redis", "429 redis", "429 redis"]);
 });

@@ -30,6 +30,7 @@ const denial = (c: RuleCall, retryAfterMs: number): RuleResult => ({
   outcome: "denied",
   limit: c.limit,
   periodMs: c.periodMs,
+  overridden: false,
   remaining: 0,
   resetAfterMs: retryAfterMs + 1000,
   retryAfterMs,
@@ -42,6 +43,7 @@ const figures = (c: RuleCall, remaining: number, retryAfterMs: number): RuleResu
   outcome: "allowed",
   limit: c.limit,
   periodMs: c.periodMs,
+  overridden: false,
   remaining,
   resetAfterMs: retryAfterMs + 2000,
   retryAfterMs,
@@ -165,11 +167,12 @@ describe("deny cache", () => {
 
   it("never caches a denial under an override's limits, which a ttl may end before the retry time", () => {
     const cache = new DenyCache(100, clock().now);
-    // The reply shows an override applied: another limit, another period.
-    cache.remember([{ ...denial(call({ override: true }), 4000), limit: 1 }]);
-    cache.remember([{ ...denial(call({ override: undefined }), 4000), periodMs: 60_000 }]);
-    // A bucket's burst is not in the reply: read with an override, its denial may be the override's.
-    cache.remember([denial(call({ algorithm: "token-bucket", override: true }), 4000)]);
+    // The reply says an override applied: with another limit, or with the rule's very own figures.
+    cache.remember([{ ...denial(call({ override: true }), 4000), limit: 1, overridden: true }]);
+    cache.remember([{ ...denial(call({ override: undefined }), 4000), overridden: true }]);
+    cache.remember([
+      { ...denial(call({ algorithm: "token-bucket", override: true }), 4000), overridden: true },
+    ]);
     expect(cache.size).toBe(0);
   });
 
@@ -177,6 +180,10 @@ describe("deny cache", () => {
     const cache = new DenyCache(100, clock().now);
     cache.remember([denial(call({ override: true }), 4000)]);
     expect(cache.lookup(call({ override: true }))).toMatchObject({ outcome: "denied", source: "deny-cache" });
+    // A bucket's too: the reply says whether an override set its burst.
+    const bucket = call({ rule: "tb", algorithm: "token-bucket", override: true });
+    cache.remember([denial(bucket, 4000)]);
+    expect(cache.lookup(bucket)).toMatchObject({ outcome: "denied", source: "deny-cache" });
   });
 
   it("keeps the figures Redis gave the request's other rules beside its denial, as long, times counted down", () => {
@@ -206,7 +213,7 @@ describe("deny cache", () => {
     const overridden = call({ rule: "overridden", override: true });
     cache.remember([
       figures(slot, 1, 0),
-      { ...figures(overridden, 2, 1000), limit: 5 },
+      { ...figures(overridden, 2, 1000), limit: 5, overridden: true },
       denial(call(), 4000),
     ]);
     expect(cache.size).toBe(1);
