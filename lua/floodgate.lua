@@ -56,7 +56,8 @@ Returns an array of integers only: { allowed, then 5 per rule }
   [4 + 5(i-1)] remaining: units available after this call (after consumption if written, else as now)
   [5 + 5(i-1)] reset_after_ms: until the rule is fully reset (window end, bucket full); 0 when untouched
   [6 + 5(i-1)] retry_after_ms: denied: when the same request would be allowed absent other traffic
-               (cost exceeds capacity: one period; a rule with a delay: when it would fit in the queue);
+               (cost exceeds capacity: never, so until more quota is available, as allowed; a limit of
+               0: one period; a rule with a delay: when it would fit in the queue);
                allowed: until more quota is available, 0 when full; delayed: the wait until its slot
   A reply where some rule was delayed and the request allowed (so written) carries 2 more per rule after
   the groups (and after a LEASE call's appendix, below, when there is one): for rule i, first the TAT this
@@ -812,7 +813,9 @@ for i = 1, n do
   end
   local outcome = delayed and 3 or allow and 1 or 0
   if impossible then
-    outcome, allow, retry = 2, false, period
+    -- No wait lets this request in: the rule reports, as for an allowed request, when more quota is available
+    -- (0 when full); the caller's Retry-After is one full period. A limit of 0 never frees any: one period.
+    outcome, allow, retry = 2, false, limit > 0 and more or period
   end
   if not allow and (mode == "1" or mode == "3") then
     allowed = false

@@ -122,10 +122,10 @@ export interface RuleResult {
   /** Until the rule is fully reset: window end, or bucket full. 0 when already full. */
   resetAfterMs: number;
   /**
-   * For a denied rule: when the same request (same cost) would be allowed, absent other traffic (a cost above
-   * what the rule can ever grant: one period; concurrency: when the earliest lease runs out). For an allowed
-   * one: until more quota is available (window end; next whole unit for token-bucket/gcra; 0 when full or
-   * for concurrency).
+   * For a denied rule: when the same request (same cost) would be allowed, absent other traffic (concurrency:
+   * when the earliest lease runs out). For an allowed one, and for a cost above what the rule can ever grant
+   * (no wait would let it in): until more quota is available (window end; next whole unit for
+   * token-bucket/gcra; 0 when full or for concurrency; a limit of 0: one period).
    */
   retryAfterMs: number;
   source: Source;

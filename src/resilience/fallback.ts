@@ -59,13 +59,14 @@ export class FallbackLimiter {
     const window = this.windows.get(keyOf(call));
     const used = window !== undefined && window.startMs === startMs ? window.used : 0;
     if (call.cost > call.limit) {
+      // No wait lets it in: as Redis's, the figures say when more quota comes (src/engine/types.ts).
       return {
         call,
         outcome: "cost-exceeds-capacity",
         limit: call.limit,
-        remaining: 0,
+        remaining: Math.max(0, call.limit - used),
         resetAfterMs,
-        retryAfterMs: periodMs,
+        retryAfterMs: used > 0 ? resetAfterMs : 0,
       };
     }
     const allowed = used + call.cost <= call.limit;

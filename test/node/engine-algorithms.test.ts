@@ -125,8 +125,20 @@ describe.each(["sliding-window", "sliding-log", "token-bucket", "gcra"] as Algor
       expect(await hit(call, t0)).toMatchObject({ outcome: "denied", remaining: 2 });
 
       const huge = await hit({ ...call, cost: 11 }, t0);
-      expect(huge).toMatchObject({ allowed: false, outcome: "cost-exceeds-capacity", retryAfterMs: PERIOD });
+      expect(huge).toMatchObject({ allowed: false, outcome: "cost-exceeds-capacity", remaining: 2 });
+      // No wait lets it in: it says when more quota comes, as a request that fits would (RateLimit's `t`).
+      const fits = await hit({ ...call, cost: 1 }, t0, { peek: true });
+      expect(Math.abs(huge.retryAfterMs - fits.retryAfterMs)).toBeLessThanOrEqual(100);
+      expect(huge.retryAfterMs).toBeGreaterThan(0);
       expect(await hit({ ...call, cost: 2 }, t0)).toMatchObject({ outcome: "allowed", remaining: 0 });
+
+      // A full rule, which only a cost above its capacity is refused by: more comes at no time (t = 0).
+      const fresh = { ...call, identityHash: `${call.identityHash}-fresh` };
+      expect(await hit({ ...fresh, cost: 11 }, t0)).toMatchObject({
+        outcome: "cost-exceeds-capacity",
+        remaining: 10,
+        retryAfterMs: 0,
+      });
     });
   },
 );
@@ -192,10 +204,11 @@ describe.each([
     const call = ruleCall({ algorithm: "fixed-window", limit: 10, periodMs: 3_600_000, cost: 6, override });
     expect(await hit(call)).toMatchObject({ outcome: "allowed", remaining: 4 });
     expect(await hit(call)).toMatchObject({ outcome: "denied", remaining: 4 });
-    expect(await hit({ ...call, cost: 11 })).toMatchObject({
-      outcome: "cost-exceeds-capacity",
-      retryAfterMs: 3_600_000,
-    });
+    const huge = await hit({ ...call, cost: 11 });
+    expect(huge).toMatchObject({ outcome: "cost-exceeds-capacity", remaining: 4 });
+    // More quota comes at the window's end (RateLimit's `t`), though no wait lets this request in.
+    expect(huge.retryAfterMs).toBeGreaterThan(0);
+    expect(Math.abs(huge.retryAfterMs - huge.resetAfterMs)).toBeLessThanOrEqual(1000);
     expect(await hit({ ...call, cost: 4 })).toMatchObject({ outcome: "allowed", remaining: 0 });
   });
 
@@ -206,7 +219,12 @@ describe.each([
     expect(await hit(call)).toMatchObject({ outcome: "allowed", limit: 1 });
     expect(await hit(call)).toMatchObject({ outcome: "denied", limit: 1 });
     await redis.hset(key, { limit: 0 });
-    expect(await hit(call)).toMatchObject({ outcome: "cost-exceeds-capacity", limit: 0 });
+    // Blocked: no quota ever comes, and the figures say one full period.
+    expect(await hit(call)).toMatchObject({
+      outcome: "cost-exceeds-capacity",
+      limit: 0,
+      retryAfterMs: 3_600_000,
+    });
     await redis.del(key);
   });
 });

@@ -178,14 +178,25 @@ describe("cost", () => {
     }
   });
 
-  it("denies a cost the rule can never grant, with Retry-After of one full period", async () => {
+  it("denies a cost the rule can never grant, with Retry-After of one full period and an honest `t`", async () => {
     const env = makeEnv([rows]);
     const sent = await send(env, "/", { ip: "198.51.100.10", headers: { "x-rows": "11" } });
     expect(sent.status).toBe(429);
     expect(sent.headers.get("Retry-After")).toBe("3600");
+    // The rule is full: more quota comes at no time (`t` = 0, as the contract says of a full rule).
+    expect(members(sent.headers.get("RateLimit")).rows).toEqual({ r: 10, t: 0 });
     // Nothing was consumed.
     const after = await send(env, "/", { ip: "198.51.100.10" });
     expect(members(after.headers.get("RateLimit")).rows?.r).toBe(9);
+    // Now more quota comes at the window's end, which a second refusal says.
+    const again = await send(env, "/", { ip: "198.51.100.10", headers: { "x-rows": "11" } });
+    expect(again.headers.get("Retry-After")).toBe("3600");
+    const { r, t } = members(again.headers.get("RateLimit")).rows ?? {};
+    expect(r).toBe(9);
+    expect(t).toBeGreaterThan(0);
+    expect(
+      Math.abs((t as number) - (members(after.headers.get("RateLimit")).rows?.t as number)),
+    ).toBeLessThanOrEqual(1);
   });
 });
 
