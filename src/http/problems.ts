@@ -19,6 +19,19 @@ export class OriginUnreachableError extends ProblemError {
   }
 }
 
+/** 502: the origin answered with a status HTTP does not define (outside 200–599): no response can carry it on. */
+export class OriginInvalidStatusError extends ProblemError {
+  override readonly name = "OriginInvalidStatusError";
+  constructor(status: number) {
+    super(
+      502,
+      "about:blank",
+      "Bad Gateway",
+      `The origin answered with status ${status}, which HTTP does not define.`,
+    );
+  }
+}
+
 /** 504: the origin sent no response headers within `ORIGIN_TIMEOUT_MS`. */
 export class OriginTimeoutError extends ProblemError {
   override readonly name = "OriginTimeoutError";

@@ -5,11 +5,11 @@
  *   change where it goes (no open proxy).
  * - Bodies stream both ways (never buffered); hop-by-hop headers are dropped; redirects are passed back.
  * - `Upgrade: websocket` passes through (the one case where `Upgrade`/`Connection` are kept).
- * - No response headers within `timeoutMs` → 504; a network failure → 502.
+ * - No response headers within `timeoutMs` → 504; a network failure, or a status outside 200–599 → 502.
  * Hand-rolled rather than `hono/proxy` because that helper drops `Upgrade` (no WebSockets) and follows redirects.
  */
 import { deadlineAfter, type RunningTimer } from "../util/timer";
-import { OriginTimeoutError, OriginUnreachableError } from "./problems";
+import { OriginInvalidStatusError, OriginTimeoutError, OriginUnreachableError } from "./problems";
 
 /** RFC 9110 §7.6.1 hop-by-hop fields, plus the non-standard ones proxies commonly see. */
 const HOP_BY_HOP = [
@@ -111,6 +111,10 @@ async function forward(
   });
 
   if (response.status === 101) return response; // the WebSocket itself rides on this response
+  if (response.status < 200 || response.status > 599) {
+    response.body?.cancel().catch(() => undefined); // nothing will read it
+    throw new OriginInvalidStatusError(response.status);
+  }
   const out = new Response(response.body, response);
   dropHopByHop(out.headers, false);
   return out;
