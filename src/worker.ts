@@ -5,7 +5,7 @@
  * with a 500 naming the binding and field; it never proxies unlimited.
  */
 import { type ExecutionContext, Hono } from "hono";
-import { ADMIN_PREFIX, createAdminApp } from "./admin/app";
+import { ADMIN_PREFIX, createAdminApp, underAdminPrefix } from "./admin/app";
 import { adminContextOf } from "./admin/context";
 import { ConfigError, type FloodgateConfig, parseEnv } from "./config";
 import type { Env } from "./env";
@@ -85,12 +85,16 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
 
   const proxy = createProxy({ originUrl: config.originUrl, timeoutMs: config.originTimeoutMs });
   app.all("*", (c) => {
-    // The URL and client IP the limiter already computed for this request.
+    // The URL, path and client IP the limiter already computed for this request.
     const request = limiter.requestOf(c);
-    const path = request.url.pathname;
-    if (path === ADMIN_PREFIX || path.startsWith(`${ADMIN_PREFIX}/`)) {
-      // Unreachable while the admin app is mounted; the prefix must never reach the origin regardless.
-      throw new ProblemError(404, "about:blank", "Not Found", "No such admin endpoint.");
+    if (underAdminPrefix(request.path)) {
+      // The admin prefix spelled otherwise than the admin app answers it: never sent to the origin.
+      throw new ProblemError(
+        404,
+        "about:blank",
+        "Not Found",
+        `No such admin endpoint: the admin API answers paths spelled exactly ${ADMIN_PREFIX}/… (no escapes, doubled slashes or capitals).`,
+      );
     }
     return proxy(c.req.raw, request.url, request.trustedIp(), request.timer);
   });

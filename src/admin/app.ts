@@ -22,7 +22,7 @@ import { liveRoutes } from "./routes-live";
 import { overrideRoutes } from "./routes-overrides";
 
 export type { AdminEnv } from "./context";
-export { ADMIN_PREFIX } from "./prefix";
+export { ADMIN_PREFIX, underAdminPrefix } from "./prefix";
 
 /** Builds the admin app; `resolve` gives it the Worker's config, Redis client, store and decider. */
 export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {

@@ -6,6 +6,8 @@
  */
 import type { JWTPayload } from "jose";
 import type { KeyPart, RuleConfig } from "../config";
+import { canonicalPath } from "../rules/path";
+import { ProblemError } from "../util/problem";
 import type { RunningTimer } from "../util/timer";
 import { canonicalIp, clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
 import { bearerToken, claimValue, type JwtVerifier } from "./jwt";
@@ -21,14 +23,15 @@ export interface IdentityOptions {
 }
 
 /**
- * One request's facts: its parsed URL, client IP, id and verified JWT, each computed at most once per
- * request and only when something reads it. The limiter puts it on `c.var` so later steps (the proxy, a
- * log line) read the same values instead of computing them again.
+ * One request's facts: its parsed URL, canonical path, client IP, id and verified JWT, each computed at most
+ * once per request and only when something reads it. The limiter puts it on `c.var` so later steps (the
+ * proxy, a log line) read the same values instead of computing them again.
  */
 export class RequestIdentity {
   private payload?: Promise<JWTPayload | undefined>;
   private ip?: string | null;
   private uuid?: string;
+  private canonical?: string;
   readonly url: URL;
   /** A timer already running for this request (the decision budget's), for a later wait to hang its own on. */
   timer?: RunningTimer;
@@ -38,7 +41,13 @@ export class RequestIdentity {
     private readonly options: IdentityOptions,
     url?: URL,
   ) {
-    this.url = url ?? new URL(request.url);
+    this.url = url ?? parseUrl(request.url);
+  }
+
+  /** The path in the form rules and the admin prefix are tested in (src/rules/path.ts). */
+  get path(): string {
+    if (this.canonical === undefined) this.canonical = canonicalPath(this.url.pathname);
+    return this.canonical;
   }
 
   /** The canonical client IP, or `unknown` (one shared bucket) when the trusted header is absent. */
@@ -186,3 +195,12 @@ export function canonicalIdentity(rule: RuleConfig, identity: string): string {
 
 const nonEmpty = (value: string | null): string | undefined =>
   value === null || value.trim() === "" ? undefined : value;
+
+/** The request's URL; one the runtime let through unparseable (a `Host` with a space) is the client's 400. */
+function parseUrl(url: string): URL {
+  try {
+    return new URL(url);
+  } catch {
+    throw new ProblemError(400, "about:blank", "Bad Request", "The request's URL or Host cannot be parsed.");
+  }
+}

@@ -106,7 +106,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const request = requestOf(c);
     const matched: PlannedRule[] = [];
     for (const r of compiled) {
-      if (r.matches(c.req.method, request.url)) matched.push(planned.get(r.rule) as PlannedRule);
+      if (r.matches(c.req.method, request)) matched.push(planned.get(r.rule) as PlannedRule);
     }
     if (matched.length === 0) return next();
 

@@ -1,13 +1,20 @@
 /**
  * Which rules apply to a request: `match.methods`, `match.path` and `match.host`, compiled once into
- * predicates. Path patterns: `*` matches any characters including `/`; `:name` matches one segment.
+ * predicates. Path patterns: `*` matches any characters including `/`; `:name` matches one segment. A path is
+ * tested in its canonical form (./path.ts), whatever the spelling the client chose.
  */
 import type { RuleConfig } from "../config";
+
+/** What a rule is matched against: the request's parsed URL, and its path in canonical form (./path.ts). */
+export interface RequestTarget {
+  readonly url: URL;
+  readonly path: string;
+}
 
 /** A rule with its match compiled. */
 export interface CompiledRule {
   rule: RuleConfig;
-  matches(method: string, url: URL): boolean;
+  matches(method: string, target: RequestTarget): boolean;
 }
 
 /** Compiles every rule's `match` once (per isolate, or per middleware instance). */
@@ -18,10 +25,10 @@ export function compileRules(rules: readonly RuleConfig[]): CompiledRule[] {
     const host = rule.match.host === undefined ? undefined : compileHost(rule.match.host);
     return {
       rule,
-      matches(method, url) {
+      matches(method, target) {
         if (methods && !methods.has(method)) return false;
-        if (host && !host(url)) return false;
-        return path === undefined || path.test(url.pathname);
+        if (host && !host(target.url)) return false;
+        return path === undefined || path.test(target.path);
       },
     };
   });
