@@ -16,7 +16,7 @@ import { ProblemError } from "../util/problem";
 import { authorize } from "./auth";
 import type { AdminContextResolver, AdminEnv } from "./context";
 import { healthOfEndpoints } from "./health";
-import { AdminError, notFound } from "./problem";
+import { AdminError, badRequest, notFound } from "./problem";
 import { keyRoutes } from "./routes-keys";
 import { liveRoutes } from "./routes-live";
 import { overrideRoutes } from "./routes-overrides";
@@ -27,6 +27,12 @@ export { ADMIN_PREFIX, underAdminPrefix } from "./prefix";
 /** Builds the admin app; `resolve` gives it the Worker's config, Redis client, store and decider. */
 export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
   const app = new Hono<AdminEnv>();
+  // Every route below reads the URL: one the runtime passed on unparseable (a `Host` with a space) is the
+  // client's 400 before anything else, not a 503 from deep inside.
+  app.use("*", async (c, next) => {
+    if (!URL.canParse(c.req.url)) throw badRequest("The request's URL or Host cannot be parsed.");
+    await next();
+  });
   dashboardHeaders(app);
 
   app.get("/health", async (c) => {

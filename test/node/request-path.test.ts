@@ -1,5 +1,6 @@
 // The canonical path rules are matched against (src/rules/path.ts), and a request URL that cannot be parsed.
 import { describe, expect, it } from "vitest";
+import { createAdminApp } from "../../src/admin/app";
 import { RequestIdentity } from "../../src/identity/resolve";
 import { canonicalPath } from "../../src/rules/path";
 import { ProblemError } from "../../src/util/problem";
@@ -41,5 +42,19 @@ describe("a request whose URL cannot be parsed", () => {
     }
     expect(thrown).toBeInstanceOf(ProblemError);
     expect(thrown).toMatchObject({ status: 400, title: "Bad Request" });
+  });
+
+  it("is the admin API's 400 too, before its sign-in check", async () => {
+    const app = createAdminApp(() => {
+      throw new Error("the admin context is never needed for such a request");
+    });
+    const request = {
+      url: "http://a b/__floodgate/rules",
+      method: "GET",
+      headers: new Headers(),
+    } as unknown as Request;
+    const response = await app.fetch(request);
+    expect(response.status).toBe(400);
+    expect(await response.json()).toMatchObject({ title: "Bad Request" });
   });
 });
