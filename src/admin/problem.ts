@@ -5,13 +5,17 @@
  */
 import { ProblemError } from "../util/problem";
 
+/** Longest detail an admin problem carries: one that quotes a request's own input (a rule name, a body value) is cut. */
+const MAX_DETAIL = 300;
+
 /** An admin request that cannot be served. */
 export class AdminError extends ProblemError {
   override readonly name = "AdminError";
   constructor(status: 400 | 401 | 403 | 404 | 503, title: string, detail: string) {
     const headers: Record<string, string> =
       status === 401 ? { "WWW-Authenticate": 'Bearer realm="floodgate-admin"' } : {};
-    super(status, "about:blank", title, detail, headers);
+    const cut = detail.length > MAX_DETAIL ? `${detail.slice(0, MAX_DETAIL - 1)}…` : detail;
+    super(status, "about:blank", title, cut, headers);
   }
 }
 

@@ -99,6 +99,12 @@ describe("live mode switch and effective rules", () => {
     expect((await send(testEnv, "PUT", "/__floodgate/mode", { mode: "off", rule: "ghost" })).status).toBe(
       404,
     );
+    // What a request sent is quoted, but never at any length.
+    for (const body of [{ mode: "off", rule: "g".repeat(100_000) }, { mode: "m".repeat(100_000) }]) {
+      const response = await send(testEnv, "PUT", "/__floodgate/mode", body);
+      expect([400, 404]).toContain(response.status);
+      expect((await response.text()).length).toBeLessThan(1000);
+    }
     expect(await readLiveModes(redis, prefix)).toEqual({ rules: {} });
   });
 
