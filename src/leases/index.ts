@@ -51,11 +51,10 @@ const TRACKED_PAIRS = 10_000;
 const leasable = (call: RuleCall): boolean => !holdsSlot(call.algorithm) && call.lease !== false;
 
 /** The decision of `calls` from `leases` (each with room for its call's cost): the cost is spent there. */
-function decideFromLeases(calls: RuleCall[], leases: Lease[], at: number): Decision {
+function decideFromLeases(table: LeaseTable, calls: RuleCall[], leases: Lease[], at: number): Decision {
   const results = calls.map((call, i) => {
     const lease = leases[i] as Lease;
     lease.left -= call.cost;
-    lease.spent += call.cost;
     const elapsed = at - lease.sentAt;
     const r = lease.result;
     return ruleResult({
@@ -64,8 +63,8 @@ function decideFromLeases(calls: RuleCall[], leases: Lease[], at: number): Decis
       limit: r.limit,
       periodMs: r.periodMs, // an override's, when it changed the period: the lease was granted under it
       overridden: r.overridden,
-      // Never more than Redis reported at the grant minus what was spent here since.
-      remaining: Math.max(0, r.remaining - lease.spent),
+      // Never more than Redis's last answer left, plus the units still held here.
+      remaining: Math.max(0, table.available(lease, at)),
       resetAfterMs: r.resetAfterMs, // spends since only move a full reset later: never earlier than the truth
       retryAfterMs: Math.max(0, r.retryAfterMs - elapsed),
       source: "lease",
@@ -116,14 +115,14 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     waitUntil: WaitUntil | undefined,
   ): Decision {
     const wanted = calls.map((call) => table.wanted(call, at, maxMs));
-    const decision = decideFromLeases(calls, leases, at);
+    const decision = decideFromLeases(table, calls, leases, at);
     let renewing: number[] | undefined; // indexes into `calls`: most requests renew nothing and make no array
     calls.forEach((call, i) => {
       const lease = leases[i] as Lease;
       const units = lease.grant.units;
       if (
         2 * lease.left < units &&
-        lease.result.remaining >= 4 * units &&
+        lease.stateLeft + lease.left >= 4 * units &&
         !table.hasSpare(call) &&
         !table.asking(call, at)
       ) {
@@ -149,7 +148,8 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     if (known) return known;
     // A request with a rule that is never leased (a concurrency slot) always goes to Redis, so leasing its
     // other rules would only park units where this request cannot spend them.
-    if (calls.length === 0 || !calls.every(leasable)) return decider.decide(calls, requestId, opts);
+    if (calls.length === 0 || !calls.every(leasable))
+      return observed(await decider.decide(calls, requestId, opts));
     let at = Date.now();
     let leases = calls.map((call) => table.usable(call, at));
     // Rules without room whose lease call is on its way (a burst, or a renewal not back yet): wait for it
@@ -194,7 +194,8 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       return leases[i] || table.asking(call, at) ? call.cost : wanted;
     });
     const asking = calls.filter((call, i) => (units[i] as number) > call.cost);
-    if (asking.length === 0) return afterDenial(await decider.decide(calls, requestId, budget), calls);
+    if (asking.length === 0)
+      return afterDenial(observed(await decider.decide(calls, requestId, budget)), calls);
     const decided = decider.decide(calls, requestId, { ...budget, lease: { units, maxMs } });
     const landed = decided.then((decision) => take(decision, requestId, at));
     for (const call of asking) table.ask(call, landed, at);
@@ -220,24 +221,32 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     });
   }
 
+  /** A Redis decision's figures, taken in by the live leases of its rules (`LeaseTable.observe`). */
+  function observed(decision: Decision): Decision {
+    for (const result of decision.results) table.observe(result);
+    return decision;
+  }
+
   /** Puts the leases `decision` granted into the table; returns the rules they are of. */
   function take(decision: Decision, leaseId: string, sentAt: number): Set<string> {
     const rules = new Set<string>();
     for (const result of decision.results) {
       if (!result.lease || result.source !== "redis") continue;
       rules.add(result.call.rule);
+      const left = result.lease.units - result.call.cost;
       const lease: Lease = {
         call: result.call,
         leaseId,
         grant: result.lease,
         sentAt,
         expiresAt: sentAt + result.lease.lifeMs - LEASE_MARGIN_MS,
-        left: result.lease.units - result.call.cost,
+        left,
         result,
-        spent: 0,
+        stateLeft: result.remaining - left, // its figures count its units as still to spend
       };
       table.put(lease, Date.now());
     }
+    observed(decision); // a lease already here under another grant: the new one's units are taken too
     return rules;
   }
 
@@ -250,9 +259,11 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     const renewing = calls.map((call) => ({ ...call, cost: 0 }));
     // Sliding-log members are named after the lease's id: a renewal must not reuse the request's.
     const leaseId = calls.some((call) => call.algorithm === "sliding-log") ? `${requestId}:r` : requestId;
-    const landed = decider
-      .decide(renewing, leaseId, { lease: { units: wanted, maxMs } })
-      .then((decision) => (decision.allowed ? take(decision, leaseId, at) : new Set<string>()));
+    const landed = decider.decide(renewing, leaseId, { lease: { units: wanted, maxMs } }).then((decision) => {
+      if (decision.allowed) return take(decision, leaseId, at);
+      observed(decision); // nothing leased, but what Redis says is left still bounds the current lease
+      return new Set<string>();
+    });
     for (const call of calls) table.ask(call, landed, at);
     // The decider never throws; a renewal that fails leaves the isolate to ask on the request path.
     await landed.catch(() => undefined);
@@ -268,7 +279,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     const at = Date.now();
     const leases = calls.map((call) => table.usable(call, at));
     if (!leases.every((lease) => lease !== undefined)) return decision;
-    return decideFromLeases(calls, leases as Lease[], at);
+    return decideFromLeases(table, calls, leases as Lease[], at);
   }
 
   return {

@@ -23,8 +23,12 @@ export interface Lease {
   left: number;
   /** The granting decision's figures for this rule, for honest headers. */
   readonly result: RuleResult;
-  /** Units spent here since the grant, the granting request's excluded. */
-  spent: number;
+  /**
+   * What Redis's state leaves (this lease's units and any other taken), the least of every Redis answer for
+   * this (rule, identity) under the same terms since the grant, this isolate's: a request Redis decided
+   * meanwhile (one whose cost did not fit, or another lease taken) is in it (`LeaseTable.observe`).
+   */
+  stateLeft: number;
 }
 
 /** How hot one (rule, identity) is here: requests seen in the current second and the one before. */
@@ -99,6 +103,32 @@ export class LeaseTable {
   /** Whether `call` has a spare lease waiting (then no renewal is needed). */
   hasSpare(call: RuleCall): boolean {
     return this.spares.has(keyOf(call.rule, call.identityHash));
+  }
+
+  /**
+   * What a client of `lease` (the current one) may still spend at most, as far as this isolate knows: what
+   * Redis's state leaves, plus the units held here, its own and its spare's.
+   */
+  available(lease: Lease, now: number): number {
+    const spare = this.spares.get(keyOf(lease.call.rule, lease.call.identityHash));
+    const held = spare !== undefined && fits(spare, lease.call, now) ? spare.left : 0;
+    return lease.stateLeft + lease.left + held;
+  }
+
+  /**
+   * Takes in what a Redis answer says is left of one (rule, identity): a live lease of it under the same
+   * terms never reports more after it. Call it with every result Redis gave, a grant's included.
+   */
+  observe(result: RuleResult): void {
+    if (result.source !== "redis") return;
+    const key = keyOf(result.call.rule, result.call.identityHash);
+    // A grant's figures count its own units as still to spend: Redis's state has them taken.
+    const left = result.remaining - (result.lease ? result.lease.units - result.call.cost : 0);
+    for (const lease of [this.leases.get(key), this.spares.get(key)]) {
+      if (lease !== undefined && left < lease.stateLeft && sameTerms(lease.call, result.call)) {
+        lease.stateLeft = left;
+      }
+    }
   }
 
   /** Counts one request of `call` and says how many units its next decision should ask for. */

@@ -169,6 +169,31 @@ describe.each(["token-bucket", "gcra"] as Algorithm[])("%s", (algorithm) => {
   }, 30_000);
 });
 
+it("a leased request's remaining counts what Redis admitted here since the grant", async () => {
+  // One isolate, one client. Requests whose cost does not fit the lease are decided by Redis in between; a
+  // lease's answer after them must not report their units as still there. (It may report less than is left:
+  // units of a lease put aside wait for their return.)
+  const limit = 1000;
+  const x = ruleCall({ algorithm: "fixed-window", limit, periodMs: 3_600_000 });
+  await awayFromWindowEdge(3_600_000, 30_000);
+  const a = isolate();
+  let admitted = 0;
+  let redisBetween = 0;
+  let leased = 0;
+  for (let i = 0; i < 60; i++) {
+    const cost = i % 6 === 5 ? 40 : 1;
+    const decision = await a.decide([{ ...x, cost }], requestId());
+    const result = decision.results[0];
+    if (!decision.allowed || !result) break;
+    admitted += cost;
+    expect(result.remaining, `request ${i} (${result.source})`).toBeLessThanOrEqual(limit - admitted);
+    if (result.source === "lease") leased++;
+    else if (leased > 0) redisBetween++;
+  }
+  expect(leased).toBeGreaterThan(10);
+  expect(redisBetween).toBeGreaterThan(0);
+}, 30_000);
+
 it("a lease whose answer arrives after its identity was revoked here is not taken", async () => {
   const x = ruleCall({ algorithm: "fixed-window", limit: 1000, periodMs: 3_600_000 });
   const inner = createDecider(store, { timeoutMs: 5000 });
