@@ -22,6 +22,9 @@ export async function waitUntilServing(baseUrl, timeoutMs, cancelled) {
       });
       const text = await health.text();
       if (health.status === 200) return healthWarning(text);
+      // Serving, but with a configuration it cannot run: no wait will change that.
+      const invalid = invalidConfiguration(health.status, text);
+      if (invalid) throw new InvalidConfigurationError(invalid);
       if (health.status === 404) {
         const home = await fetch(`${baseUrl}/`, { signal: AbortSignal.timeout(requestTimeoutMs) });
         await home.arrayBuffer();
@@ -31,6 +34,7 @@ export async function waitUntilServing(baseUrl, timeoutMs, cancelled) {
         last = `GET /__floodgate/health answered ${health.status}: ${text.slice(0, 300)}`;
       }
     } catch (error) {
+      if (error instanceof InvalidConfigurationError) throw error;
       last = error instanceof Error ? error.message : String(error);
     }
     await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
@@ -48,6 +52,26 @@ function healthWarning(body) {
     const health = JSON.parse(body);
     if (health?.status === "ok") return undefined;
     return `the Worker is up but reports ${JSON.stringify(health)}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The Worker is up and answers every request with the 500 of an invalid configuration (src/worker.ts). */
+export class InvalidConfigurationError extends Error {
+  name = "InvalidConfigurationError";
+}
+
+/**
+ * @param {number} status
+ * @param {string} body
+ * @returns {string | undefined} the problem's detail (it names the binding and field) when it is that 500
+ */
+function invalidConfiguration(status, body) {
+  if (status !== 500) return undefined;
+  try {
+    const detail = JSON.parse(body)?.detail;
+    return typeof detail === "string" && detail.startsWith("Invalid configuration") ? detail : undefined;
   } catch {
     return undefined;
   }

@@ -1,0 +1,6 @@
+export function waitUntilServing(
+  baseUrl: string,
+  timeoutMs: number,
+  cancelled: () => boolean,
+): Promise<string | undefined>;
+export class InvalidConfigurationError extends Error {}
