@@ -37,13 +37,11 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
 
   app.get("/health", async (c) => {
     const admin = await resolve(c);
-    const waitUntil = (probe: Promise<unknown>) => c.executionCtx.waitUntil(probe);
-    const report = await healthOfEndpoints(
-      admin.endpoints,
-      admin.scriptSha,
-      admin.endpointHealth(),
-      waitUntil,
-    );
+    // Never longer than a proxied request waits for Redis (README "Health").
+    const report = await healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth(), {
+      waitUntil: (probe) => c.executionCtx.waitUntil(probe),
+      waitMs: admin.config.timeoutMs,
+    });
     return c.json(report, 200, { "Cache-Control": "no-store" });
   });
 

@@ -18,7 +18,8 @@ import { notFound } from "./problem";
 
 /** The admin API's view of the Worker. */
 export interface AdminContext {
-  config: Pick<FloodgateConfig, "rules" | "prefix" | "adminToken" | "mode" | "failure">;
+  /** The configuration; `timeoutMs` (the decision budget) also bounds how long health waits for Redis. */
+  config: Pick<FloodgateConfig, "rules" | "prefix" | "adminToken" | "mode" | "failure" | "timeoutMs">;
   /**
    * A client for admin reads and writes (not bound by the decision budget) on the FIRST endpoint, which holds
    * the keys shared by all identities: live modes, the change log, the override index, dashboard counts.

@@ -4,11 +4,16 @@
  * command), only states. The Redis probe (one pipelined PING + SCRIPT EXISTS) is shared by every check
  * that arrives while it is in flight and then cached per isolate for `PROBE_CACHE_MS`, so an
  * unauthenticated caller cannot turn health checks into load on Redis, not even while Redis is slow. The
- * probe is bounded by the admin client's own per-command timeout (the store's `adminTimeoutMs`).
+ * probe itself is bounded by the admin client's per-command timeout (the store's `adminTimeoutMs`, 5 s), but
+ * a check waits for it at most `waitMs` (the Worker passes the decision budget, `RATE_LIMIT_TIMEOUT_MS`), and
+ * not at all while the endpoint's breaker is open: a probe that has not answered by then counts as Redis
+ * unreachable, and goes on in the background, so the checks after it get its answer (README "Health").
+ * A load balancer's health check thus never waits longer than a proxied request would.
  */
 import type { Redis } from "@upstash/redis";
 import type { WaitUntil } from "../engine/types";
 import { toStoreError } from "../engine/store";
+import { deadlineAfter } from "../util/timer";
 import { BREAKER_RANK, type BreakerState } from "../resilience/breaker";
 import type { DeciderHealth } from "../resilience/decider";
 
@@ -78,14 +83,49 @@ function sharedProbe(redis: Redis, scriptSha: () => Promise<string>, waitUntil?:
   return entry.probe;
 }
 
+/** How long a health check waits for Redis, and what keeps a shared probe alive. */
+export interface HealthOptions {
+  /**
+   * The request's `waitUntil`: a probe that other requests share must outlive the request that started it,
+   * should that one be cancelled.
+   */
+  waitUntil?: WaitUntil;
+  /**
+   * The longest wait for the probe, ms; an open breaker waits not at all. A probe not in by then reads as
+   * Redis unreachable. @default as long as the probe takes (the admin client's timeout)
+   */
+  waitMs?: number;
+}
+
+/**
+ * The probe's answer if it comes within `waitMs`, otherwise `undefined` (the probe goes on: the checks that
+ * come after it share it, and get its answer once it is in).
+ */
+async function probeWithin(probe: Promise<Probe>, waitMs: number | undefined): Promise<Probe | undefined> {
+  if (waitMs === undefined) return probe;
+  let cancel = () => {};
+  const late = new Promise<undefined>((resolve) => {
+    cancel = deadlineAfter(waitMs, () => resolve(undefined));
+  });
+  try {
+    return await Promise.race([probe, late]);
+  } finally {
+    cancel();
+  }
+}
+
 /** Builds one endpoint's health report from a (shared or cached) Redis probe and the decider's own view. */
 async function healthReport(
   redis: Redis,
   scriptSha: () => Promise<string>,
   decider: DeciderHealth,
-  waitUntil?: WaitUntil,
+  options: HealthOptions,
 ): Promise<HealthReport> {
-  const lastProbe = await sharedProbe(redis, scriptSha, waitUntil);
+  const shared = sharedProbe(redis, scriptSha, options.waitUntil);
+  // An open breaker already says Redis failed the last decisions: no check waits on it then.
+  const waitMs = decider.breaker === "open" ? 0 : options.waitMs;
+  // Unanswered in time: unreachable, unless a decision just heard Redis reject the token (it answered, then).
+  const lastProbe = (await probeWithin(shared, waitMs)) ?? unanswered(decider.credentials === "rejected");
   const credentials =
     lastProbe.credentials === "rejected" || decider.credentials === "rejected"
       ? "rejected"
@@ -102,18 +142,17 @@ async function healthReport(
 
 /**
  * The health of every endpoint: one report as before with one, the worst of each field plus `endpoints` with
- * several. Pass the request's `waitUntil`: a probe that other requests share must outlive the request that
- * started it, should that one be cancelled.
+ * several. The endpoints are probed at once, so the whole report waits at most `options.waitMs`.
  */
 export async function healthOfEndpoints(
   endpoints: readonly Redis[],
   scriptSha: () => Promise<string>,
   deciders: readonly DeciderHealth[],
-  waitUntil?: WaitUntil,
+  options: HealthOptions = {},
 ): Promise<HealthReport> {
   const each = await Promise.all(
     endpoints.map((redis, i) =>
-      healthReport(redis, scriptSha, deciders[i] ?? (deciders[0] as DeciderHealth), waitUntil),
+      healthReport(redis, scriptSha, deciders[i] ?? (deciders[0] as DeciderHealth), options),
     ),
   );
   const first = each[0] as HealthReport;
@@ -148,13 +187,17 @@ async function probe(redis: Redis, scriptSha: () => Promise<string>): Promise<Pr
     return { reachable: true, credentials: "accepted", latencyMs, scriptLoaded: loaded, atMs: Date.now() };
   } catch (error) {
     // Only the kind of failure is kept (the decider's own reading of it); the message may quote the command.
-    const rejected = toStoreError(error).kind === "auth";
-    return {
-      reachable: rejected,
-      credentials: rejected ? "rejected" : "unknown",
-      latencyMs: null,
-      scriptLoaded: null,
-      atMs: Date.now(),
-    };
+    return unanswered(toStoreError(error).kind === "auth");
   }
+}
+
+/** A probe Redis did not answer (in time), or answered only by rejecting the token. */
+function unanswered(rejected: boolean): Probe {
+  return {
+    reachable: rejected,
+    credentials: rejected ? "rejected" : "unknown",
+    latencyMs: null,
+    scriptLoaded: null,
+    atMs: Date.now(),
+  };
 }

@@ -137,7 +137,11 @@ export async function readDashboard(admin: AdminContext, waitUntil: WaitUntil): 
       // The modes this isolate obeys right now.
       return admin.liveModes?.current(waitUntil) ?? NO_LIVE_MODES;
     }),
-    healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth(), waitUntil),
+    // As `/health` waits: at most the decision budget.
+    healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth(), {
+      waitUntil,
+      waitMs: admin.config.timeoutMs,
+    }),
   ]);
   const perMinute = replies.slice(0, CHART_MINUTES).map((reply) => fieldMap(reply));
   const count = (fields: Record<string, unknown>, field: string) => Number(fields[field] ?? 0) || 0;
