@@ -7,6 +7,7 @@ import type { Redis } from "@upstash/redis";
 import type { Context } from "hono";
 import type { FloodgateConfig } from "../config";
 import type { RuleConfig } from "../config/rules";
+import { DEFAULTS } from "../engine/defaults";
 import { stateKey } from "../engine/keys";
 import { scriptSha } from "../engine/script";
 import type { Store } from "../engine/store";
@@ -43,6 +44,11 @@ export interface AdminContext {
   liveModes?: LiveModeCache;
   /** This isolate's dashboard counts (src/observability/metrics.ts): flushed before the dashboard reads. */
   metrics?: Pick<MetricsAggregator, "flush">;
+  /**
+   * The admin client's timeout per command (the store's `adminTimeoutMs`), ms: also the longest the dashboard
+   * waits for Redis in all, its flush and its reads together.
+   */
+  adminTimeoutMs: number;
 }
 
 /** The admin app's Hono environment: the resolved context travels in `c.var.admin`. */
@@ -69,11 +75,21 @@ export interface AdminParts {
   decider: Pick<ResilientDecider, "health" | "forget"> & { endpointHealth?: () => DeciderHealth[] };
   liveModes?: LiveModeCache;
   metrics?: AdminContext["metrics"];
+  /** The stores' `adminTimeoutMs`, ms. @default 5000 */
+  adminTimeoutMs?: number;
 }
 
 /** Wires the admin context from the Worker's per-isolate parts. */
 export function adminContextOf(parts: AdminParts): AdminContext {
-  const { config, stores, shardOf = () => 0, decider, liveModes, metrics } = parts;
+  const {
+    config,
+    stores,
+    shardOf = () => 0,
+    decider,
+    liveModes,
+    metrics,
+    adminTimeoutMs = DEFAULTS.adminTimeoutMs,
+  } = parts;
   const storeOf = (identityHash: string) =>
     stores[shardOf(identityHash)] ?? (stores[0] as AdminParts["stores"][0]);
   return {
@@ -97,5 +113,6 @@ export function adminContextOf(parts: AdminParts): AdminContext {
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     liveModes,
     metrics,
+    adminTimeoutMs,
   };
 }

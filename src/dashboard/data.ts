@@ -6,7 +6,8 @@
  * Identities are hashed (`hash:…`) as stored; nothing here can show a raw one.
  *
  * Redis being down is when operators need the page most, so a failed read never fails it: counts show as
- * zero, modes as this isolate's own copy, and the health strip says Redis is unreachable.
+ * zero, modes as this isolate's own copy, and the health strip says Redis is unreachable. A Redis that hangs
+ * costs the page one admin timeout in all (deadline.ts), not one per step.
  */
 import type { AdminContext } from "../admin/context";
 import { type HealthReport, healthOfEndpoints } from "../admin/health";
@@ -18,6 +19,7 @@ import { explainMode, type ModeSource } from "../live/effective";
 import { fieldMap, type LiveModes, NO_LIVE_MODES, readLiveModes } from "../live/modes";
 import { shedAbove } from "../middleware/shed";
 import { metricsKeys, minuteOf } from "../observability/metrics";
+import { type Deadline, deadlineIn } from "./deadline";
 import { type Read, readSettled } from "./settled";
 
 /** Minutes in the chart (the last hour). */
@@ -92,10 +94,29 @@ const VERDICT_FIELDS: Array<[string, keyof Counts]> = [
 
 /**
  * Reads the dashboard's numbers; flushes this isolate's own pending counts first, so they show at once.
- * `waitUntil` is the request's (`executionCtx.waitUntil`), for the shared health probe and a live-mode refresh.
+ * `waitUntil` is the request's (`executionCtx.waitUntil`), for the shared health probe, a live-mode refresh
+ * and a flush the read stopped waiting for. The flush and the reads share one deadline, `adminTimeoutMs`.
  */
 export async function readDashboard(admin: AdminContext, waitUntil: WaitUntil): Promise<DashboardData> {
-  await admin.metrics?.flush();
+  const deadline = deadlineIn(admin.adminTimeoutMs);
+  try {
+    return await readWithin(admin, waitUntil, deadline);
+  } finally {
+    deadline.cancel();
+  }
+}
+
+async function readWithin(
+  admin: AdminContext,
+  waitUntil: WaitUntil,
+  deadline: Deadline,
+): Promise<DashboardData> {
+  if (admin.metrics) {
+    const flush = admin.metrics.flush();
+    // Cut short, it still lands when Redis answers in time for the admin client (counts are best effort).
+    waitUntil(flush);
+    await deadline.within(() => flush).catch(() => {});
+  }
   const { prefix, rules } = admin.config;
   const nowMinute = minuteOf(Date.now());
   const minutes = Array.from({ length: CHART_MINUTES }, (_, i) => nowMinute - CHART_MINUTES + 1 + i);
@@ -124,23 +145,29 @@ export async function readDashboard(admin: AdminContext, waitUntil: WaitUntil): 
     }
   }
   const [replies, live, health] = await Promise.all([
-    readSettled(admin.redis, reads, nowMinute, CHART_MINUTES).catch((error): unknown[] => {
-      logReadFailure("metrics", error);
-      return reads.map(() => null); // every count zero, every list empty
-    }),
-    readLiveModes(
-      admin.redis,
-      prefix,
-      rules.map((r) => r.name),
-    ).catch((error): LiveModes | Promise<LiveModes> => {
-      logReadFailure("live_modes", error);
-      // The modes this isolate obeys right now.
-      return admin.liveModes?.current(waitUntil) ?? NO_LIVE_MODES;
-    }),
-    // As `/health` waits: at most the decision budget.
+    deadline
+      .within(() => readSettled(admin.redis, reads, nowMinute, CHART_MINUTES))
+      .catch((error): unknown[] => {
+        logReadFailure("metrics", error);
+        return reads.map(() => null); // every count zero, every list empty
+      }),
+    deadline
+      .within(() =>
+        readLiveModes(
+          admin.redis,
+          prefix,
+          rules.map((r) => r.name),
+        ),
+      )
+      .catch((error): LiveModes | Promise<LiveModes> => {
+        logReadFailure("live_modes", error);
+        // The modes this isolate obeys right now.
+        return admin.liveModes?.current(waitUntil) ?? NO_LIVE_MODES;
+      }),
+    // As `/health` waits (the decision budget), within what is left of the read's own wait.
     healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth(), {
       waitUntil,
-      waitMs: admin.config.timeoutMs,
+      waitMs: Math.min(admin.config.timeoutMs, deadline.remainingMs()),
     }),
   ]);
   const perMinute = replies.slice(0, CHART_MINUTES).map((reply) => fieldMap(reply));

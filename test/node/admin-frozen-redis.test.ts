@@ -10,6 +10,8 @@ type Worker = Awaited<ReturnType<typeof startWorker>>;
 
 /** The decision budget (RATE_LIMIT_TIMEOUT_MS): above the default 200, as this machine is shared and busy. */
 const TIMEOUT_MS = 1000;
+/** The admin client's timeout per command (the store's `adminTimeoutMs`). */
+const ADMIN_TIMEOUT_MS = 5000;
 const ADMIN_TOKEN = "frozen-admin-token-0123456789";
 const RULES = [{ name: "api", key: "ip", algorithm: "fixed-window", limit: 1000, period: "1h" }];
 
@@ -101,6 +103,40 @@ describe("/__floodgate/health while Redis hangs", () => {
       expect(health.json).toMatchObject({ status: "degraded", redis: { reachable: false }, breaker: "open" });
       // Well within one decision budget: the open breaker is the answer.
       expect(health.ms).toBeLessThan(TIMEOUT_MS / 2);
+    });
+  });
+});
+
+describe("the dashboard while Redis hangs", () => {
+  it("answers dashboard.json's first read after one admin timeout, not two (the flush and the reads)", async () => {
+    const worker = await warmWorker();
+    await whileFrozen(worker, async () => {
+      const data = await timed(worker, "/__floodgate/dashboard.json", {
+        Authorization: `Bearer ${ADMIN_TOKEN}`,
+      });
+      expect(data.status).toBe(200);
+      expect(data.json).toMatchObject({ health: { status: "degraded", redis: { reachable: false } } });
+      expect(data.json.rules.map((r: { name: string }) => r.name)).toEqual(["api"]);
+      expect(data.ms).toBeLessThan(ADMIN_TIMEOUT_MS + 2500);
+    });
+  });
+
+  it("serves the page to a signed-in operator after one admin timeout, not two", async () => {
+    const worker = await warmWorker();
+    const login = await worker.fetch("/__floodgate/login", {
+      method: "POST",
+      redirect: "manual",
+      headers: { "Content-Type": "application/x-www-form-urlencoded", Origin: "http://floodgate.test" },
+      body: new URLSearchParams({ token: ADMIN_TOKEN }),
+    });
+    expect(login.status).toBe(303);
+    const cookie = (login.headers.get("Set-Cookie") ?? "").split(";")[0] as string;
+    await whileFrozen(worker, async () => {
+      const page = await timed(worker, "/__floodgate/", { Cookie: cookie });
+      expect(page.status).toBe(200);
+      expect(page.text).toContain('data-rule="api"');
+      expect(page.text).toContain('<dd data-field="health.redis">unreachable</dd>');
+      expect(page.ms).toBeLessThan(ADMIN_TIMEOUT_MS + 2500);
     });
   });
 });

@@ -1,0 +1,46 @@
+/**
+ * One deadline for every Redis wait of one dashboard read. Each admin command has its own timeout (the admin
+ * client's `adminTimeoutMs`), so steps that run one after the other would each wait it out on a Redis that
+ * hangs: the flush of this isolate's counts, then the reads. Racing every step against one shared deadline
+ * makes the whole read wait at most once (README "Dashboard").
+ */
+import { deadlineAfter } from "../util/timer";
+
+/** A step the deadline cut short, or one it did not start because the deadline had passed. */
+export class DeadlineError extends Error {
+  constructor() {
+    super("the dashboard's wait for Redis ran out");
+    // What the admin client's own timeout throws, so the log line reads the same.
+    this.name = "TimeoutError";
+  }
+}
+
+/** The deadline of one read. Call `cancel` when the read is done, so its timer does not outlive it. */
+export interface Deadline {
+  /** `start()`'s result, or a `DeadlineError` when the deadline comes first (`start` is not called after it). */
+  within<T>(start: () => Promise<T>): Promise<T>;
+  /** Ms left, 0 once passed. */
+  remainingMs(): number;
+  cancel(): void;
+}
+
+/** A deadline `ms` from now. */
+export function deadlineIn(ms: number): Deadline {
+  const atMs = Date.now() + ms;
+  let passed = false;
+  let expire = () => {};
+  const expired = new Promise<never>((_, reject) => {
+    expire = () => reject(new DeadlineError());
+  });
+  // Raced by every step; a read with no step left waiting must not report an unhandled rejection.
+  expired.catch(() => {});
+  const cancel = deadlineAfter(ms, () => {
+    passed = true;
+    expire();
+  });
+  return {
+    within: (start) => (passed ? Promise.reject(new DeadlineError()) : Promise.race([start(), expired])),
+    remainingMs: () => (passed ? 0 : Math.max(0, atMs - Date.now())),
+    cancel,
+  };
+}
