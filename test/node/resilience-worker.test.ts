@@ -187,8 +187,7 @@ describe("Redis frozen with SIGSTOP", () => {
     const responses = [];
     try {
       for (let i = 0; i < 10; i++) responses.push(await send(worker, `/open/frozen${i}`, freshIp()));
-      // The health probe itself may wait out its own timeout on a frozen Redis; by then the cool-down
-      // may have run out (half-open): either way, not closed.
+      // By the time health answers the cool-down may have run out (half-open): either way, not closed.
       const h = await health(worker);
       expect(h.json.status).toBe("degraded");
       expect(["open", "half-open"]).toContain(h.json.breaker);
