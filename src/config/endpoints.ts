@@ -53,10 +53,33 @@ export const restUrlsSchema = v.pipe(
   }),
 );
 
+/** HTTP whitespace at either end of a value, which fetch strips before sending it. */
+const EDGE_WHITESPACE = /^[\t\n\r ]+|[\t\n\r ]+$/g;
+/** An RFC 9110 field-value in ASCII: visible characters, with spaces and tabs only between them. */
+const FIELD_VALUE = /^[\x21-\x7E](?:[\t\x20-\x7E]*[\x21-\x7E])?$/;
+
+/**
+ * Why `token` cannot authenticate to a Redis REST endpoint, in a message naming `name` and never showing the
+ * value; `undefined` when it can. It travels as `Authorization: Bearer <token>`: whitespace at either end is
+ * fine (fetch strips it), but a control character, a line break inside or a non-ASCII character makes fetch
+ * reject the header (or send another value) on every request, and every decision would fail.
+ */
+export function restTokenProblem(name: string, token: string): string | undefined {
+  const sent = token.replace(EDGE_WHITESPACE, "");
+  if (FIELD_VALUE.test(sent)) return undefined;
+  if (sent === "") return `${name}: is empty`;
+  return `${name}: cannot be sent as an HTTP header value (it holds a control character, a line break or a non-ASCII character; the value is not shown): copy the token again from the Upstash console`;
+}
+
 /** `UPSTASH_REDIS_REST_TOKEN`: a secret, so no message shows any part of it. */
 export const restTokensSchema = v.pipe(
   v.string(`${TOKEN_BINDING}: required (a secret)`),
   v.minLength(1, `${TOKEN_BINDING}: is empty`),
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (!dataset.typed) return;
+    const problem = restTokenProblem(TOKEN_BINDING, dataset.value);
+    if (problem !== undefined) addIssue({ message: problem });
+  }),
 );
 
 /**

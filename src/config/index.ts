@@ -12,9 +12,18 @@ import { parseRules, type RuleConfig } from "./rules";
 import { DEFAULTS } from "../engine/defaults";
 import { FAILURES, MODES } from "../engine/types";
 import { MAX_LEASE_MS, ON_OFF } from "./schema";
-import { headerName, httpUrl, keyPrefix, MAX_TIMEOUT_MS, oneOf, stripPath, wholeMs } from "./settings";
+import {
+  bearerSecret,
+  headerName,
+  httpUrl,
+  keyPrefix,
+  MAX_TIMEOUT_MS,
+  oneOf,
+  stripPath,
+  wholeMs,
+} from "./settings";
 
-export { type RedisEndpoint, restUrlProblem } from "./endpoints";
+export { type RedisEndpoint, restTokenProblem, restUrlProblem } from "./endpoints";
 export { ConfigError } from "./errors";
 export {
   type KeyPart,
@@ -65,7 +74,7 @@ const bindingsSchema = v.object({
   RATE_LIMIT_REDIS_CLUSTER: v.optional(oneOf("RATE_LIMIT_REDIS_CLUSTER", ON_OFF), "off"),
   RATE_LIMIT_PREFIX: v.optional(keyPrefix("RATE_LIMIT_PREFIX"), DEFAULTS.prefix),
   // A secret: messages never echo its value.
-  RATE_LIMIT_ADMIN_TOKEN: v.optional(v.string("RATE_LIMIT_ADMIN_TOKEN: expected a string")),
+  RATE_LIMIT_ADMIN_TOKEN: v.optional(bearerSecret("RATE_LIMIT_ADMIN_TOKEN")),
   RATE_LIMIT_CLIENT_IP_HEADER: v.optional(headerName("RATE_LIMIT_CLIENT_IP_HEADER"), DEFAULTS.clientIpHeader),
   RATE_LIMIT_JWT_SECRET: v.optional(v.string("RATE_LIMIT_JWT_SECRET: expected a string")),
   RATE_LIMIT_JWKS_URL: v.optional(httpUrl("RATE_LIMIT_JWKS_URL")),

@@ -61,6 +61,19 @@ export const headerName = (name: string) =>
     v.regex(HEADER_NAME, (i) => `${name}: ${show(i.input)} is not a header name`),
   );
 
+/**
+ * A secret a client sends as `Authorization: Bearer <token>` (the admin token): visible ASCII without spaces,
+ * the only tokens a Bearer header can carry whole. A message never shows the value.
+ */
+export const bearerSecret = (name: string) =>
+  v.pipe(
+    text(name),
+    v.regex(
+      /^[\x21-\x7E]+$/,
+      `${name}: cannot be sent as \`Authorization: Bearer <token>\` (it holds a space, a control character, a line break or a non-ASCII character; its value is not shown); use visible ASCII only, e.g. \`openssl rand -base64 32\``,
+    ),
+  );
+
 /** Messages already start with the setting's name; drop valibot's path so it is not repeated. */
 export const stripPath = (issue: v.BaseIssue<unknown>): v.BaseIssue<unknown> => ({
   ...issue,

@@ -11,6 +11,7 @@ import {
   type MiddlewareSettings,
   parseMiddlewareSettings,
   parseRules,
+  restTokenProblem,
   restUrlProblem,
 } from "../config";
 import type { Decider } from "../engine/types";
@@ -117,8 +118,11 @@ function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, settings: Mi
   if (!redis.url) missing.push("redis.url: required (the Upstash REST URL, UPSTASH_REDIS_REST_URL)");
   if (!redis.token) missing.push("redis.token: required (the Upstash REST token, UPSTASH_REDIS_REST_TOKEN)");
   if (missing.length > 0) throw new ConfigError(missing.join("; "));
-  const problem = restUrlProblem("redis.url", String(redis.url));
-  if (problem !== undefined) throw new ConfigError(problem);
+  const problems = [
+    restUrlProblem("redis.url", String(redis.url)),
+    restTokenProblem("redis.token (UPSTASH_REDIS_REST_TOKEN)", String(redis.token)),
+  ].filter((problem) => problem !== undefined);
+  if (problems.length > 0) throw new ConfigError(problems.join("; "));
   const { prefix, timeoutMs, cluster, leases, leaseMs } = settings;
   // Built on the first decision: a Worker may call `rateLimit({...})` at module scope, where no I/O,
   // timer or randomness is allowed.

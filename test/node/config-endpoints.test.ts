@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, parseEnv } from "../../src/config";
 import type { Env } from "../../src/env";
+import { rateLimit } from "../../src/middleware";
 
 const RULES = JSON.stringify([
   { name: "per-ip", key: "ip", algorithm: "fixed-window", limit: 10, period: "1m" },
@@ -93,5 +94,57 @@ describe("Redis endpoints in the bindings", () => {
     const empty = problem("https://a.io,https://b.io", `${SECRET},`);
     expect(empty).toMatch(/UPSTASH_REDIS_REST_TOKEN: token 2 of 2 is empty/);
     expect(empty).not.toContain(SECRET);
+  });
+
+  it("rejects a token that cannot be sent as an HTTP header value, naming the binding and never showing it", () => {
+    // fetch refuses such a header: every decision would fail, fail-open, with a log line blaming the URL.
+    for (const token of [`tok\x01en`, `${SECRET}\r\nX-Injected: 1`, `tok\u00e9n`, `tok\x7fen`]) {
+      const message = problem("https://one.upstash.io", token);
+      expect(message).toMatch(/^UPSTASH_REDIS_REST_TOKEN: cannot be sent as an HTTP header value/);
+      expect(message).not.toContain(token);
+      expect(message).not.toContain(SECRET);
+    }
+    // One bad token among several names the same binding.
+    expect(problem("https://a.upstash.io,https://b.upstash.io", `${SECRET},t\x01b`)).toMatch(
+      /^UPSTASH_REDIS_REST_TOKEN: cannot be sent as an HTTP header value/,
+    );
+    // Whitespace at the ends (a secret piped with its newline) is stripped by fetch: it still works.
+    expect(parse("https://one.upstash.io", `${SECRET}\n`).redisEndpoints).toHaveLength(1);
+    expect(parse("https://one.upstash.io", "AX_base64+/=").redisEndpoints).toHaveLength(1);
+  });
+
+  it("rejects such a token in rateLimit()'s redis.token as well", () => {
+    const rules = [
+      { name: "per-ip", key: "ip", algorithm: "fixed-window", limit: 10, period: "1m" },
+    ] as const;
+    const build = () =>
+      rateLimit({ redis: { url: "https://one.upstash.io", token: "tok\x01en" }, rules: [...rules] });
+    expect(build).toThrow(ConfigError);
+    expect(build).toThrow(
+      /^redis\.token \(UPSTASH_REDIS_REST_TOKEN\): cannot be sent as an HTTP header value/,
+    );
+    expect(() =>
+      rateLimit({ redis: { url: "https://one.upstash.io", token: SECRET }, rules: [...rules] }),
+    ).not.toThrow();
+  });
+
+  it("rejects an admin token that no `Authorization: Bearer` header can carry, never showing it", () => {
+    const withAdmin = (token: string) => () =>
+      parseEnv({
+        ORIGIN_URL: "https://origin.example.com",
+        UPSTASH_REDIS_REST_URL: "https://one.upstash.io",
+        UPSTASH_REDIS_REST_TOKEN: SECRET,
+        RATE_LIMIT_RULES: RULES,
+        RATE_LIMIT_ADMIN_TOKEN: token,
+      } as unknown as Env);
+    for (const token of ["adm\x01in", "admin token", "admin\n", "adm\u00efn"]) {
+      expect(withAdmin(token)).toThrow(
+        /^RATE_LIMIT_ADMIN_TOKEN: cannot be sent as `Authorization: Bearer <token>`/,
+      );
+      expect(withAdmin(token)).toThrow(
+        expect.objectContaining({ message: expect.not.stringContaining(token) }),
+      );
+    }
+    expect(withAdmin("Adm1n-t0ken_~+/=").call(undefined).adminToken).toBe("Adm1n-t0ken_~+/=");
   });
 });
