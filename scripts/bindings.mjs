@@ -20,3 +20,6 @@ export const BINDINGS = [
   "RATE_LIMIT_JWT_SECRET",
   "RATE_LIMIT_JWKS_URL",
 ];
+
+/** The bindings that are secrets (README "Configuration"): set with `wrangler secret put`, never in wrangler.toml. */
+export const SECRETS = ["UPSTASH_REDIS_REST_TOKEN", "RATE_LIMIT_ADMIN_TOKEN", "RATE_LIMIT_JWT_SECRET"];

@@ -4,14 +4,15 @@
 // Bindings come from wrangler.toml's [vars] (or [env.<name>.vars]), overlaid by .dev.vars (.dev.vars.<name> when
 // it exists, as wrangler reads them) and by the environment for the binding names of the README's
 // "Configuration". A secret that is not set locally is assumed to be set with `wrangler secret put` (it is
-// listed, never printed).
+// listed, never printed). A secret found in wrangler.toml's vars is warned about (named, never printed): the file is
+// committed and deployed vars show in the dashboard.
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { parse as parseToml } from "smol-toml";
 import { parseDotenv } from "../local/env-file.mjs";
-import { BINDINGS } from "./bindings.mjs";
+import { BINDINGS, SECRETS } from "./bindings.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
@@ -35,10 +36,20 @@ try {
   fail(`${configPath}: not valid TOML (${error.message})`);
 }
 let vars = toml.vars ?? {};
+const varSections = [["[vars]", vars]];
 if (envName !== undefined) {
   const section = toml.env?.[envName];
   if (!section) fail(`${configPath}: no [env.${envName}] section`);
   vars = section.vars ?? {}; // wrangler: vars are not inherited by environments
+  varSections.push([`[env.${envName}.vars]`, vars]);
+}
+for (const [name, section] of varSections) {
+  for (const secret of SECRETS) {
+    if (section[secret] === undefined || section[secret] === "") continue;
+    console.warn(
+      `check-config: warning: ${secret} is set in ${name} of ${configPath}, but it is a secret: remove it there and use \`wrangler secret put ${secret}\`${envName && name !== "[vars]" ? ` --env ${envName}` : ""} (.dev.vars for local runs)`,
+    );
+  }
 }
 
 /**

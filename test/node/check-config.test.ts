@@ -63,6 +63,37 @@ describe("npm run check-config", () => {
     expect(out).toMatch(/RATE_LIMIT_RULES\[0\]\.lease: "no" is not true or false/);
   });
 
+  it("warns about a secret set in [vars], naming it and never printing its value, and still passes", async () => {
+    const token = "AXsecretRestToken0123456789";
+    const admin = "admin-secret-0123456789";
+    const { code, out } = await checkConfig(
+      valid.replace(
+        "[vars]",
+        `[vars]\nUPSTASH_REDIS_REST_URL = "https://eu1-cool-bee.upstash.io"\nUPSTASH_REDIS_REST_TOKEN = "${token}"\nRATE_LIMIT_ADMIN_TOKEN = "${admin}"`,
+      ),
+    );
+    expect(code).toBe(0);
+    expect(out).toContain("OK, 1 rule(s): per-ip");
+    expect(out).toMatch(
+      /warning: UPSTASH_REDIS_REST_TOKEN is set in \[vars\].*use `wrangler secret put UPSTASH_REDIS_REST_TOKEN`/,
+    );
+    expect(out).toMatch(/warning: RATE_LIMIT_ADMIN_TOKEN is set in \[vars\]/);
+    expect(out).not.toContain(token);
+    expect(out).not.toContain(admin);
+    // A secret in an environment's vars is named with that environment's section.
+    const staging = await checkConfig(
+      `${valid}\n[env.staging.vars]\nORIGIN_URL = "https://origin.example.com"\nRATE_LIMIT_JWT_SECRET = "${token}"\nRATE_LIMIT_RULES = '[{"name":"per-user","key":"jwt:sub","algorithm":"gcra","limit":5,"period":"1s"}]'\n`,
+      ["--env", "staging"],
+    );
+    expect(staging.code).toBe(0);
+    expect(staging.out).toMatch(
+      /warning: RATE_LIMIT_JWT_SECRET is set in \[env\.staging\.vars\].*`wrangler secret put RATE_LIMIT_JWT_SECRET` --env staging/,
+    );
+    expect(staging.out).not.toContain(token);
+    // Without one, no warning.
+    expect((await checkConfig(valid)).out).not.toContain("warning");
+  });
+
   it("accepts a valid wrangler.toml and says which secrets it assumes", async () => {
     const { code, out } = await checkConfig(valid);
     expect(code).toBe(0);
@@ -157,5 +188,15 @@ ORIGIN_URL = "https://staging.example.com"
     const { code, out } = await checkConfig(valid, [], { RATE_LIMIT_FAILURE: "sideways" });
     expect(code).toBe(1);
     expect(out).toContain('RATE_LIMIT_FAILURE: "sideways" is not one of open | closed');
+  });
+
+  it("rejects a Redis token that cannot be sent as a header value, never printing it", async () => {
+    const { code, out } = await checkConfig(valid, [], {
+      UPSTASH_REDIS_REST_URL: "https://eu1-cool-bee.upstash.io",
+      UPSTASH_REDIS_REST_TOKEN: "tok\x01en",
+    });
+    expect(code).not.toBe(0);
+    expect(out).toContain("UPSTASH_REDIS_REST_TOKEN: cannot be sent as an HTTP header value");
+    expect(out).not.toContain("tok\x01en");
   });
 });
