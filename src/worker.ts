@@ -73,7 +73,10 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       clientIpHeader: config.clientIpHeader,
       verifyJwt:
         config.jwtSecret || config.jwksUrl
-          ? createJwtVerifier({ secret: config.jwtSecret, jwksUrl: config.jwksUrl })
+          ? createJwtVerifier(
+              { secret: config.jwtSecret, jwksUrl: config.jwksUrl },
+              { timeoutMs: config.timeoutMs },
+            )
           : undefined,
       liveModes: (_c, waitUntil) => liveModes.current(waitUntil),
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),

@@ -10,7 +10,7 @@ import { canonicalPath } from "../rules/path";
 import { ProblemError } from "../util/problem";
 import type { RunningTimer } from "../util/timer";
 import { canonicalIp, clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
-import { bearerToken, claimValue, type JwtVerifier } from "./jwt";
+import { bearerToken, claimValue, JwksUnavailableError, type JwtVerifier } from "./jwt";
 
 /** What identity resolution needs besides the request; built once per isolate or middleware. */
 export interface IdentityOptions {
@@ -35,6 +35,11 @@ export class RequestIdentity {
   readonly url: URL;
   /** A timer already running for this request (the decision budget's), for a later wait to hang its own on. */
   timer?: RunningTimer;
+  /**
+   * Set once the request's token turned out uncheckable because the JWKS could not be fetched: its `jwt:`
+   * parts are then missing through no fault of the client (README "When things fail").
+   */
+  jwksUnavailable?: JwksUnavailableError;
 
   constructor(
     readonly request: Request,
@@ -99,11 +104,19 @@ export class RequestIdentity {
     }
   }
 
-  private jwtPayload(): Promise<JWTPayload | undefined> {
+  /** The verified payload of the bearer token, or `undefined` (none, invalid, or uncheckable: see `jwksUnavailable`). */
+  jwtPayload(): Promise<JWTPayload | undefined> {
     if (this.payload === undefined) {
       const token = bearerToken(this.request.headers);
       const verify = this.options.verifyJwt;
-      this.payload = token === undefined || verify === undefined ? Promise.resolve(undefined) : verify(token);
+      this.payload =
+        token === undefined || verify === undefined
+          ? Promise.resolve(undefined)
+          : verify(token).catch((error: unknown) => {
+              if (!(error instanceof JwksUnavailableError)) throw error;
+              this.jwksUnavailable = error;
+              return undefined;
+            });
     }
     return this.payload;
   }

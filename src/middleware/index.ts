@@ -75,7 +75,10 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
     failure: settings.failure,
     timeoutMs: settings.timeoutMs,
     clientIpHeader: settings.clientIpHeader,
-    verifyJwt: options.jwt?.secret || options.jwt?.jwksUrl ? createJwtVerifier(options.jwt) : undefined,
+    verifyJwt:
+      options.jwt?.secret || options.jwt?.jwksUrl
+        ? createJwtVerifier(options.jwt, { timeoutMs: settings.timeoutMs })
+        : undefined,
     liveModes: options.liveModes as
       | ((c: Context) => ReturnType<NonNullable<typeof options.liveModes>>)
       | undefined,

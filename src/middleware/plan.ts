@@ -1,7 +1,8 @@
 /**
  * From a request to the engine's input: the matched rules in their effective mode, each resolved into a
  * `RuleCall` (identity hashed, tier applied, cost read). `off` rules and `missing = "skip"` rules produce
- * no call; `missing = "deny"` and an invalid cost end the request here (401 / 400).
+ * no call; `missing = "deny"` and an invalid cost end the request here (401 / 400), and so does a rule that
+ * fails closed whose `jwt:` parts cannot be checked because the JWKS is unreachable (503).
  */
 import type { Context } from "hono";
 import { limitsFor, MAX_UNITS, type RuleConfig } from "../config";
@@ -16,7 +17,7 @@ import {
   tierOf,
 } from "../identity";
 import { effectiveMode, type LiveModes } from "../rules/modes";
-import { InvalidCostError, MissingIdentityError } from "./errors";
+import { InvalidCostError, MissingIdentityError, ReducedCapacityError } from "./errors";
 import type { CostFunction, KeyFunction } from "./options";
 import { shardIdentity, shedPlan } from "./shed";
 
@@ -107,6 +108,19 @@ async function planCallWaiting(
   context: PlanContext,
   mode: RuleCall["mode"],
 ): Promise<RuleCall | undefined> {
+  if (readsJwt(rule)) {
+    await request.jwtPayload();
+    const unavailable = request.jwksUnavailable;
+    // Not the client's fault (README "When things fail"): a rule that fails closed answers 503, as when
+    // Redis cannot decide; any other goes on as for a request without a token, but never denies it (401).
+    if (unavailable && mode === "on" && (rule.failure ?? context.failure) === "closed") {
+      throw new ReducedCapacityError(
+        [rule.name],
+        Math.max(1, Math.ceil(unavailable.retryAfterMs / 1000)),
+        "jwks_unavailable",
+      );
+    }
+  }
   let identity: string | undefined;
   if (keyFn) {
     identity = nonEmpty(await keyFn(c));
@@ -117,7 +131,8 @@ async function planCallWaiting(
   }
   if (identity === undefined) {
     if (rule.missing === "skip") return undefined;
-    throw new MissingIdentityError(rule.name, keyFn ? undefined : rule.keyText);
+    if (request.jwksUnavailable && needsVerification(rule.key)) identity = request.clientIp();
+    else throw new MissingIdentityError(rule.name, keyFn ? undefined : rule.keyText);
   }
 
   const tierName = tierFn ? nonEmpty(await tierFn(c)) : await tierOf(rule, request);
@@ -138,6 +153,12 @@ async function planCallWaiting(
   const cost = holdsSlot(rule.algorithm) ? 1 : await costOf(c, rule, costFn);
   return callOf(rule, tierName, identityHash, cost, mode, context, share);
 }
+
+/** Whether a rule reads the bearer token: a `jwt:` part in its key, tier or shed priority. */
+const readsJwt = (rule: RuleConfig): boolean =>
+  needsVerification(rule.key) ||
+  needsVerification(rule.tier) ||
+  (rule.shed !== undefined && rule.shed.priority !== "method" && needsVerification(rule.shed.priority));
 
 /** A shed rule's limit for this request: its priority class's share of one sub-key (src/middleware/shed.ts). */
 interface ShedShare {

@@ -1,0 +1,167 @@
+// A JWKS that hangs or fails, in front of the real Worker (bundled, in workerd) and the npm middleware: a
+// request waits for it at most the decision budget, a JWKS that just failed is not asked again by every
+// request, and a token that cannot be checked is not the client's fault (never a 401), so each rule's failure
+// policy answers. Nothing on the wire or in the logs shows the JWKS URL (it may carry a secret).
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Hono } from "hono";
+import { generateKeyPair, SignJWT } from "jose";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { rateLimit } from "../../src/middleware";
+import { startWorker } from "../support/miniflare-worker.mjs";
+
+/** A path segment standing for a secret in the JWKS URL (a signed or tokened address). */
+const URL_SECRET = `s3cret-${crypto.randomUUID()}`;
+const BUDGET_MS = 300;
+/** jose's own default wait for a JWKS: a request must not come near it. */
+const JOSE_DEFAULT_MS = 5000;
+
+let jwks: Server;
+let jwksBase: string;
+/** Requests the JWKS server received, per path ending (`hang`, `error`). */
+const hits = new Map<string, number>();
+let token: string;
+
+beforeAll(async () => {
+  jwks = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const kind = req.url?.includes("/hang/") ? "hang" : "error";
+    hits.set(kind, (hits.get(kind) ?? 0) + 1);
+    if (kind === "error") {
+      res.writeHead(500, { "content-type": "text/plain" });
+      res.end("internal error");
+    }
+    // "hang": never answers; the socket is closed when the server closes.
+  });
+  await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
+  jwksBase = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/${URL_SECRET}`;
+  const { privateKey } = await generateKeyPair("RS256");
+  token = await new SignJWT({ sub: "alice" })
+    .setProtectedHeader({ alg: "RS256", kid: "k1" })
+    .setExpirationTime("10m")
+    .sign(privateKey);
+});
+
+afterAll(async () => {
+  jwks?.closeAllConnections();
+  await new Promise((resolve) => jwks?.close(resolve));
+});
+
+const rule = (extra: Record<string, unknown>) => ({
+  name: "per-user",
+  key: "jwt:sub",
+  algorithm: "fixed-window",
+  limit: 2,
+  period: "1h",
+  ...extra,
+});
+
+const workerBindings = (jwksUrl: string, rules: unknown[]) => ({
+  ORIGIN_URL: inject("originUrl"),
+  UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
+  UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
+  RATE_LIMIT_PREFIX: `jwks-${crypto.randomUUID().slice(0, 8)}`,
+  RATE_LIMIT_TIMEOUT_MS: String(BUDGET_MS),
+  RATE_LIMIT_JWKS_URL: jwksUrl,
+  RATE_LIMIT_RULES: JSON.stringify(rules),
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("an unreachable JWKS", () => {
+  it("costs a request at most the budget, is not asked again for a few seconds, and a fail-open rule counts by IP instead of denying", async () => {
+    const worker = await startWorker({
+      bindings: workerBindings(`${jwksBase}/hang/jwks.json`, [rule({ missing: "deny" })]),
+    });
+    try {
+      const send = async () => {
+        const started = performance.now();
+        const response = await worker.fetch("/", {
+          headers: { Authorization: `Bearer ${token}`, "CF-Connecting-IP": "203.0.113.9" },
+        });
+        const body = await response.text();
+        return { status: response.status, body, ms: performance.now() - started };
+      };
+      const first = await send();
+      // Not a 401: the token may well be valid. The rule fails open, so the request goes on, counted by IP.
+      expect(first.status).toBe(200);
+      expect(first.ms).toBeLessThan(JOSE_DEFAULT_MS / 2);
+      const second = await send();
+      expect(second.status).toBe(200);
+      // The limit of 2 still holds, by the client's IP: the rule was decided, not skipped.
+      const third = await send();
+      expect(third.status).toBe(429);
+      expect(hits.get("hang")).toBe(1); // the 2nd and 3rd did not wait for the JWKS again
+      expect(second.ms + third.ms).toBeLessThan(JOSE_DEFAULT_MS / 2);
+
+      const logs = worker.logs.join("\n");
+      expect(logs).toContain(`RATE_LIMIT_JWKS_URL`);
+      expect(logs).toContain(`could not be fetched (no answer within ${BUDGET_MS} ms)`);
+      expect(logs).not.toContain(URL_SECRET);
+      expect(`${first.body}${third.body}`).not.toContain(URL_SECRET);
+
+      // A few seconds later it is asked again.
+      await sleep(5200);
+      await send();
+      expect(hits.get("hang")).toBe(2);
+    } finally {
+      await worker.dispose();
+    }
+  });
+
+  it("answers 503 with Retry-After for a rule that fails closed when the JWKS errs, never 401, never the URL", async () => {
+    const worker = await startWorker({
+      bindings: workerBindings(`${jwksBase}/error/jwks.json`, [rule({ missing: "deny", failure: "closed" })]),
+    });
+    try {
+      const before = hits.get("error") ?? 0;
+      for (let i = 0; i < 2; i++) {
+        const response = await worker.fetch("/", {
+          headers: { Authorization: `Bearer ${token}`, "CF-Connecting-IP": "203.0.113.10" },
+        });
+        const text = await response.text();
+        expect(response.status).toBe(503);
+        expect(response.headers.get("content-type")).toBe("application/problem+json");
+        const retryAfter = Number(response.headers.get("retry-after"));
+        expect(retryAfter).toBeGreaterThanOrEqual(1);
+        expect(retryAfter).toBeLessThanOrEqual(5);
+        const body = JSON.parse(text) as Record<string, unknown>;
+        expect(body.type).toBe("https://iana.org/assignments/http-problem-types#temporary-reduced-capacity");
+        expect(body["violated-policies"]).toEqual(["per-user"]);
+        expect(text).not.toContain(URL_SECRET);
+        expect(text).not.toContain("127.0.0.1");
+        expect(text).not.toMatch(/\bat .+:\d+:\d+/); // no stack trace
+      }
+      expect((hits.get("error") ?? 0) - before).toBe(1);
+      expect(worker.logs.join("\n")).toContain("could not be fetched (the answer was not 200 with JSON)");
+      expect(worker.logs.join("\n")).not.toContain(URL_SECRET);
+    } finally {
+      await worker.dispose();
+    }
+  });
+
+  it("bounds the npm middleware's wait by its timeoutMs", async () => {
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => undefined);
+    const app = new Hono();
+    app.use(
+      "*",
+      rateLimit({
+        redis: { url: inject("redisRestUrl"), token: inject("redisRestToken") },
+        prefix: `jwks-mw-${crypto.randomUUID().slice(0, 8)}`,
+        timeoutMs: BUDGET_MS,
+        jwt: { jwksUrl: `${jwksBase}/hang/other/jwks.json` },
+        rules: [{ name: "per-user", key: "jwt:sub", algorithm: "fixed-window", limit: 5, period: "1h" }],
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    const started = performance.now();
+    const response = await app.request("/", {
+      headers: { Authorization: `Bearer ${token}`, "CF-Connecting-IP": "203.0.113.11" },
+    });
+    expect(response.status).toBe(200);
+    expect(performance.now() - started).toBeLessThan(JOSE_DEFAULT_MS / 2);
+    const logged = warn.mock.calls.flat().join("\n");
+    warn.mockRestore();
+    expect(logged).toContain("jwt.jwksUrl (middleware)) could not be fetched");
+    expect(logged).not.toContain(URL_SECRET);
+  });
+});
