@@ -54,7 +54,10 @@ const ASYMMETRIC_ALGORITHMS = [
 export interface JwtOptions {
   /** Shared secret for HS256/384/512. */
   secret?: string | undefined;
-  /** JWKS endpoint for RS*, PS*, ES* and EdDSA; fetched lazily and cached by jose. */
+  /**
+   * JWKS endpoint for RS*, PS*, ES* and EdDSA; fetched lazily, cached by jose, waited for at most the
+   * middleware's `timeoutMs` (README "When things fail").
+   */
   jwksUrl?: URL | string | undefined;
 }
 
