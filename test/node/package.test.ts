@@ -100,7 +100,9 @@ describe("the npm package, installed from its tarball into a fresh Hono app", ()
     ]);
     const size = (await stat(tarball)).size;
     expect(size).toBeGreaterThan(10_000);
-    expect(size).toBeLessThan(100_000);
+    // The file list above is exact; the bound catches a dependency bundled in (jose or valibot inlined adds
+    // tens of KB), with room for the library's and the README's own growth.
+    expect(size).toBeLessThan(110_000);
     const manifest = JSON.parse(
       await readFile(join(app, "node_modules/hono-floodgate/package.json"), "utf8"),
     );
