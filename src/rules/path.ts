@@ -13,9 +13,9 @@
 /** The canonical form of a parsed URL's `pathname` (the same string when it has no escape and no `//`). */
 export function canonicalPath(pathname: string): string {
   if (!pathname.includes("%") && !pathname.includes("//")) return pathname;
-  const decoded = pathname.replace(/%([0-9A-Fa-f]{2})/g, (escape, hex: string) => {
+  const decoded = pathname.replace(/%([0-9A-Fa-f]{2})/g, (sequence, hex: string) => {
     const code = Number.parseInt(hex, 16);
-    return code < 0x80 ? String.fromCharCode(code) : escape.toUpperCase();
+    return code < 0x80 ? String.fromCharCode(code) : sequence.toUpperCase();
   });
   return withoutDotSegments(decoded.replace(/[/\\]+/g, "/"));
 }
