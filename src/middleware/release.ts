@@ -27,14 +27,17 @@ export function releaseWhenWritten(
   return new Response(readable, response);
 }
 
+/** A byte pipe: what a TransformStream of bytes and workerd's IdentityTransformStream both are. */
+type BytePipe = { readable: ReadableStream<Uint8Array>; writable: WritableStream<Uint8Array> };
+
 /**
  * On workerd, its native byte pipe: a body failing mid-way (an origin resetting its connection) then ends
  * the client's response with no unhandled rejection, where a JS `TransformStream` left two "Uncaught (in
  * promise)" errors per request in the log (test/node/release-worker.test.ts), and the bytes are pumped
  * without a JS call per chunk. Elsewhere (the npm middleware on Node or Bun), a `TransformStream`.
  */
-function bytePipe(): ReadableWritablePair<Uint8Array, Uint8Array> {
-  return typeof IdentityTransformStream === "function"
-    ? new IdentityTransformStream()
-    : new TransformStream();
+const NativePipe = (globalThis as { IdentityTransformStream?: new () => BytePipe }).IdentityTransformStream;
+
+function bytePipe(): BytePipe {
+  return NativePipe ? new NativePipe() : new TransformStream<Uint8Array, Uint8Array>();
 }
