@@ -1,7 +1,8 @@
 /**
  * Which rules apply to a request: `match.methods`, `match.path` and `match.host`, compiled once into
- * predicates. Path patterns: `*` matches any characters including `/`; `:name` matches one segment. A path is
- * tested in its canonical form (./path.ts), whatever the spelling the client chose.
+ * predicates. Path patterns: `*` matches any characters including `/`; `:name` matches one segment. A rule
+ * matches a path in its canonical form (./path.ts) or as sent: whatever spelling the client chose, an origin
+ * that reads it either way is covered.
  */
 import type { RuleConfig } from "../config";
 
@@ -28,7 +29,10 @@ export function compileRules(rules: readonly RuleConfig[]): CompiledRule[] {
       matches(method, target) {
         if (methods && !methods.has(method)) return false;
         if (host && !host(target.url)) return false;
-        return path === undefined || path.test(target.path);
+        if (path === undefined || path.test(target.path)) return true;
+        // The path as sent, too: an origin that keeps `%2F` inside a segment (Hono) routes `/files/a%2Fb` to
+        // `/files/:name`, and a pattern written with escapes matches only its own spelling. More is safe.
+        return target.path !== target.url.pathname && path.test(target.url.pathname);
       },
     };
   });

@@ -49,6 +49,30 @@ describe("a rule's match.path", () => {
   });
 });
 
+describe("a rule's match.path, read either way", () => {
+  it("covers a %2F inside a segment both as one segment and as two, and a pattern written with escapes", async () => {
+    const rule = (name: string, path: string) => ({
+      name,
+      match: { path },
+      key: "ip",
+      algorithm: "fixed-window",
+      limit: 1,
+      period: "1h",
+    });
+    const env = makeEnv([
+      rule("segment", "/files/:name"),
+      rule("split", "/files/a/*"),
+      rule("spaced", "/my%20files/*"),
+    ]);
+    const first = await send(env, "/files/a%2Fb", { ip: "192.0.2.84" });
+    expect(first.headers.get("RateLimit")).toMatch(/^"segment";r=0;t=\d+, "split";r=0;t=\d+$/);
+    expect((await send(env, "/files/a%2Fb", { ip: "192.0.2.84" })).status).toBe(429);
+    expect((await send(env, "/my%20files/x", { ip: "192.0.2.84" })).headers.get("RateLimit")).toMatch(
+      /^"spaced";r=0/,
+    );
+  });
+});
+
 describe("the admin prefix spelled otherwise", () => {
   it("is never proxied: the admin token never reaches the origin", async () => {
     const token = "admin-token-for-the-spelling-test";
