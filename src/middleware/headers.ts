@@ -83,7 +83,9 @@ export function strictest(results: readonly RuleResult[]): RuleResult | undefine
 }
 
 function stricterDenial(b: RuleResult, a: RuleResult): boolean {
-  if (b.retryAfterMs !== a.retryAfterMs) return b.retryAfterMs > a.retryAfterMs;
+  const waitB = deniedForMs(b);
+  const waitA = deniedForMs(a);
+  if (waitB !== waitA) return waitB > waitA;
   if (b.remaining !== a.remaining) return b.remaining < a.remaining;
   return b.limit < a.limit;
 }
@@ -109,20 +111,18 @@ export function rateLimitHeaders(results: readonly RuleResult[]): Record<string,
 }
 
 /**
- * `Retry-After` for a 429, in whole seconds ≥ 1 and never earlier than any violated rule's `t`.
- * A cost more than the rule can ever grant waits one full period (retrying sooner cannot help);
- * a full concurrency rule says 1 s (slots free up as requests finish).
+ * How long a denied rule tells its client to wait, ms: when the same request would fit (`retryAfterMs`); a cost
+ * more than the rule can ever grant, one full period (retrying sooner cannot help; its `retryAfterMs` is when
+ * more quota comes, its `t`); a full concurrency rule, 1 s (slots free up as requests finish).
  */
+function deniedForMs(result: RuleResult): number {
+  if (result.outcome === "cost-exceeds-capacity") return Math.max(result.periodMs, result.retryAfterMs);
+  return result.call.algorithm === "concurrency" ? 1_000 : result.retryAfterMs;
+}
+
+/** `Retry-After` for a 429, in whole seconds ≥ 1 and never earlier than any violated rule's `t`. */
 export function retryAfterSeconds(violated: readonly RuleResult[]): number {
   let seconds = 1;
-  for (const result of violated) {
-    const wait =
-      result.outcome === "cost-exceeds-capacity"
-        ? Math.max(ceilSeconds(result.periodMs), ceilSeconds(result.retryAfterMs))
-        : result.call.algorithm === "concurrency"
-          ? 1
-          : ceilSeconds(result.retryAfterMs);
-    seconds = Math.max(seconds, wait);
-  }
+  for (const result of violated) seconds = Math.max(seconds, ceilSeconds(deniedForMs(result)));
   return seconds;
 }

@@ -200,6 +200,30 @@ describe("cost", () => {
   });
 });
 
+describe("the strictest of several denials", () => {
+  it("is the one Retry-After comes from, a cost the rule can never grant included", async () => {
+    const env = makeEnv([
+      {
+        name: "rows",
+        match: { path: "/rows/*" },
+        key: "ip",
+        algorithm: "fixed-window",
+        limit: 10,
+        period: "1h",
+        cost: "header:x-rows",
+      },
+      { name: "burst", key: "ip", algorithm: "fixed-window", limit: 1, period: "1m" },
+    ]);
+    expect((await send(env, "/other", { ip: "198.51.100.12" })).status).toBe(200);
+    // "burst" is spent (free again within a minute); "rows" is full, but 11 rows never fit it.
+    const sent = await send(env, "/rows/x", { ip: "198.51.100.12", headers: { "x-rows": "11" } });
+    expect(sent.status).toBe(429);
+    expect(sent.headers.get("Retry-After")).toBe("3600");
+    expect(sent.json()).toMatchObject({ policy: "rows", retry_after: 3600 });
+    expect(sent.headers.get("X-RateLimit-Limit")).toBe("10");
+  });
+});
+
 describe("modes", () => {
   // What `off` saves is the decision: a fresh isolate still reads the live modes once (a switch could turn it on).
   it("off: proxies past the limit with no rate-limit headers, no decision timed and no key written", async () => {
