@@ -19,7 +19,7 @@ import {
 import type { ResilientDecider } from "../resilience/decider";
 import { deadlineAfter } from "../util/timer";
 import { createSweep, type Refund } from "./returns";
-import { type Flight, LEASE_MARGIN_MS, type Lease, LeaseTable } from "./table";
+import { type Flight, LEASE_MARGIN_MS, type Lease, LeaseTable, stateLeftOf } from "./table";
 
 /** Options of {@link withLeases}. */
 export interface LeaseOptions {
@@ -122,7 +122,8 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       const units = lease.grant.units;
       if (
         2 * lease.left < units &&
-        lease.stateLeft + lease.left >= 4 * units &&
+        // Plenty left: what Redis leaves plus the lease's own units (the grant's figure, or less since).
+        lease.stateLeft + units - lease.call.cost >= 4 * units &&
         !table.hasSpare(call) &&
         !table.asking(call, at)
       ) {
@@ -233,16 +234,15 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     for (const result of decision.results) {
       if (!result.lease || result.source !== "redis") continue;
       rules.add(result.call.rule);
-      const left = result.lease.units - result.call.cost;
       const lease: Lease = {
         call: result.call,
         leaseId,
         grant: result.lease,
         sentAt,
         expiresAt: sentAt + result.lease.lifeMs - LEASE_MARGIN_MS,
-        left,
+        left: result.lease.units - result.call.cost,
         result,
-        stateLeft: result.remaining - left, // its figures count its units as still to spend
+        stateLeft: stateLeftOf(result),
       };
       table.put(lease, Date.now());
     }

@@ -110,6 +110,7 @@ export class LeaseTable {
    * Redis's state leaves, plus the units held here, its own and its spare's.
    */
   available(lease: Lease, now: number): number {
+    if (this.spares.size === 0) return lease.stateLeft + lease.left; // the common case: no key to build
     const spare = this.spares.get(keyOf(lease.call.rule, lease.call.identityHash));
     const held = spare !== undefined && fits(spare, lease.call, now) ? spare.left : 0;
     return lease.stateLeft + lease.left + held;
@@ -122,8 +123,7 @@ export class LeaseTable {
   observe(result: RuleResult): void {
     if (result.source !== "redis") return;
     const key = keyOf(result.call.rule, result.call.identityHash);
-    // A grant's figures count its own units as still to spend: Redis's state has them taken.
-    const left = result.remaining - (result.lease ? result.lease.units - result.call.cost : 0);
+    const left = stateLeftOf(result);
     for (const lease of [this.leases.get(key), this.spares.get(key)]) {
       if (lease !== undefined && left < lease.stateLeft && sameTerms(lease.call, result.call)) {
         lease.stateLeft = left;
@@ -237,6 +237,10 @@ export class LeaseTable {
 }
 
 const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
+
+/** What Redis's state leaves by a result: a grant's figures count its own units as still to spend. */
+export const stateLeftOf = (result: RuleResult): number =>
+  result.remaining - (result.lease ? result.lease.units - result.call.cost : 0);
 
 const fits = (lease: Lease, call: RuleCall, now: number): boolean =>
   now < lease.expiresAt && lease.left >= call.cost && sameTerms(lease.call, call);
