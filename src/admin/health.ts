@@ -11,11 +11,11 @@
  * A load balancer's health check thus never waits longer than a proxied request would.
  */
 import type { Redis } from "@upstash/redis";
-import type { WaitUntil } from "../engine/types";
 import { toStoreError } from "../engine/store";
-import { deadlineAfter } from "../util/timer";
+import type { WaitUntil } from "../engine/types";
 import { BREAKER_RANK, type BreakerState } from "../resilience/breaker";
 import type { DeciderHealth } from "../resilience/decider";
+import { deadlineAfter } from "../util/timer";
 
 /** The health body. */
 export interface HealthReport extends EndpointHealth {

@@ -4,13 +4,13 @@
  * naming it; the Worker then answers 500 (never unlimited) and `npm run check-config` reports the same.
  */
 import * as v from "valibot";
+import { DEFAULTS } from "../engine/defaults";
 import type { FailurePolicy, Mode } from "../engine/types";
+import { FAILURES, MODES } from "../engine/types";
 import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
 import { ConfigError, configErrorFrom } from "./errors";
 import { parseRules, type RuleConfig } from "./rules";
-import { DEFAULTS } from "../engine/defaults";
-import { FAILURES, MODES } from "../engine/types";
 import { MAX_LEASE_MS, ON_OFF } from "./schema";
 import {
   bearerSecret,
@@ -23,8 +23,10 @@ import {
   wholeMs,
 } from "./settings";
 
+export { DEFAULTS } from "../engine/defaults";
 export { type RedisEndpoint, restTokenProblem, restUrlProblem } from "./endpoints";
 export { ConfigError } from "./errors";
+export { MIDDLEWARE_OPTIONS, type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
 export {
   type KeyPart,
   limitsFor,
@@ -33,8 +35,6 @@ export {
   type ShedConfig,
   type TierLimits,
 } from "./rules";
-export { DEFAULTS } from "../engine/defaults";
-export { MIDDLEWARE_OPTIONS, type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
 export { MAX_LEASE_MS, MAX_UNITS } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */

@@ -5,8 +5,8 @@
  * log (`epoch`, `change:<n>`; see changes.ts), so one read per second tells an isolate both.
  */
 import type { Redis } from "@upstash/redis";
-import { MODES } from "../engine/types";
 import type { Mode } from "../engine/types";
+import { MODES } from "../engine/types";
 import type { OverrideIndex } from "./overrides";
 
 /** What live switches are in force; absent = no live switch, the configured mode applies. */
