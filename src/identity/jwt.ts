@@ -6,6 +6,7 @@
  * `JwksUnavailableError` instead (README "When things fail").
  */
 import {
+  createLocalJWKSet,
   createRemoteJWKSet,
   decodeProtectedHeader,
   errors,
@@ -13,12 +14,15 @@ import {
   type JWTVerifyGetKey,
   jwtVerify,
 } from "jose";
+import type { WaitUntil } from "../engine/types";
+import { deadlineAfter } from "../util/timer";
 
 /**
  * Verifies a compact JWT and returns its payload, or `undefined` when it cannot be trusted.
- * Rejects with `JwksUnavailableError` when the JWKS it needs could not be fetched.
+ * Rejects with `JwksUnavailableError` when the JWKS it needs could not be had in time. `waitUntil` (the
+ * request's) keeps a JWKS fetch going after the request stops waiting for it.
  */
-export type JwtVerifier = (token: string) => Promise<JWTPayload | undefined>;
+export type JwtVerifier = (token: string, waitUntil?: WaitUntil) => Promise<JWTPayload | undefined>;
 
 /**
  * How long a JWKS that could not be fetched is not asked again, ms: meanwhile tokens it would check are
@@ -63,8 +67,8 @@ export interface JwtOptions {
 
 /**
  * Builds a verifier once (per isolate): the key material is prepared here, not per request.
- * @param timeoutMs the longest wait for the JWKS: the request's decision budget (`RATE_LIMIT_TIMEOUT_MS`,
- *   the middleware's `timeoutMs`), instead of jose's 5 s
+ * @param timeoutMs the longest a request waits for the JWKS: its decision budget (`RATE_LIMIT_TIMEOUT_MS`,
+ *   the middleware's `timeoutMs`); the fetch itself may take jose's 5 s, and then serves the requests after
  */
 export function createJwtVerifier(
   { secret, jwksUrl }: JwtOptions,
@@ -72,7 +76,7 @@ export function createJwtVerifier(
 ): JwtVerifier {
   const hmacKey = secret === undefined ? undefined : new TextEncoder().encode(secret);
   const jwks = jwksUrl === undefined ? undefined : remoteKeys(new URL(jwksUrl), timeoutMs);
-  return async (token) => {
+  return async (token, waitUntil) => {
     try {
       const { alg } = decodeProtectedHeader(token);
       if (alg !== undefined && HMAC_ALGORITHMS.includes(alg)) {
@@ -80,7 +84,7 @@ export function createJwtVerifier(
         return (await jwtVerify(token, hmacKey, { algorithms: HMAC_ALGORITHMS })).payload;
       }
       if (!jwks) return undefined;
-      return (await jwtVerify(token, jwks, { algorithms: ASYMMETRIC_ALGORITHMS })).payload;
+      return (await jwtVerify(token, jwks(waitUntil), { algorithms: ASYMMETRIC_ALGORITHMS })).payload;
     } catch (error) {
       if (error instanceof JwksUnavailableError) throw error;
       // Malformed, badly signed, expired, not yet valid, or no key of the JWKS fits: not an identity.
@@ -94,34 +98,74 @@ const UNAVAILABLE_CODES = new Set(["ERR_JWKS_TIMEOUT", "ERR_JOSE_GENERIC", "ERR_
 
 /**
  * The JWKS's keys as jose fetches and caches them (refetched when stale, or for an unknown `kid` after its
- * cooldown), each fetch bounded by `timeoutMs`. A failed fetch rejects every lookup for the next
- * `JWKS_RETRY_MS` at once (jose itself would try again on every request) and logs one line, never the URL
- * (it may carry a secret) nor the error's text.
+ * cooldown), for one request: it waits for a fetch at most `waitMs`, and the fetch goes on under its
+ * `waitUntil`, so a JWKS slower than the budget still lands in the cache for the requests after it. While a
+ * fetch is on its way, or for `JWKS_RETRY_MS` after one failed (jose would try again on every request), no
+ * other is sent: the key set had before serves (a token whose `kid` it lacks is then the token's problem),
+ * and without one the lookup fails at once. A failure logs one line, never the URL (it may carry a secret)
+ * nor the error's text.
  */
-function remoteKeys(url: URL, timeoutMs: number): JWTVerifyGetKey {
-  const keys = createRemoteJWKSet(url, { timeoutDuration: timeoutMs });
+function remoteKeys(url: URL, waitMs: number): (waitUntil?: WaitUntil) => JWTVerifyGetKey {
+  const keys = createRemoteJWKSet(url);
   let retryAt = 0;
-  return async (header, token) => {
-    const now = Date.now();
-    if (now < retryAt) throw new JwksUnavailableError(retryAt - now);
-    try {
-      return await keys(header, token);
-    } catch (error) {
-      // A JOSE error of its own kind (no key with that `kid`, an unsupported key) is the token's problem.
-      if (error instanceof errors.JOSEError && !UNAVAILABLE_CODES.has(error.code)) throw error;
-      retryAt = Date.now() + JWKS_RETRY_MS;
+  const failed = (error: unknown): void => {
+    if (tokensOwn(error)) return;
+    if (Date.now() >= retryAt) {
       console.warn(
-        `floodgate: the JWKS (RATE_LIMIT_JWKS_URL (Worker) / jwt.jwksUrl (middleware)) could not be fetched (${failureText(error, timeoutMs)}); for the next ${JWKS_RETRY_MS / 1000} s tokens it would check cannot be verified, and each rule keyed on them follows its failure policy`,
+        `floodgate: the JWKS (RATE_LIMIT_JWKS_URL (Worker) / jwt.jwksUrl (middleware)) could not be fetched (${failureText(error)}); it is not asked again for ${JWKS_RETRY_MS / 1000} s, and meanwhile tokens that no key fetched before can check follow each rule's failure policy`,
       );
-      throw new JwksUnavailableError(JWKS_RETRY_MS);
     }
+    retryAt = Date.now() + JWKS_RETRY_MS;
+  };
+  /** The key set had before; without one, `unavailable`. */
+  const lastKnown = (retryAfterMs: number): JWTVerifyGetKey => {
+    const jwks = keys.jwks();
+    if (jwks === undefined) throw new JwksUnavailableError(retryAfterMs);
+    return createLocalJWKSet(jwks);
+  };
+  return (waitUntil) => async (header, token) => {
+    const now = Date.now();
+    if (now < retryAt) return lastKnown(retryAt - now)(header, token);
+    if (keys.reloading) return lastKnown(Math.max(1000, waitMs))(header, token);
+    const lookup = keys(header, token);
+    // Whoever waits, a failure is recorded (and logged once); a fetch this request stops waiting for goes on.
+    const landed = lookup.then(() => undefined, failed);
+    waitUntil?.(landed);
+    const key = await within(lookup, waitMs).catch((error: unknown) => {
+      if (tokensOwn(error)) throw error;
+      return undefined;
+    });
+    if (key !== undefined) return key;
+    // Failed, or not in time (the fetch goes on, and the requests after this one get its key set).
+    return lastKnown(now < retryAt ? retryAt - Date.now() : Math.max(1000, waitMs))(header, token);
   };
 }
 
+/** Whether a JWKS lookup's `error` is the token's own (no key with its `kid`, a key it cannot use). */
+const tokensOwn = (error: unknown): boolean =>
+  error instanceof errors.JOSEError && !UNAVAILABLE_CODES.has(error.code);
+
+/** `promise`'s value if it settles within `ms`, else `undefined` (it goes on: see `remoteKeys`). */
+function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  return new Promise((resolve, reject) => {
+    const cancel = deadlineAfter(ms, () => resolve(undefined));
+    promise.then(
+      (value) => {
+        cancel();
+        resolve(value);
+      },
+      (error: unknown) => {
+        cancel();
+        reject(error);
+      },
+    );
+  });
+}
+
 /** What went wrong, in words that hold no part of the URL. */
-function failureText(error: unknown, timeoutMs: number): string {
+function failureText(error: unknown): string {
   if (!(error instanceof errors.JOSEError)) return "the request failed";
-  if (error.code === "ERR_JWKS_TIMEOUT") return `no answer within ${timeoutMs} ms`;
+  if (error.code === "ERR_JWKS_TIMEOUT") return "no answer within 5 s";
   if (error.code === "ERR_JWKS_INVALID") return "the answer is not a JSON Web Key Set";
   return "the answer was not 200 with JSON";
 }

@@ -6,6 +6,7 @@
  */
 import type { JWTPayload } from "jose";
 import type { KeyPart, RuleConfig } from "../config";
+import type { WaitUntil } from "../engine/types";
 import { canonicalPath } from "../rules/path";
 import { ProblemError } from "../util/problem";
 import type { RunningTimer } from "../util/timer";
@@ -35,6 +36,8 @@ export class RequestIdentity {
   readonly url: URL;
   /** A timer already running for this request (the decision budget's), for a later wait to hang its own on. */
   timer?: RunningTimer;
+  /** The request's `waitUntil`, for work that may outlive it (a JWKS fetch it stopped waiting for). */
+  waitUntil?: WaitUntil;
   /**
    * Set once the request's token turned out uncheckable because the JWKS could not be fetched: its `jwt:`
    * parts are then missing through no fault of the client (README "When things fail").
@@ -112,7 +115,7 @@ export class RequestIdentity {
       this.payload =
         token === undefined || verify === undefined
           ? Promise.resolve(undefined)
-          : verify(token).catch((error: unknown) => {
+          : verify(token, this.waitUntil).catch((error: unknown) => {
               if (!(error instanceof JwksUnavailableError)) throw error;
               this.jwksUnavailable = error;
               return undefined;

@@ -114,6 +114,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     // the same budget, so no request waits on Redis longer than `timeoutMs` in all. A warm isolate's
     // modes (and most plans) come without a promise: nothing to wait for, nothing to await.
     const waitUntil = waitUntilOf(c);
+    request.waitUntil = waitUntil;
     let live = deps.liveModes ? deps.liveModes(c, waitUntil) : NO_LIVE_MODES;
     let budgetMs = timeoutMs;
     if (live instanceof Promise) {
