@@ -63,13 +63,15 @@ export const headerName = (name: string) =>
 
 /**
  * A secret a client sends as `Authorization: Bearer <token>` (the admin token): visible ASCII without spaces,
- * the only tokens a Bearer header can carry whole. A message never shows the value.
+ * the only tokens a Bearer header can carry whole, once the whitespace at its ends is trimmed (a secret piped
+ * in with its newline). A message never shows the value.
  */
 export const bearerSecret = (name: string) =>
   v.pipe(
     text(name),
+    v.trim(),
     v.regex(
-      /^[\x21-\x7E]+$/,
+      /^[\x21-\x7E]*$/, // empty: no admin token, the admin API off
       `${name}: cannot be sent as \`Authorization: Bearer <token>\` (it holds a space, a control character, a line break or a non-ASCII character; its value is not shown); use visible ASCII only, e.g. \`openssl rand -base64 32\``,
     ),
   );
