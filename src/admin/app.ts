@@ -12,11 +12,12 @@ import { Hono } from "hono";
 import { ConfigError } from "../config/errors";
 import { dashboardHeaders, dashboardPublicRoutes, dashboardRoutes } from "../dashboard/routes";
 import { onError } from "../http/problems";
+import { UnparseableUrlError } from "../identity";
 import { ProblemError } from "../util/problem";
 import { authorize } from "./auth";
 import type { AdminContextResolver, AdminEnv } from "./context";
 import { healthOfEndpoints } from "./health";
-import { AdminError, badRequest, notFound } from "./problem";
+import { AdminError, notFound } from "./problem";
 import { keyRoutes } from "./routes-keys";
 import { liveRoutes } from "./routes-live";
 import { overrideRoutes } from "./routes-overrides";
@@ -30,7 +31,7 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
   // Every route below reads the URL: one the runtime passed on unparseable (a `Host` with a space) is the
   // client's 400 before anything else, not a 503 from deep inside.
   app.use("*", async (c, next) => {
-    if (!URL.canParse(c.req.url)) throw badRequest("The request's URL or Host cannot be parsed.");
+    if (!URL.canParse(c.req.url)) throw new UnparseableUrlError();
     await next();
   });
   dashboardHeaders(app);

@@ -19,4 +19,5 @@ export {
   RequestIdentity,
   type RuleIdentity,
   tierOf,
+  UnparseableUrlError,
 } from "./resolve";

@@ -212,11 +212,19 @@ export function canonicalIdentity(rule: RuleConfig, identity: string): string {
 const nonEmpty = (value: string | null): string | undefined =>
   value === null || value.trim() === "" ? undefined : value;
 
-/** The request's URL; one the runtime let through unparseable (a `Host` with a space) is the client's 400. */
+/** 400: a request URL the runtime passed on unparseable (`Host: a b` through `workerd serve`). */
+export class UnparseableUrlError extends ProblemError {
+  override readonly name = "UnparseableUrlError";
+  constructor() {
+    super(400, "about:blank", "Bad Request", "The request's URL or Host cannot be parsed.");
+  }
+}
+
+/** The request's URL; one that cannot be parsed is the client's 400. */
 function parseUrl(url: string): URL {
   try {
     return new URL(url);
   } catch {
-    throw new ProblemError(400, "about:blank", "Bad Request", "The request's URL or Host cannot be parsed.");
+    throw new UnparseableUrlError();
   }
 }
