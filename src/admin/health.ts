@@ -15,7 +15,7 @@ import { toStoreError } from "../engine/store";
 import type { WaitUntil } from "../engine/types";
 import { BREAKER_RANK, type BreakerState } from "../resilience/breaker";
 import type { DeciderHealth } from "../resilience/decider";
-import { deadlineAfter } from "../util/timer";
+import { within } from "../util/timer";
 
 /** The health body. */
 export interface HealthReport extends EndpointHealth {
@@ -97,23 +97,6 @@ export interface HealthOptions {
   waitMs?: number;
 }
 
-/**
- * The probe's answer if it comes within `waitMs`, otherwise `undefined` (the probe goes on: the checks that
- * come after it share it, and get its answer once it is in).
- */
-async function probeWithin(probe: Promise<Probe>, waitMs: number | undefined): Promise<Probe | undefined> {
-  if (waitMs === undefined) return probe;
-  let cancel = () => {};
-  const late = new Promise<undefined>((resolve) => {
-    cancel = deadlineAfter(waitMs, () => resolve(undefined));
-  });
-  try {
-    return await Promise.race([probe, late]);
-  } finally {
-    cancel();
-  }
-}
-
 /** Builds one endpoint's health report from a (shared or cached) Redis probe and the decider's own view. */
 async function healthReport(
   redis: Redis,
@@ -125,7 +108,8 @@ async function healthReport(
   // An open breaker already says Redis failed the last decisions: no check waits on it then.
   const waitMs = decider.breaker === "open" ? 0 : options.waitMs;
   // Unanswered in time: unreachable, unless a decision just heard Redis reject the token (it answered, then).
-  const lastProbe = (await probeWithin(shared, waitMs)) ?? unanswered(decider.credentials === "rejected");
+  const answered = waitMs === undefined ? await shared : await within(shared, waitMs);
+  const lastProbe = answered ?? unanswered(decider.credentials === "rejected");
   const credentials =
     lastProbe.credentials === "rejected" || decider.credentials === "rejected"
       ? "rejected"

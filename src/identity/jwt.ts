@@ -15,7 +15,7 @@ import {
   jwtVerify,
 } from "jose";
 import type { WaitUntil } from "../engine/types";
-import { deadlineAfter } from "../util/timer";
+import { within } from "../util/timer";
 
 /**
  * Verifies a compact JWT and returns its payload, or `undefined` when it cannot be trusted.
@@ -144,23 +144,6 @@ function remoteKeys(url: URL, waitMs: number): (waitUntil?: WaitUntil) => JWTVer
 /** Whether a JWKS lookup's `error` is the token's own (no key with its `kid`, a key it cannot use). */
 const tokensOwn = (error: unknown): boolean =>
   error instanceof errors.JOSEError && !UNAVAILABLE_CODES.has(error.code);
-
-/** `promise`'s value if it settles within `ms`, else `undefined` (it goes on: see `remoteKeys`). */
-function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  return new Promise((resolve, reject) => {
-    const cancel = deadlineAfter(ms, () => resolve(undefined));
-    promise.then(
-      (value) => {
-        cancel();
-        resolve(value);
-      },
-      (error: unknown) => {
-        cancel();
-        reject(error);
-      },
-    );
-  });
-}
 
 /** What went wrong, in words that hold no part of the URL. */
 function failureText(error: unknown): string {

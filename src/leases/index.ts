@@ -17,7 +17,7 @@ import {
   type WaitUntil,
 } from "../engine/types";
 import type { ResilientDecider } from "../resilience/decider";
-import { deadlineAfter } from "../util/timer";
+import { within } from "../util/timer";
 import { createSweep, type Refund } from "./returns";
 import { type Flight, LEASE_MARGIN_MS, type Lease, LeaseTable, stateLeftOf } from "./table";
 
@@ -212,14 +212,8 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
    * (a lease call another request sent is awaited only as long as this request may wait on Redis).
    */
   function landingWithin(flights: Flight[], ms: number): Promise<boolean[] | undefined> {
-    return new Promise((resolve) => {
-      const cancel = deadlineAfter(Math.max(0, ms), () => resolve(undefined));
-      // `landed` never rejects (LeaseTable.ask).
-      void Promise.all(flights.map((flight) => flight.landed)).then((granted) => {
-        cancel();
-        resolve(granted);
-      });
-    });
+    // `landed` never rejects (LeaseTable.ask).
+    return within(Promise.all(flights.map((flight) => flight.landed)), ms);
   }
 
   /** A Redis decision's figures, taken in by the live leases of its rules (`LeaseTable.observe`). */

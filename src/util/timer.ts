@@ -53,3 +53,23 @@ export function deadlineAfter(ms: number, onTimeout: () => void, running?: Runni
     if (timer !== undefined) clearTimeout(timer);
   };
 }
+
+/**
+ * `promise`'s outcome if it settles within `ms`, else `undefined` once `ms` have passed: the promise goes on,
+ * and whoever started it decides what becomes of it. One timer, cleared as soon as the promise settles.
+ */
+export function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  return new Promise((resolve, reject) => {
+    const cancel = deadlineAfter(Math.max(0, ms), () => resolve(undefined));
+    promise.then(
+      (value) => {
+        cancel();
+        resolve(value);
+      },
+      (error: unknown) => {
+        cancel();
+        reject(error);
+      },
+    );
+  });
+}

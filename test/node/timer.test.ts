@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { deadlineAfter, RunningTimer } from "../../src/util/timer";
+import { deadlineAfter, RunningTimer, within } from "../../src/util/timer";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -45,5 +45,22 @@ describe("one timer per request", () => {
     const at = await firesAfter((fire) => deadlineAfter(50, fire, runningFor(1_000)), 300);
     expect(at).toBeGreaterThanOrEqual(45);
     expect(at).toBeLessThan(900);
+  });
+});
+
+describe("within", () => {
+  it("gives the promise's value when it settles in time, undefined once the time is up, and its error", async () => {
+    expect(
+      await within(
+        sleep(10).then(() => "in time"),
+        1000,
+      ),
+    ).toBe("in time");
+    const late = sleep(300).then(() => "late");
+    const startedAt = Date.now();
+    expect(await within(late, 50)).toBeUndefined();
+    expect(Date.now() - startedAt).toBeLessThan(250);
+    expect(await late).toBe("late"); // it went on
+    await expect(within(Promise.reject(new Error("failed")), 1000)).rejects.toThrow("failed");
   });
 });
