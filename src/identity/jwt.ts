@@ -117,7 +117,7 @@ function remoteKeys(url: URL, waitMs: number): (waitUntil?: WaitUntil) => JWTVer
     }
     retryAt = Date.now() + JWKS_RETRY_MS;
   };
-  /** The key set had before; without one, `unavailable`. */
+  /** The key set had before; without one, a `JwksUnavailableError` saying when to retry. */
   const lastKnown = (retryAfterMs: number): JWTVerifyGetKey => {
     const jwks = keys.jwks();
     if (jwks === undefined) throw new JwksUnavailableError(retryAfterMs);
@@ -127,6 +127,9 @@ function remoteKeys(url: URL, waitMs: number): (waitUntil?: WaitUntil) => JWTVer
     const now = Date.now();
     if (now < retryAt) return lastKnown(retryAt - now)(header, token);
     if (keys.reloading) return lastKnown(Math.max(1000, waitMs))(header, token);
+    // A fresh key set answers at once, with no timer: jose fetches only for a `kid` it lacks (that token's
+    // request alone waits for it, and a failure makes that token unverified).
+    if (keys.fresh) return keys(header, token);
     const lookup = keys(header, token);
     // Whoever waits, a failure is recorded (and logged once); a fetch this request stops waiting for goes on.
     const landed = lookup.then(() => undefined, failed);
