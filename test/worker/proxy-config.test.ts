@@ -111,10 +111,10 @@ describe("rule matching", () => {
     expect(await policies("http://API.example.com/users/7")).toBe('"user";q=1;w=3600, "host";q=1;w=3600');
   });
 
-  it("the strictest matching rule decides and is reported", async () => {
-    // An hour: no epoch-aligned window turns between the requests.
-    const both = makeEnv([
-      { name: "wide", key: "ip", algorithm: "fixed-window", limit: 10, period: "1h" },
+  /** A rule on every path with `wide` per hour, and one of 2 per hour on `/search`, both by IP. */
+  const wideAndNarrow = (wide: number) =>
+    makeEnv([
+      { name: "wide", key: "ip", algorithm: "fixed-window", limit: wide, period: "1h" },
       {
         name: "narrow",
         match: { path: "/search" },
@@ -124,6 +124,10 @@ describe("rule matching", () => {
         period: "1h",
       },
     ]);
+
+  it("the strictest matching rule decides and is reported", async () => {
+    // An hour: no epoch-aligned window turns between the requests.
+    const both = wideAndNarrow(10);
     const statuses: number[] = [];
     let last = await send(both, "/search", { ip: "192.0.2.6" });
     expect(last.headers.get("X-RateLimit-Limit")).toBe("2");
@@ -139,17 +143,7 @@ describe("rule matching", () => {
 
   it("of two rules that deny until the same instant, the one with the lower limit is reported", async () => {
     // Both fixed windows of an hour end together: equal Retry-After, no quota left in either.
-    const both = makeEnv([
-      { name: "wide", key: "ip", algorithm: "fixed-window", limit: 3, period: "1h" },
-      {
-        name: "narrow",
-        match: { path: "/search" },
-        key: "ip",
-        algorithm: "fixed-window",
-        limit: 2,
-        period: "1h",
-      },
-    ]);
+    const both = wideAndNarrow(3);
     const ip = "192.0.2.7";
     expect((await send(both, "/search", { ip })).status).toBe(200);
     expect((await send(both, "/search", { ip })).status).toBe(200);
