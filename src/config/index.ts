@@ -5,8 +5,7 @@
  */
 import * as v from "valibot";
 import { DEFAULTS } from "../engine/defaults";
-import type { FailurePolicy, Mode } from "../engine/types";
-import { FAILURES, MODES } from "../engine/types";
+import { FAILURES, type FailurePolicy, MODES, type Mode } from "../engine/types";
 import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
 import { ConfigError, configErrorFrom } from "./errors";
