@@ -7,7 +7,7 @@ import { DEFAULTS } from "../engine/defaults";
 import { FAILURES, MODES } from "../engine/types";
 import { ConfigError, configErrorFrom } from "./errors";
 import { MAX_LEASE_MS, ON_OFF } from "./schema";
-import { headerName, keyPrefix, MAX_TIMEOUT_MS, oneOf, stripPath, wholeMs } from "./settings";
+import { headerName, httpUrl, keyPrefix, MAX_TIMEOUT_MS, oneOf, stripPath, wholeMs } from "./settings";
 
 /**
  * Every option `rateLimit()` takes: the keys of `RateLimitOptions` (src/middleware/options.ts), which
@@ -36,6 +36,20 @@ export const MIDDLEWARE_OPTIONS = [
 const KNOWN_OPTIONS: ReadonlySet<string> = new Set(MIDDLEWARE_OPTIONS);
 
 /**
+ * `jwt.jwksUrl`, checked as the Worker checks `RATE_LIMIT_JWKS_URL` (src/config/index.ts): a `URL` as its text,
+ * and "" (an unset variable, as the Worker takes an empty binding) as no JWKS.
+ */
+const jwksUrl = v.pipe(
+  v.union([v.string(), v.instance(URL)], "jwt.jwksUrl: expected a URL or a string"),
+  v.transform(String),
+  v.union([v.pipe(v.literal(""), v.transform(unset)), httpUrl("jwt.jwksUrl")]),
+);
+
+function unset(): undefined {
+  return undefined;
+}
+
+/**
  * The settings among the options, each checked: a `mode: "ON"` from untyped code is an error, never a
  * limiter that silently only monitors.
  */
@@ -49,6 +63,10 @@ const middlewareSettingsSchema = v.object({
   leaseMs: v.optional(wholeMs("leaseMs", MAX_LEASE_MS), DEFAULTS.leaseMs),
   cluster: v.optional(v.boolean("cluster: expected true or false"), false),
   overrides: v.optional(v.boolean("overrides: expected true or false"), false),
+  // `secret` is any string, as `RATE_LIMIT_JWT_SECRET` is; it is read from the options where it is used.
+  jwt: v.optional(
+    v.looseObject({ jwksUrl: v.optional(jwksUrl) }, "jwt: expected an object ({ secret?, jwksUrl? })"),
+  ),
 });
 
 /** The middleware's settings, validated, defaults applied. */

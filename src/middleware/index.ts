@@ -76,8 +76,11 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
     timeoutMs: settings.timeoutMs,
     clientIpHeader: settings.clientIpHeader,
     verifyJwt:
-      options.jwt?.secret || options.jwt?.jwksUrl
-        ? createJwtVerifier(options.jwt, { timeoutMs: settings.timeoutMs })
+      options.jwt?.secret || settings.jwt?.jwksUrl
+        ? createJwtVerifier(
+            { secret: options.jwt?.secret, jwksUrl: settings.jwt?.jwksUrl },
+            { timeoutMs: settings.timeoutMs },
+          )
         : undefined,
     liveModes: options.liveModes as
       | ((c: Context) => ReturnType<NonNullable<typeof options.liveModes>>)

@@ -236,6 +236,29 @@ describe("rateLimit() in an existing Hono app", () => {
     ).toThrowError(/^redis\.url: required .*; redis\.token: required/);
   });
 
+  it("checks jwt.jwksUrl as the Worker checks RATE_LIMIT_JWKS_URL, naming the field and never its query", () => {
+    const rules = [{ name: "x", key: "jwt:sub", algorithm: "gcra", limit: 1, period: "1s" }] as const;
+    const withJwks = (jwksUrl: unknown) => () =>
+      rateLimit({ redis, rules: [...rules], jwt: { jwksUrl: jwksUrl as string } });
+    expect(withJwks("ftp://keys.example.com/jwks.json")).toThrowError(
+      new ConfigError(
+        'jwt.jwksUrl: "ftp://keys.example.com" is not an http(s) URL without query or fragment',
+      ),
+    );
+    expect(withJwks("keys.example.com/jwks.json")).toThrowError(
+      new ConfigError("jwt.jwksUrl: the value is not an http(s) URL without query or fragment"),
+    );
+    // A signed address pasted whole: refused as the binding is, and its signature never shown.
+    const signed = withJwks("https://keys.example.com/jwks.json?sig=s3cret-sig");
+    expect(signed).toThrowError(/^jwt\.jwksUrl: "https:\/\/keys\.example\.com" is not an http\(s\) URL/);
+    expect(signed).not.toThrowError(/s3cret-sig/);
+    expect(withJwks(42)).toThrowError(new ConfigError("jwt.jwksUrl: expected a URL or a string"));
+    // What the Worker takes, the middleware takes: a string or a URL; "" (an unset variable) is no JWKS.
+    expect(withJwks("https://keys.example.com/jwks.json")).not.toThrow();
+    expect(withJwks(new URL("https://keys.example.com/jwks.json"))).not.toThrow();
+    expect(withJwks("")).toThrowError(/^rules\[0\]\.key: "jwt:sub" needs jwt\.secret or jwt\.jwksUrl/);
+  });
+
   it("rejects an option it does not know, as it does an unknown rule field", async () => {
     const rules = [{ name: "x", key: "ip", algorithm: "gcra", limit: 1, period: "1s" }] as const;
     // The value form: at once, from code the compiler did not see (plain JavaScript, a cast).
