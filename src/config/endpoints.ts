@@ -1,7 +1,7 @@
 /**
  * Several Redis databases (README "Scaling out"): `UPSTASH_REDIS_REST_URL` may list N endpoints separated by
- * commas, and `UPSTASH_REDIS_REST_TOKEN` then holds one token for all of them or N tokens in the same order.
- * One token is taken exactly as given (it may hold a comma). Messages name the binding and the position, and
+ * commas, and `UPSTASH_REDIS_REST_TOKEN` then holds one token for all of them or N tokens in the same order,
+ * each entry trimmed. One token is taken exactly as given (it may hold a comma). Messages name the binding and the position, and
  * show of a URL only its scheme and host (`shownUrl`), never a token.
  */
 import * as v from "valibot";
@@ -71,25 +71,45 @@ export function restTokenProblem(name: string, token: string): string | undefine
   return `${name}: cannot be sent as an HTTP header value (it holds a control character, a line break or a non-ASCII character; the value is not shown): copy the token again from the Upstash console`;
 }
 
+/**
+ * The tokens of a list, each trimmed: a list may be written one token per line (a multi-line string in
+ * wrangler.toml, a secret pasted so), and the whitespace around a comma is no part of a token.
+ */
+const splitTokens = (value: string): string[] => value.split(",").map((t) => t.trim());
+
+/** The first of `tokens` that cannot be sent, as `restTokenProblem` words it; `undefined` when all can. */
+const tokensProblem = (tokens: readonly string[]): string | undefined =>
+  tokens.map((token) => restTokenProblem(TOKEN_BINDING, token)).find((problem) => problem !== undefined);
+
 /** `UPSTASH_REDIS_REST_TOKEN`: a secret, so no message shows any part of it. */
 export const restTokensSchema = v.pipe(
   v.string(`${TOKEN_BINDING}: required (a secret)`),
   v.minLength(1, `${TOKEN_BINDING}: is empty`),
   v.rawCheck(({ dataset, addIssue }) => {
     if (!dataset.typed) return;
-    const problem = restTokenProblem(TOKEN_BINDING, dataset.value);
+    // With a comma it may be a list: each token is checked as `redisEndpoints` pairs it (an empty one is named
+    // there, by its position). Whether it is one token after all only the URL binding tells: `redisEndpoints`
+    // then checks it whole.
+    const value = dataset.value;
+    const problem = tokensProblem(value.includes(",") ? splitTokens(value).filter((t) => t !== "") : [value]);
     if (problem !== undefined) addIssue({ message: problem });
   }),
 );
 
 /**
  * Pairs the (already schema-checked) URL and token bindings into endpoints, in the URL binding's order.
- * @throws {Error} naming the binding when the token count fits neither one nor one per URL, or a token is empty.
+ * @throws {Error} naming the binding when the token count fits neither one nor one per URL, or a token is empty
+ *   or (one endpoint's, taken whole) cannot be sent.
  */
 export function redisEndpoints(urlBinding: string, tokenBinding: string): RedisEndpoint[] {
   const urls = splitUrls(urlBinding);
-  if (urls.length === 1) return [{ url: urls[0] as string, token: tokenBinding }];
-  const tokens = tokenBinding.includes(",") ? tokenBinding.split(",").map((t) => t.trim()) : [tokenBinding];
+  if (urls.length === 1) {
+    // One endpoint takes the binding whole, commas and all: a line break after a comma is inside its token.
+    const problem = tokensProblem([tokenBinding]);
+    if (problem !== undefined) throw new Error(problem);
+    return [{ url: urls[0] as string, token: tokenBinding }];
+  }
+  const tokens = tokenBinding.includes(",") ? splitTokens(tokenBinding) : [tokenBinding];
   if (tokens.length !== 1 && tokens.length !== urls.length) {
     throw new Error(
       `${TOKEN_BINDING}: has ${tokens.length} comma-separated tokens for the ${urls.length} endpoints of ${URL_BINDING}; give one token for all, or one per endpoint in the same order`,

@@ -113,6 +113,23 @@ describe("Redis endpoints in the bindings", () => {
     expect(parse("https://one.upstash.io", "AX_base64+/=").redisEndpoints).toHaveLength(1);
   });
 
+  it("takes one token per endpoint written across lines, each trimmed, but not a line break inside a token", () => {
+    // A list in wrangler.toml's multi-line strings, or a secret pasted one token per line.
+    const urls = "https://a.upstash.io,\n  https://b.upstash.io,\r\n\thttps://c.upstash.io\n";
+    expect(parse(urls, "ta,\ntb,\r\n\ttc\n").redisEndpoints).toEqual([
+      { url: "https://a.upstash.io", token: "ta" },
+      { url: "https://b.upstash.io", token: "tb" },
+      { url: "https://c.upstash.io", token: "tc" },
+    ]);
+    const inside = problem(urls, `${SECRET},\nt\nb,tc`);
+    expect(inside).toMatch(/^UPSTASH_REDIS_REST_TOKEN: cannot be sent as an HTTP header value/);
+    expect(inside).not.toContain(SECRET);
+    // One endpoint takes its token whole (it may hold a comma): a line break after the comma is inside it.
+    expect(problem("https://one.upstash.io", "t1,\nt2")).toMatch(
+      /^UPSTASH_REDIS_REST_TOKEN: cannot be sent as an HTTP header value/,
+    );
+  });
+
   it("rejects such a token in rateLimit()'s redis.token as well", () => {
     const rules = [
       { name: "per-ip", key: "ip", algorithm: "fixed-window", limit: 10, period: "1m" },
