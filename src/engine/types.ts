@@ -67,6 +67,12 @@ export interface RuleCall {
   override?: boolean;
   /** `false` = never decided from a lease (the rule's `lease = false`); concurrency never is. @default true */
   lease?: boolean;
+  /**
+   * Set by the edge when the call is not the rule's own: `jwks_unavailable` = a `jwt:` part could not be
+   * checked (README "When things fail"), so the identity is the client IP and the tier the rule's own. Every
+   * result of the call carries it unless a degraded answer has a reason of its own.
+   */
+  reason?: DegradedReason;
 }
 
 /** Whether `call` answers 503 when Redis cannot decide it: an enforcing rule whose failure policy is `closed`. */
@@ -95,8 +101,17 @@ export interface LeaseGrant {
   periodMs: number;
 }
 
-/** Why a result did not come from Redis. */
-export type DegradedReason = "timeout" | "redis_error" | "breaker_open" | "auth" | "deny_cache";
+/**
+ * Why a result did not come the normal way: Redis could not decide (`timeout`, `redis_error`, `breaker_open`,
+ * `auth`), the deny cache answered (`deny_cache`), or the call itself was not the rule's own (`RuleCall.reason`).
+ */
+export type DegradedReason =
+  | "timeout"
+  | "redis_error"
+  | "breaker_open"
+  | "auth"
+  | "deny_cache"
+  | "jwks_unavailable";
 
 /** One rule's verdict. Times are milliseconds from now, as measured by Redis's clock. */
 export interface RuleResult {
@@ -188,7 +203,7 @@ export function ruleResult(r: RuleResultInput): RuleResult {
     resetAfterMs: r.resetAfterMs,
     retryAfterMs: r.retryAfterMs,
     source: r.source,
-    reason: r.reason,
+    reason: r.reason ?? r.call.reason,
     lease: r.lease,
     delayMs: r.delayMs,
     reservation: r.reservation,

@@ -6,6 +6,7 @@
  * draft for 429/503 and `about:blank` (title = the status phrase) otherwise.
  */
 import { MAX_UNITS } from "../config/schema";
+import type { DegradedReason } from "../engine/types";
 import { ProblemError } from "../util/problem";
 
 const IANA = "https://iana.org/assignments/http-problem-types";
@@ -90,10 +91,13 @@ export class LoadShedError extends ProblemError {
   }
 }
 
-/** 503: Redis could not decide and a matched `on` rule fails closed (README: "When things fail"). */
+/**
+ * 503: Redis could not decide (or the JWKS a `jwt:` key needs could not be fetched) and a matched `on` rule fails
+ * closed (README: "When things fail").
+ */
 export class ReducedCapacityError extends ProblemError {
   override readonly name = "ReducedCapacityError";
-  constructor(rules: readonly string[], retryAfterSeconds: number, reason: string) {
+  constructor(rules: readonly string[], retryAfterSeconds: number, reason: DegradedReason) {
     super(
       503,
       `${IANA}#temporary-reduced-capacity`,

@@ -22,6 +22,7 @@ import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
 import type { ProblemError } from "../util/problem";
 import { delayOf, giveBack, waitForSlot } from "./delay";
 import { strictest } from "./headers";
+import { uncheckedDecision } from "./jwks";
 import type { DecisionEvent, RateLimitInfo } from "./options";
 import { type PlannedRule, planCalls } from "./plan";
 import { releaseWhenWritten } from "./release";
@@ -130,8 +131,11 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const requestId = calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))
       ? request.id()
       : NO_REQUEST_ID;
-    // A hot identity's decision comes from its leases at once: no Redis call, no promise.
+    // A rule that fails closed and could not be keyed (the JWKS is unreachable) answers 503 without Redis; a
+    // hot identity's decision comes from its leases at once: no Redis call, no promise.
+    const unchecked = request.jwksUnavailable;
     const decision =
+      (unchecked && uncheckedDecision(calls, unchecked.retryAfterMs)) ??
       decider.decideNow?.(calls, requestId, waitUntil) ??
       (await decider.decide(calls, requestId, {
         budgetMs,

@@ -1,8 +1,10 @@
 /**
  * From a request to the engine's input: the matched rules in their effective mode, each resolved into a
  * `RuleCall` (identity hashed, tier applied, cost read). `off` rules and `missing = "skip"` rules produce
- * no call; `missing = "deny"` and an invalid cost end the request here (401 / 400), and so does a rule that
- * fails closed whose `jwt:` parts cannot be checked because the JWKS is unreachable (503).
+ * no call; `missing = "deny"` and an invalid cost end the request here (401 / 400). A rule whose `jwt:` parts
+ * cannot be checked because the JWKS is unreachable gets a call marked `reason: "jwks_unavailable"`: keyed by
+ * the client IP, or, for a rule that fails closed, one that the limiter answers 503 without sending
+ * (src/middleware/jwks.ts).
  */
 import type { Context } from "hono";
 import { limitsFor, MAX_UNITS, type RuleConfig } from "../config";
@@ -17,7 +19,7 @@ import {
   tierOf,
 } from "../identity";
 import { effectiveMode, type LiveModes } from "../rules/modes";
-import { InvalidCostError, MissingIdentityError, ReducedCapacityError } from "./errors";
+import { InvalidCostError, MissingIdentityError } from "./errors";
 import type { CostFunction, KeyFunction } from "./options";
 import { shardIdentity, shedPlan } from "./shed";
 
@@ -108,18 +110,16 @@ async function planCallWaiting(
   context: PlanContext,
   mode: RuleCall["mode"],
 ): Promise<RuleCall | undefined> {
+  let unchecked = false; // whether the rule's `jwt:` parts could not be checked: the JWKS is unreachable
   if (readsJwt(rule)) {
     await request.jwtPayload();
-    const unavailable = request.jwksUnavailable;
-    // Not the client's fault (README "When things fail"): a rule that fails closed answers 503, as when
-    // Redis cannot decide; any other goes on as for a request without a token, but never denies it (401).
-    if (unavailable && mode === "on" && (rule.failure ?? context.failure) === "closed") {
-      throw new ReducedCapacityError(
-        [rule.name],
-        Math.max(1, Math.ceil(unavailable.retryAfterMs / 1000)),
-        "jwks_unavailable",
-      );
-    }
+    unchecked = request.jwksUnavailable !== undefined;
+  }
+  // Not the client's fault (README "When things fail"): a rule that fails closed answers 503, as when Redis
+  // cannot decide, and nothing else of it runs (its call, keyed by the client IP, names it in the log line);
+  // any other goes on as for a request without a token, but never denies it (401).
+  if (unchecked && mode === "on" && (rule.failure ?? context.failure) === "closed") {
+    return uncheckedCall(callOf(rule, undefined, await hashIdentity(request.clientIp()), 1, mode, context));
   }
   let identity: string | undefined;
   if (keyFn) {
@@ -131,7 +131,7 @@ async function planCallWaiting(
   }
   if (identity === undefined) {
     if (rule.missing === "skip") return undefined;
-    if (request.jwksUnavailable && needsVerification(rule.key)) identity = request.clientIp();
+    if (unchecked && needsVerification(rule.key)) identity = request.clientIp();
     else throw new MissingIdentityError(rule.name, keyFn ? undefined : rule.keyText);
   }
 
@@ -151,7 +151,14 @@ async function planCallWaiting(
   const identityHash = await hashIdentity(identity);
   // A concurrency or shed rule holds one slot per request, whatever the cost.
   const cost = holdsSlot(rule.algorithm) ? 1 : await costOf(c, rule, costFn);
-  return callOf(rule, tierName, identityHash, cost, mode, context, share);
+  const call = callOf(rule, tierName, identityHash, cost, mode, context, share);
+  return unchecked ? uncheckedCall(call) : call;
+}
+
+/** A call whose rule's `jwt:` parts could not be checked: its results say so (`Server-Timing`, log line). */
+function uncheckedCall(call: RuleCall): RuleCall {
+  call.reason = "jwks_unavailable";
+  return call;
 }
 
 /** Whether a rule reads the bearer token: a `jwt:` part in its key, tier or shed priority. */

@@ -89,11 +89,12 @@ export function verdictOf(decision: Decision): Verdict {
 }
 
 /**
- * `Server-Timing: ratelimit;dur=<ms>`, with the reason when any result did not come from Redis (a degraded
- * answer is visible), or `desc="delayed"` and a `delay;dur=<ms>` metric when a rule held the request.
+ * `Server-Timing: ratelimit;dur=<ms>`, with the reason when any result did not come the normal way (not from
+ * Redis, or from Redis for a call that was not the rule's own: a degraded answer is visible), or
+ * `desc="delayed"` and a `delay;dur=<ms>` metric when a rule held the request.
  */
 export function serverTiming(decision: Decision): string {
-  const degraded = decision.results.find((r) => r.source !== "redis");
+  const degraded = decision.results.find((r) => r.source !== "redis" || r.reason !== undefined);
   const dur = Math.max(0, Math.round(decision.durationMs * 10) / 10);
   const waitMs = delayOf(decision);
   const reason = degraded ? (degraded.reason ?? degraded.source) : waitMs > 0 ? "delayed" : undefined;

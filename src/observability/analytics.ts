@@ -6,7 +6,8 @@
  *   index1  rule name (sampling key)
  *   blob1   rule        blob2 verdict (allowed | denied | would-deny | unavailable; see verdict.ts)
  *   blob3   mode (on | monitor)          blob4 source (redis | lease | deny-cache | fallback | undecided)
- *   blob5   degraded reason ("" from Redis; timeout | redis_error | breaker_open | auth | deny_cache)
+ *   blob5   degraded reason ("" when none; timeout | redis_error | breaker_open | auth | deny_cache |
+ *           jwks_unavailable)
  *   blob6   algorithm   blob7 HTTP method   blob8 Cloudflare colo ("" locally)
  *   double1 decision latency (ms)        double2 limit      double3 remaining
  *   double4 retry after (ms, 0 when allowed)

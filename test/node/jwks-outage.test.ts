@@ -90,17 +90,23 @@ describe("an unreachable JWKS", () => {
           headers: { Authorization: `Bearer ${token}`, "CF-Connecting-IP": "203.0.113.9" },
         });
         const body = await response.text();
-        return { status: response.status, body, ms: performance.now() - started };
+        const timing = response.headers.get("Server-Timing");
+        return { status: response.status, body, timing, ms: performance.now() - started };
       };
       const first = await send();
       // Not a 401: the token may well be valid. The rule fails open, so the request goes on, counted by IP.
       expect(first.status).toBe(200);
       expect(first.ms).toBeLessThan(JOSE_DEFAULT_MS / 2);
+      // Decided by Redis, but not as the rule says: the degraded answer says why.
+      expect(first.timing).toMatch(/^ratelimit;dur=[\d.]+;desc="jwks_unavailable"$/);
       const second = await send();
       expect(second.status).toBe(200);
       // The limit of 2 still holds, by the client's IP: the rule was decided, not skipped.
       const third = await send();
       expect(third.status).toBe(429);
+      expect(third.timing).toMatch(/;desc="jwks_unavailable"$/);
+      const denied = worker.logs.find((line) => line.includes('"event":"ratelimit.denied"'));
+      expect(denied).toContain('"source":"redis","reason":"jwks_unavailable"');
       expect(hits.get("hang")).toBe(1); // the 2nd and 3rd sent no fetch beside the one on its way
       expect(second.ms + third.ms).toBeLessThan(JOSE_DEFAULT_MS / 2);
 
@@ -136,6 +142,9 @@ describe("an unreachable JWKS", () => {
         const text = await response.text();
         expect(response.status).toBe(503);
         expect(response.headers.get("content-type")).toBe("application/problem+json");
+        expect(response.headers.get("Server-Timing")).toMatch(
+          /^ratelimit;dur=[\d.]+;desc="jwks_unavailable"$/,
+        );
         const retryAfter = Number(response.headers.get("retry-after"));
         expect(retryAfter).toBeGreaterThanOrEqual(1);
         expect(retryAfter).toBeLessThanOrEqual(5);
@@ -147,6 +156,12 @@ describe("an unreachable JWKS", () => {
         expect(text).not.toMatch(/\bat .+:\d+:\d+/); // no stack trace
       }
       expect((hits.get("error") ?? 0) - before).toBe(1);
+      // Each 503 logs its line, as one Redis could not decide does, with the reason.
+      const unavailable = worker.logs.filter((line) => line.includes('"event":"ratelimit.denied"'));
+      expect(unavailable).toHaveLength(2);
+      expect(unavailable[0]).toMatch(
+        /"rule":"per-user","verdict":"unavailable".*"reason":"jwks_unavailable"/,
+      );
       expect(worker.logs.join("\n")).toContain("could not be fetched (the answer was not 200 with JSON)");
       expect(worker.logs.join("\n")).not.toContain(URL_SECRET);
     } finally {
