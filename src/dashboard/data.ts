@@ -7,7 +7,8 @@
  *
  * Redis being down is when operators need the page most, so a failed read never fails it: counts show as
  * zero, modes as this isolate's own copy, and the health strip says Redis is unreachable. A Redis that hangs
- * costs the page one admin timeout in all (deadline.ts), not one per step.
+ * costs the page one admin timeout in all (deadline.ts), not one per step, and nothing while the breaker is
+ * open.
  */
 import type { AdminContext } from "../admin/context";
 import { type HealthReport, healthOfEndpoints } from "../admin/health";
@@ -111,7 +112,12 @@ async function readWithin(
   waitUntil: WaitUntil,
   deadline: Deadline,
 ): Promise<DashboardData> {
-  if (admin.metrics) {
+  // The counts and the live modes live on the first endpoint. While its breaker is open, the last decisions
+  // there already failed: the page answers at once from what this isolate knows (its rules, its copy of the
+  // modes, the breaker's state), as health does, rather than wait out the deadline on a Redis not answering.
+  const breakerOpen = admin.endpointHealth()[0]?.breaker === "open";
+  const isolateModes = () => admin.liveModes?.current(waitUntil) ?? NO_LIVE_MODES;
+  if (admin.metrics && !breakerOpen) {
     const flush = admin.metrics.flush();
     // Cut short, it still lands when Redis answers in time for the admin client (counts are best effort).
     waitUntil(flush);
@@ -144,26 +150,31 @@ async function readWithin(
       );
     }
   }
+  const noReplies = () => reads.map(() => null); // every count zero, every list empty
   const [replies, live, health] = await Promise.all([
-    deadline
-      .within(() => readSettled(admin.redis, reads, nowMinute, CHART_MINUTES))
-      .catch((error): unknown[] => {
-        logReadFailure("metrics", error);
-        return reads.map(() => null); // every count zero, every list empty
-      }),
-    deadline
-      .within(() =>
-        readLiveModes(
-          admin.redis,
-          prefix,
-          rules.map((r) => r.name),
-        ),
-      )
-      .catch((error): LiveModes | Promise<LiveModes> => {
-        logReadFailure("live_modes", error);
-        // The modes this isolate obeys right now.
-        return admin.liveModes?.current(waitUntil) ?? NO_LIVE_MODES;
-      }),
+    breakerOpen
+      ? noReplies()
+      : deadline
+          .within(() => readSettled(admin.redis, reads, nowMinute, CHART_MINUTES))
+          .catch((error): unknown[] => {
+            logReadFailure("metrics", error);
+            return noReplies();
+          }),
+    breakerOpen
+      ? isolateModes()
+      : deadline
+          .within(() =>
+            readLiveModes(
+              admin.redis,
+              prefix,
+              rules.map((r) => r.name),
+            ),
+          )
+          .catch((error): LiveModes | Promise<LiveModes> => {
+            logReadFailure("live_modes", error);
+            // The modes this isolate obeys right now.
+            return isolateModes();
+          }),
     // As `/health` waits (the decision budget), within what is left of the read's own wait.
     healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth(), {
       waitUntil,

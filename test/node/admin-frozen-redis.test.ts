@@ -67,6 +67,28 @@ describe("the dashboard while Redis hangs", () => {
     });
   });
 
+  it("answers at once while the breaker is open, from what the isolate knows", async () => {
+    const worker = await warmWorker(stack, RULES);
+    // A live switch this isolate learns as it makes it: its own copy of the modes holds it.
+    const monitor = await worker.fetch("/__floodgate/mode", {
+      method: "PUT",
+      headers: { ...AUTH, "Content-Type": "application/json" },
+      body: JSON.stringify({ mode: "monitor", rule: "api" }),
+    });
+    expect(monitor.status).toBe(200);
+    await whileFrozen(stack, worker, async () => {
+      await openBreaker(worker);
+      const data = await timed(worker, "/__floodgate/dashboard.json", { headers: AUTH });
+      expect(data.status).toBe(200);
+      expect(data.json).toMatchObject({
+        health: { status: "degraded", redis: { reachable: false }, breaker: "open" },
+        rules: [{ name: "api", mode: { effective: "monitor", source: "live-rule" } }],
+      });
+      // As health answers with the breaker open: well within one decision budget, no wait on Redis at all.
+      expect(data.ms).toBeLessThan(TIMEOUT_MS / 2);
+    });
+  });
+
   it("serves the page to a signed-in operator after one admin timeout, not two", async () => {
     const worker = await warmWorker(stack, RULES);
     const login = await worker.fetch("/__floodgate/login", {
