@@ -1,12 +1,14 @@
 /**
  * `PUT /mode` (the live switch) and `GET /rules` (the effective rules, and where each value came from).
+ * `GET /rules` answers even when Redis cannot be read, as the dashboard does (src/dashboard/data.ts): with the
+ * modes this isolate obeys right now, its own copy, and `liveModesFrom: "isolate"` to say so.
  */
 import type { Hono } from "hono";
 import type { FloodgateConfig } from "../config";
 import type { RuleConfig, ShedConfig } from "../config/rules";
 import type { Mode } from "../engine/types";
 import { explainMode, type ModeSource } from "../live/effective";
-import { type LiveModes, readLiveModes, writeLiveMode } from "../live/modes";
+import { type LiveModes, NO_LIVE_MODES, readLiveModes, writeLiveMode } from "../live/modes";
 import { shedAbove } from "../middleware/shed";
 import { type AdminEnv, findRule } from "./context";
 import { formatPeriod } from "./period";
@@ -22,22 +24,33 @@ export function liveRoutes(app: Hono<AdminEnv>): void {
     const live = await readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config.rules));
     // This isolate obeys its own switch from its next request; every other one within its refresh interval.
     admin.liveModes?.replace(live);
-    return c.json(describe(admin.config, live));
+    return c.json(describe(admin.config, live, "redis"));
   });
 
   app.get("/rules", async (c) => {
     const admin = c.get("admin");
-    const live = await readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config.rules));
-    return c.json(describe(admin.config, live));
+    try {
+      const live = await readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config.rules));
+      return c.json(describe(admin.config, live, "redis"));
+    } catch (error) {
+      // The error's class only: its message may quote a command.
+      const name = error instanceof Error ? error.name : typeof error;
+      console.error(JSON.stringify({ event: "admin_read_failed", read: "live_modes", error: name }));
+      const copy = admin.liveModes?.current((p) => c.executionCtx.waitUntil(p)) ?? NO_LIVE_MODES;
+      return c.json(describe(admin.config, await copy, "isolate"));
+    }
   });
 }
+
+/** Where the live modes shown came from: Redis, or this isolate's own copy when Redis could not be read. */
+type LiveModesFrom = "redis" | "isolate";
 
 const ruleNames = (rules: readonly RuleConfig[]) => rules.map((rule) => rule.name);
 
 type Config = Pick<FloodgateConfig, "rules" | "mode" | "failure">;
 
 /** The effective configuration: every rule as configured (`source: "binding"`), modes with their source. */
-function describe(config: Config, live: LiveModes) {
+function describe(config: Config, live: LiveModes, liveModesFrom: LiveModesFrom) {
   const global = live.global ?? config.mode;
   const source: Extract<ModeSource, "live-global" | "binding"> = live.global ? "live-global" : "binding";
   return {
@@ -49,6 +62,7 @@ function describe(config: Config, live: LiveModes) {
     },
     failure: config.failure,
     rules: config.rules.map((rule) => describeRule(rule, config, live)),
+    liveModesFrom,
   };
 }
 
