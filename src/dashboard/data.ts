@@ -7,8 +7,8 @@
  *
  * Redis being down is when operators need the page most, so a failed read never fails it: counts show as
  * zero, modes as this isolate's own copy, and the health strip says Redis is unreachable. A Redis that hangs
- * costs the page one admin timeout in all (deadline.ts), not one per step, and nothing while the breaker is
- * open.
+ * costs the page one admin timeout in all (src/util/deadline.ts), not one per step, and nothing while the
+ * breaker is open.
  */
 import type { AdminContext } from "../admin/context";
 import { type HealthReport, healthOfEndpoints } from "../admin/health";
@@ -20,7 +20,7 @@ import { explainMode, type ModeSource } from "../live/effective";
 import { fieldMap, type LiveModes, NO_LIVE_MODES, readLiveModes } from "../live/modes";
 import { shedAbove } from "../middleware/shed";
 import { metricsKeys, minuteOf } from "../observability/metrics";
-import { type Deadline, deadlineIn } from "./deadline";
+import { type Deadline, deadlineIn } from "../util/deadline";
 import { type Read, readSettled } from "./settled";
 
 /** Minutes in the chart (the last hour). */

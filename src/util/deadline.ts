@@ -1,21 +1,21 @@
 /**
- * One deadline for every Redis wait of one dashboard read. Each admin command has its own timeout (the admin
- * client's `adminTimeoutMs`), so steps that run one after the other would each wait it out on a Redis that
- * hangs: the flush of this isolate's counts, then the reads. Racing every step against one shared deadline
- * makes the whole read wait at most once (README "Dashboard").
+ * One deadline for every Redis wait of one admin request (a dashboard read, an override change). Each admin
+ * command has its own timeout (the admin client's `adminTimeoutMs`), so steps that run one after the other
+ * would each wait it out on a Redis that hangs or answers late. Racing every step against one shared deadline
+ * makes the whole request wait at most once (README "When things fail").
  */
-import { deadlineAfter } from "../util/timer";
+import { deadlineAfter } from "./timer";
 
 /** A step the deadline cut short, or one it did not start because the deadline had passed. */
 export class DeadlineError extends Error {
   constructor() {
-    super("the dashboard's wait for Redis ran out");
+    super("the wait for Redis ran out");
     // What the admin client's own timeout throws, so the log line reads the same.
     this.name = "TimeoutError";
   }
 }
 
-/** The deadline of one read. Call `cancel` when the read is done, so its timer does not outlive it. */
+/** The deadline of one request. Call `cancel` when the request is done, so its timer does not outlive it. */
 export interface Deadline {
   /** `start()`'s result, or a `DeadlineError` when the deadline comes first (`start` is not called after it). */
   within<T>(start: () => Promise<T>): Promise<T>;
@@ -32,7 +32,7 @@ export function deadlineIn(ms: number): Deadline {
   const expired = new Promise<never>((_, reject) => {
     expire = () => reject(new DeadlineError());
   });
-  // Raced by every step; a read with no step left waiting must not report an unhandled rejection.
+  // Raced by every step; a request with no step left waiting must not report an unhandled rejection.
   expired.catch(() => {});
   const cancel = deadlineAfter(ms, () => {
     passed = true;
