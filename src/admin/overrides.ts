@@ -9,6 +9,7 @@ import type { Redis } from "@upstash/redis";
 import { identityHashOf, overrideKey, overrideKeyPrefix } from "../engine/keys";
 import { fieldMap } from "../live/modes";
 import { overrideIndexKey, overrideIndexMember } from "../live/overrides";
+import { type Deadline, NO_DEADLINE } from "../util/deadline";
 
 /** One override as stored and shown. */
 export interface Override {
@@ -37,7 +38,8 @@ export interface OverrideTarget {
  * never sees half of an old and half of a new one). Two steps, not one MULTI: on a Redis Cluster the index and
  * the override live in different slots; in this order an override never exists unlisted. With `ttlSeconds`
  * the key expires then; without, it lasts until deleted. With several databases the override lives on its
- * identity's endpoint (`redis`) and the index on the first (`indexRedis`).
+ * identity's endpoint (`redis`) and the index on the first (`indexRedis`). Past the `deadline`, the
+ * override is not written.
  */
 export async function putOverride(
   target: OverrideTarget,
@@ -45,17 +47,17 @@ export async function putOverride(
   ttlSeconds: number | undefined,
   redis: Redis,
   indexRedis: Redis = redis,
+  deadline: Deadline = NO_DEADLINE,
 ) {
   const key = overrideKey(target.prefix, target.rule, target.identityHash);
   const fields: Record<string, number> = { limit: override.limit, burst: override.burst };
   if (override.periodMs !== undefined) fields.period = override.periodMs;
-  await indexRedis.sadd(
-    overrideIndexKey(target.prefix),
-    overrideIndexMember(target.rule, target.identityHash),
+  await deadline.within(() =>
+    indexRedis.sadd(overrideIndexKey(target.prefix), overrideIndexMember(target.rule, target.identityHash)),
   );
   const tx = redis.multi().del(key).hset(key, fields);
   if (ttlSeconds !== undefined) tx.expire(key, ttlSeconds);
-  await tx.exec();
+  await deadline.within(() => tx.exec());
 }
 
 /** Reads one override, or `null` when there is none. */
@@ -67,17 +69,19 @@ export async function getOverride(key: string, redis: Redis): Promise<StoredOver
 
 /**
  * Removes one override, then its index entry (separate commands: different slots on a Redis Cluster; in this
- * order an override never exists unlisted); `true` if there was one.
+ * order an override never exists unlisted); `true` if there was one. Past the `deadline`, the index entry
+ * stays (a listed identity without an override is harmless).
  */
 export async function deleteOverride(
   target: OverrideTarget,
   redis: Redis,
   indexRedis: Redis = redis,
+  deadline: Deadline = NO_DEADLINE,
 ): Promise<boolean> {
-  const deleted = await redis.del(overrideKey(target.prefix, target.rule, target.identityHash));
-  await indexRedis.srem(
-    overrideIndexKey(target.prefix),
-    overrideIndexMember(target.rule, target.identityHash),
+  const key = overrideKey(target.prefix, target.rule, target.identityHash);
+  const deleted = await deadline.within(() => redis.del(key));
+  await deadline.within(() =>
+    indexRedis.srem(overrideIndexKey(target.prefix), overrideIndexMember(target.rule, target.identityHash)),
   );
   return Number(deleted) > 0;
 }

@@ -6,6 +6,7 @@ import type { Redis } from "@upstash/redis";
 import type { RuleConfig } from "../config/rules";
 import { reaimArguments } from "../engine/script";
 import { runScript } from "../engine/store";
+import { type Deadline, NO_DEADLINE } from "../util/deadline";
 import type { Override, OverrideTarget } from "./overrides";
 
 /**
@@ -15,13 +16,15 @@ import type { Override, OverrideTarget } from "./overrides";
  * the counter as it is; after a set, a longer window would otherwise lose the count when the shorter one ends.
  * The period in force is the override's, else the rule's own; when some tier of the rule has a period of its
  * own it is not known here (a tier comes from the client's request), and after a removal the counter then
- * keeps its expiry (README "How soon an override applies"). Other algorithms keep no such counter.
+ * keeps its expiry (README "How soon an override applies"). Other algorithms keep no such counter. Past the
+ * `deadline` it is given up like a failed call.
  */
 export async function reaimCounter(
   target: OverrideTarget,
   rule: RuleConfig,
   override: Override | undefined,
   redis: Redis,
+  deadline: Deadline = NO_DEADLINE,
 ): Promise<void> {
   if (rule.algorithm !== "fixed-window") return;
   const tiered = Object.values(rule.tiers).some((tier) => tier.periodMs !== undefined);
@@ -29,7 +32,7 @@ export async function reaimCounter(
   if (periodMs === undefined) return;
   const { keys, args } = reaimArguments(target.prefix, target.rule, target.identityHash, periodMs);
   try {
-    await runScript(redis, keys, args);
+    await deadline.within(() => runScript(redis, keys, args));
   } catch {
     // The override itself is written: the answer must say so. The counter only keeps its expiry, until
     // its window ends (or, after a set, until a decision that reads the override re-aims it).

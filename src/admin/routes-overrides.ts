@@ -3,11 +3,13 @@
  * rule's `limit`, `period` and `burst` for one identity; the decision script reads it in the same call.
  * It applies from the very next request of this isolate (its override index is updated here) and in every
  * other isolate within about one second (the change log, src/live/changes.ts). A fixed-window counter is
- * re-aimed at the window in force after each set or removal (reaim.ts).
+ * re-aimed at the window in force after each set or removal (reaim.ts). A set or a removal is several Redis
+ * commands in a row: they share one wait, the admin timeout (src/util/deadline.ts), not one each.
  */
-import type { Hono } from "hono";
+import type { Context, Hono } from "hono";
 import { overrideKey } from "../engine/keys";
-import { recordChange } from "../live/changes";
+import { type AdminChange, recordChange } from "../live/changes";
+import { type Deadline, withDeadline } from "../util/deadline";
 import { type AdminEnv, findRule } from "./context";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
 import {
@@ -74,11 +76,14 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const body = await parseBody(c.req.raw, OverrideBody);
     const override = { limit: body.limit, periodMs: body.period, burst: body.burst ?? body.limit };
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
-    await putOverride(target, override, body.ttl, admin.redisOf(identityHash), admin.redis);
-    admin.forget(rule.name, identityHash);
-    admin.liveModes?.overrides?.set(rule.name, identityHash, true);
-    await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash, override: true });
-    await reaimCounter(target, rule, override, admin.redisOf(identityHash));
+    const redis = admin.redisOf(identityHash);
+    await withDeadline(admin.adminTimeoutMs, async (deadline) => {
+      await putOverride(target, override, body.ttl, redis, admin.redis, deadline);
+      admin.forget(rule.name, identityHash);
+      admin.liveModes?.overrides?.set(rule.name, identityHash, true);
+      await recordWithin(c, deadline, { rule: rule.name, identityHash, override: true });
+      await reaimCounter(target, rule, override, redis, deadline);
+    });
     return c.json({ rule: rule.name, ...show(identityHash, { ...override, ttlSeconds: body.ttl ?? null }) });
   });
 
@@ -97,12 +102,30 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const rule = findRule(admin, c.req.param("rule"));
     const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "overrides", rule.name));
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
-    const existed = await deleteOverride(target, admin.redisOf(identityHash), admin.redis);
-    if (!existed) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
-    admin.forget(rule.name, identityHash);
-    admin.liveModes?.overrides?.set(rule.name, identityHash, false);
-    await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash, override: false });
-    await reaimCounter(target, rule, undefined, admin.redisOf(identityHash));
+    const redis = admin.redisOf(identityHash);
+    await withDeadline(admin.adminTimeoutMs, async (deadline) => {
+      const existed = await deleteOverride(target, redis, admin.redis, deadline);
+      if (!existed) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
+      admin.forget(rule.name, identityHash);
+      admin.liveModes?.overrides?.set(rule.name, identityHash, false);
+      await recordWithin(c, deadline, { rule: rule.name, identityHash, override: false });
+      await reaimCounter(target, rule, undefined, redis, deadline);
+    });
     return c.body(null, 204);
+  });
+}
+
+/**
+ * Records an override change in the change log within the route's deadline. Once started, it is left to
+ * finish in the background (`waitUntil`) should the deadline pass: an epoch taken whose entry is never
+ * written stops other isolates' reading of the log at that entry (src/live/changes.ts).
+ */
+function recordWithin(c: Context<AdminEnv>, deadline: Deadline, change: AdminChange): Promise<void> {
+  const admin = c.get("admin");
+  return deadline.within(() => {
+    const recording = recordChange(admin.redis, admin.config.prefix, change);
+    // Its failure is the route's to answer, or, past the deadline, nobody's.
+    c.executionCtx.waitUntil(recording.catch(() => {}));
+    return recording;
   });
 }

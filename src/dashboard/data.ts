@@ -20,7 +20,7 @@ import { explainMode, type ModeSource } from "../live/effective";
 import { fieldMap, type LiveModes, NO_LIVE_MODES, readLiveModes } from "../live/modes";
 import { shedAbove } from "../middleware/shed";
 import { metricsKeys, minuteOf } from "../observability/metrics";
-import { type Deadline, deadlineIn } from "../util/deadline";
+import { type Deadline, withDeadline } from "../util/deadline";
 import { type Read, readSettled } from "./settled";
 
 /** Minutes in the chart (the last hour). */
@@ -99,12 +99,7 @@ const VERDICT_FIELDS: Array<[string, keyof Counts]> = [
  * and a flush the read stopped waiting for. The flush and the reads share one deadline, `adminTimeoutMs`.
  */
 export async function readDashboard(admin: AdminContext, waitUntil: WaitUntil): Promise<DashboardData> {
-  const deadline = deadlineIn(admin.adminTimeoutMs);
-  try {
-    return await readWithin(admin, waitUntil, deadline);
-  } finally {
-    deadline.cancel();
-  }
+  return withDeadline(admin.adminTimeoutMs, (deadline) => readWithin(admin, waitUntil, deadline));
 }
 
 async function readWithin(

@@ -44,3 +44,20 @@ export function deadlineIn(ms: number): Deadline {
     cancel,
   };
 }
+
+/** No deadline: each step waits as long as the admin client's own timeout lets it (callers outside a route). */
+export const NO_DEADLINE: Deadline = {
+  within: (start) => start(),
+  remainingMs: () => Number.POSITIVE_INFINITY,
+  cancel: () => {},
+};
+
+/** Runs `run` under a deadline `ms` from now, and cancels the deadline's timer once it is done. */
+export async function withDeadline<T>(ms: number, run: (deadline: Deadline) => Promise<T>): Promise<T> {
+  const deadline = deadlineIn(ms);
+  try {
+    return await run(deadline);
+  } finally {
+    deadline.cancel();
+  }
+}

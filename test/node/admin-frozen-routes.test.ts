@@ -1,5 +1,6 @@
-// The admin API's data routes while Redis hangs (redis-server frozen with SIGSTOP): `/rules` still tells the
-// effective rules and modes.
+// The admin API's data routes while Redis hangs (redis-server frozen with SIGSTOP) or gets every command late
+// (held back on its way): `/rules` still tells the effective rules and modes, and a route of several Redis
+// commands waits for Redis once in all (the admin timeout), not once per command.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ADMIN_TIMEOUT_MS,
@@ -7,12 +8,15 @@ import {
   type FrozenStack,
   startStack,
   timed,
+  type Worker,
   warmWorker,
   whileFrozen,
 } from "./frozen-redis";
 
+// Fixed window: setting or removing an override also re-aims the identity's counter (one more command).
 const RULES = [{ name: "api", key: "ip", algorithm: "fixed-window", limit: 1000, period: "1h" }];
 const JSON_AUTH = { ...AUTH, "Content-Type": "application/json" };
+const OVERRIDE = "/__floodgate/overrides/api/192.0.2.7";
 
 let stack: FrozenStack;
 
@@ -21,6 +25,17 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(() => stack?.close());
+
+/** Runs `body` while every command reaches Redis `lagMs` late, each within the admin client's own timeout. */
+async function whileLagging(worker: Worker, lagMs: number, body: () => Promise<void>): Promise<void> {
+  stack.setLagMs(lagMs);
+  try {
+    await body();
+  } finally {
+    stack.setLagMs(0);
+    await worker.dispose();
+  }
+}
 
 describe("GET /__floodgate/rules when Redis cannot be read", () => {
   it("answers with the isolate's own copy of the live modes, and says so", async () => {
@@ -42,4 +57,35 @@ describe("GET /__floodgate/rules when Redis cannot be read", () => {
       expect(rules.ms).toBeLessThan(ADMIN_TIMEOUT_MS + 2500);
     });
   });
+});
+
+describe("override changes while Redis answers each command late", () => {
+  it("PUT gives up after one admin timeout in all, with a 503", async () => {
+    const worker = await warmWorker(stack, RULES);
+    await whileLagging(worker, 3000, async () => {
+      const put = await timed(worker, OVERRIDE, {
+        method: "PUT",
+        headers: JSON_AUTH,
+        body: JSON.stringify({ limit: 5 }),
+      });
+      expect(put.status).toBe(503);
+      expect(put.json).toMatchObject({ status: 503, title: "Service Unavailable" });
+      expect(put.ms).toBeLessThan(ADMIN_TIMEOUT_MS + 2500);
+    });
+  }, 60_000);
+
+  it("DELETE gives up after one admin timeout in all, with a 503", async () => {
+    const worker = await warmWorker(stack, RULES);
+    const put = await timed(worker, OVERRIDE, {
+      method: "PUT",
+      headers: JSON_AUTH,
+      body: JSON.stringify({ limit: 5 }),
+    });
+    expect(put.status).toBe(200);
+    await whileLagging(worker, 3000, async () => {
+      const removed = await timed(worker, OVERRIDE, { method: "DELETE", headers: AUTH });
+      expect(removed.status).toBe(503);
+      expect(removed.ms).toBeLessThan(ADMIN_TIMEOUT_MS + 2500);
+    });
+  }, 60_000);
 });
