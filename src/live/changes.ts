@@ -38,7 +38,8 @@ export async function recordChange(
 ): Promise<void> {
   const epoch = Number(await redis.hincrby(liveModeKey(prefix), EPOCH_FIELD, 1));
   // Written after the increment: a reader that sees the new epoch before this slot finds an older entry
-  // there (its number does not match), stops, and tries again on its next read.
+  // there (its number does not match), stops, and tries again on its next read; one never written (this
+  // writer failed here) it skips after a while (LOST_CHANGE_AFTER_MS, index.ts).
   await redis.hset(liveModeKey(prefix), {
     [slotField(epoch, ring)]: `${epoch}|${change.rule}|${change.identityHash}${overridePart(change)}`,
   });

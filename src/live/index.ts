@@ -3,7 +3,7 @@
  */
 import type { Redis } from "@upstash/redis";
 import { LiveModeCache } from "./cache";
-import { CHANGE_RING, readChanges } from "./changes";
+import { type AdminChange, CHANGE_RING, readChanges } from "./changes";
 import { type LiveModes, liveModeFields, liveModeKey, liveModesFrom } from "./modes";
 import { OverrideIndex, overrideIndexKey } from "./overrides";
 
@@ -23,7 +23,21 @@ export interface LiveModesOptions {
   coldLoadTimeoutMs?: number;
   /** Minimum time between two reads of one isolate, ms. @default 1000 */
   refreshIntervalMs?: number;
+  /**
+   * How long a change announced in the log but never written blocks the changes after it, ms (changes.ts:
+   * its writer failed between its two commands). @default LOST_CHANGE_AFTER_MS
+   */
+  lostChangeAfterMs?: number;
+  /** Clock, ms. @default Date.now */
+  now?: () => number;
 }
+
+/**
+ * A change whose slot is still unwritten this long after a reader first met it is taken as lost: longer than
+ * two admin commands' timeouts (the recording's second command is sent within one and answered within the
+ * next), so a slow write is waited for, while a lost one delays the changes after it by seconds, not forever.
+ */
+export const LOST_CHANGE_AFTER_MS = 15_000;
 
 /**
  * The isolate's live-mode copy for one Redis and prefix; create it once per isolate, next to the store.
@@ -39,8 +53,11 @@ export interface LiveModesOptions {
  * const live = await liveModes.current((p) => c.executionCtx.waitUntil(p));
  */
 export function createLiveModes(redis: Redis, prefix: string, options: LiveModesOptions): LiveModeCache {
-  const { ruleNames, forget, ...timing } = options;
+  const { ruleNames, forget, lostChangeAfterMs = LOST_CHANGE_AFTER_MS, ...timing } = options;
+  const now = timing.now ?? Date.now;
   const overrides = new OverrideIndex();
+  // The first unwritten slot this isolate stopped at, and since when (ms).
+  let gap: { epoch: number; sinceMs: number } | undefined;
   const fields = liveModeFields(ruleNames);
   return new LiveModeCache({
     load: async (): Promise<LiveModes> => {
@@ -57,14 +74,28 @@ export function createLiveModes(redis: Redis, prefix: string, options: LiveModes
     catchUp: async (seenEpoch, epoch) => {
       // More changes than the log holds: some new override may be among those lost; read the index again.
       if (epoch - seenEpoch > CHANGE_RING) overrides.invalidate();
-      const { changes, readUpTo } = await readChanges(redis, prefix, seenEpoch, epoch);
-      for (const change of changes) {
-        forget?.(change.rule, change.identityHash);
-        if (change.override !== undefined) overrides.set(change.rule, change.identityHash, change.override);
+      let { changes, readUpTo } = await readChanges(redis, prefix, seenEpoch, epoch);
+      follow(changes);
+      if (readUpTo === epoch) gap = undefined;
+      else if (gap?.epoch !== readUpTo + 1) gap = { epoch: readUpTo + 1, sinceMs: now() };
+      else if (now() - gap.sinceMs >= lostChangeAfterMs) {
+        // Its writer failed after taking the epoch: skip it, as a change past the ring's end is skipped (it
+        // may have been an override: read the index again), and read on.
+        overrides.invalidate();
+        gap = undefined;
+        ({ changes, readUpTo } = await readChanges(redis, prefix, readUpTo + 1, epoch));
+        follow(changes);
       }
       return readUpTo;
     },
     overrides,
     ...timing,
   });
+
+  function follow(changes: readonly AdminChange[]): void {
+    for (const change of changes) {
+      forget?.(change.rule, change.identityHash);
+      if (change.override !== undefined) overrides.set(change.rule, change.identityHash, change.override);
+    }
+  }
 }

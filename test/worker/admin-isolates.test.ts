@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { hashIdentity } from "../../src/engine/keys";
 import { CHANGE_RING, readChanges, recordChange } from "../../src/live/changes";
+import { createLiveModes, LOST_CHANGE_AFTER_MS } from "../../src/live";
 import { liveModeKey } from "../../src/live/modes";
 import { call, makeEnv, redis, send, uniquePrefix } from "./admin-harness";
 
@@ -91,6 +92,43 @@ describe("admin changes reach every isolate", () => {
     expect(behind.readUpTo).toBe(50);
     expect(behind.changes).toHaveLength(ring);
     expect(CHANGE_RING).toBeGreaterThanOrEqual(1000);
+  });
+
+  it("waits for a slot written late, but a change never written does not stop the log for good", async () => {
+    const prefix = uniquePrefix("admin-isolates-lost");
+    let clockMs = 0;
+    const forgotten: string[] = [];
+    const live = createLiveModes(redis, prefix, {
+      ruleNames: ["api"],
+      forget: (_rule, identityHash) => forgotten.push(identityHash),
+      now: () => clockMs,
+    });
+    /** One background refresh, `ms` after the last. */
+    const refreshAfter = async (ms: number) => {
+      clockMs += ms;
+      const background: Promise<unknown>[] = [];
+      await live.current((p) => background.push(p));
+      await Promise.all(background);
+    };
+    await refreshAfter(0); // the cold load: the log starts here
+
+    // A writer between its two commands: epoch 1 taken, its slot written 5 s later.
+    await redis.hincrby(liveModeKey(prefix), "epoch", 1);
+    await recordChange(redis, prefix, { rule: "api", identityHash: "second" });
+    await refreshAfter(1000);
+    expect(forgotten).toEqual([]);
+    await redis.hset(liveModeKey(prefix), { "change:1": "1|api|first" });
+    await refreshAfter(4000);
+    expect(forgotten).toEqual(["first", "second"]);
+
+    // A writer that died between them: epoch 3 is never written; the change after it still arrives.
+    await redis.hincrby(liveModeKey(prefix), "epoch", 1);
+    await recordChange(redis, prefix, { rule: "api", identityHash: "fourth" });
+    await refreshAfter(1000);
+    await refreshAfter(LOST_CHANGE_AFTER_MS - 1000);
+    expect(forgotten).toEqual(["first", "second"]);
+    await refreshAfter(1000);
+    expect(forgotten).toEqual(["first", "second", "fourth"]);
   });
 });
 
