@@ -51,6 +51,14 @@ export interface AdminContext {
   adminTimeoutMs: number;
 }
 
+/**
+ * Whether the first endpoint's breaker is open: the last decisions there failed, so a read of what it holds
+ * (live modes, counts) answers from this isolate at once, as health does, rather than wait on a Redis that is
+ * not answering.
+ */
+export const firstBreakerOpen = (admin: AdminContext): boolean =>
+  admin.endpointHealth()[0]?.breaker === "open";
+
 /** The admin app's Hono environment: the resolved context travels in `c.var.admin`. */
 export type AdminEnv = { Variables: { admin: AdminContext } };
 

@@ -14,8 +14,9 @@ import { hashIdentity, overrideKey, RESET_FENCE_MS, resetFenceKey } from "../eng
 import type { RuleCall } from "../engine/types";
 import { canonicalIdentity } from "../identity";
 import { HASH_PREFIX } from "../identity/show";
-import { recordChange } from "../live/changes";
 import { classSlots, shardIdentity, shedAbove, subKeyCapacity } from "../middleware/shed";
+import { withDeadline } from "../util/deadline";
+import { recordWithin } from "./change";
 import { type AdminContext, type AdminEnv, findRule } from "./context";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
 import { getOverride } from "./overrides";
@@ -92,11 +93,15 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const redis = admin.redisOf(identityHash);
     // The fence first: a lease granted before the reset, returned after it, gives nothing back into the
     // fresh state (lua/floodgate.lua's header, REFUND).
+    // Its commands share one wait for Redis, the admin timeout, not one each.
     const fence = resetFenceKey(admin.config.prefix, rule.name, identityHash);
-    await redis.set(fence, "1", { px: RESET_FENCE_MS });
-    const deleted = keys.length > 0 ? await redis.del(...keys) : 0;
-    admin.forget(rule.name, identityHash);
-    await recordChange(admin.redis, admin.config.prefix, { rule: rule.name, identityHash });
+    const deleted = await withDeadline(admin.adminTimeoutMs, async (deadline) => {
+      await deadline.within(() => redis.set(fence, "1", { px: RESET_FENCE_MS }));
+      const deleted = keys.length > 0 ? await deadline.within(() => redis.del(...keys)) : 0;
+      admin.forget(rule.name, identityHash);
+      await recordWithin(c, deadline, { rule: rule.name, identityHash });
+      return deleted;
+    });
     return c.json({ rule: rule.name, identity: showHash(identityHash), reset: deleted > 0 });
   });
 }

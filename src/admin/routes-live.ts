@@ -1,7 +1,8 @@
 /**
  * `PUT /mode` (the live switch) and `GET /rules` (the effective rules, and where each value came from).
  * `GET /rules` answers even when Redis cannot be read, as the dashboard does (src/dashboard/data.ts): with the
- * modes this isolate obeys right now, its own copy, and `liveModesFrom: "isolate"` to say so.
+ * modes this isolate obeys right now, its own copy, and `liveModesFrom: "isolate"` to say so; at once while
+ * the breaker is open.
  */
 import type { Hono } from "hono";
 import type { FloodgateConfig } from "../config";
@@ -10,7 +11,8 @@ import type { Mode } from "../engine/types";
 import { explainMode, type ModeSource } from "../live/effective";
 import { type LiveModes, NO_LIVE_MODES, readLiveModes, writeLiveMode } from "../live/modes";
 import { shedAbove } from "../middleware/shed";
-import { type AdminEnv, findRule } from "./context";
+import { withDeadline } from "../util/deadline";
+import { type AdminEnv, findRule, firstBreakerOpen } from "./context";
 import { formatPeriod } from "./period";
 import { ModeBody, parseBody } from "./schemas";
 
@@ -20,8 +22,13 @@ export function liveRoutes(app: Hono<AdminEnv>): void {
     const admin = c.get("admin");
     const body = await parseBody(c.req.raw, ModeBody);
     if (body.rule !== undefined) findRule(admin, body.rule);
-    await writeLiveMode(admin.redis, admin.config.prefix, body.rule, body.mode);
-    const live = await readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config.rules));
+    // The write and the read back share one wait for Redis, the admin timeout, not one each.
+    const live = await withDeadline(admin.adminTimeoutMs, async (deadline) => {
+      await deadline.within(() => writeLiveMode(admin.redis, admin.config.prefix, body.rule, body.mode));
+      return deadline.within(() =>
+        readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config.rules)),
+      );
+    });
     // This isolate obeys its own switch from its next request; every other one within its refresh interval.
     admin.liveModes?.replace(live);
     return c.json(describe(admin.config, live, "redis"));
@@ -29,6 +36,11 @@ export function liveRoutes(app: Hono<AdminEnv>): void {
 
   app.get("/rules", async (c) => {
     const admin = c.get("admin");
+    const isolateCopy = async () => {
+      const copy = admin.liveModes?.current((p) => c.executionCtx.waitUntil(p)) ?? NO_LIVE_MODES;
+      return c.json(describe(admin.config, await copy, "isolate"));
+    };
+    if (firstBreakerOpen(admin)) return isolateCopy();
     try {
       const live = await readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config.rules));
       return c.json(describe(admin.config, live, "redis"));
@@ -36,8 +48,7 @@ export function liveRoutes(app: Hono<AdminEnv>): void {
       // The error's class only: its message may quote a command.
       const name = error instanceof Error ? error.name : typeof error;
       console.error(JSON.stringify({ event: "admin_read_failed", read: "live_modes", error: name }));
-      const copy = admin.liveModes?.current((p) => c.executionCtx.waitUntil(p)) ?? NO_LIVE_MODES;
-      return c.json(describe(admin.config, await copy, "isolate"));
+      return isolateCopy();
     }
   });
 }

@@ -6,10 +6,10 @@
  * re-aimed at the window in force after each set or removal (reaim.ts). A set or a removal is several Redis
  * commands in a row: they share one wait, the admin timeout (src/util/deadline.ts), not one each.
  */
-import type { Context, Hono } from "hono";
+import type { Hono } from "hono";
 import { overrideKey } from "../engine/keys";
-import { type AdminChange, recordChange } from "../live/changes";
-import { type Deadline, withDeadline } from "../util/deadline";
+import { withDeadline } from "../util/deadline";
+import { recordWithin } from "./change";
 import { type AdminEnv, findRule } from "./context";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
 import {
@@ -112,20 +112,5 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
       await reaimCounter(target, rule, undefined, redis, deadline);
     });
     return c.body(null, 204);
-  });
-}
-
-/**
- * Records an override change in the change log within the route's deadline. Once started, it is left to
- * finish in the background (`waitUntil`) should the deadline pass: an epoch taken whose entry is never
- * written stops other isolates' reading of the log at that entry (src/live/changes.ts).
- */
-function recordWithin(c: Context<AdminEnv>, deadline: Deadline, change: AdminChange): Promise<void> {
-  const admin = c.get("admin");
-  return deadline.within(() => {
-    const recording = recordChange(admin.redis, admin.config.prefix, change);
-    // Its failure is the route's to answer, or, past the deadline, nobody's.
-    c.executionCtx.waitUntil(recording.catch(() => {}));
-    return recording;
   });
 }

@@ -10,7 +10,7 @@
  * costs the page one admin timeout in all (src/util/deadline.ts), not one per step, and nothing while the
  * breaker is open.
  */
-import type { AdminContext } from "../admin/context";
+import { type AdminContext, firstBreakerOpen } from "../admin/context";
 import { type HealthReport, healthOfEndpoints } from "../admin/health";
 import { showHash } from "../admin/identity";
 import { formatPeriod } from "../admin/period";
@@ -110,7 +110,7 @@ async function readWithin(
   // The counts and the live modes live on the first endpoint. While its breaker is open, the last decisions
   // there already failed: the page answers at once from what this isolate knows (its rules, its copy of the
   // modes, the breaker's state), as health does, rather than wait out the deadline on a Redis not answering.
-  const breakerOpen = admin.endpointHealth()[0]?.breaker === "open";
+  const breakerOpen = firstBreakerOpen(admin);
   const isolateModes = () => admin.liveModes?.current(waitUntil) ?? NO_LIVE_MODES;
   if (admin.metrics && !breakerOpen) {
     const flush = admin.metrics.flush();

@@ -6,7 +6,9 @@ import {
   ADMIN_TIMEOUT_MS,
   AUTH,
   type FrozenStack,
+  openBreaker,
   startStack,
+  TIMEOUT_MS,
   timed,
   type Worker,
   warmWorker,
@@ -57,6 +59,46 @@ describe("GET /__floodgate/rules when Redis cannot be read", () => {
       expect(rules.ms).toBeLessThan(ADMIN_TIMEOUT_MS + 2500);
     });
   });
+});
+
+describe("GET /__floodgate/rules while the breaker is open", () => {
+  it("answers at once with the isolate's own copy, as the dashboard does", async () => {
+    const worker = await warmWorker(stack, RULES);
+    await whileFrozen(stack, worker, async () => {
+      await openBreaker(worker);
+      const rules = await timed(worker, "/__floodgate/rules", { headers: AUTH });
+      expect(rules.status).toBe(200);
+      expect(rules.json).toMatchObject({ liveModesFrom: "isolate", rules: [{ name: "api" }] });
+      expect(rules.ms).toBeLessThan(TIMEOUT_MS / 2);
+    });
+  });
+});
+
+describe("other admin writes while Redis answers each command late", () => {
+  it("DELETE /keys (fence, delete, change log: four commands) gives up after one admin timeout in all", async () => {
+    const worker = await warmWorker(stack, RULES);
+    await whileLagging(worker, 3000, async () => {
+      const reset = await timed(worker, "/__floodgate/keys/api/192.0.2.7", {
+        method: "DELETE",
+        headers: AUTH,
+      });
+      expect(reset.status).toBe(503);
+      expect(reset.ms).toBeLessThan(ADMIN_TIMEOUT_MS + 2500);
+    });
+  }, 60_000);
+
+  it("PUT /mode (a write, then the read back) gives up after one admin timeout in all", async () => {
+    const worker = await warmWorker(stack, RULES);
+    await whileLagging(worker, 3000, async () => {
+      const put = await timed(worker, "/__floodgate/mode", {
+        method: "PUT",
+        headers: JSON_AUTH,
+        body: JSON.stringify({ mode: "monitor" }),
+      });
+      expect(put.status).toBe(503);
+      expect(put.ms).toBeLessThan(ADMIN_TIMEOUT_MS + 2500);
+    });
+  }, 60_000);
 });
 
 describe("override changes while Redis answers each command late", () => {
