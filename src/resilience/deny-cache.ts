@@ -1,12 +1,14 @@
 /**
  * Ephemeral deny cache: an identity that Redis denied under a rule is answered from isolate memory until
- * its `retryAfterMs` has passed, with the same figures Redis gave (times counted down), and without a
- * Redis call. Hot abusive keys then stop costing Redis round trips.
+ * its `retryAfterMs` has passed or a second has (whichever comes first), with the same figures Redis gave (times
+ * counted down), and without a Redis call. Hot abusive keys then cost one Redis round trip a second per isolate.
  *
- * Safe because a denied request consumes nothing: until `retryAfterMs` the same request (same cost or
- * more) would be denied by Redis too. The exception is an admin reset or a raised override: other isolates
- * forget their cached denial when the live-mode refresh replays the change log (within about a second,
- * src/live/changes.ts). Not cached: `concurrency` and `shed` (a slot may free at any moment),
+ * Safe because a denied request consumes nothing and a cached denial is never a wrong 429 for long: units can
+ * come back before the retry time (an admin reset or a raised override, a lease's unspent units returned, a
+ * split request's refund, src/resilience/sharded.ts: the denial may have met units held only until that
+ * refund landed), so an entry answers for at most `DENY_CACHE_HOLD_MS`, then Redis is asked again. Other
+ * isolates also forget a denial an admin reset or override ended when the live-mode refresh replays the
+ * change log (src/live/changes.ts). Not cached: `concurrency` and `shed` (a slot may free at any moment),
  * `cost-exceeds-capacity` (no wait would help), and a denial under limits an override set (the script says
  * so: `RuleResult.overridden`): a `ttl` may end the override before the retry time, and nothing here knows
  * when, so a cached denial would outlive it (README "How soon an override applies": its `ttl` ends it exactly).
@@ -26,12 +28,21 @@ import { BoundedMap } from "../util/bounded-map";
 /** Most entries kept; the oldest is dropped first. @default 10000 */
 export const DEFAULT_DENY_CACHE_ENTRIES = 10_000;
 
+/**
+ * Longest a cached denial answers before Redis is asked again, ms: a hot denied identity costs one call a
+ * second per isolate, and a denial that units coming back have ended blocks its client a second at most.
+ */
+export const DENY_CACHE_HOLD_MS = 1000;
+
 interface Entry {
   /** Redis's answer for this rule: a denial, or (`allowed`) figures given beside another rule's denial. */
   result: RuleResult;
   /** When Redis gave the answer, ms. */
   atMs: number;
-  /** When the entry stops answering, ms: the denial's retry time; figures', the latest of their decision's. */
+  /**
+   * When the entry stops answering, ms: the denial's retry time, `DENY_CACHE_HOLD_MS` at most; figures', the
+   * latest of their decision's.
+   */
   untilMs: number;
 }
 
@@ -81,7 +92,7 @@ export class DenyCache {
     let untilMs = 0;
     for (const result of results) {
       if (!keptDenial(result)) continue;
-      const entry = { result, atMs, untilMs: atMs + result.retryAfterMs };
+      const entry = { result, atMs, untilMs: atMs + Math.min(result.retryAfterMs, DENY_CACHE_HOLD_MS) };
       this.entries.set(entryKey(result.call), entry);
       untilMs = Math.max(untilMs, entry.untilMs);
     }

@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import type { RuleCall, RuleResult } from "../../src/engine/types";
 import { CircuitBreaker } from "../../src/resilience/breaker";
-import { DenyCache } from "../../src/resilience/deny-cache";
+import { DENY_CACHE_HOLD_MS, DenyCache } from "../../src/resilience/deny-cache";
 import { FallbackLimiter } from "../../src/resilience/fallback";
 
 function clock(startMs = 1_000_000) {
@@ -128,20 +128,33 @@ describe("deny cache", () => {
   it("answers a denied identity until its retryAfter, counting the times down", () => {
     const t = clock();
     const cache = new DenyCache(100, t.now);
-    const c = call();
-    cache.remember([denial(c, 4000)]);
-    t.ms += 1500;
+    cache.remember([denial(call(), 800)]);
+    t.ms += 300;
     const hit = cache.lookup(call());
     expect(hit).toMatchObject({
       outcome: "denied",
-      retryAfterMs: 2500,
-      resetAfterMs: 3500,
+      retryAfterMs: 500,
+      resetAfterMs: 1500,
       source: "deny-cache",
     });
     expect(hit?.reason).toBe("deny_cache");
-    t.ms += 2500;
+    t.ms += 500;
     expect(cache.lookup(call())).toBeUndefined();
     expect(cache.size).toBe(0);
+  });
+
+  it("asks Redis again after a second however long the denial, as units may come back sooner", () => {
+    const t = clock();
+    const cache = new DenyCache(100, t.now);
+    cache.remember([denial(call(), 3_600_000)]);
+    t.ms += DENY_CACHE_HOLD_MS - 1;
+    // Redis's own figures, counted down: the client is still told the truth Redis told.
+    expect(cache.lookup(call())).toMatchObject({
+      outcome: "denied",
+      retryAfterMs: 3_600_000 - (DENY_CACHE_HOLD_MS - 1),
+    });
+    t.ms += 1;
+    expect(cache.lookup(call())).toBeUndefined();
   });
 
   it("keeps identities and rules apart, and lets a cheaper request ask Redis", () => {
@@ -190,18 +203,18 @@ describe("deny cache", () => {
     const t = clock();
     const cache = new DenyCache(100, t.now);
     const other = call({ rule: "other", limit: 10 });
-    cache.remember([figures(other, 7, 1000), denial(call(), 4000)]);
+    cache.remember([figures(other, 7, 400), denial(call(), 900)]);
     // Figures answer no request on their own: one matching only their rule asks Redis.
     expect(cache.lookup(other)).toBeUndefined();
-    t.ms += 1500;
+    t.ms += 600;
     const kept = cache.figures(other);
     expect(kept).toMatchObject({ outcome: "allowed", limit: 10, remaining: 7, source: "deny-cache" });
-    expect(kept).toMatchObject({ resetAfterMs: 1500, retryAfterMs: 0, reason: "deny_cache" });
+    expect(kept).toMatchObject({ resetAfterMs: 1800, retryAfterMs: 0, reason: "deny_cache" });
     // Only for the same rule, identity, limit and cost.
     expect(cache.figures({ ...other, limit: 11 })).toBeUndefined();
     expect(cache.figures({ ...other, cost: 2 })).toBeUndefined();
     expect(cache.figures({ ...other, identityHash: "id-2" })).toBeUndefined();
-    t.ms += 2500; // the denial's retry time: its figures go with it
+    t.ms += 300; // the denial's retry time: its figures go with it
     expect(cache.figures(other)).toBeUndefined();
   });
 
