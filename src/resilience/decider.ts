@@ -53,6 +53,11 @@ export interface DeciderOptions {
   fallbackEntries?: number;
   /** Where transitions and credential problems are logged. Never receives a secret. @default console.warn */
   log?: (line: string) => void;
+  /**
+   * Which Redis this decider's log lines are about, when there are several (`endpoint 1`, as health numbers
+   * them); added to each line. @default none
+   */
+  endpointName?: string;
   /** Clock, ms. @default Date.now */
   now?: () => number;
 }
@@ -86,7 +91,9 @@ export interface ResilientDecider extends Decider {
  */
 export function createDecider(store: DecisionStore, options: DeciderOptions = {}): ResilientDecider {
   const now = options.now ?? Date.now;
-  const log = options.log ?? ((line: string) => console.warn(line));
+  const write = options.log ?? ((line: string) => console.warn(line));
+  const { endpointName } = options;
+  const log = endpointName === undefined ? write : (line: string) => write(`${line} (${endpointName})`);
   const timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
   const guardMs = options.guardMs ?? 50;
   const breaker = new CircuitBreaker(options.breaker, now);

@@ -56,7 +56,14 @@ export function createEngine(options: EngineOptions): Engine {
   );
   // Scored by URL, so the endpoints' order in the binding does not matter (src/engine/shards.ts).
   const shardOf = rendezvous(endpoints.map((e) => e.url));
-  const deciders = stores.map((store) => createDecider(store, { ...options.decider, timeoutMs }));
+  // With several endpoints, each decider's log lines (breaker, credentials) say which one, as health does.
+  const deciders = stores.map((store, i) =>
+    createDecider(store, {
+      ...options.decider,
+      timeoutMs,
+      ...(stores.length > 1 && { endpointName: `endpoint ${i}` }),
+    }),
+  );
   const decider = createShardedDecider({
     deciders,
     shardOf,

@@ -268,4 +268,23 @@ describe("a database down", () => {
     expect(await remaining(prefix, live)).toBe(4);
     expect(engine.decider.endpointHealth().map((h) => h.status)).toEqual(["ok", "degraded"]);
   });
+
+  it("its breaker's log line names it, as health numbers it", async () => {
+    const urls = [rest.url, deadUrl];
+    const lines: string[] = [];
+    const engine = createEngine({
+      endpoints: urls.map((url) => ({ url, token: rest.token })),
+      prefix: uniquePrefix("groups-log"),
+      timeoutMs: 2000,
+      decider: { fallbackEntries: 0, log: (line) => lines.push(line) },
+    });
+    const shardOf = rendezvous(urls);
+    let identityHash = "x0";
+    for (let i = 1; shardOf(identityHash) !== 1; i++) identityHash = `x${i}`;
+    // Five failed decisions in a row open the breaker (README "When things fail").
+    for (let i = 0; i < 5; i++) await engine.decider.decide([ruleCall({ identityHash })], requestId());
+    expect(lines.filter((line) => line.includes("circuit breaker open"))).toEqual([
+      expect.stringMatching(/\(endpoint 1\)$/),
+    ]);
+  });
 });
