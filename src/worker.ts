@@ -90,13 +90,13 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   app.all("*", (c) => {
     // The URL, path and client IP the limiter already computed for this request.
     const request = limiter.requestOf(c);
-    if (underAdminPrefix(request.path)) {
+    if (underAdminPrefix(request.path, request.url.pathname)) {
       // The admin prefix spelled otherwise than the admin app answers it: never sent to the origin.
       throw new ProblemError(
         404,
         "about:blank",
         "Not Found",
-        `No such admin endpoint: the admin API answers paths spelled exactly ${ADMIN_PREFIX}/… (no escapes, doubled slashes or capitals).`,
+        `No such admin endpoint: the admin API answers paths spelled exactly ${ADMIN_PREFIX}/… (no escapes, doubled slashes, dot segments or capitals).`,
       );
     }
     return proxy(c.req.raw, request.url, request.trustedIp(), request.timer);

@@ -14,11 +14,21 @@
 /** The canonical form of a parsed URL's `pathname` (the same string when it has no escape and no `//`). */
 export function canonicalPath(pathname: string): string {
   if (!pathname.includes("%") && !pathname.includes("//")) return pathname;
+  return withoutDotSegments(decodedPath(pathname));
+}
+
+/**
+ * A parsed URL's `pathname` with its ASCII escapes decoded once and its slashes merged, and the dot segments
+ * decoding revealed left in place: `/__floodgate%2F..%2Fc` → `/__floodgate/../c`. An origin that resolves `..`
+ * before it decodes (or never does) reads its first segment as sent, so the admin prefix is tested on this
+ * form too (src/admin/prefix.ts). Without a `%` it equals the canonical form: the URL parser left no dot segment.
+ */
+export function decodedPath(pathname: string): string {
   const decoded = pathname.replace(/%([0-9A-Fa-f]{2})/g, (sequence, hex: string) => {
     const code = Number.parseInt(hex, 16);
     return code < 0x80 ? String.fromCharCode(code) : sequence.toUpperCase();
   });
-  return withoutDotSegments(decoded.replace(/[/\\]+/g, "/"));
+  return decoded.replace(/[/\\]+/g, "/");
 }
 
 /** RFC 3986 §5.2.4 on an absolute path whose slashes are single: `/a/./b/../c` → `/a/c`. */

@@ -99,6 +99,23 @@ describe("the admin prefix spelled otherwise", () => {
     expect((await send(env, "/__floodgatex", { ip: "192.0.2.82", headers })).status).toBe(200);
     expect(await originCount(tag)).toBe(1);
   });
+
+  it("is never proxied when an escaped slash and a dot segment lead out of it", async () => {
+    const token = "admin-token-for-the-dot-segment-test";
+    const env = makeEnv(keyed, { RATE_LIMIT_ADMIN_TOKEN: token });
+    const tag = newTag();
+    const headers = { Authorization: `Bearer ${token}`, "x-count-tag": tag };
+    // Their canonical path is `/c/x`, but an origin that resolves `..` before decoding reads the prefix.
+    for (const path of ["/__floodgate%2F..%2Fc/x", "/__floodgate%2f../c/x", "/__FLOODGATE%2F%2E%2E/c/x"]) {
+      const sent = await send(env, path, { ip: "192.0.2.85", headers });
+      expect(sent.status, path).toBe(404);
+      expect(sent.text, path).not.toContain(token);
+    }
+    expect(await originCount(tag)).toBe(0);
+    // Escapes that lead nowhere near the prefix still reach the origin.
+    expect((await send(env, "/c%2F..%2Fd/x", { ip: "192.0.2.85", headers })).status).toBe(200);
+    expect(await originCount(tag)).toBe(1);
+  });
 });
 
 describe("an origin's status HTTP does not define", () => {
