@@ -124,6 +124,30 @@ describe("delay instead of deny", () => {
     expect(fast?.[1].get("r")).toBe(8); // the first and the delayed one: 10 - 2
   }, 30_000);
 
+  it("never advertises a delay on a request another rule denies: it is held for nothing", async () => {
+    const env = makeEnv([
+      { name: "two-at-once", key: "ip", algorithm: "concurrency", limit: 2 },
+      { name: "queued", key: "ip", algorithm: "gcra", limit: 1, period: "1s", burst: 1, delay: "3s" },
+    ]);
+    // One passes at once, one waits ~1 s for its slot; both hold a concurrency slot while at the slow origin,
+    // so the third is denied by the concurrency rule, though the gcra rule alone would have held it ~2 s.
+    const all = await Promise.all(
+      Array.from({ length: 3 }, () => send(env, "/slow?ms=1500", { ip: "198.51.100.74" })),
+    );
+    expect(all.map((r) => r.status).sort()).toEqual([200, 200, 429]);
+    const denied = all.find((r) => r.status === 429) as Sent;
+    expect(denied.json()["violated-policies"]).toEqual(["two-at-once"]);
+    expect(denied.headers.get("Retry-After")).toBe("1");
+    expect(denied.headers.get("Server-Timing")).not.toMatch(/delay/);
+    const queued = parseList(denied.headers.get("RateLimit") ?? "").find(([name]) => name === "queued");
+    expect(queued?.[1].get("r")).toBe(0);
+    expect(queued?.[1].has("delay-ms")).toBe(false);
+    // The one that was held says so.
+    const held = all.filter((r) => r.headers.get("Server-Timing")?.includes('desc="delayed"'));
+    expect(held).toHaveLength(1);
+    expect(held[0]?.status).toBe(200);
+  }, 30_000);
+
   it("gives the slot back when the client leaves while waiting", async () => {
     const env = makeEnv([tenPerSecond({ limit: 1, period: "2s", delay: "10s" })]);
     const prefix = env.RATE_LIMIT_PREFIX as string;
