@@ -14,6 +14,7 @@ import { hashIdentity, overrideKey, RESET_FENCE_MS, resetFenceKey } from "../eng
 import type { RuleCall } from "../engine/types";
 import { canonicalIdentity } from "../identity";
 import { HASH_PREFIX } from "../identity/show";
+import { retryAfterSeconds } from "../middleware/headers";
 import { classSlots, shardIdentity, shedAbove, subKeyCapacity } from "../middleware/shed";
 import { withDeadline } from "../util/deadline";
 import { recordWithin } from "./change";
@@ -62,7 +63,8 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       limit: result.limit,
       remaining: result.remaining,
       reset_after: seconds(result.resetAfterMs),
-      retry_after: result.outcome === "allowed" ? 0 : Math.max(1, seconds(result.retryAfterMs)),
+      // As the proxy's 429 says it (a full concurrency rule: 1 s, not when its oldest lease runs out).
+      retry_after: result.outcome === "allowed" ? 0 : retryAfterSeconds([result]),
       override: override
         ? {
             limit: override.limit,

@@ -97,6 +97,22 @@ describe("keys: what one client is experiencing", () => {
     expect((await request(bucketEnv, "key-tb")).status).toBe(200);
   });
 
+  it("tells a client of a full concurrency rule to retry when the proxy's 429 does, not after the lease", async () => {
+    const env = makeEnv(uniquePrefix("admin-keys-conc"), [
+      { name: "one-at-once", key: "header:x-api-key", algorithm: "concurrency", limit: 1, period: "30s" },
+    ]);
+    const headers = { "x-api-key": "key-busy" };
+    const busy = through(env, "/slow?ms=2000", { headers }); // holds the one slot for 2 s
+    await expect.poll(async () => (await state(env, "one-at-once", "key-busy")).allowed).toBe(false);
+    const denied = await through(env, "/x", { headers });
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get("Retry-After")).toBe("1");
+    const full = await state(env, "one-at-once", "key-busy");
+    expect(full).toMatchObject({ allowed: false, remaining: 0, retry_after: denied.json().retry_after });
+    expect(full.retry_after).toBe(1);
+    expect((await busy).status).toBe(200);
+  });
+
   it("shows the state under a tier's limits when asked for that tier", async () => {
     const tieredEnv = newTieredEnv();
     await call(tieredEnv, "/anything", { headers: { "x-api-key": "key-pro", "x-plan": "pro" } });
