@@ -282,7 +282,8 @@ describe("a database down", () => {
     let identityHash = "x0";
     for (let i = 1; shardOf(identityHash) !== 1; i++) identityHash = `x${i}`;
     // Five failed decisions in a row open the breaker (README "When things fail").
-    for (let i = 0; i < 5; i++) await engine.decider.decide([ruleCall({ identityHash })], requestId());
+    for (let i = 0; i < 5; i++)
+      await engine.decider.decide([ruleCall({ algorithm: "fixed-window", identityHash })], requestId());
     expect(lines.filter((line) => line.includes("circuit breaker open"))).toEqual([
       expect.stringMatching(/\(endpoint 1\)$/),
     ]);
