@@ -14,6 +14,9 @@ import { parse as parseToml } from "smol-toml";
 import { parseDotenv } from "../local/env-file.mjs";
 import { BINDINGS, SECRETS } from "./bindings.mjs";
 
+/** Shorter admin tokens are warned about: 32 hex characters are 128 random bits. */
+const MIN_ADMIN_TOKEN_LENGTH = 32;
+
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
 const option = (name) => {
@@ -117,6 +120,13 @@ try {
   if (assumed.length > 0) {
     console.log(
       `  not set here, assumed to be secrets (check \`wrangler secret list\`): ${assumed.join(", ")}`,
+    );
+  }
+  // Admin requests and sign-ins are never rate-limited (README "Operating Floodgate"): only the token's length
+  // stands between the admin API and someone guessing it. Its length is named, never the token.
+  if (config.adminToken !== undefined && config.adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
+    console.warn(
+      `check-config: warning: RATE_LIMIT_ADMIN_TOKEN is ${config.adminToken.length} characters long: admin requests are never rate-limited, so use at least ${MIN_ADMIN_TOKEN_LENGTH} random ones (\`openssl rand -hex 32\`)`,
     );
   }
 } catch (error) {

@@ -190,6 +190,20 @@ ORIGIN_URL = "https://staging.example.com"
     expect(out).toContain('RATE_LIMIT_FAILURE: "sideways" is not one of open | closed');
   });
 
+  it("warns about a short admin token, naming its length and never printing it, and still passes", async () => {
+    const short = await checkConfig(valid, [], {}, { ".dev.vars": "RATE_LIMIT_ADMIN_TOKEN=hunter2\n" });
+    expect(short.code).toBe(0);
+    expect(short.out).toMatch(/warning: RATE_LIMIT_ADMIN_TOKEN is 7 characters long/);
+    expect(short.out).not.toContain("hunter2");
+    const long = await checkConfig(
+      valid,
+      [],
+      {},
+      { ".dev.vars": `RATE_LIMIT_ADMIN_TOKEN=${"a1".repeat(16)}\n` },
+    );
+    expect(long.out).not.toContain("warning");
+  });
+
   it("rejects a Redis token that cannot be sent as a header value, never printing it", async () => {
     const { code, out } = await checkConfig(valid, [], {
       UPSTASH_REDIS_REST_URL: "https://eu1-cool-bee.upstash.io",
