@@ -44,7 +44,23 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   });
   // Counted only for the dashboard, which needs the admin token: without it, no Redis command is spent on it.
   const metrics = config.adminToken ? new MetricsAggregator(store.redis, config.prefix) : undefined;
-  const admin = adminContextOf({ config, stores, shardOf: engine.shardOf, decider, liveModes, metrics });
+  const verifyJwt =
+    config.jwtSecret || config.jwksUrl
+      ? createJwtVerifier(
+          { secret: config.jwtSecret, jwksUrl: config.jwksUrl },
+          { timeoutMs: config.timeoutMs },
+        )
+      : undefined;
+  const admin = adminContextOf({
+    config,
+    stores,
+    shardOf: engine.shardOf,
+    decider,
+    liveModes,
+    metrics,
+    // Health reports the JWKS as the limiter's verifier last knew it (README "Health").
+    jwks: verifyJwt?.jwks,
+  });
 
   const app = new Hono<AppEnv>();
   app.onError(onError);
@@ -71,13 +87,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       failure: config.failure,
       timeoutMs: config.timeoutMs,
       clientIpHeader: config.clientIpHeader,
-      verifyJwt:
-        config.jwtSecret || config.jwksUrl
-          ? createJwtVerifier(
-              { secret: config.jwtSecret, jwksUrl: config.jwksUrl },
-              { timeoutMs: config.timeoutMs },
-            )
-          : undefined,
+      verifyJwt,
       liveModes: (_c, waitUntil) => liveModes.current(waitUntil),
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
       // What `onError` would answer, without the throw.

@@ -42,6 +42,7 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
     const report = await healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth(), {
       waitUntil: (probe) => c.executionCtx.waitUntil(probe),
       waitMs: admin.config.timeoutMs,
+      jwks: admin.jwks?.(),
     });
     return c.json(report, 200, { "Cache-Control": "no-store" });
   });

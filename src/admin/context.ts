@@ -12,6 +12,7 @@ import { stateKey } from "../engine/keys";
 import { scriptSha } from "../engine/script";
 import type { Store } from "../engine/store";
 import type { Decision, RuleCall } from "../engine/types";
+import type { JwksHealth } from "../identity";
 import type { LiveModeCache } from "../live/cache";
 import type { MetricsAggregator } from "../observability/metrics";
 import type { DeciderHealth, ResilientDecider } from "../resilience/decider";
@@ -38,6 +39,8 @@ export interface AdminContext {
   scriptSha(): Promise<string>;
   /** Each endpoint's decider health, in `endpoints`' order. */
   endpointHealth(): DeciderHealth[];
+  /** The JWKS as this isolate last knew it (the JWT verifier's); absent without `RATE_LIMIT_JWKS_URL`. */
+  jwks?: () => JwksHealth;
   /** Drops this isolate's cached denial of an identity after a reset or a new override. */
   forget(rule: string, identityHash: string): void;
   /** This isolate's copy of the live modes, refreshed at once after a switch made here. */
@@ -83,6 +86,8 @@ export interface AdminParts {
   decider: Pick<ResilientDecider, "health" | "forget"> & { endpointHealth?: () => DeciderHealth[] };
   liveModes?: LiveModeCache;
   metrics?: AdminContext["metrics"];
+  /** The JWT verifier's JWKS health (`createJwtVerifier(…).jwks`), when a JWKS URL is set. */
+  jwks?: AdminContext["jwks"];
   /** The stores' `adminTimeoutMs`, ms. @default 5000 */
   adminTimeoutMs?: number;
 }
@@ -96,6 +101,7 @@ export function adminContextOf(parts: AdminParts): AdminContext {
     decider,
     liveModes,
     metrics,
+    jwks,
     adminTimeoutMs = DEFAULTS.adminTimeoutMs,
   } = parts;
   const storeOf = (identityHash: string) =>
@@ -121,6 +127,7 @@ export function adminContextOf(parts: AdminParts): AdminContext {
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     liveModes,
     metrics,
+    jwks,
     adminTimeoutMs,
   };
 }

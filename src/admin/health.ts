@@ -1,5 +1,6 @@
 /**
- * `GET /__floodgate/health`: is Redis reachable, is the decision script loaded, what is the breaker doing.
+ * `GET /__floodgate/health`: is Redis reachable, is the decision script loaded, what is the breaker doing, and
+ * (with a JWKS URL) how this isolate's last JWKS fetch ended, as it knew it: health never fetches the JWKS.
  * Served without a token, so it tells no secrets: no URL, no token, no error text (which could quote a
  * command), only states. The Redis probe (one pipelined PING + SCRIPT EXISTS) is shared by every check
  * that arrives while it is in flight and then cached per isolate for `PROBE_CACHE_MS`, so an
@@ -13,12 +14,18 @@
 import type { Redis } from "@upstash/redis";
 import { toStoreError } from "../engine/store";
 import type { WaitUntil } from "../engine/types";
+import type { JwksHealth } from "../identity";
 import { BREAKER_RANK, type BreakerState } from "../resilience/breaker";
 import type { DeciderHealth } from "../resilience/decider";
 import { within } from "../util/timer";
 
 /** The health body. */
 export interface HealthReport extends EndpointHealth {
+  /**
+   * Only with a JWKS URL: what this isolate last knew of it, never fetched for health (README "Health");
+   * `status` is `degraded` while it is `unavailable`.
+   */
+  jwks?: JwksHealth;
   /**
    * With several databases (README "Scaling out"): each endpoint's own report, in `UPSTASH_REDIS_REST_URL`'s
    * order (by position, never by URL); the fields above then sum them up (the worst of each).
@@ -95,6 +102,8 @@ export interface HealthOptions {
    * Redis unreachable. @default as long as the probe takes (the admin client's timeout)
    */
   waitMs?: number;
+  /** The isolate's JWKS as it last knew it (src/identity/jwt.ts), when one is configured. */
+  jwks?: JwksHealth;
 }
 
 /** Builds one endpoint's health report from a (shared or cached) Redis probe and the decider's own view. */
@@ -126,7 +135,8 @@ async function healthReport(
 
 /**
  * The health of every endpoint: one report as before with one, the worst of each field plus `endpoints` with
- * several. The endpoints are probed at once, so the whole report waits at most `options.waitMs`.
+ * several; and the JWKS's, if `options.jwks`. The endpoints are probed at once, so the whole report waits at
+ * most `options.waitMs`.
  */
 export async function healthOfEndpoints(
   endpoints: readonly Redis[],
@@ -139,8 +149,16 @@ export async function healthOfEndpoints(
       healthReport(redis, scriptSha, deciders[i] ?? (deciders[0] as DeciderHealth), options),
     ),
   );
-  const first = each[0] as HealthReport;
-  if (each.length === 1) return first;
+  const report = each.length === 1 ? (each[0] as HealthReport) : summed(each);
+  const { jwks } = options;
+  if (!jwks) return report;
+  // Meanwhile a token no key fetched before can check is counted by client IP or refused (README "When
+  // things fail").
+  return { ...report, status: jwks.status === "unavailable" ? "degraded" : report.status, jwks };
+}
+
+/** Several endpoints' reports as one: the worst of each field, and each report under `endpoints`. */
+function summed(each: HealthReport[]): HealthReport {
   const worst = each.reduce((a, b) => (BREAKER_RANK[b.breaker] > BREAKER_RANK[a.breaker] ? b : a));
   const latencies = each.map((r) => r.redis.latencyMs);
   return {

@@ -4,6 +4,7 @@ export {
   bearerToken,
   claimValue,
   createJwtVerifier,
+  type JwksHealth,
   JwksUnavailableError,
   type JwtOptions,
   type JwtVerifier,

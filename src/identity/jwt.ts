@@ -22,7 +22,20 @@ import { within } from "../util/timer";
  * Rejects with `JwksUnavailableError` when the JWKS it needs could not be had in time. `waitUntil` (the
  * request's) keeps a JWKS fetch going after the request stops waiting for it.
  */
-export type JwtVerifier = (token: string, waitUntil?: WaitUntil) => Promise<JWTPayload | undefined>;
+export type JwtVerifier = ((token: string, waitUntil?: WaitUntil) => Promise<JWTPayload | undefined>) & {
+  /** What this isolate last knew of its JWKS, for health; absent without a JWKS URL. */
+  jwks?: () => JwksHealth;
+};
+
+/**
+ * The JWKS as this isolate last knew it, without fetching it (README "Health"): `unknown` until a fetch has
+ * ended, then whether the last one brought a key set (`ok`) or not (`unavailable`).
+ */
+export interface JwksHealth {
+  status: "ok" | "unavailable" | "unknown";
+  /** Whether a key set fetched earlier is at hand: while the JWKS is unavailable, it still verifies tokens. */
+  lastKnownKeys: boolean;
+}
 
 /**
  * How long a JWKS that could not be fetched is not asked again, ms: meanwhile tokens it would check are
@@ -76,7 +89,7 @@ export function createJwtVerifier(
 ): JwtVerifier {
   const hmacKey = secret === undefined ? undefined : new TextEncoder().encode(secret);
   const jwks = jwksUrl === undefined ? undefined : remoteKeys(new URL(jwksUrl), timeoutMs);
-  return async (token, waitUntil) => {
+  const verify: JwtVerifier = async (token, waitUntil) => {
     try {
       const { alg } = decodeProtectedHeader(token);
       if (alg !== undefined && HMAC_ALGORITHMS.includes(alg)) {
@@ -84,13 +97,15 @@ export function createJwtVerifier(
         return (await jwtVerify(token, hmacKey, { algorithms: HMAC_ALGORITHMS })).payload;
       }
       if (!jwks) return undefined;
-      return (await jwtVerify(token, jwks(waitUntil), { algorithms: ASYMMETRIC_ALGORITHMS })).payload;
+      return (await jwtVerify(token, jwks.keysFor(waitUntil), { algorithms: ASYMMETRIC_ALGORITHMS })).payload;
     } catch (error) {
       if (error instanceof JwksUnavailableError) throw error;
       // Malformed, badly signed, expired, not yet valid, or no key of the JWKS fits: not an identity.
       return undefined;
     }
   };
+  if (jwks) verify.jwks = jwks.health;
+  return verify;
 }
 
 /** jose's codes for a JWKS that could not be had: no answer in time, not `200` with JSON, not a key set. */
@@ -103,13 +118,21 @@ const UNAVAILABLE_CODES = new Set(["ERR_JWKS_TIMEOUT", "ERR_JOSE_GENERIC", "ERR_
  * fetch is on its way, or for `JWKS_RETRY_MS` after one failed (jose would try again on every request), no
  * other is sent: the key set had before serves (a token whose `kid` it lacks is then the token's problem),
  * and without one the lookup fails at once. A failure logs one line, never the URL (it may carry a secret)
- * nor the error's text.
+ * nor the error's text. `health` tells how the last fetch ended, and fetches nothing.
  */
-function remoteKeys(url: URL, waitMs: number): (waitUntil?: WaitUntil) => JWTVerifyGetKey {
+function remoteKeys(
+  url: URL,
+  waitMs: number,
+): { keysFor: (waitUntil?: WaitUntil) => JWTVerifyGetKey; health: () => JwksHealth } {
   const keys = createRemoteJWKSet(url);
   let retryAt = 0;
+  // How the last fetch sent below ended, `undefined` until one has (jose's refetch of a fresh set for an
+  // unknown `kid` is not seen here).
+  let lastFetch: "ok" | "unavailable" | undefined;
   const failed = (error: unknown): void => {
-    if (tokensOwn(error)) return;
+    // The token's own fault (no key with its `kid`): the JWKS did answer, with a key set.
+    lastFetch = tokensOwn(error) ? "ok" : "unavailable";
+    if (lastFetch === "ok") return;
     if (Date.now() >= retryAt) {
       console.warn(
         `floodgate: the JWKS (RATE_LIMIT_JWKS_URL (Worker) / jwt.jwksUrl (middleware)) could not be fetched (${failureText(error)}); it is not asked again for ${JWKS_RETRY_MS / 1000} s, and meanwhile tokens that no key fetched before can check follow each rule's failure policy`,
@@ -123,7 +146,7 @@ function remoteKeys(url: URL, waitMs: number): (waitUntil?: WaitUntil) => JWTVer
     if (jwks === undefined) throw new JwksUnavailableError(retryAfterMs);
     return createLocalJWKSet(jwks);
   };
-  return (waitUntil) => async (header, token) => {
+  const keysFor: (waitUntil?: WaitUntil) => JWTVerifyGetKey = (waitUntil) => async (header, token) => {
     const now = Date.now();
     if (now < retryAt) return lastKnown(retryAt - now)(header, token);
     if (keys.reloading) return lastKnown(Math.max(1000, waitMs))(header, token);
@@ -132,7 +155,9 @@ function remoteKeys(url: URL, waitMs: number): (waitUntil?: WaitUntil) => JWTVer
     if (keys.fresh) return keys(header, token);
     const lookup = keys(header, token);
     // Whoever waits, a failure is recorded (and logged once); a fetch this request stops waiting for goes on.
-    const landed = lookup.then(() => undefined, failed);
+    const landed = lookup.then(() => {
+      lastFetch = "ok";
+    }, failed);
     waitUntil?.(landed);
     const key = await within(lookup, waitMs).catch((error: unknown) => {
       if (tokensOwn(error)) throw error;
@@ -142,6 +167,11 @@ function remoteKeys(url: URL, waitMs: number): (waitUntil?: WaitUntil) => JWTVer
     // Failed, or not in time (the fetch goes on, and the requests after this one get its key set).
     return lastKnown(now < retryAt ? retryAt - Date.now() : Math.max(1000, waitMs))(header, token);
   };
+  const health = (): JwksHealth => ({
+    status: lastFetch ?? "unknown",
+    lastKnownKeys: keys.jwks() !== undefined,
+  });
+  return { keysFor, health };
 }
 
 /** Whether a JWKS lookup's `error` is the token's own (no key with its `kid`, a key it cannot use). */

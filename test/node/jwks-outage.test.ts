@@ -1,8 +1,8 @@
 // A JWKS that hangs, fails or is slow, in front of the real Worker (bundled, in workerd) and the npm
 // middleware: a request waits for it at most the decision budget, the fetch goes on and serves the requests
 // after it, a JWKS that failed is not asked again by every request, and a token that cannot be checked is not
-// the client's fault (never a 401), so each rule's failure policy answers. Nothing on the wire or in the logs
-// shows the JWKS URL (it may carry a secret).
+// the client's fault (never a 401), so each rule's failure policy answers, and health says so until the JWKS
+// is back. Nothing on the wire or in the logs shows the JWKS URL (it may carry a secret).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Hono } from "hono";
@@ -21,19 +21,24 @@ let jwks: Server;
 let jwksBase: string;
 /** How long the `slow` JWKS takes to answer: longer than a request's budget. */
 const SLOW_MS = 3 * BUDGET_MS;
-/** Requests the JWKS server received, per kind (`hang`, `error`, `slow`). */
+/** Requests the JWKS server received, per kind (`hang`, `error`, `slow`, `flaky`). */
 const hits = new Map<string, number>();
 let token: string;
-/** The public key set the tokens verify against (`slow` serves it). */
+/** The public key set the tokens verify against (`slow` serves it, and `flaky` while it is up). */
 let keySet: string;
+/** Whether the `flaky` JWKS serves the key set; while it is down, it errs. */
+let flakyUp = false;
 
 beforeAll(async () => {
   jwks = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const kind = req.url?.includes("/hang/") ? "hang" : req.url?.includes("/slow/") ? "slow" : "error";
+    const kind = ["hang", "slow", "flaky"].find((k) => req.url?.includes(`/${k}/`)) ?? "error";
     hits.set(kind, (hits.get(kind) ?? 0) + 1);
-    if (kind === "error") {
+    if (kind === "error" || (kind === "flaky" && !flakyUp)) {
       res.writeHead(500, { "content-type": "text/plain" });
       res.end("internal error");
+    } else if (kind === "flaky") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(keySet);
     } else if (kind === "slow") {
       setTimeout(() => {
         res.writeHead(200, { "content-type": "application/json" });
@@ -187,6 +192,51 @@ describe("an unreachable JWKS", () => {
       const later = await send();
       expect(later.headers.get("RateLimit")).toMatch(/^"per-user";r=1;/);
       expect(hits.get("slow")).toBe(1);
+    } finally {
+      await worker.dispose();
+    }
+  });
+
+  it("is reported by health as this isolate last knew it: unknown, then unavailable (degraded), then ok, never fetched by health nor named", async () => {
+    const worker = await startWorker({
+      bindings: workerBindings(`${jwksBase}/flaky/jwks.json`, [rule({ failure: "closed" })]),
+    });
+    try {
+      const health = async () => {
+        const response = await worker.fetch("/__floodgate/health");
+        const text = await response.text();
+        expect(response.status).toBe(200);
+        expect(text).not.toContain(URL_SECRET);
+        expect(text).not.toContain(jwksBase);
+        return JSON.parse(text) as { status: string; redis: { reachable: boolean }; jwks?: unknown };
+      };
+      const send = () =>
+        worker.fetch("/", {
+          headers: { Authorization: `Bearer ${token}`, "CF-Connecting-IP": "203.0.113.13" },
+        });
+
+      // Nothing fetched yet in this isolate, and health does not fetch it.
+      expect(await health()).toMatchObject({
+        status: "ok",
+        jwks: { status: "unknown", lastKnownKeys: false },
+      });
+      expect(hits.get("flaky")).toBeUndefined();
+
+      // The JWKS errs: the fail-closed rule answers 503, and health is degraded while Redis is fine.
+      expect((await send()).status).toBe(503);
+      expect(await health()).toMatchObject({
+        status: "degraded",
+        redis: { reachable: true },
+        jwks: { status: "unavailable", lastKnownKeys: false },
+      });
+      expect(hits.get("flaky")).toBe(1);
+
+      // Back up: the next request after the retry pause fetches it, and health is ok again.
+      flakyUp = true;
+      await sleep(5200);
+      expect((await send()).status).toBe(200);
+      expect(await health()).toMatchObject({ status: "ok", jwks: { status: "ok", lastKnownKeys: true } });
+      expect(hits.get("flaky")).toBe(2);
     } finally {
       await worker.dispose();
     }
