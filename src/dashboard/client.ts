@@ -92,6 +92,7 @@ export const DASHBOARD_SCRIPT = `"use strict";
     setField(health, "health.redis", (data.health.redis.reachable ? "reachable" : "unreachable") +
       (data.health.redis.latencyMs === null ? "" : ", " + data.health.redis.latencyMs + " ms"));
     setField(health, "health.breaker", data.health.breaker);
+    if (data.health.jwks) setField(health, "health.jwks", data.health.jwks.status);
     setField(health, "decisions.total", data.decisions.last5m + " / " + data.decisions.last1h);
     setField(health, "decisions.leased", data.decisions.last5m > 0
       ? Math.round((100 * data.decisions.leased5m) / data.decisions.last5m) + " %" : "none");

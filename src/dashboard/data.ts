@@ -174,6 +174,7 @@ async function readWithin(
     healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth(), {
       waitUntil,
       waitMs: Math.min(admin.config.timeoutMs, deadline.remainingMs()),
+      jwks: admin.jwks?.(),
     }),
   ]);
   const perMinute = replies.slice(0, CHART_MINUTES).map((reply) => fieldMap(reply));

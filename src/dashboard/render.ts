@@ -76,13 +76,17 @@ function renderHealth(data: DashboardData): string {
     Object.entries(byReason)
       .map(([reason, n]) => `${escapeHtml(reason)} ${n}`)
       .join(", ") || "none";
+  // Only with a JWKS URL (README "Health").
+  const jwks = health.jwks
+    ? `<div><dt>JWKS</dt><dd data-field="health.jwks">${escapeHtml(health.jwks.status)}</dd></div>\n`
+    : "";
   return `<dl class="health">
 <div><dt>Status</dt><dd data-field="health.status" class="status-${escapeHtml(health.status)}">${escapeHtml(health.status)}</dd></div>
 <div><dt>Redis</dt><dd data-field="health.redis">${health.redis.reachable ? "reachable" : "unreachable"}${
     health.redis.latencyMs === null ? "" : `, ${health.redis.latencyMs} ms`
   }</dd></div>
 <div><dt>Breaker</dt><dd data-field="health.breaker">${escapeHtml(health.breaker)}</dd></div>
-<div><dt>Decisions (5 min / 1 h)</dt><dd data-field="decisions.total">${decisions.last5m} / ${decisions.last1h}</dd></div>
+${jwks}<div><dt>Decisions (5 min / 1 h)</dt><dd data-field="decisions.total">${decisions.last5m} / ${decisions.last1h}</dd></div>
 <div><dt>Decided from leases (5 min)</dt><dd data-field="decisions.leased">${leasedShare(decisions)}</dd></div>
 <div><dt>Not from Redis (5 min)</dt><dd data-field="decisions.degraded">${degraded(decisions.degraded5m)}</dd></div>
 </dl>`;

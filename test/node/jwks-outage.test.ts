@@ -197,9 +197,13 @@ describe("an unreachable JWKS", () => {
     }
   });
 
-  it("is reported by health as this isolate last knew it: unknown, then unavailable (degraded), then ok, never fetched by health nor named", async () => {
+  it("is reported by health and the dashboard as this isolate last knew it: unknown, then unavailable (degraded), then ok, never fetched by health nor named", async () => {
+    const adminToken = `admin-${crypto.randomUUID()}`;
     const worker = await startWorker({
-      bindings: workerBindings(`${jwksBase}/flaky/jwks.json`, [rule({ failure: "closed" })]),
+      bindings: {
+        ...workerBindings(`${jwksBase}/flaky/jwks.json`, [rule({ failure: "closed" })]),
+        RATE_LIMIT_ADMIN_TOKEN: adminToken,
+      },
     });
     try {
       const health = async () => {
@@ -229,6 +233,21 @@ describe("an unreachable JWKS", () => {
         redis: { reachable: true },
         jwks: { status: "unavailable", lastKnownKeys: false },
       });
+      expect(hits.get("flaky")).toBe(1);
+      // The dashboard's health strip says it too, in its first HTML and in the data its script refreshes from.
+      const login = await worker.fetch("/__floodgate/login", {
+        method: "POST",
+        headers: { "Content-Type": "application/x-www-form-urlencoded", Origin: "http://floodgate.test" },
+        body: new URLSearchParams({ token: adminToken }),
+        redirect: "manual",
+      });
+      const cookie = (login.headers.get("Set-Cookie") ?? "").split(";")[0] as string;
+      const page = await (await worker.fetch("/__floodgate/", { headers: { Cookie: cookie } })).text();
+      expect(page).toContain('<dd data-field="health.jwks">unavailable</dd>');
+      const data = await worker.fetch("/__floodgate/dashboard.json", {
+        headers: { Authorization: `Bearer ${adminToken}` },
+      });
+      expect(await data.json()).toMatchObject({ health: { jwks: { status: "unavailable" } } });
       expect(hits.get("flaky")).toBe(1);
 
       // Back up: the next request after the retry pause fetches it, and health is ok again.
