@@ -14,17 +14,11 @@ import { deadlineAfter } from "../util/timer";
 import { type LiveModes, NO_LIVE_MODES } from "./modes";
 import type { OverrideIndex } from "./overrides";
 
-/**
- * How often a busy isolate reads the live modes, ms: one interval plus one read (tens of ms) keeps a switch
- * made elsewhere within the one second the admin API promises (a 1000 ms interval took 1.08 s).
- */
-export const LIVE_REFRESH_MS = 800;
-
 /** How the isolate's copy of the live modes is kept. */
 export interface LiveModeCacheOptions {
   /** Reads the live modes from Redis. */
   load: () => Promise<LiveModes>;
-  /** Minimum time between two refreshes of one isolate, ms. @default LIVE_REFRESH_MS */
+  /** Minimum time between two refreshes of one isolate, ms. @default 1000 */
   refreshIntervalMs?: number;
   /** How long the first request of a fresh isolate waits for the live modes before it goes on without them, ms. @default 200 */
   coldLoadTimeoutMs?: number;
@@ -70,7 +64,7 @@ export class LiveModeCache {
   constructor(options: LiveModeCacheOptions) {
     this.overrides = options.overrides;
     this.load = options.load;
-    this.refreshIntervalMs = options.refreshIntervalMs ?? LIVE_REFRESH_MS;
+    this.refreshIntervalMs = options.refreshIntervalMs ?? 1000;
     this.coldLoadTimeoutMs = options.coldLoadTimeoutMs ?? DEFAULTS.timeoutMs;
     this.staleRefreshMs = options.staleRefreshMs ?? 5000;
     this.now = options.now ?? Date.now;

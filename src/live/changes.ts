@@ -5,7 +5,7 @@
  *
  * Every change increments `epoch` in the live-mode hash and writes `change:<epoch % CHANGE_RING>` =
  * `<epoch>|<rule>|<hash>`, plus `|o1` / `|o0` when an override was set / removed. Isolates already read
- * that hash every 800 ms (cache.ts); when `epoch` has moved, they read the slots they missed and forget those identities. Bounded: the ring never holds more than
+ * that hash once a second; when `epoch` has moved, they read the slots they missed and forget those identities. Bounded: the ring never holds more than
  * `CHANGE_RING` fields. More changes than that between two reads of one isolate: the excess is skipped and
  * those denials run out on their own, as without the log, and the isolate reads the override index
  * (overrides.ts) again, since it may have missed a new override.

@@ -21,7 +21,7 @@ export interface LiveModesOptions {
   forget?: (rule: string, identityHash: string) => void;
   /** How long a fresh isolate's first request waits for the live modes, ms. @default 200 */
   coldLoadTimeoutMs?: number;
-  /** Minimum time between two reads of one isolate, ms. @default LIVE_REFRESH_MS (cache.ts) */
+  /** Minimum time between two reads of one isolate, ms. @default 1000 */
   refreshIntervalMs?: number;
   /**
    * How long a change announced in the log but never written blocks the changes after it, ms (changes.ts:
