@@ -217,14 +217,18 @@ export function ruleResult(r: RuleResultInput): RuleResult {
  * is refunded, src/engine/groups.ts), so its result keeps its figures but loses `delayMs`, and no header,
  * `Server-Timing` or log line tells of a wait.
  */
-export const decisionOf = (allowed: boolean, results: RuleResult[], durationMs: number): Decision => ({
-  allowed,
-  results: allowed || !results.some((r) => r.delayMs) ? results : results.map(withoutDelay),
-  durationMs,
-});
+export const decisionOf = (allowed: boolean, results: RuleResult[], durationMs: number): Decision =>
+  allowed ? { allowed, results, durationMs } : refusedDecision({ allowed, results, durationMs });
 
 const withoutDelay = (r: RuleResult): RuleResult =>
   r.delayMs ? ruleResult({ ...r, delayMs: undefined }) : r;
+
+/**
+ * A decision whose request is refused although no rule denied it (a fail-closed rule of another slot group
+ * left undecided, src/resilience/sharded.ts): as for a denied one, no result tells of a wait.
+ */
+export const refusedDecision = (d: Decision): Decision =>
+  d.results.some((r) => r.delayMs) ? { ...d, results: d.results.map(withoutDelay) } : d;
 
 /** Per-decision options. */
 export interface DecideOptions {

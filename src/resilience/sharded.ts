@@ -15,6 +15,7 @@ import {
   decisionOf,
   type RuleCall,
   type RuleResult,
+  refusedDecision,
   ruleResult,
 } from "../engine/types";
 import { BREAKER_RANK } from "./breaker";
@@ -125,6 +126,8 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
         const all = Promise.all(refunds).then(() => undefined);
         if (opts.waitUntil) opts.waitUntil(all);
       }
+      // A delayed group's slot is refunded too: the request is not held.
+      return refusedDecision(decision);
     }
     return decision;
   }

@@ -269,6 +269,44 @@ describe("a database down", () => {
     expect(engine.decider.endpointHealth().map((h) => h.status)).toEqual(["ok", "degraded"]);
   });
 
+  it("a delayed group's request refused by a fail-closed rule it holds tells of no wait", async () => {
+    const prefix = uniquePrefix("groups-down-delay");
+    const urls = [rest.url, deadUrl];
+    const engine = engineOn(prefix, urls);
+    const shardOf = rendezvous(urls);
+    const on = (shard: number, tag: string) => {
+      for (let i = 0; ; i++) if (shardOf(`${tag}${i}`) === shard) return `${tag}${i}`;
+    };
+    // One a second, no burst beyond one: the second request in a second is held for its slot.
+    const shaped = ruleCall({
+      algorithm: "gcra",
+      rule: "shaped",
+      limit: 1,
+      periodMs: 1000,
+      burst: 1,
+      delayMs: 3000,
+      identityHash: on(0, "s"),
+    });
+    const dead = ruleCall({
+      algorithm: "fixed-window",
+      rule: "dead",
+      failure: "closed",
+      identityHash: on(1, "d"),
+    });
+    expect((await decideAndSettle(engine, [shaped])).decision.allowed).toBe(true);
+    // Alone, the next one would be held (a reserved slot, told by delayMs)...
+    const alone = await engine.decider.decide([{ ...shaped, cost: 1 }], requestId(), { waitUntil: () => {} });
+    expect(alone.results[0]?.delayMs).toBeGreaterThan(0);
+    // ...beside an undecided fail-closed rule the request is refused, its slot refunded: no wait to tell.
+    const { decision, refunds } = await decideAndSettle(engine, [shaped, dead]);
+    expect(decision.results.map((r) => [r.call.rule, r.source])).toEqual([
+      ["shaped", "redis"],
+      ["dead", "undecided"],
+    ]);
+    expect(refunds).toBe(1);
+    expect(decision.results[0]?.delayMs).toBeUndefined();
+  });
+
   it("its breaker's log line names it, as health numbers it", async () => {
     const urls = [rest.url, deadUrl];
     const lines: string[] = [];
