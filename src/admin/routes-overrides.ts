@@ -78,10 +78,12 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
     const redis = admin.redisOf(identityHash);
     await withDeadline(admin.adminTimeoutMs, async (deadline) => {
-      await putOverride(target, override, body.ttl, redis, admin.redis, deadline);
-      admin.forget(rule.name, identityHash);
+      // Announced before it is written: a write the deadline cut short may still land, and every isolate must
+      // then read it. Until it lands, a decision that reads no override costs one command more, nothing else.
       admin.liveModes?.overrides?.set(rule.name, identityHash, true);
       await recordWithin(c, deadline, { rule: rule.name, identityHash, override: true });
+      await putOverride(target, override, body.ttl, redis, admin.redis, deadline);
+      admin.forget(rule.name, identityHash);
       await reaimCounter(target, rule, override, redis, deadline);
     });
     return c.json({ rule: rule.name, ...show(identityHash, { ...override, ttlSeconds: body.ttl ?? null }) });

@@ -7,6 +7,7 @@ import {
   AUTH,
   type FrozenStack,
   openBreaker,
+  sleep,
   startStack,
   TIMEOUT_MS,
   timed,
@@ -113,6 +114,19 @@ describe("override changes while Redis answers each command late", () => {
       expect(put.status).toBe(503);
       expect(put.json).toMatchObject({ status: 503, title: "Service Unavailable" });
       expect(put.ms).toBeLessThan(ADMIN_TIMEOUT_MS + 2500);
+      // The announcement (two commands) took the whole wait: the override itself was never sent, so once
+      // everything in flight has landed there is none, and the client keeps the rule's own limit. (An override
+      // whose write the deadline cuts short is announced already, so it applies wherever it lands.)
+      stack.setLagMs(0);
+      await sleep(4000);
+      expect((await timed(worker, OVERRIDE, { headers: AUTH })).status).toBe(404);
+      const statuses: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const res = await worker.fetch("/x", { headers: { "CF-Connecting-IP": "192.0.2.7" } });
+        statuses.push(res.status);
+        await res.text();
+      }
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 200]);
     });
   }, 60_000);
 
