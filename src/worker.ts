@@ -5,7 +5,7 @@
  * with a 500 naming the binding and field; it never proxies unlimited.
  */
 import { type ExecutionContext, Hono } from "hono";
-import { ADMIN_PREFIX, createAdminApp, underAdminPrefix } from "./admin/app";
+import { ADMIN_PREFIX, carriesAdminToken, createAdminApp, underAdminPrefix } from "./admin/app";
 import { adminContextOf } from "./admin/context";
 import { ConfigError, type FloodgateConfig, parseEnv } from "./config";
 import type { Env } from "./env";
@@ -97,6 +97,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   app.use("*", limiter.middleware);
 
   const proxy = createProxy({ originUrl: config.originUrl, timeoutMs: config.originTimeoutMs });
+  const { adminToken } = config;
   app.all("*", (c) => {
     // The URL, path and client IP the limiter already computed for this request.
     const request = limiter.requestOf(c);
@@ -107,6 +108,15 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
         "about:blank",
         "Not Found",
         `No such admin endpoint: the admin API answers paths spelled exactly ${ADMIN_PREFIX}/… (no escapes, doubled slashes, dot segments or capitals).`,
+      );
+    }
+    if (adminToken !== undefined && carriesAdminToken(c.req.header("Authorization") ?? null, adminToken)) {
+      // An operator's request meant for the admin API, by a path that does not reach it: never forwarded.
+      throw new ProblemError(
+        400,
+        "about:blank",
+        "Bad Request",
+        `This request carries the admin token, which is never sent to the origin: the admin API answers paths spelled exactly ${ADMIN_PREFIX}/….`,
       );
     }
     return proxy(c.req.raw, request.url, request.trustedIp(), request.timer);

@@ -23,6 +23,7 @@ import { liveRoutes } from "./routes-live";
 import { overrideRoutes } from "./routes-overrides";
 
 export type { AdminEnv } from "./context";
+export { carriesAdminToken } from "./auth";
 export { ADMIN_PREFIX, underAdminPrefix } from "./prefix";
 
 /** Builds the admin app; `resolve` gives it the Worker's config, Redis client, store and decider. */

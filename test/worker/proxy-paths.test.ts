@@ -96,7 +96,10 @@ describe("the admin prefix spelled otherwise", () => {
     expect(await originCount(tag)).toBe(0);
     // The exact spelling is the admin API's; a path that only starts alike is the origin's.
     expect((await send(env, "/__floodgate/rules", { headers })).status).toBe(200);
-    expect((await send(env, "/__floodgatex", { ip: "192.0.2.82", headers })).status).toBe(200);
+    // (without the admin token, which is never forwarded by any path: the test below)
+    expect(
+      (await send(env, "/__floodgatex", { ip: "192.0.2.82", headers: { "x-count-tag": tag } })).status,
+    ).toBe(200);
     expect(await originCount(tag)).toBe(1);
   });
 
@@ -113,7 +116,33 @@ describe("the admin prefix spelled otherwise", () => {
     }
     expect(await originCount(tag)).toBe(0);
     // Escapes that lead nowhere near the prefix still reach the origin.
-    expect((await send(env, "/c%2F..%2Fd/x", { ip: "192.0.2.85", headers })).status).toBe(200);
+    expect(
+      (await send(env, "/c%2F..%2Fd/x", { ip: "192.0.2.85", headers: { "x-count-tag": tag } })).status,
+    ).toBe(200);
+    expect(await originCount(tag)).toBe(1);
+  });
+
+  it("never forwards the admin token, by whatever path it comes", async () => {
+    const token = "admin-token-for-the-forwarding-test-0123456789";
+    const env = makeEnv(keyed, { RATE_LIMIT_ADMIN_TOKEN: token });
+    const tag = newTag();
+    // Spellings no prefix check foresees: a path parameter some origins strip, a double escape, any path.
+    for (const path of ["/__floodgate;a/rules", "/__floodgate%252F..%252Fc/x", "/anything"]) {
+      const sent = await send(env, path, {
+        ip: "192.0.2.86",
+        headers: { Authorization: `Bearer ${token}`, "x-count-tag": tag },
+      });
+      expect(sent.status, path).toBe(400);
+      expect(sent.text, path).not.toContain(token);
+    }
+    expect(await originCount(tag)).toBe(0);
+    // Another bearer token, even one of the same length, is the client's own and goes through.
+    const other = `Bearer ${"x".repeat(token.length)}`;
+    const sent = await send(env, "/anything", {
+      ip: "192.0.2.86",
+      headers: { Authorization: other, "x-count-tag": tag },
+    });
+    expect(sent.status).toBe(200);
     expect(await originCount(tag)).toBe(1);
   });
 });
