@@ -99,10 +99,10 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const fence = resetFenceKey(admin.config.prefix, rule.name, identityHash);
     const deleted = await withDeadline(admin.adminTimeoutMs, async (deadline) => {
       await deadline.within(() => redis.set(fence, "1", { px: RESET_FENCE_MS }));
-      const deleted = keys.length > 0 ? await deadline.within(() => redis.del(...keys)) : 0;
+      const count = keys.length > 0 ? await deadline.within(() => redis.del(...keys)) : 0;
       admin.forget(rule.name, identityHash);
       await recordWithin(c, deadline, { rule: rule.name, identityHash });
-      return deleted;
+      return count;
     });
     return c.json({ rule: rule.name, identity: showHash(identityHash), reset: deleted > 0 });
   });

@@ -29,7 +29,8 @@ export type JwtVerifier = ((token: string, waitUntil?: WaitUntil) => Promise<JWT
 
 /**
  * The JWKS as this isolate last knew it, without fetching it (README "Health"): `unknown` until a fetch has
- * ended, then whether the last one brought a key set (`ok`) or not (`unavailable`).
+ * ended, then whether the last one brought a key set (`ok`) or not (`unavailable`, until it may be asked
+ * again: then `unknown`).
  */
 export interface JwksHealth {
   status: "ok" | "unavailable" | "unknown";
@@ -167,8 +168,10 @@ function remoteKeys(
     // Failed, or not in time (the fetch goes on, and the requests after this one get its key set).
     return lastKnown(now < retryAt ? retryAt - Date.now() : Math.max(1000, waitMs))(header, token);
   };
+  // A failure is news only until the JWKS may be asked again: after that, with no request needing it since,
+  // nobody knows (an isolate without JWT traffic would otherwise stay `degraded` for good).
   const health = (): JwksHealth => ({
-    status: lastFetch ?? "unknown",
+    status: lastFetch === "unavailable" && Date.now() >= retryAt ? "unknown" : (lastFetch ?? "unknown"),
     lastKnownKeys: keys.jwks() !== undefined,
   });
   return { keysFor, health };

@@ -4,7 +4,7 @@
 import type { Redis } from "@upstash/redis";
 import { LiveModeCache } from "./cache";
 import { type AdminChange, CHANGE_RING, readChanges } from "./changes";
-import { type LiveModes, liveModeFields, liveModeKey, liveModesFrom } from "./modes";
+import { decodeLiveModes, type LiveModes, liveModeFields, liveModeKey } from "./modes";
 import { OverrideIndex, overrideIndexKey } from "./overrides";
 
 export { LiveModeCache, type LiveModeCacheOptions, type LiveModeCacheStats } from "./cache";
@@ -61,7 +61,7 @@ export function createLiveModes(redis: Redis, prefix: string, options: LiveModes
   const fields = liveModeFields(ruleNames);
   return new LiveModeCache({
     load: async (): Promise<LiveModes> => {
-      if (overrides.loaded) return liveModesFrom(fields, await redis.hmget(liveModeKey(prefix), ...fields));
+      if (overrides.loaded) return decodeLiveModes(fields, await redis.hmget(liveModeKey(prefix), ...fields));
       // The epoch is read before the index: every change after it is replayed from the log (catchUp).
       const [modes, members] = (await redis
         .pipeline()
@@ -69,7 +69,7 @@ export function createLiveModes(redis: Redis, prefix: string, options: LiveModes
         .smembers(overrideIndexKey(prefix))
         .exec()) as [unknown, unknown[]];
       overrides.replace(Array.isArray(members) ? members : []);
-      return liveModesFrom(fields, modes);
+      return decodeLiveModes(fields, modes);
     },
     catchUp: async (seenEpoch, epoch) => {
       // More changes than the log holds: some new override may be among those lost; read the index again.

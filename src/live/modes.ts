@@ -66,7 +66,7 @@ export async function readLiveModes(
 ): Promise<LiveModes> {
   if (ruleNames) {
     const names = liveModeFields(ruleNames);
-    return liveModesFrom(names, await redis.hmget(liveModeKey(prefix), ...names));
+    return decodeLiveModes(names, await redis.hmget(liveModeKey(prefix), ...names));
   }
   return parseLiveModes(fieldMap(await redis.hgetall(liveModeKey(prefix))));
 }
@@ -79,7 +79,7 @@ export const liveModeFields = (ruleNames: readonly string[]): string[] => [
 ];
 
 /** The live modes in an HMGET reply of `names` (from {@link liveModeFields}). */
-export function liveModesFrom(names: readonly string[], reply: unknown): LiveModes {
+export function decodeLiveModes(names: readonly string[], reply: unknown): LiveModes {
   const values = hashValues(reply, names);
   return parseLiveModes(Object.fromEntries(names.map((name, i) => [name, values[i]])));
 }

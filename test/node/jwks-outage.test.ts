@@ -253,6 +253,11 @@ describe("an unreachable JWKS", () => {
       // Back up: the next request after the retry pause fetches it, and health is ok again.
       flakyUp = true;
       await sleep(5200);
+      // Past the pause and not asked since, the failure is no longer news: unknown, not degraded for good.
+      expect(await health()).toMatchObject({
+        status: "ok",
+        jwks: { status: "unknown", lastKnownKeys: false },
+      });
       expect((await send()).status).toBe(200);
       expect(await health()).toMatchObject({ status: "ok", jwks: { status: "ok", lastKnownKeys: true } });
       expect(hits.get("flaky")).toBe(2);
