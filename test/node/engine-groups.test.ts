@@ -219,6 +219,12 @@ describe("a database down", () => {
     deadUrl = `http://127.0.0.1:${port}`;
   });
 
+  /** An identity `tag<n>` that the live (0) or the dead (1) database holds. */
+  const identityOn = (shard: number, tag: string): string => {
+    const shardOf = rendezvous([rest.url, deadUrl]);
+    for (let i = 0; ; i++) if (shardOf(`${tag}${i}`) === shard) return `${tag}${i}`;
+  };
+
   it("a REST server whose Redis is down answers 503, which the store reads as 'unavailable', not a script error", async () => {
     const port = new URL(deadUrl).port;
     const rest = await startRestServer({ redisUrl: `redis://127.0.0.1:${port}` });
@@ -239,22 +245,18 @@ describe("a database down", () => {
     const prefix = uniquePrefix("groups-down");
     const urls = [rest.url, deadUrl];
     const engine = engineOn(prefix, urls);
-    const shardOf = rendezvous(urls);
-    const on = (shard: number, tag: string) => {
-      for (let i = 0; ; i++) if (shardOf(`${tag}${i}`) === shard) return `${tag}${i}`;
-    };
     const live = ruleCall({
       algorithm: "token-bucket",
       rule: "live",
       limit: 5,
       periodMs: HOUR,
-      identityHash: on(0, "l"),
+      identityHash: identityOn(0, "l"),
     });
     const dead = ruleCall({
       algorithm: "fixed-window",
       rule: "dead",
       failure: "closed",
-      identityHash: on(1, "d"),
+      identityHash: identityOn(1, "d"),
     });
     const { decision, refunds } = await decideAndSettle(engine, [live, dead]);
     expect(decision.results.map((r) => [r.call.rule, r.source])).toEqual([
@@ -273,10 +275,6 @@ describe("a database down", () => {
     const prefix = uniquePrefix("groups-down-delay");
     const urls = [rest.url, deadUrl];
     const engine = engineOn(prefix, urls);
-    const shardOf = rendezvous(urls);
-    const on = (shard: number, tag: string) => {
-      for (let i = 0; ; i++) if (shardOf(`${tag}${i}`) === shard) return `${tag}${i}`;
-    };
     // One a second, no burst beyond one: the second request in a second is held for its slot.
     const shaped = ruleCall({
       algorithm: "gcra",
@@ -285,13 +283,13 @@ describe("a database down", () => {
       periodMs: 1000,
       burst: 1,
       delayMs: 3000,
-      identityHash: on(0, "s"),
+      identityHash: identityOn(0, "s"),
     });
     const dead = ruleCall({
       algorithm: "fixed-window",
       rule: "dead",
       failure: "closed",
-      identityHash: on(1, "d"),
+      identityHash: identityOn(1, "d"),
     });
     expect((await decideAndSettle(engine, [shaped])).decision.allowed).toBe(true);
     // Alone, the next one would be held (a reserved slot, told by delayMs)...
@@ -316,9 +314,7 @@ describe("a database down", () => {
       timeoutMs: 2000,
       decider: { fallbackEntries: 0, log: (line) => lines.push(line) },
     });
-    const shardOf = rendezvous(urls);
-    let identityHash = "x0";
-    for (let i = 1; shardOf(identityHash) !== 1; i++) identityHash = `x${i}`;
+    const identityHash = identityOn(1, "x");
     // Five failed decisions in a row open the breaker (README "When things fail").
     for (let i = 0; i < 5; i++)
       await engine.decider.decide([ruleCall({ algorithm: "fixed-window", identityHash })], requestId());
