@@ -9,10 +9,11 @@ import type { FloodgateConfig } from "../config";
 import type { RuleConfig, ShedConfig } from "../config/rules";
 import type { Mode } from "../engine/types";
 import { explainMode, type ModeSource } from "../live/effective";
-import { type LiveModes, NO_LIVE_MODES, readLiveModes, writeLiveMode } from "../live/modes";
+import { type LiveModes, readLiveModes, writeLiveMode } from "../live/modes";
 import { shedAbove } from "../middleware/shed";
 import { withDeadline } from "../util/deadline";
-import { type AdminEnv, findRule, firstBreakerOpen } from "./context";
+import { type AdminEnv, findRule } from "./context";
+import { type LiveModesFrom, liveModesShown } from "./live-copy";
 import { formatPeriod } from "./period";
 import { ModeBody, parseBody } from "./schemas";
 
@@ -36,25 +37,11 @@ export function liveRoutes(app: Hono<AdminEnv>): void {
 
   app.get("/rules", async (c) => {
     const admin = c.get("admin");
-    const isolateCopy = async () => {
-      const copy = admin.liveModes?.current((p) => c.executionCtx.waitUntil(p)) ?? NO_LIVE_MODES;
-      return c.json(describe(admin.config, await copy, "isolate"));
-    };
-    if (firstBreakerOpen(admin)) return isolateCopy();
-    try {
-      const live = await readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config.rules));
-      return c.json(describe(admin.config, live, "redis"));
-    } catch (error) {
-      // The error's class only: its message may quote a command.
-      const name = error instanceof Error ? error.name : typeof error;
-      console.error(JSON.stringify({ event: "admin_read_failed", read: "live_modes", error: name }));
-      return isolateCopy();
-    }
+    const waitUntil = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
+    const { live, from } = await liveModesShown(admin, waitUntil, "admin_read_failed");
+    return c.json(describe(admin.config, live, from));
   });
 }
-
-/** Where the live modes shown came from: Redis, or this isolate's own copy when Redis could not be read. */
-type LiveModesFrom = "redis" | "isolate";
 
 const ruleNames = (rules: readonly RuleConfig[]) => rules.map((rule) => rule.name);
 

@@ -12,12 +12,13 @@
  */
 import { type AdminContext, firstBreakerOpen } from "../admin/context";
 import { type HealthReport, healthOfEndpoints } from "../admin/health";
+import { liveModesShown } from "../admin/live-copy";
 import { showHash } from "../admin/identity";
 import { formatPeriod } from "../admin/period";
 import type { RuleConfig } from "../config/rules";
 import type { Mode, WaitUntil } from "../engine/types";
 import { explainMode, type ModeSource } from "../live/effective";
-import { fieldMap, type LiveModes, NO_LIVE_MODES, readLiveModes } from "../live/modes";
+import { fieldMap } from "../live/modes";
 import { shedAbove } from "../middleware/shed";
 import { metricsKeys, minuteOf } from "../observability/metrics";
 import { type Deadline, withDeadline } from "../util/deadline";
@@ -111,7 +112,6 @@ async function readWithin(
   // there already failed: the page answers at once from what this isolate knows (its rules, its copy of the
   // modes, the breaker's state), as health does, rather than wait out the deadline on a Redis not answering.
   const breakerOpen = firstBreakerOpen(admin);
-  const isolateModes = () => admin.liveModes?.current(waitUntil) ?? NO_LIVE_MODES;
   if (admin.metrics && !breakerOpen) {
     const flush = admin.metrics.flush();
     // Cut short, it still lands when Redis answers in time for the admin client (counts are best effort).
@@ -155,21 +155,7 @@ async function readWithin(
             logReadFailure("metrics", error);
             return noReplies();
           }),
-    breakerOpen
-      ? isolateModes()
-      : deadline
-          .within(() =>
-            readLiveModes(
-              admin.redis,
-              prefix,
-              rules.map((r) => r.name),
-            ),
-          )
-          .catch((error): LiveModes | Promise<LiveModes> => {
-            logReadFailure("live_modes", error);
-            // The modes this isolate obeys right now.
-            return isolateModes();
-          }),
+    liveModesShown(admin, waitUntil, "dashboard_read_failed", deadline).then((shown) => shown.live),
     // As `/health` waits (the decision budget), within what is left of the read's own wait.
     healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth(), {
       waitUntil,
@@ -252,7 +238,7 @@ async function readWithin(
 }
 
 /** One log line for a read the page went without: the error's class only, as every log line here. */
-function logReadFailure(read: "metrics" | "live_modes", error: unknown): void {
+function logReadFailure(read: "metrics", error: unknown): void {
   const name = error instanceof Error ? error.name : typeof error;
   console.error(JSON.stringify({ event: "dashboard_read_failed", read, error: name }));
 }
