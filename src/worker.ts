@@ -44,13 +44,10 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   });
   // Counted only for the dashboard, which needs the admin token: without it, no Redis command is spent on it.
   const metrics = config.adminToken ? new MetricsAggregator(store.redis, config.prefix) : undefined;
-  const verifyJwt =
-    config.jwtSecret || config.jwksUrl
-      ? createJwtVerifier(
-          { secret: config.jwtSecret, jwksUrl: config.jwksUrl },
-          { timeoutMs: config.timeoutMs },
-        )
-      : undefined;
+  const verifyJwt = createJwtVerifier(
+    { secret: config.jwtSecret, jwksUrl: config.jwksUrl },
+    { timeoutMs: config.timeoutMs },
+  );
   const admin = adminContextOf({
     config,
     stores,

@@ -80,14 +80,16 @@ export interface JwtOptions {
 }
 
 /**
- * Builds a verifier once (per isolate): the key material is prepared here, not per request.
+ * Builds a verifier once (per isolate): the key material is prepared here, not per request. `undefined` when
+ * neither a secret nor a JWKS URL is given (an empty one is none): no token can be checked.
  * @param timeoutMs the longest a request waits for the JWKS: its decision budget (`RATE_LIMIT_TIMEOUT_MS`,
  *   the middleware's `timeoutMs`); the fetch itself may take jose's 5 s, and then serves the requests after
  */
 export function createJwtVerifier(
   { secret, jwksUrl }: JwtOptions,
   { timeoutMs }: { timeoutMs: number },
-): JwtVerifier {
+): JwtVerifier | undefined {
+  if (!secret && !jwksUrl) return undefined;
   const hmacKey = secret === undefined ? undefined : new TextEncoder().encode(secret);
   const jwks = jwksUrl === undefined ? undefined : remoteKeys(new URL(jwksUrl), timeoutMs);
   const verify: JwtVerifier = async (token, waitUntil) => {

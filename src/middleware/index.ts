@@ -75,13 +75,10 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
     failure: settings.failure,
     timeoutMs: settings.timeoutMs,
     clientIpHeader: settings.clientIpHeader,
-    verifyJwt:
-      options.jwt?.secret || settings.jwt?.jwksUrl
-        ? createJwtVerifier(
-            { secret: options.jwt?.secret, jwksUrl: settings.jwt?.jwksUrl },
-            { timeoutMs: settings.timeoutMs },
-          )
-        : undefined,
+    verifyJwt: createJwtVerifier(
+      { secret: options.jwt?.secret, jwksUrl: settings.jwt?.jwksUrl },
+      { timeoutMs: settings.timeoutMs },
+    ),
     liveModes: options.liveModes as
       | ((c: Context) => ReturnType<NonNullable<typeof options.liveModes>>)
       | undefined,
