@@ -225,6 +225,15 @@ describe("a database down", () => {
     for (let i = 0; ; i++) if (shardOf(`${tag}${i}`) === shard) return `${tag}${i}`;
   };
 
+  /** A fail-closed rule whose identity the dead database holds. */
+  const deadClosedCall = () =>
+    ruleCall({
+      algorithm: "fixed-window",
+      rule: "dead",
+      failure: "closed",
+      identityHash: identityOn(1, "d"),
+    });
+
   it("a REST server whose Redis is down answers 503, which the store reads as 'unavailable', not a script error", async () => {
     const port = new URL(deadUrl).port;
     const rest = await startRestServer({ redisUrl: `redis://127.0.0.1:${port}` });
@@ -252,12 +261,7 @@ describe("a database down", () => {
       periodMs: HOUR,
       identityHash: identityOn(0, "l"),
     });
-    const dead = ruleCall({
-      algorithm: "fixed-window",
-      rule: "dead",
-      failure: "closed",
-      identityHash: identityOn(1, "d"),
-    });
+    const dead = deadClosedCall();
     const { decision, refunds } = await decideAndSettle(engine, [live, dead]);
     expect(decision.results.map((r) => [r.call.rule, r.source])).toEqual([
       ["live", "redis"],
@@ -285,12 +289,7 @@ describe("a database down", () => {
       delayMs: 3000,
       identityHash: identityOn(0, "s"),
     });
-    const dead = ruleCall({
-      algorithm: "fixed-window",
-      rule: "dead",
-      failure: "closed",
-      identityHash: identityOn(1, "d"),
-    });
+    const dead = deadClosedCall();
     expect((await decideAndSettle(engine, [shaped])).decision.allowed).toBe(true);
     // Alone, the next one would be held (a reserved slot, told by delayMs)...
     const alone = await engine.decider.decide([{ ...shaped, cost: 1 }], requestId(), { waitUntil: () => {} });
