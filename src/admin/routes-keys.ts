@@ -10,7 +10,7 @@
 import type { Hono } from "hono";
 import { type EffectiveLimits, limitsFor, type RuleConfig, type ShedConfig } from "../config/rules";
 import { MAX_UNITS } from "../config/schema";
-import { hashIdentity, overrideKey, RESET_FENCE_MS, resetFenceKey } from "../engine/keys";
+import { type FenceLimits, hashIdentity, overrideKey, resetFenceKey, resetFenceMs } from "../engine/keys";
 import type { RuleCall } from "../engine/types";
 import { canonicalIdentity } from "../identity";
 import { HASH_PREFIX } from "../identity/show";
@@ -20,7 +20,7 @@ import { withDeadline } from "../util/deadline";
 import { recordWithin } from "./change";
 import { type AdminContext, type AdminEnv, findRule } from "./context";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
-import { getOverride } from "./overrides";
+import { getOverride, type Override } from "./overrides";
 import { formatPeriod } from "./period";
 import { badRequest } from "./problem";
 
@@ -93,19 +93,41 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const identityHash = await resolveIdentityHash(rule, named);
     const keys = admin.stateKeys(rule, identityHash);
     const redis = admin.redisOf(identityHash);
-    // The fence first: a lease granted before the reset, returned after it, gives nothing back into the
-    // fresh state (lua/floodgate.lua's header, REFUND).
+    // The fence with the delete, in one transaction: a lease granted before the reset, returned after it,
+    // gives nothing back into the fresh state (lua/floodgate.lua's header, REFUND). It stands from the very
+    // instant the state goes, sized for every limit the units may have been taken under.
     // Its commands share one wait for Redis, the admin timeout, not one each.
     const fence = resetFenceKey(admin.config.prefix, rule.name, identityHash);
     const deleted = await withDeadline(admin.adminTimeoutMs, async (deadline) => {
-      await deadline.within(() => redis.set(fence, "1", { px: RESET_FENCE_MS }));
-      const count = keys.length > 0 ? await deadline.within(() => redis.del(...keys)) : 0;
+      const override = await deadline.within(() =>
+        getOverride(overrideKey(admin.config.prefix, rule.name, identityHash), redis),
+      );
+      const fenceMs = resetFenceMs(rule.algorithm, fenceLimits(rule, override));
+      let count = 0;
+      if (keys.length > 0) {
+        const tx = redis.multi();
+        if (fenceMs > 0) tx.set(fence, "1", { px: fenceMs });
+        tx.del(...keys);
+        count = Number((await deadline.within(() => tx.exec<unknown[]>())).at(-1));
+      }
       admin.forget(rule.name, identityHash);
       await recordWithin(c, deadline, { rule: rule.name, identityHash });
       return count;
     });
     return c.json({ rule: rule.name, identity: showHash(identityHash), reset: deleted > 0 });
   });
+}
+
+/**
+ * Every set of limits an identity's units under `rule` may have been taken under: the rule's own, each tier's
+ * (a client's tier is only known in its request), and each of those under the identity's override, as the
+ * script applies it (its `limit` and `burst`, its `period` where it has one).
+ */
+function fenceLimits(rule: RuleConfig, override: Override | null): FenceLimits[] {
+  const own = [undefined, ...Object.keys(rule.tiers)].map((tier) => limitsFor(rule, tier));
+  if (!override) return own;
+  const { limit, burst, periodMs } = override;
+  return [...own, ...own.map((l) => ({ limit, burst, periodMs: periodMs ?? l.periodMs }))];
 }
 
 type ShedRule = RuleConfig & { shed: ShedConfig };

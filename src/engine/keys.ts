@@ -7,6 +7,7 @@
  */
 
 import { BoundedMap } from "../util/bounded-map";
+import type { Algorithm } from "./types";
 
 const encoder = new TextEncoder();
 
@@ -43,18 +44,53 @@ export const stateKey = (prefix: string, rule: string, identityHash: string): st
   `${prefix}:${rule}:${identityTag(identityHash)}`;
 
 /**
- * The reset fence of one identity's state under one rule: set by an admin reset for {@link RESET_FENCE_MS},
- * and while it stands a refund gives nothing back into the state (lua/floodgate.lua's header, REFUND).
+ * The reset fence of one identity's state under one rule: set by an admin reset for {@link resetFenceMs}, in
+ * the same transaction that deletes the state, and while it stands a refund gives nothing back into the state
+ * (lua/floodgate.lua's header, REFUND).
  */
 export const resetFenceKey = (prefix: string, rule: string, identityHash: string): string =>
   `${stateKey(prefix, rule, identityHash)}:reset`;
 
 /**
- * How long a reset fence stands, ms: a lease lives at most 10 s (`RATE_LIMIT_LEASE_MS`) and its return is
- * sent at most 15 s after it expired (src/leases/returns.ts), so every return of a lease granted before a
- * reset reaches Redis while the reset's fence stands.
+ * The longest a reset fence stands, ms: a lease lives at most 10 s (`RATE_LIMIT_LEASE_MS`) and its return is
+ * sent at most 15 s after it expired (src/leases/returns.ts), a split decision's refund within its 5 s timeout
+ * (src/resilience/sharded.ts), so every return of units taken before a reset reaches Redis within this.
  */
-export const RESET_FENCE_MS = 30_000;
+export const RESET_FENCE_MAX_MS = 30_000;
+
+/** One set of limits units may have been taken under (a rule's own, a tier's, an override's). */
+export interface FenceLimits {
+  limit: number;
+  periodMs: number;
+  burst: number;
+}
+
+/**
+ * How long a reset fence must stand, ms, for state of `algorithm` whose units may have been taken under any
+ * of `limits`; 0 = no fence needed. After that, lua/floodgate.lua's header ("Why a reset's fence may be short")
+ * shows that no refund of units taken before the reset can reach the fresh state:
+ * - fixed-window, sliding-window: one period (a refund lands only within the window its `when` falls in);
+ * - token-bucket, gcra: the capacity plus the longest lease (a quarter of it): a lease's return lands only
+ *   while the TAT it wrote lies ahead, and that TAT lay at most so far ahead of its grant;
+ * - sliding-log, concurrency, shed: 0 (a refund removes members by name, and a reset removed them).
+ * Never more than {@link RESET_FENCE_MAX_MS}. So the fence never outlives its window by more than one period.
+ */
+export function resetFenceMs(algorithm: Algorithm, limits: readonly FenceLimits[]): number {
+  let longest = 0;
+  for (const { limit, periodMs, burst } of limits) {
+    let ms = 0;
+    if (algorithm === "fixed-window" || algorithm === "sliding-window") {
+      ms = periodMs;
+    } else if ((algorithm === "token-bucket" || algorithm === "gcra") && limit > 0) {
+      // As the script works it out: whole µs per unit; a lease lives at most a quarter of the capacity, in
+      // whole ms. +1: Redis counts a PX from the reset's whole ms, while the TAT counts from its µs.
+      const capacityUs = burst * Math.ceil((periodMs * 1000) / limit);
+      ms = Math.ceil(capacityUs / 1000) + Math.floor(capacityUs / 4000) + 1;
+    }
+    longest = Math.max(longest, ms);
+  }
+  return Math.min(longest, RESET_FENCE_MAX_MS);
+}
 
 /** The override hash of one identity under one rule (fields `limit`, `period`, `burst`). */
 export const overrideKey = (prefix: string, rule: string, identityHash: string): string =>

@@ -5,7 +5,7 @@
  */
 import { Redis } from "@upstash/redis/cloudflare";
 import { DEFAULTS } from "./defaults";
-import { stateKey } from "./keys";
+import { resetFenceMs, stateKey } from "./keys";
 import { decodeRefund, decodeReply } from "./reply";
 import { restCommand, restEndpoint } from "./rest";
 import {
@@ -70,9 +70,25 @@ export interface Store {
    * window edge crossed since refunds nothing; a token-bucket/GCRA lease's: the TAT it wrote,
    * `LeaseGrant.tatUs`) under `requestId`,
    * in one atomic call; resolves to the units each call got back. Not bound by the decision budget.
+   * A negative `whenUs` reaching further back than the reset fence of a call's own limits gives that call
+   * nothing, unsent (see `outlivesFence` below).
    * @throws {StoreError} when Redis cannot answer.
    */
   refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]>;
+}
+
+/**
+ * Whether a refund "at most `-whenUs` µs ago" (a split decision undone, src/resilience/sharded.ts) may concern
+ * units taken before a reset whose fence has already fallen: its span is longer than the fence a reset sets
+ * for the call's own limits (`resetFenceMs`, src/engine/keys.ts; the admin's fence covers those limits and
+ * more). The script cannot tell such units from the fresh state's, so they are not given back: only
+ * under-admission, and for a window priced at its own period no loss at all (a span longer than the period
+ * holds a window edge, and the script refunds nothing across one).
+ */
+function outlivesFence(call: RuleCall, whenUs: number): boolean {
+  if (whenUs >= 0) return false;
+  const fenceMs = resetFenceMs(call.algorithm, [call]);
+  return fenceMs > 0 && -whenUs > fenceMs * 1000;
 }
 
 // Redis errors meaning "cannot answer right now" (README "When things fail": the rule's `failure` applies),
@@ -210,6 +226,12 @@ export function createStore(options: StoreOptions): Store {
   }
 
   async function refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]> {
+    const sent = calls.filter((call) => !outlivesFence(call, whenUs));
+    if (sent.length < calls.length) {
+      const given = sent.length > 0 ? await refund(sent, requestId, whenUs) : [];
+      let next = 0;
+      return calls.map((call) => (outlivesFence(call, whenUs) ? 0 : (given[next++] ?? 0)));
+    }
     if (calls.length === 0) return [];
     const { keys, args } = refundArguments(prefix, calls, requestId, whenUs);
     const signal = () => AbortSignal.timeout(adminTimeoutMs);

@@ -14,8 +14,10 @@ const SWEEP_INTERVAL_MS = 100;
 
 /**
  * An expired lease found later than this (an isolate idle since) returns nothing: an admin reset's fence
- * only stands so long (RESET_FENCE_MS in src/engine/keys.ts), and a return must never reach a state reset
- * after its grant. Only under-admits, and only for leases nobody here was asking for.
+ * stands at most RESET_FENCE_MAX_MS (src/engine/keys.ts), and a return must never reach a state reset after
+ * its grant. (A shorter fence, for a short period, is covered by the script itself: lua/floodgate.lua's
+ * header, "Why a reset's fence may be short".) Only under-admits, and only for leases nobody here was asking
+ * for.
  */
 const LATEST_RETURN_MS = 15_000;
 

@@ -5,15 +5,17 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RESET_FENCE_MS, resetFenceKey, stateKey } from "../../src/engine/keys";
+import { resetFenceKey, resetFenceMs, stateKey } from "../../src/engine/keys";
 import type { Store } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
+import { awayFromWindowEdge } from "../support/window-edge";
 import {
   directRedis,
   peekRemaining,
   redisNowMs,
   requestId,
   ruleCall,
+  sleep,
   testStore,
   uniquePrefix,
 } from "./lua-support";
@@ -28,6 +30,20 @@ beforeAll(() => {
 afterAll(() => redis.quit());
 
 const remaining = (call: RuleCall) => peekRemaining(store, call);
+
+/** An admin reset (src/admin/routes-keys.ts): the fence for the call's limits and the delete, in one transaction. */
+async function reset(call: RuleCall): Promise<void> {
+  const fenceMs = resetFenceMs(call.algorithm, [call]);
+  const tx = redis.multi();
+  if (fenceMs > 0) tx.set(resetFenceKey(prefix, call.rule, call.identityHash), "1", "PX", fenceMs);
+  await tx.del(stateKey(prefix, call.rule, call.identityHash)).exec();
+}
+
+/** Waits until the call's reset fence has fallen (Redis expired it). */
+async function untilFenceFalls(call: RuleCall): Promise<void> {
+  const fence = resetFenceKey(prefix, call.rule, call.identityHash);
+  while ((await redis.pttl(fence)) !== -2) await sleep(20);
+}
 
 describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra"] as Algorithm[])(
   "%s",
@@ -111,11 +127,92 @@ it("gives nothing back into a state reset since (its fence stands): the fresh qu
     const call = ruleCall({ algorithm, limit: 10, periodMs: 600_000 });
     const whenUs = (await redisNowMs(redis)) * 1000;
     expect((await store.decide([{ ...call, cost: 4 }], requestId())).allowed).toBe(true);
-    // An admin reset (src/admin/routes-keys.ts): the fence, then the state goes; a new request comes.
-    await redis.set(resetFenceKey(prefix, call.rule, call.identityHash), "1", "PX", RESET_FENCE_MS);
-    await redis.del(stateKey(prefix, call.rule, call.identityHash));
+    // An admin reset; a new request comes.
+    await reset(call);
     expect((await store.decide([{ ...call, cost: 2 }], requestId())).allowed).toBe(true);
     expect(await store.refund([{ ...call, cost: 4 }], "", whenUs)).toEqual([0]);
     expect(await remaining(call)).toBe(8);
   }
+});
+
+describe("a reset's fence lasts about one period, and no refund from before the reset lands after it", () => {
+  it("a window of 2 s: the fence stands one period and stops a refund in the reset's window; then the window test does", async () => {
+    for (const algorithm of ["fixed-window", "sliding-window"] as Algorithm[]) {
+      const call = ruleCall({ algorithm, limit: 10, periodMs: 2000 });
+      const fence = resetFenceKey(prefix, call.rule, call.identityHash);
+      // Taken, reset, taken again and refunded all within one window: only the fence tells the units apart.
+      await awayFromWindowEdge(2000, 1000, () => redisNowMs(redis));
+      const whenUs = (await redisNowMs(redis)) * 1000;
+      expect((await store.decide([{ ...call, cost: 4 }], requestId())).allowed).toBe(true);
+      await reset(call);
+      const pttl = await redis.pttl(fence);
+      expect(pttl).toBeGreaterThan(0);
+      expect(pttl).toBeLessThanOrEqual(2000);
+      expect((await store.decide([{ ...call, cost: 2 }], requestId())).allowed).toBe(true);
+      expect(await store.refund([{ ...call, cost: 4 }], "", whenUs)).toEqual([0]);
+      expect(await remaining(call)).toBe(8);
+      // Once the fence has fallen the reset's window has ended too: a late return of the same units lands
+      // nowhere, neither in that window's state nor in the next one's.
+      await untilFenceFalls(call);
+      const id = requestId();
+      expect((await store.decide([{ ...call, cost: 2 }], id)).allowed).toBe(true);
+      expect(await store.refund([{ ...call, cost: 4 }], "", whenUs)).toEqual([0]);
+      // What the fresh state took itself still comes back ("at most 1 ms ago").
+      expect(await store.refund([{ ...call, cost: 2 }], id, -1000)).toEqual([2]);
+    }
+  }, 20_000);
+
+  it("a bucket of 1 s: the fence stops a return against a TAT a post-reset arrival wrote to the µs; once it falls, that TAT lies behind now", async () => {
+    for (const algorithm of ["token-bucket", "gcra"] as Algorithm[]) {
+      const call = ruleCall({ algorithm, limit: 10, periodMs: 1000 });
+      const key = stateKey(prefix, call.rule, call.identityHash);
+      const fence = resetFenceKey(prefix, call.rule, call.identityHash);
+      // A lease of 4 units (its return's `when` is the TAT it wrote), then a reset.
+      expect((await store.decide([{ ...call, cost: 4 }], requestId())).allowed).toBe(true);
+      const leaseTat = await redis.get(key);
+      await reset(call);
+      const pttl = await redis.pttl(fence);
+      expect(pttl).toBeGreaterThan(0);
+      expect(pttl).toBeLessThanOrEqual(1000 + 250 + 1); // capacity + the longest lease + 1 ms
+      // Post-reset arrivals whose TAT happens to be the lease's, to the µs: only the fence tells them apart.
+      await redis.set(key, String(leaseTat), "PX", 1000);
+      expect(await store.refund([{ ...call, cost: 4 }], "", Number(leaseTat))).toEqual([0]);
+      expect(await redis.get(key)).toBe(leaseTat);
+      await untilFenceFalls(call);
+      await redis.set(key, String(leaseTat), "PX", 1000);
+      expect(await store.refund([{ ...call, cost: 4 }], "", Number(leaseTat))).toEqual([0]);
+      expect(await redis.get(key)).toBe(leaseTat);
+    }
+  }, 20_000);
+
+  it("a bucket of 1 s: a split decision's refund reaching back further than the fence gives nothing, though the fence has fallen", async () => {
+    for (const algorithm of ["token-bucket", "gcra"] as Algorithm[]) {
+      const call = ruleCall({ algorithm, limit: 10, periodMs: 1000 });
+      expect((await store.decide([{ ...call, cost: 4 }], requestId())).allowed).toBe(true);
+      await reset(call);
+      await untilFenceFalls(call);
+      expect((await store.decide([{ ...call, cost: 2 }], requestId())).allowed).toBe(true);
+      // As src/resilience/sharded.ts sends it: "at most 5 s ago", which may be before the reset.
+      expect(await store.refund([{ ...call, cost: 4 }], requestId(), -5_000_000)).toEqual([0]);
+      expect(await remaining(call)).toBe(8);
+      // Within the fence's span it is sent, and gives back what it took.
+      const id = requestId();
+      expect((await store.decide([{ ...call, cost: 3 }], id)).allowed).toBe(true);
+      expect(await store.refund([{ ...call, cost: 3 }], id, -1_000_000)).toEqual([3]);
+    }
+  }, 20_000);
+
+  it("sliding-log and concurrency need none: a return names its own members, which the reset removed", async () => {
+    for (const algorithm of ["sliding-log", "concurrency"] as Algorithm[]) {
+      const call = ruleCall({ algorithm, limit: 10, periodMs: 1000 });
+      expect(resetFenceMs(algorithm, [call])).toBe(0);
+      const id = requestId();
+      expect((await store.decide([call], id)).allowed).toBe(true);
+      await reset(call);
+      expect(await redis.exists(resetFenceKey(prefix, call.rule, call.identityHash))).toBe(0);
+      expect((await store.decide([call], requestId())).allowed).toBe(true);
+      expect(await store.refund([{ ...call, cost: 1 }], id, 0)).toEqual([0]);
+      expect(await remaining(call)).toBe(9);
+    }
+  });
 });

@@ -5,7 +5,7 @@
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../redis-rest/index.mjs";
-import { RESET_FENCE_MS, resetFenceKey, stateKey } from "../../src/engine/keys";
+import { resetFenceKey, resetFenceMs, stateKey } from "../../src/engine/keys";
 import { createStore, type Store } from "../../src/engine/store";
 import type { Algorithm, Decision, RuleCall } from "../../src/engine/types";
 import { withLeases } from "../../src/leases";
@@ -219,8 +219,11 @@ it("a lease whose answer arrives after its identity was revoked here is not take
   for (let i = 0; i < 50 && Number(await redis.get(key)) === before; i++) await sleep(20);
   // The lease call has been counted in Redis. An admin reset (src/admin/routes-keys.ts): fence, delete; the
   // change log then revokes the identity's leases in this isolate (LeasingDecider.forget).
-  await redis.set(resetFenceKey(prefix, x.rule, x.identityHash), "1", "PX", RESET_FENCE_MS);
-  await redis.del(key);
+  await redis
+    .multi()
+    .set(resetFenceKey(prefix, x.rule, x.identityHash), "1", "PX", resetFenceMs(x.algorithm, [x]))
+    .del(key)
+    .exec();
   a.forget(x.rule, x.identityHash);
   // Only now does the lease call's answer arrive.
   open();

@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import { hashIdentity, stateKey } from "../../src/engine/keys";
+import { hashIdentity, resetFenceKey, stateKey } from "../../src/engine/keys";
 import { awayFromWindowEdge } from "../support/window-edge";
 import { call, makeEnv, redis, send, uniquePrefix } from "./admin-harness";
 import { send as through } from "./proxy-harness";
@@ -42,6 +42,68 @@ const state = async (env: Record<string, unknown>, rule: string, identity: strin
   expect(response.status).toBe(200);
   return (await response.json()) as KeyState;
 };
+
+describe("keys: a reset's fence outlives its window by at most one period", () => {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  /** Resets `identity` under the env's one rule; the fence's PTTL right after, ms (-2: none). */
+  async function resetAndFence(env: ReturnType<typeof makeEnv>, rule: string, identity: string) {
+    expect((await call(env, "/anything", { headers: { "x-api-key": identity } })).status).toBe(200);
+    const reset = await call(env, `/__floodgate/keys/${rule}/${identity}`, { method: "DELETE" });
+    expect(await reset.json()).toMatchObject({ rule, reset: true });
+    const fence = resetFenceKey(env.RATE_LIMIT_PREFIX, rule, await hashIdentity(identity));
+    return { fence, pttl: await redis.pttl(fence) };
+  }
+
+  it("a 1 s fixed window: the fence stands at most one period, and is gone two periods on", async () => {
+    const env = makeEnv(uniquePrefix("fence-fw"), [
+      { name: "short", key: "header:x-api-key", algorithm: "fixed-window", limit: 5, period: "1s" },
+    ]);
+    const { fence, pttl } = await resetAndFence(env, "short", "key-short");
+    expect(pttl).toBeGreaterThan(0);
+    expect(pttl).toBeLessThanOrEqual(1000);
+    await sleep(2000);
+    expect(await redis.exists(fence)).toBe(0);
+  });
+
+  it("a 1 s token bucket: the capacity and its longest lease (a quarter), no more", async () => {
+    const env = makeEnv(uniquePrefix("fence-tb"), [
+      { name: "short", key: "header:x-api-key", algorithm: "token-bucket", limit: 4, period: "1s" },
+    ]);
+    const { fence, pttl } = await resetAndFence(env, "short", "key-short");
+    expect(pttl).toBeGreaterThan(1000);
+    expect(pttl).toBeLessThanOrEqual(1251);
+    await sleep(2000);
+    expect(await redis.exists(fence)).toBe(0);
+  });
+
+  it("the longest of the limits the units may have been taken under: a tier's, the identity's override's", async () => {
+    const env = makeEnv(uniquePrefix("fence-limits"), [
+      {
+        name: "short",
+        key: "header:x-api-key",
+        algorithm: "sliding-window",
+        limit: 5,
+        period: "1s",
+        tier: "header:x-plan",
+        tiers: { pro: { limit: 50, period: "3s" } },
+      },
+    ]);
+    const tiered = await resetAndFence(env, "short", "key-tier");
+    expect(tiered.pttl).toBeGreaterThan(2000);
+    expect(tiered.pttl).toBeLessThanOrEqual(3000);
+    await send(env, "PUT", "/__floodgate/overrides/short/key-over", { limit: 5, period: "10s" });
+    const overridden = await resetAndFence(env, "short", "key-over");
+    expect(overridden.pttl).toBeGreaterThan(9000);
+    expect(overridden.pttl).toBeLessThanOrEqual(10_000);
+  });
+
+  it("a sliding log needs none: its returns remove members by name, and the reset removed them", async () => {
+    const env = makeEnv(uniquePrefix("fence-log"), [
+      { name: "log", key: "header:x-api-key", algorithm: "sliding-log", limit: 5, period: "1s" },
+    ]);
+    expect((await resetAndFence(env, "log", "key-log")).pttl).toBe(-2);
+  });
+});
 
 describe("keys: what one client is experiencing", () => {
   it("shows a client's state without counting the look", async () => {
