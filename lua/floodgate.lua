@@ -16,7 +16,7 @@ KEYS:
                <prefix>:override:<rule>:{<hash>}, hash: limit, period (MILLISECONDS), burst; read only;
                absent burst = the override's limit
   a REFUND call (below) ends with one more key per rule, its reset fence <prefix>:<rule>:{<hash>}:reset:
-  present (for 30 s) after an admin reset of that state; read only
+  present for a while after an admin reset of that state (below, "Why a reset's fence may be short"); read only
 ARGV:
   ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log,
            concurrency or shed rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] peek ("1" = evaluate
@@ -97,8 +97,8 @@ A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_
   since: then its top units are exactly the lease's unspent ones), never below now.
 A REFUND call returns one integer per rule instead: the units actually given back, never more than the
   state still holds from that time, and none into a counter or TAT while its reset fence stands (the state
-  was reset since: units from before would enlarge the fresh quota; the edge sends no return later than
-  15 s after a lease's expiry, so a fence outlives every return of a lease granted before its reset):
+  was reset since: units from before would enlarge the fresh quota; why the fence stands long enough is
+  below, "Why a reset's fence may be short"):
     fixed-window    DECRBY, only while the counter is still that of the window `when` falls in
     sliding-window  the current window's count, only if `when` falls in the window the state is of and that
                     window is still the current one
@@ -110,6 +110,32 @@ A REFUND call returns one integer per rule instead: the units actually given bac
     concurrency     ZREM of the request id's slot (units ignored)
   A negative `when`, "-<age>", means "at most <age> µs ago" (a split decision undone, src/resilience/sharded.ts):
     the span is taken from its earliest instant, so a window edge that may lie inside it refunds nothing.
+Why a reset's fence may be short. An admin reset deletes the state and sets its fence in one transaction (at
+  one instant r), for resetFenceMs (src/engine/keys.ts) of every limit the units may have been taken under
+  (the rule's, its tiers', the identity's override's), never more than 30 s: so it never outlives the window
+  of the reset by more than one period. A refund of units taken before r ("pre-reset") must give nothing to the
+  fresh state; until the fence falls it cannot; afterwards, per algorithm:
+    fixed-window,   the fence stands one period P. A refund lands only while now lies in the window its `when`
+    sliding-window  falls in (the sliding state's window index must be that one too), and `when` is no later
+                    than the units were taken: a lease's is its grant, on Redis's clock, and a lease never
+                    outlives its window; a split decision's "-<age>" its earliest instant. So a pre-reset refund
+                    lands only before the end of a window that holds an instant before r: before r + P.
+    token-bucket,   the fence stands capacity + capacity / 4 (the longest lease). A lease's return moves the TAT
+    gcra            only while the TAT is exactly the one the lease wrote AND lies ahead of now. A post-reset
+                    arrival may write that very µs value (TATs are sums of arrival times and intervals, nothing
+                    keeps them apart), but a pre-reset lease wrote at most life + capacity after its grant (the
+                    lease fits the bucket at its grant, recorded at grant + life), so once the fence falls that
+                    TAT lies behind now and the return gives nothing, whatever the TAT is.
+    sliding-log,    no fence: a refund removes members by name (`<request id>:<when>:<unit>`, or a slot's request
+    concurrency     id), names no post-reset write uses, and the reset removed the pre-reset ones.
+  A refund with `when` "-<age>" (a split decision undone) knows its units only to within age, and a bucket's
+  does not compare the TAT: the edge sends none whose age exceeds the fence of the call's own limits
+  (src/engine/store.ts), so a pre-reset one arrives while the fence stands (units taken after now - age >
+  now - fence, before r: the fence, from r, still stands). For a window priced at its own period that drops
+  nothing the window test would have let through. The longest fence (30 s) is long enough for every refund
+  the edge sends: a lease's return no later than 15 s after its expiry (src/leases/returns.ts), a split
+  decision's within its timeout (5 s). These bounds hold for limits known at the reset; a lease granted under
+  an override replaced before the reset is revoked by that change, as by the reset.
 Short replies, for ONE rule allowed on a fast path (an array costs Redis more to send, per element):
   fixed-window on a live counter: the remaining units, an integer     (= { 1, 1, limit, remaining, -1, -1 })
   token-bucket, gcra, sliding-window: { remaining, reset_after_ms, retry_after_ms }
@@ -286,7 +312,8 @@ if call == "3" then
     if limit <= 0 or units <= 0 then -- nothing was consumed under a blocking override
     elseif (algorithm == FIXED or algorithm == SLIDING or algorithm == BUCKET or algorithm == GCRA)
       and redis.call("EXISTS", fence) == 1 then
-      -- Reset since: what was taken before belongs to the state the reset threw away. (Sliding-log and
+      -- Reset since: what was taken before belongs to the state the reset threw away. After the fence, the
+      -- tests below refuse it (see the header, "Why a reset's fence may be short"). (Sliding-log and
       -- concurrency refunds remove members by name, and a reset already removed those.)
     elseif algorithm == FIXED then
       -- Only the counter of the window the units were taken in, and only while it is that window's.
