@@ -7,26 +7,19 @@
  */
 import type { Context, MiddlewareHandler } from "hono";
 import { HOLDS_REQUEST_ID } from "../engine/script";
-import {
-  type Decider,
-  type Decision,
-  type FailurePolicy,
-  holdsSlot,
-  type Mode,
-  type RuleResult,
-  type WaitUntil,
-} from "../engine/types";
+import type { Decider, FailurePolicy, Mode, WaitUntil } from "../engine/types";
 import { type JwtVerifier, RequestIdentity } from "../identity";
 import { compileRules } from "../rules/match";
 import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
 import type { ProblemError } from "../util/problem";
 import { delayOf, giveBack, waitForSlot } from "./delay";
-import { strictest } from "./headers";
 import { uncheckedDecision } from "./jwks";
-import type { DecisionEvent, RateLimitInfo } from "./options";
+import type { DecisionEvent } from "./options";
 import { type PlannedRule, planCalls } from "./plan";
-import { releaseWhenWritten } from "./release";
-import { advertised, serverTiming, verdictOf } from "./verdict";
+import { heldSlots, releaseWhenWritten } from "./release";
+import { infoOf, report } from "./report";
+import { replaceResponse, withHeaders } from "./respond";
+import { serverTiming, verdictOf } from "./verdict";
 
 /** What a limiter is built from, besides its rules. Every field is resolved (defaults applied) by the caller. */
 export interface LimiterDeps {
@@ -191,70 +184,6 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
   return { requestOf, middleware };
 }
 
-/** What `c.get("rateLimit")` shows a handler: the strictest of the rules the headers advertise. */
-function infoOf(decision: Decision): RateLimitInfo {
-  const { results } = decision;
-  // One advertised rule (the common case) needs no filtered copy.
-  const members =
-    results.length === 1 && advertised(results[0] as RuleResult) ? results : results.filter(advertised);
-  const top = strictest(members);
-  return {
-    allowed: decision.allowed,
-    rules: decision.results,
-    policy: top?.call.rule,
-    limit: top?.limit,
-    remaining: top?.remaining,
-    // No advertised rule (only shed rules, or the fallback limiter's guesses): where the decision came from.
-    source: (top ?? results.find((r) => r.source !== "undecided"))?.source ?? "undecided",
-  };
-}
-
-const NO_SLOTS: readonly RuleResult[] = [];
-
-/** Concurrency slots this request holds (or may hold: a timed-out call may still have been counted). */
-function heldSlots(decision: Decision): readonly RuleResult[] {
-  // Most requests have no slot rule: no copy.
-  if (!decision.results.some((r) => holdsSlot(r.call.algorithm))) return NO_SLOTS;
-  return decision.results.filter(
-    (r) =>
-      holdsSlot(r.call.algorithm) &&
-      r.outcome === "allowed" &&
-      (r.source === "redis" || r.source === "undecided"),
-  );
-}
-
-function report(
-  onDecision: LimiterDeps["onDecision"],
-  decision: Decision,
-  raw: Request,
-  request: RequestIdentity,
-): void {
-  if (!onDecision) return;
-  try {
-    const returned = onDecision(new Reported(decision, raw, request));
-    // An async observer's rejection, left alone, is an unhandled rejection: a Node server exits on it.
-    // A synchronous observer's return value (often `undefined`, or whatever a push returned) costs nothing.
-    if (returned instanceof Promise) returned.catch(ignore);
-  } catch {
-    // An observer must never fail the request.
-  }
-}
-
-function ignore(): void {}
-
-/** A decided request as an observer sees it; its id is made only if the observer reads it. */
-class Reported implements DecisionEvent {
-  constructor(
-    readonly decision: Decision,
-    readonly request: Request,
-    private readonly facts: RequestIdentity,
-  ) {}
-
-  get requestId(): string {
-    return this.facts.id();
-  }
-}
-
 /**
  * `executionCtx.waitUntil` on Workers; elsewhere (Node, Bun) the promise simply runs on. Looked up only
  * when something is handed over (rarely: a lease renewal or return, a refresh): off Workers, Hono's getter
@@ -271,35 +200,4 @@ function waitUntilOf(c: Context): WaitUntil {
     if (ctx) ctx.waitUntil(promise);
     else void promise.catch(() => undefined);
   };
-}
-
-/**
- * Makes `response` the answer. Hono's `c.res` setter copies a new response and writes every header of the old
- * one over it (a fetched response's own `RateLimit` or `Server-Timing` would replace ours): cleared first,
- * it takes the object as it is.
- */
-function replaceResponse(c: Context, response: Response): void {
-  c.res = undefined;
-  c.res = response;
-}
-
-/**
- * `response` with the rate-limit headers and `Server-Timing` added: in place when its headers can be
- * changed (the proxy's and most handlers' can), else on a copy (a fetched response's are immutable; the
- * body is not copied). A refused `set` throws before changing anything.
- */
-function withHeaders(response: Response, headers: Record<string, string>, timing: string): Response {
-  try {
-    return addHeaders(response, headers, timing);
-  } catch (error) {
-    if (!(error instanceof TypeError)) throw error;
-    return addHeaders(new Response(response.body, response), headers, timing);
-  }
-}
-
-function addHeaders(target: Response, headers: Record<string, string>, timing: string): Response {
-  const fields = target.headers; // a getter into the runtime: read once
-  for (const name in headers) fields.set(name, headers[name] as string);
-  fields.append("Server-Timing", timing);
-  return target;
 }

@@ -1,10 +1,11 @@
 /**
- * When a `concurrency` or `shed` slot is given back (README: "Rules"): once the Worker has finished writing the
- * response body, or the client went away; at once for bodiless responses. (A WebSocket upgrade, whose
- * lifetime the Worker does not see, never gets here: src/middleware/limiter.ts gives its slot back at once.)
+ * Which `concurrency` or `shed` slots a request holds (`heldSlots`), and when each is given back (README:
+ * "Rules"): once the Worker has finished writing the response body, or the client went away; at once for
+ * bodiless responses. (A WebSocket upgrade, whose lifetime the Worker does not see, never gets here:
+ * src/middleware/limiter.ts gives its slot back at once.)
  * The release runs in the background (`waitUntil`), never before the client's response.
  */
-import type { WaitUntil } from "../engine/types";
+import { type Decision, holdsSlot, type RuleResult, type WaitUntil } from "../engine/types";
 
 /**
  * Returns a response whose body, once fully written, cancelled by the client or failed, calls `release`.
@@ -40,4 +41,18 @@ const NativePipe = (globalThis as { IdentityTransformStream?: new () => BytePipe
 
 function bytePipe(): BytePipe {
   return NativePipe ? new NativePipe() : new TransformStream<Uint8Array, Uint8Array>();
+}
+
+const NO_SLOTS: readonly RuleResult[] = [];
+
+/** Concurrency slots this request holds (or may hold: a timed-out call may still have been counted). */
+export function heldSlots(decision: Decision): readonly RuleResult[] {
+  // Most requests have no slot rule: no copy.
+  if (!decision.results.some((r) => holdsSlot(r.call.algorithm))) return NO_SLOTS;
+  return decision.results.filter(
+    (r) =>
+      holdsSlot(r.call.algorithm) &&
+      r.outcome === "allowed" &&
+      (r.source === "redis" || r.source === "undecided"),
+  );
 }
