@@ -7,7 +7,7 @@
  * (src/middleware/jwks.ts).
  */
 import type { Context } from "hono";
-import { limitsFor, MAX_UNITS, type RuleConfig } from "../config";
+import { limitsFor, type RuleConfig } from "../config";
 import { hashIdentity, recentHash } from "../engine/keys";
 import { type FailurePolicy, holdsSlot, type Mode, type RuleCall } from "../engine/types";
 import {
@@ -19,7 +19,8 @@ import {
   tierOf,
 } from "../identity";
 import { effectiveMode, type LiveModes } from "../rules/modes";
-import { InvalidCostError, MissingIdentityError } from "./errors";
+import { costOf, headerCost } from "./cost";
+import { MissingIdentityError } from "./errors";
 import type { CostFunction, KeyFunction } from "./options";
 import { shardIdentity, shedPlan } from "./shed";
 
@@ -201,26 +202,6 @@ function callOf(
   };
   if (share !== undefined) call.priorityClass = share.priorityClass;
   return call;
-}
-
-async function costOf(c: Context, rule: RuleConfig, costFn: CostFunction | undefined): Promise<number> {
-  if (costFn) return checkedCost(rule.name, "the cost function", await costFn(c));
-  return headerCost(c, rule);
-}
-
-/** The rule's fixed cost, or the one its cost header gives. */
-function headerCost(c: Context, rule: RuleConfig): number {
-  if (rule.cost.kind === "units") return rule.cost.units;
-  const header = c.req.header(rule.cost.name);
-  // An absent header means one unit (README: "Rules"), so plain requests stay cheap.
-  if (header === undefined) return 1;
-  const text = header.trim();
-  return checkedCost(rule.name, `header ${rule.cost.name}`, /^\d{1,10}$/.test(text) ? Number(text) : text);
-}
-
-function checkedCost(rule: string, source: string, value: unknown): number {
-  if (typeof value === "number" && Number.isInteger(value) && value >= 1 && value <= MAX_UNITS) return value;
-  throw new InvalidCostError(rule, source, value);
 }
 
 const nonEmpty = (value: string | undefined): string | undefined =>
