@@ -19,7 +19,8 @@ import {
 import type { ResilientDecider } from "../resilience/decider";
 import { within } from "../util/timer";
 import { createSweep, type Refund } from "./returns";
-import { type Flight, LEASE_MARGIN_MS, type Lease, LeaseTable, stateLeftOf } from "./table";
+import { type Flight, LEASE_MARGIN_MS, type Lease, stateLeftOf } from "./lease";
+import { LeaseTable } from "./table";
 
 /** Options of {@link withLeases}. */
 export interface LeaseOptions {

@@ -4,7 +4,8 @@
  * for it. README: "Leases".
  */
 import type { RuleCall, WaitUntil } from "../engine/types";
-import type { Lease, LeaseTable } from "./table";
+import type { Lease } from "./lease";
+import type { LeaseTable } from "./table";
 
 /** Gives back units consumed earlier (`Store.refund` in src/engine/store.ts). */
 export type Refund = (calls: RuleCall[], leaseId: string, whenUs: number) => Promise<number[]>;

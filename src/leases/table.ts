@@ -4,51 +4,18 @@
  * (rule, identity) is, which decides how many units the next decision asks for, and the lease calls on their
  * way. Bounded; plain values but for each call's `landed` promise, which other requests await: it runs under
  * its request's `waitUntil` (it lands even if that request is cancelled) and is awaited within the waiter's
- * budget (workerd runs the waiter on in its own request's context).
+ * budget (workerd runs the waiter on in its own request's context). The records it holds, and when a lease
+ * serves a request, are src/leases/lease.ts.
  */
-import type { LeaseGrant, RuleCall, RuleResult } from "../engine/types";
+import type { RuleCall, RuleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
-
-/** One live lease. */
-export interface Lease {
-  /** The call it was granted under: a request under other limits, mode or override flag cannot spend it. */
-  readonly call: RuleCall;
-  /** The id its units were taken under (sliding-log members are named after it). */
-  readonly leaseId: string;
-  readonly grant: LeaseGrant;
-  /** Local clock, ms, before the granting call was sent: spends happen only before `expiresAt`. */
-  readonly sentAt: number;
-  readonly expiresAt: number;
-  /** Units still here to spend (the grant minus the granting request's cost, minus later spends). */
-  left: number;
-  /** The granting decision's figures for this rule, for honest headers. */
-  readonly result: RuleResult;
-  /**
-   * What Redis's state leaves (this lease's units and any other taken), the least of every Redis answer for
-   * this (rule, identity) under the same terms since the grant, this isolate's: a request Redis decided
-   * meanwhile (one whose cost did not fit, or another lease taken) is in it (`LeaseTable.observe`).
-   */
-  stateLeft: number;
-}
+import { type Flight, fits, type Lease, sameTerms, stateLeftOf } from "./lease";
 
 /** How hot one (rule, identity) is here: requests seen in the current second and the one before. */
 interface Heat {
   second: number;
   count: number;
   previous: number;
-}
-
-/**
- * The lease call of one (rule, identity) on its way to Redis: one at a time, so a burst does not park
- * units in many leases, and the burst's other requests wait for it instead of asking Redis one by one.
- */
-export interface Flight {
-  /** Settles once the call's grant is in the table: whether it leased this (rule, identity) anything. */
-  readonly landed: Promise<boolean>;
-  /** Local clock, ms, when the call was sent. */
-  readonly sentAt: number;
-  /** Requests waiting for it; each counts itself out when it resumes. */
-  waiting: number;
 }
 
 /**
@@ -59,9 +26,6 @@ export interface Flight {
  * for the first. Both grants are taken (one as the spare): more units parked, never one request too many.
  */
 const FLIGHT_LOST_MS = 10_000;
-
-/** Spends end this much before the lease does: the isolate's clock may lag Redis's by a little. */
-export const LEASE_MARGIN_MS = 5;
 
 /** The lease table of one isolate. */
 export class LeaseTable {
@@ -237,22 +201,3 @@ export class LeaseTable {
 }
 
 const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
-
-/** What Redis's state leaves by a result: a grant's figures count its own units as still to spend. */
-export const stateLeftOf = (result: RuleResult): number =>
-  result.remaining - (result.lease ? result.lease.units - result.call.cost : 0);
-
-const fits = (lease: Lease, call: RuleCall, now: number): boolean =>
-  now < lease.expiresAt && lease.left >= call.cost && sameTerms(lease.call, call);
-
-/** A lease serves only requests under the terms it was granted under. */
-function sameTerms(a: RuleCall, b: RuleCall): boolean {
-  return (
-    a.algorithm === b.algorithm &&
-    a.limit === b.limit &&
-    a.periodMs === b.periodMs &&
-    a.burst === b.burst &&
-    a.mode === b.mode &&
-    (a.override ?? true) === (b.override ?? true)
-  );
-}

@@ -3,7 +3,7 @@
  * caches use it so that no client population can grow an isolate's memory without bound. Holds whatever it
  * is given: callers keep plain values in it, never I/O objects (workerd ties those to a request); a promise
  * one request may await while another settles it must settle even if that other request is cancelled, and
- * be awaited with a bound (src/leases/table.ts, `Flight`).
+ * be awaited with a bound (the flights of src/leases/table.ts; `Flight` in src/leases/lease.ts).
  */
 export class BoundedMap<K, V> extends Map<K, V> {
   /** @param capacity most entries held; 0 or less holds nothing. */
