@@ -7,19 +7,12 @@
  * call decides all of them, as always (all-or-nothing stays). README: "Leases".
  */
 import { DEFAULTS } from "../engine/defaults";
-import {
-  type DecideOptions,
-  type Decision,
-  decisionOf,
-  holdsSlot,
-  type RuleCall,
-  ruleResult,
-  type WaitUntil,
-} from "../engine/types";
+import { type DecideOptions, type Decision, holdsSlot, type RuleCall, type WaitUntil } from "../engine/types";
 import type { ResilientDecider } from "../resilience/decider";
 import { within } from "../util/timer";
+import { afterDenial, decideFromLeases, observed, take } from "./decisions";
+import type { Flight, Lease } from "./lease";
 import { createSweep, type Refund } from "./returns";
-import { type Flight, LEASE_MARGIN_MS, type Lease, stateLeftOf } from "./lease";
 import { LeaseTable } from "./table";
 
 /** Options of {@link withLeases}. */
@@ -50,29 +43,6 @@ const TRACKED_PAIRS = 10_000;
 
 /** Whether a call may ever be leased: never a held slot (concurrency, shed), never a rule with `lease = false`. */
 const leasable = (call: RuleCall): boolean => !holdsSlot(call.algorithm) && call.lease !== false;
-
-/** The decision of `calls` from `leases` (each with room for its call's cost): the cost is spent there. */
-function decideFromLeases(table: LeaseTable, calls: RuleCall[], leases: Lease[], at: number): Decision {
-  const results = calls.map((call, i) => {
-    const lease = leases[i] as Lease;
-    lease.left -= call.cost;
-    const elapsed = at - lease.sentAt;
-    const r = lease.result;
-    return ruleResult({
-      call,
-      outcome: "allowed",
-      limit: r.limit,
-      periodMs: r.periodMs, // an override's, when it changed the period: the lease was granted under it
-      overridden: r.overridden,
-      // Never more than Redis's last answer left, plus the units still held here.
-      remaining: Math.max(0, table.available(lease, at)),
-      resetAfterMs: r.resetAfterMs, // spends since only move a full reset later: never earlier than the truth
-      retryAfterMs: Math.max(0, r.retryAfterMs - elapsed),
-      source: "lease",
-    });
-  });
-  return decisionOf(true, results, 0);
-}
 
 /**
  * Wraps `decider` so that hot identities are decided from leases.
@@ -151,7 +121,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     // A request with a rule that is never leased (a concurrency slot) always goes to Redis, so leasing its
     // other rules would only park units where this request cannot spend them.
     if (calls.length === 0 || !calls.every(leasable))
-      return observed(await decider.decide(calls, requestId, opts));
+      return observed(table, await decider.decide(calls, requestId, opts));
     let at = Date.now();
     let leases = calls.map((call) => table.usable(call, at));
     // Rules without room whose lease call is on its way (a burst, or a renewal not back yet): wait for it
@@ -197,15 +167,15 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     });
     const asking = calls.filter((call, i) => (units[i] as number) > call.cost);
     if (asking.length === 0)
-      return afterDenial(observed(await decider.decide(calls, requestId, budget)), calls);
+      return afterDenial(table, observed(table, await decider.decide(calls, requestId, budget)), calls);
     const decided = decider.decide(calls, requestId, { ...budget, lease: { units, maxMs } });
-    const landed = decided.then((decision) => take(decision, requestId, at));
+    const landed = decided.then((decision) => take(table, decision, requestId, at));
     for (const call of asking) table.ask(call, landed, at);
     // Others may be waiting for it: it lands even if this request is cancelled (its client gone).
     opts.waitUntil?.(landed.catch(() => undefined));
     const decision = await decided;
     await landed; // its grant in the table before this request is answered (a caller's next one spends it)
-    return afterDenial(decision, calls);
+    return afterDenial(table, decision, calls);
   }
 
   /**
@@ -215,34 +185,6 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
   function landingWithin(flights: Flight[], ms: number): Promise<boolean[] | undefined> {
     // `landed` never rejects (LeaseTable.ask).
     return within(Promise.all(flights.map((flight) => flight.landed)), ms);
-  }
-
-  /** A Redis decision's figures, taken in by the live leases of its rules (`LeaseTable.observe`). */
-  function observed(decision: Decision): Decision {
-    for (const result of decision.results) table.observe(result);
-    return decision;
-  }
-
-  /** Puts the leases `decision` granted into the table; returns the rules they are of. */
-  function take(decision: Decision, leaseId: string, sentAt: number): Set<string> {
-    const rules = new Set<string>();
-    for (const result of decision.results) {
-      if (!result.lease || result.source !== "redis") continue;
-      rules.add(result.call.rule);
-      const lease: Lease = {
-        call: result.call,
-        leaseId,
-        grant: result.lease,
-        sentAt,
-        expiresAt: sentAt + result.lease.lifeMs - LEASE_MARGIN_MS,
-        left: result.lease.units - result.call.cost,
-        result,
-        stateLeft: stateLeftOf(result),
-      };
-      table.put(lease, Date.now());
-    }
-    observed(decision); // a lease already here under another grant: the new one's units are taken too
-    return rules;
   }
 
   /**
@@ -255,26 +197,13 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     // Sliding-log members are named after the lease's id: a renewal must not reuse the request's.
     const leaseId = calls.some((call) => call.algorithm === "sliding-log") ? `${requestId}:r` : requestId;
     const landed = decider.decide(renewing, leaseId, { lease: { units: wanted, maxMs } }).then((decision) => {
-      if (decision.allowed) return take(decision, leaseId, at);
-      observed(decision); // nothing leased, but what Redis says is left still bounds the current lease
+      if (decision.allowed) return take(table, decision, leaseId, at);
+      observed(table, decision); // nothing leased, but what Redis says is left still bounds the current lease
       return new Set<string>();
     });
     for (const call of calls) table.ask(call, landed, at);
     // The decider never throws; a renewal that fails leaves the isolate to ask on the request path.
     await landed.catch(() => undefined);
-  }
-
-  /**
-   * A denial by Redis wrote nothing; if meanwhile a concurrent request of this isolate leased every rule
-   * with room (a burst: its lease call went out first), the request is admitted from those units, which
-   * Redis already counted. Without this, a burst into one isolate would park the quota in leases and deny.
-   */
-  function afterDenial(decision: Decision, calls: RuleCall[]): Decision {
-    if (decision.allowed || !decision.results.every((r) => r.source === "redis")) return decision;
-    const at = Date.now();
-    const leases = calls.map((call) => table.usable(call, at));
-    if (!leases.every((lease) => lease !== undefined)) return decision;
-    return decideFromLeases(table, calls, leases as Lease[], at);
   }
 
   return {

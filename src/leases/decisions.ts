@@ -1,0 +1,77 @@
+/**
+ * Between decisions and the isolate's lease table (README: "Leases"): a request decided from its leases
+ * (`decideFromLeases`, and `afterDenial` for a Redis denial a concurrent lease call overtook), and a Redis
+ * decision taken in (`take` its grants, `observed` its figures). When each runs is src/leases/index.ts.
+ */
+import { type Decision, decisionOf, type RuleCall, ruleResult } from "../engine/types";
+import { LEASE_MARGIN_MS, type Lease, stateLeftOf } from "./lease";
+import type { LeaseTable } from "./table";
+
+/** The decision of `calls` from `leases` (each with room for its call's cost): the cost is spent there. */
+export function decideFromLeases(
+  table: LeaseTable,
+  calls: RuleCall[],
+  leases: Lease[],
+  at: number,
+): Decision {
+  const results = calls.map((call, i) => {
+    const lease = leases[i] as Lease;
+    lease.left -= call.cost;
+    const elapsed = at - lease.sentAt;
+    const r = lease.result;
+    return ruleResult({
+      call,
+      outcome: "allowed",
+      limit: r.limit,
+      periodMs: r.periodMs, // an override's, when it changed the period: the lease was granted under it
+      overridden: r.overridden,
+      // Never more than Redis's last answer left, plus the units still held here.
+      remaining: Math.max(0, table.available(lease, at)),
+      resetAfterMs: r.resetAfterMs, // spends since only move a full reset later: never earlier than the truth
+      retryAfterMs: Math.max(0, r.retryAfterMs - elapsed),
+      source: "lease",
+    });
+  });
+  return decisionOf(true, results, 0);
+}
+
+/** A Redis decision's figures, taken in by the live leases of its rules (`LeaseTable.observe`). */
+export function observed(table: LeaseTable, decision: Decision): Decision {
+  for (const result of decision.results) table.observe(result);
+  return decision;
+}
+
+/** Puts the leases `decision` granted into the table; returns the rules they are of. */
+export function take(table: LeaseTable, decision: Decision, leaseId: string, sentAt: number): Set<string> {
+  const rules = new Set<string>();
+  for (const result of decision.results) {
+    if (!result.lease || result.source !== "redis") continue;
+    rules.add(result.call.rule);
+    const lease: Lease = {
+      call: result.call,
+      leaseId,
+      grant: result.lease,
+      sentAt,
+      expiresAt: sentAt + result.lease.lifeMs - LEASE_MARGIN_MS,
+      left: result.lease.units - result.call.cost,
+      result,
+      stateLeft: stateLeftOf(result),
+    };
+    table.put(lease, Date.now());
+  }
+  observed(table, decision); // a lease already here under another grant: the new one's units are taken too
+  return rules;
+}
+
+/**
+ * A denial by Redis wrote nothing; if meanwhile a concurrent request of this isolate leased every rule
+ * with room (a burst: its lease call went out first), the request is admitted from those units, which
+ * Redis already counted. Without this, a burst into one isolate would park the quota in leases and deny.
+ */
+export function afterDenial(table: LeaseTable, decision: Decision, calls: RuleCall[]): Decision {
+  if (decision.allowed || !decision.results.every((r) => r.source === "redis")) return decision;
+  const at = Date.now();
+  const leases = calls.map((call) => table.usable(call, at));
+  if (!leases.every((lease) => lease !== undefined)) return decision;
+  return decideFromLeases(table, calls, leases as Lease[], at);
+}
