@@ -6,7 +6,8 @@
  * elsewhere one Redis takes keys of any slot, so each endpoint is one group. A request whose rules all key on
  * one identity (the common case) is exactly one group, in the caller's order.
  */
-import { type Decision, decisionOf, failsClosed, holdsSlot, type RuleCall, type RuleResult } from "./types";
+import { decisionOf } from "./results";
+import { type Decision, failsClosed, holdsSlot, type RuleCall, type RuleResult } from "./types";
 
 /** The calls of one identity (on a Redis Cluster) or of one endpoint, decided by one script call on it. */
 export interface CallGroup {

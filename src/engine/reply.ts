@@ -2,7 +2,8 @@
  * The Lua script's reply, defined once: its layout and codes, and the one decoder that turns the integer reply
  * into typed results (the calls' KEYS/ARGV are in script.ts; lua/floodgate.lua's header is the contract).
  */
-import { type Outcome, type Reservation, type RuleCall, type RuleResult, ruleResult } from "./types";
+import { ruleResult } from "./results";
+import type { Outcome, Reservation, RuleCall, RuleResult } from "./types";
 
 /** Outcome codes of the reply. */
 export const OUTCOME: Readonly<Record<number, Outcome>> = {

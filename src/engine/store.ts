@@ -8,6 +8,7 @@ import { DEFAULTS } from "./defaults";
 import { resetFenceMs, stateKey } from "./keys";
 import { decodeRefund, decodeReply } from "./reply";
 import { restCommand, restEndpoint } from "./rest";
+import { decisionOf } from "./results";
 import {
   type CallOptions,
   giveBackArguments,
@@ -16,7 +17,7 @@ import {
   scriptArguments,
   scriptSha,
 } from "./script";
-import { type DecideOptions, type Decision, decisionOf, type Reservation, type RuleCall } from "./types";
+import type { DecideOptions, Decision, Reservation, RuleCall } from "./types";
 
 /** Why Redis could not decide. */
 export type StoreErrorKind = "timeout" | "unavailable" | "auth" | "script";

@@ -3,7 +3,8 @@
  * (`decideFromLeases`, and `afterDenial` for a Redis denial a concurrent lease call overtook), and a Redis
  * decision taken in (`take` its grants, `observed` its figures). When each runs is src/leases/index.ts.
  */
-import { type Decision, decisionOf, type RuleCall, ruleResult } from "../engine/types";
+import { decisionOf, ruleResult } from "../engine/results";
+import type { Decision, RuleCall } from "../engine/types";
 import { LEASE_MARGIN_MS, type Lease, stateLeftOf } from "./lease";
 import type { LeaseTable } from "./table";
 

@@ -5,7 +5,8 @@
  * its decision is made here, those rules undecided, and goes through the same verdict (503), `Server-Timing`
  * and log line as one Redis could not decide.
  */
-import { type Decision, decisionOf, failsClosed, type RuleCall, ruleResult } from "../engine/types";
+import { decisionOf, ruleResult } from "../engine/results";
+import { type Decision, failsClosed, type RuleCall } from "../engine/types";
 
 /**
  * The 503 decision when a rule that fails closed could not be keyed, or `undefined` when every call may go to

@@ -7,17 +7,16 @@
  * for fail-open rules and `undecided` for the rest. The caller applies each rule's failure policy.
  */
 import { DEFAULTS } from "../engine/defaults";
+import { decisionOf, ruleResult } from "../engine/results";
 import {
   type DecideOptions,
   type Decider,
   type Decision,
   type DegradedReason,
-  decisionOf,
   failsClosed,
   type Reservation,
   type RuleCall,
   type RuleResult,
-  ruleResult,
 } from "../engine/types";
 import { RunningTimer } from "../util/timer";
 import { type BreakerOptions, CircuitBreaker } from "./breaker";

@@ -22,7 +22,8 @@
  * be less than what is left). Kept only for the same rule, identity, limit and cost, allowed, not holding a
  * slot and under the rule's own limits (as for denials); any other rule is left undecided, with no member.
  */
-import { holdsSlot, type RuleCall, type RuleResult, ruleResult } from "../engine/types";
+import { ruleResult } from "../engine/results";
+import { holdsSlot, type RuleCall, type RuleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 
 /** Most entries kept; the oldest is dropped first. @default 10000 */

@@ -8,7 +8,8 @@
  * `concurrency` and `shed` rules are not limited here (slots live in Redis). Its job is to keep a Redis outage from turning into "no limit at all",
  * not to be exact. Memory is bounded: at most `maxEntries` windows, the oldest dropped first.
  */
-import { holdsSlot, type RuleCall, type RuleResultInput } from "../engine/types";
+import type { RuleResultInput } from "../engine/results";
+import { holdsSlot, type RuleCall } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 
 /** Most (rule, identity) windows kept. @default 10000 */

@@ -9,15 +9,8 @@
  */
 import { DEFAULTS } from "../engine/defaults";
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
-import {
-  type DecideOptions,
-  type Decision,
-  decisionOf,
-  type RuleCall,
-  type RuleResult,
-  refusedDecision,
-  ruleResult,
-} from "../engine/types";
+import { decisionOf, refusedDecision, ruleResult } from "../engine/results";
+import type { DecideOptions, Decision, RuleCall, RuleResult } from "../engine/types";
 import { BREAKER_RANK } from "./breaker";
 import { type DeciderHealth, deniedFromCache, type ResilientDecider } from "./decider";
 
