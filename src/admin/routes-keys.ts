@@ -8,7 +8,8 @@
  * possibly on another endpoint: both routes cover all of them (README "Why is this client blocked? Reset it.").
  */
 import type { Hono } from "hono";
-import { type EffectiveLimits, limitsFor, type RuleConfig, type ShedConfig } from "../config/rules";
+import { type EffectiveLimits, limitsFor } from "../config/limits";
+import type { RuleConfig, ShedConfig } from "../config/rules";
 import { MAX_UNITS } from "../config/schema";
 import { type FenceLimits, hashIdentity, overrideKey, resetFenceKey, resetFenceMs } from "../engine/keys";
 import type { RuleCall } from "../engine/types";
@@ -32,7 +33,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const admin = c.get("admin");
     const rule = findRule(admin, c.req.param("rule"));
     const named = rawIdentity(c.req.url, "keys", rule.name);
-    // The same resolution as the limiter's plan (one resolver, src/config/rules.ts).
+    // The same resolution as the limiter's plan (one resolver, src/config/limits.ts).
     const limits = limitsFor(rule, c.req.query("tier"));
     if (rule.shed) return c.json(await shedState(admin, { ...rule, shed: rule.shed }, named, limits));
     const identityHash = await resolveIdentityHash(rule, named);

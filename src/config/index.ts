@@ -25,15 +25,9 @@ import {
 export { DEFAULTS } from "../engine/defaults";
 export { type RedisEndpoint, restTokenProblem, restUrlProblem } from "./endpoints";
 export { ConfigError } from "./errors";
+export { limitsFor } from "./limits";
 export { MIDDLEWARE_OPTIONS, type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
-export {
-  type KeyPart,
-  limitsFor,
-  parseRules,
-  type RuleConfig,
-  type ShedConfig,
-  type TierLimits,
-} from "./rules";
+export { type KeyPart, parseRules, type RuleConfig, type ShedConfig, type TierLimits } from "./rules";
 export { MAX_LEASE_MS, MAX_UNITS } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */
