@@ -1,4 +1,7 @@
-/** Who is this request? See `resolve.ts` for how identities are named and `ip.ts` for the client IP. */
+/**
+ * Who is this request? See `request.ts` for its facts, `resolve.ts` for how identities are named and `ip.ts`
+ * for the client IP.
+ */
 export { canonicalIp, clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
 export {
   bearerToken,
@@ -9,16 +12,14 @@ export {
   type JwtOptions,
   type JwtVerifier,
 } from "./jwt";
+export { type IdentityOptions, RequestIdentity, UnparseableUrlError } from "./request";
 export {
   canonicalIdentity,
-  type IdentityOptions,
   identityOf,
   identityOfKey,
   needsVerification,
   plainIdentityOf,
   plainTierOf,
-  RequestIdentity,
   type RuleIdentity,
   tierOf,
-  UnparseableUrlError,
 } from "./resolve";

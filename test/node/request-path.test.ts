@@ -1,7 +1,7 @@
 // The canonical path rules are matched against (src/rules/path.ts), and a request URL that cannot be parsed.
 import { describe, expect, it } from "vitest";
 import { createAdminApp } from "../../src/admin/app";
-import { RequestIdentity } from "../../src/identity/resolve";
+import { RequestIdentity } from "../../src/identity/request";
 import { canonicalPath } from "../../src/rules/path";
 import { ProblemError } from "../../src/util/problem";
 

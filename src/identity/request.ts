@@ -1,0 +1,144 @@
+/**
+ * One request's facts: its URL, canonical path, client IP, id and verified JWT, each read from the request at
+ * most once. How a rule turns them into an identity is src/identity/resolve.ts.
+ */
+import type { JWTPayload } from "jose";
+import type { KeyPart } from "../config";
+import type { WaitUntil } from "../engine/types";
+import { canonicalPath } from "../rules/path";
+import { ProblemError } from "../util/problem";
+import type { RunningTimer } from "../util/timer";
+import { clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
+import { bearerToken, claimValue, JwksUnavailableError, type JwtVerifier } from "./jwt";
+
+/** What identity resolution needs besides the request; built once per isolate or middleware. */
+export interface IdentityOptions {
+  /** The one header trusted for the client IP. */
+  clientIpHeader: string;
+  /** Verifies bearer tokens for `jwt:` parts (absent = such parts are always missing). */
+  verifyJwt?: JwtVerifier | undefined;
+  /** Called the first time a request arrives without the trusted IP header (log once per isolate). */
+  onUnknownIp?: (() => void) | undefined;
+}
+
+/**
+ * One request's facts: its parsed URL, canonical path, client IP, id and verified JWT, each computed at most
+ * once per request and only when something reads it. The limiter puts it on `c.var` so later steps (the
+ * proxy, a log line) read the same values instead of computing them again.
+ */
+export class RequestIdentity {
+  private payload?: Promise<JWTPayload | undefined>;
+  private ip?: string | null;
+  private uuid?: string;
+  private canonical?: string;
+  readonly url: URL;
+  /** A timer already running for this request (the decision budget's), for a later wait to hang its own on. */
+  timer?: RunningTimer;
+  /** The request's `waitUntil`, for work that may outlive it (a JWKS fetch it stopped waiting for). */
+  waitUntil?: WaitUntil;
+  /**
+   * Set once the request's token turned out uncheckable because the JWKS could not be fetched: its `jwt:`
+   * parts are then missing through no fault of the client (README "When things fail").
+   */
+  jwksUnavailable?: JwksUnavailableError;
+
+  constructor(
+    readonly request: Request,
+    private readonly options: IdentityOptions,
+    url?: URL,
+  ) {
+    this.url = url ?? parseUrl(request.url);
+  }
+
+  /** The path in the form rules and the admin prefix are tested in (src/rules/path.ts). */
+  get path(): string {
+    if (this.canonical === undefined) this.canonical = canonicalPath(this.url.pathname);
+    return this.canonical;
+  }
+
+  /** The canonical client IP, or `unknown` (one shared bucket) when the trusted header is absent. */
+  clientIp(): string {
+    const ip = this.trustedIp();
+    if (ip === undefined) this.options.onUnknownIp?.();
+    return ip ?? UNKNOWN_IP;
+  }
+
+  /**
+   * The canonical IP from the trusted header (its trimmed text when that is not an IP), or `undefined` when
+   * the header is absent.
+   */
+  trustedIp(): string | undefined {
+    if (this.ip === undefined)
+      this.ip = clientIpFrom(this.request.headers, this.options.clientIpHeader) ?? null;
+    return this.ip ?? undefined;
+  }
+
+  /**
+   * The request's id (a concurrency slot's member, a log line's `request_id`): a random UUID made on first
+   * use, per request (Workers forbid randomness at module scope).
+   */
+  id(): string {
+    this.uuid ??= crypto.randomUUID();
+    return this.uuid;
+  }
+
+  /** The value of one key part, or `undefined` when the request has none. */
+  async part(part: KeyPart): Promise<string | undefined> {
+    if (part.kind !== "jwt") return this.plainPart(part);
+    const payload = await this.jwtPayload();
+    return payload === undefined ? undefined : claimValue(payload, part.claim);
+  }
+
+  /** The value of a part read straight from the request (every kind but `jwt`, which needs verifying). */
+  plainPart(part: Exclude<KeyPart, { kind: "jwt" }>): string | undefined {
+    switch (part.kind) {
+      case "ip":
+        return this.clientIp();
+      case "ip64":
+        return ipPrefix64(this.clientIp());
+      case "global":
+        return "global";
+      case "header":
+        return nonEmpty(this.request.headers.get(part.name));
+      case "query":
+        return nonEmpty(this.url.searchParams.get(part.name));
+    }
+  }
+
+  /** The verified payload of the bearer token, or `undefined` (none, invalid, or uncheckable: see `jwksUnavailable`). */
+  jwtPayload(): Promise<JWTPayload | undefined> {
+    if (this.payload === undefined) {
+      const token = bearerToken(this.request.headers);
+      const verify = this.options.verifyJwt;
+      this.payload =
+        token === undefined || verify === undefined
+          ? Promise.resolve(undefined)
+          : verify(token, this.waitUntil).catch((error: unknown) => {
+              if (!(error instanceof JwksUnavailableError)) throw error;
+              this.jwksUnavailable = error;
+              return undefined;
+            });
+    }
+    return this.payload;
+  }
+}
+
+const nonEmpty = (value: string | null): string | undefined =>
+  value === null || value.trim() === "" ? undefined : value;
+
+/** 400: a request URL the runtime passed on unparseable (`Host: a b` through `workerd serve`). */
+export class UnparseableUrlError extends ProblemError {
+  override readonly name = "UnparseableUrlError";
+  constructor() {
+    super(400, "about:blank", "Bad Request", "The request's URL or Host cannot be parsed.");
+  }
+}
+
+/** The request's URL; one that cannot be parsed is the client's 400. */
+function parseUrl(url: string): URL {
+  try {
+    return new URL(url);
+  } catch {
+    throw new UnparseableUrlError();
+  }
+}
