@@ -1,8 +1,8 @@
 /**
- * What the dashboard shows: per-minute counts of the last hour, the top denied and the closest-to-their-limit
- * identities of the last 5 minutes (src/observability/metrics.ts wrote them; one pipeline, minutes that have
- * settled come from a per-isolate cache), the live modes (one HMGET) and health (the shared health probe),
- * three round trips at once. The page's first HTML and its refreshes (`dashboard.json`) both come from here.
+ * Reads what the dashboard shows (its shape: src/dashboard/view.ts): per-minute counts of the last hour, the
+ * top denied and the closest-to-their-limit identities of the last 5 minutes (src/observability/metrics.ts
+ * wrote them; one pipeline, minutes that have settled come from a per-isolate cache), the live modes (one
+ * HMGET) and health (the shared health probe), three round trips at once. The page's first HTML and its refreshes (`dashboard.json`) both come from here.
  * Identities are hashed (`hash:…`) as stored; nothing here can show a raw one.
  *
  * Redis being down is when operators need the page most, so a failed read never fails it: counts show as
@@ -11,88 +11,23 @@
  * breaker is open.
  */
 import { type AdminContext, firstBreakerOpen } from "../admin/context";
-import { type HealthReport, healthOfEndpoints } from "../admin/health";
+import { healthOfEndpoints } from "../admin/health";
 import { liveModesShown } from "../admin/live-copy";
 import { showHash } from "../admin/identity";
 import { formatPeriod } from "../admin/period";
-import type { RuleConfig } from "../config/rules";
-import type { Mode, WaitUntil } from "../engine/types";
-import { explainMode, type ModeSource } from "../live/effective";
+import type { WaitUntil } from "../engine/types";
+import { explainMode } from "../live/effective";
 import { fieldMap } from "../live/modes";
-import { shedAbove } from "../middleware/shed";
 import { metricsKeys, minuteOf } from "../observability/metrics";
 import { type Deadline, withDeadline } from "../util/deadline";
 import { type Read, readSettled } from "./settled";
+import { type DashboardData, pairs, type RuleView, shapingOf, VERDICT_FIELDS, zero } from "./view";
 
 /** Minutes in the chart (the last hour). */
 const CHART_MINUTES = 60;
 /** Minutes in the short view (counts, top denied, closest to their limit). */
 const RECENT_MINUTES = 5;
 const LISTED = 5;
-
-/** Requests per verdict. */
-export interface Counts {
-  allowed: number;
-  denied: number;
-  wouldDeny: number;
-  unavailable: number;
-}
-
-/** One rule as the dashboard shows it. */
-export interface RuleView {
-  name: string;
-  algorithm: string;
-  key: string;
-  limit: number;
-  period: string;
-  burst: number;
-  /** How the rule shapes or sheds, in words (a delay, a shed rule's classes); absent for plain rules. */
-  shaping?: string;
-  mode: { effective: Mode; source: ModeSource };
-  last5m: Counts;
-  last1h: Counts;
-  /** One point per minute, oldest first: [allowed, denied, would-deny]. */
-  series: Array<[number, number, number]>;
-  topDenied: Array<{ identity: string; count: number }>;
-  /** Lowest remaining quota seen, in % of the limit. */
-  nearest: Array<{ identity: string; remainingPercent: number }>;
-}
-
-/** A delay, or a shed rule's classes with the in-flight count each is shed above. */
-function shapingOf(rule: RuleConfig): { shaping?: string } {
-  const { shed } = rule;
-  if (shed) {
-    const classes = Object.entries(shed.classes)
-      .sort(([, a], [, b]) => b - a)
-      .map(([name, share]) => `${name} above ${shedAbove(rule.limit, shed.shards, share)}`);
-    return { shaping: `sheds by ${shed.priorityText}: ${classes.join(", ")} in flight` };
-  }
-  return rule.delayMs > 0 ? { shaping: `holds a request up to ${rule.delayMs} ms for its slot` } : {};
-}
-
-/** Everything on the page. */
-export interface DashboardData {
-  generatedAt: string;
-  health: HealthReport;
-  /** Decisions, and those not (fully) from Redis by reason, over the last 5 minutes and hour. */
-  decisions: {
-    last5m: number;
-    last1h: number;
-    /** Decided in an isolate from a lease, with no Redis call (README "Leases"), last 5 minutes. */
-    leased5m: number;
-    degraded5m: Record<string, number>;
-    degraded1h: Record<string, number>;
-  };
-  rules: RuleView[];
-}
-
-const zero = (): Counts => ({ allowed: 0, denied: 0, wouldDeny: 0, unavailable: 0 });
-const VERDICT_FIELDS: Array<[string, keyof Counts]> = [
-  ["allowed", "allowed"],
-  ["denied", "denied"],
-  ["would-deny", "wouldDeny"],
-  ["unavailable", "unavailable"],
-];
 
 /**
  * Reads the dashboard's numbers; flushes this isolate's own pending counts first, so they show at once.
@@ -241,12 +176,4 @@ async function readWithin(
 function logReadFailure(read: "metrics", error: unknown): void {
   const name = error instanceof Error ? error.name : typeof error;
   console.error(JSON.stringify({ event: "dashboard_read_failed", read, error: name }));
-}
-
-/** A `ZRANGE … WITHSCORES` reply as [member, score] pairs. */
-function pairs(reply: unknown): Array<[string, number]> {
-  if (!Array.isArray(reply)) return [];
-  const out: Array<[string, number]> = [];
-  for (let i = 0; i + 1 < reply.length; i += 2) out.push([String(reply[i]), Number(reply[i + 1])]);
-  return out;
 }

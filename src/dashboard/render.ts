@@ -4,7 +4,7 @@
  * is escaped; identities appear only hashed (`hash:…`), as the metrics store them.
  */
 import { ADMIN_PREFIX } from "../admin/prefix";
-import type { Counts, DashboardData, RuleView } from "./data";
+import type { Counts, DashboardData, RuleView } from "./view";
 
 /** Escapes text for HTML content and double-quoted attributes. */
 function escapeHtml(value: unknown): string {

@@ -1,0 +1,83 @@
+/**
+ * What the dashboard shows (src/dashboard/render.ts draws it, `dashboard.json` carries it): the page's data,
+ * and the small pieces that turn Redis's replies into it. Reading them is src/dashboard/data.ts.
+ */
+import type { HealthReport } from "../admin/health";
+import type { RuleConfig } from "../config/rules";
+import type { Mode } from "../engine/types";
+import type { ModeSource } from "../live/effective";
+import { shedAbove } from "../middleware/shed";
+
+/** Requests per verdict. */
+export interface Counts {
+  allowed: number;
+  denied: number;
+  wouldDeny: number;
+  unavailable: number;
+}
+
+/** One rule as the dashboard shows it. */
+export interface RuleView {
+  name: string;
+  algorithm: string;
+  key: string;
+  limit: number;
+  period: string;
+  burst: number;
+  /** How the rule shapes or sheds, in words (a delay, a shed rule's classes); absent for plain rules. */
+  shaping?: string;
+  mode: { effective: Mode; source: ModeSource };
+  last5m: Counts;
+  last1h: Counts;
+  /** One point per minute, oldest first: [allowed, denied, would-deny]. */
+  series: Array<[number, number, number]>;
+  topDenied: Array<{ identity: string; count: number }>;
+  /** Lowest remaining quota seen, in % of the limit. */
+  nearest: Array<{ identity: string; remainingPercent: number }>;
+}
+
+/** Everything on the page. */
+export interface DashboardData {
+  generatedAt: string;
+  health: HealthReport;
+  /** Decisions, and those not (fully) from Redis by reason, over the last 5 minutes and hour. */
+  decisions: {
+    last5m: number;
+    last1h: number;
+    /** Decided in an isolate from a lease, with no Redis call (README "Leases"), last 5 minutes. */
+    leased5m: number;
+    degraded5m: Record<string, number>;
+    degraded1h: Record<string, number>;
+  };
+  rules: RuleView[];
+}
+
+/** A delay, or a shed rule's classes with the in-flight count each is shed above. */
+export function shapingOf(rule: RuleConfig): { shaping?: string } {
+  const { shed } = rule;
+  if (shed) {
+    const classes = Object.entries(shed.classes)
+      .sort(([, a], [, b]) => b - a)
+      .map(([name, share]) => `${name} above ${shedAbove(rule.limit, shed.shards, share)}`);
+    return { shaping: `sheds by ${shed.priorityText}: ${classes.join(", ")} in flight` };
+  }
+  return rule.delayMs > 0 ? { shaping: `holds a request up to ${rule.delayMs} ms for its slot` } : {};
+}
+
+/** Counts of nothing yet. */
+export const zero = (): Counts => ({ allowed: 0, denied: 0, wouldDeny: 0, unavailable: 0 });
+/** Each verdict's field in the metrics hash (src/observability/metrics.ts) and its name in `Counts`. */
+export const VERDICT_FIELDS: Array<[string, keyof Counts]> = [
+  ["allowed", "allowed"],
+  ["denied", "denied"],
+  ["would-deny", "wouldDeny"],
+  ["unavailable", "unavailable"],
+];
+
+/** A `ZRANGE … WITHSCORES` reply as [member, score] pairs. */
+export function pairs(reply: unknown): Array<[string, number]> {
+  if (!Array.isArray(reply)) return [];
+  const out: Array<[string, number]> = [];
+  for (let i = 0; i + 1 < reply.length; i += 2) out.push([String(reply[i]), Number(reply[i + 1])]);
+  return out;
+}
