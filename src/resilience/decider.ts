@@ -2,9 +2,10 @@
  * The never-throwing Decider: the store's one Redis call, wrapped so that Redis being slow, down,
  * restarted or misconfigured never becomes the reason the API goes down (README: "When things fail").
  *
- * Order per decision: the deny cache (a recent Redis denial answers without a call) → the circuit
- * breaker (open: no call) → the store, bounded by the budget → on failure, the local fallback limiter
- * for fail-open rules and `undecided` for the rest. The caller applies each rule's failure policy.
+ * Order per decision: the deny cache (a recent Redis denial answers without a call; one just expired is
+ * asked about by one request at a time, the others wait for its answer) → the circuit breaker (open: no
+ * call) → the store, bounded by the budget → on failure, the local fallback limiter for fail-open rules and
+ * `undecided` for the rest. The caller applies each rule's failure policy.
  */
 import { DEFAULTS } from "../engine/defaults";
 import { decisionOf, ruleResult } from "../engine/results";
@@ -18,9 +19,9 @@ import {
   type RuleCall,
   type RuleResult,
 } from "../engine/types";
-import { RunningTimer } from "../util/timer";
+import { RunningTimer, within } from "../util/timer";
 import { type BreakerOptions, CircuitBreaker } from "./breaker";
-import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache } from "./deny-cache";
+import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache, type RefreshOutcome } from "./deny-cache";
 import { classifyFailure, FAILURE_TEXT } from "./failure";
 import { DEFAULT_FALLBACK_ENTRIES, FallbackLimiter } from "./fallback";
 import { type DeciderHealth, HealthTracker } from "./health";
@@ -160,11 +161,34 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     );
     if (denied) return finish(false, denied);
 
+    let budgetMs = Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
+    // A denial of this request just expired and another request is asking Redis about it: its answer, not a
+    // call of our own (src/resilience/deny-cache.ts says why waiting, and what each answer means here).
+    const refreshing = denyCache.refreshing(calls);
+    if (refreshing) {
+      const waitedFrom = now();
+      const landed = await within(refreshing.landed, budgetMs);
+      // Not landed within this request's budget: its failure policy, as after a call of its own that timed
+      // out (the breaker counts the refreshing call's outcome, once).
+      if (landed === undefined) return degradedDecision(calls, "timeout", finish);
+      if (landed !== "answered") return degradedDecision(calls, landed, finish);
+      const deniedAgain = deniedFromCache(
+        calls,
+        calls.map((call) => denyCache.lookup(call)),
+        besideDenial,
+      );
+      if (deniedAgain) return finish(false, deniedAgain);
+      // Let through (on a unit of its own, not ours), or denied in a way that does not answer this request.
+      budgetMs = Math.max(0, budgetMs - (now() - waitedFrom));
+    }
+
     const admission = breaker.admit();
     if (admission === "skip") return degradedDecision(calls, "breaker_open", finish);
 
+    const refresh = denyCache.refreshBy(calls, now() + budgetMs + guardMs);
+    if (refresh) opts.waitUntil?.(refresh.landed);
+    let outcome: RefreshOutcome = "answered";
     try {
-      const budgetMs = Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
       const decision = await decideWithin(
         store,
         calls,
@@ -180,7 +204,11 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       if (!decision.allowed) denyCache.remember(decision.results);
       return decision;
     } catch (error) {
-      return degradedDecision(calls, recordFailure(error, admission === "probe"), finish);
+      outcome = recordFailure(error, admission === "probe");
+      return degradedDecision(calls, outcome, finish);
+    } finally {
+      // After the answer is in the cache: the requests waiting for it look there first.
+      if (refresh) denyCache.settle(refresh, outcome);
     }
   }
 

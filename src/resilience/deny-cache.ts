@@ -13,6 +13,17 @@
  * so: `RuleResult.overridden`): a `ttl` may end the override before the retry time, and nothing here knows
  * when, so a cached denial would outlive it (README "How soon an override applies": its `ttl` ends it exactly).
  *
+ * Once an entry has expired, ONE request per (rule, identity) asks Redis again (`refreshBy`); the requests the
+ * expired denial would have answered that arrive meanwhile wait for that call (`refreshing`) instead of each
+ * sending one, which would cost a hot key (requests a second × round trip) calls at every expiry. They wait
+ * rather than being answered from the expired denial for one more round trip because its time is over: it
+ * may have expired at its own retry time, when a client that kept to `Retry-After` must get Redis's answer,
+ * not a 429 that already knows itself stale. They wait within their own budget, and then: Redis denied
+ * again → its new denial answers them (same rule, identity, limit, and a cost no smaller, as for any cached
+ * denial), sooner than a call of their own would have; Redis let the request through → they decide
+ * themselves (that unit was the other request's: one round trip more, once per denial); Redis could not
+ * answer → their failure policy, as that call's.
+ *
  * The other rules of the denied request: the cache also keeps the figures Redis gave them in the same
  * decision (`figures`), as long as that decision's denial, so that a request answered here carries one
  * RateLimit member per matched rule, as Redis's own 429 did (README "Responses"). They are Redis's answer
@@ -23,7 +34,7 @@
  * slot and under the rule's own limits (as for denials); any other rule is left undecided, with no member.
  */
 import { ruleResult } from "../engine/results";
-import { holdsSlot, type RuleCall, type RuleResult } from "../engine/types";
+import { type DegradedReason, holdsSlot, type RuleCall, type RuleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 
 /** Most entries kept; the oldest is dropped first. @default 10000 */
@@ -45,6 +56,42 @@ interface Entry {
    * latest of their decision's.
    */
   untilMs: number;
+  /** The Redis call asking again about this expired denial, once a request has sent it. */
+  refresh: Refresh | undefined;
+}
+
+/**
+ * How a refresh ended: `answered` (Redis's answer is in the cache: a denial again, or no entry when it let the
+ * request through), else why Redis could not answer.
+ */
+export type RefreshOutcome = "answered" | DegradedReason;
+
+/**
+ * One request's Redis call about expired denials, which the requests they would have answered wait for.
+ * It runs under its request's `waitUntil`, so it lands even if that request is cancelled, and is awaited within
+ * each waiter's own budget (src/leases/table.ts waits for a lease call the same way).
+ */
+export class Refresh {
+  /** Settles once the call's answer is in the cache (never rejects). */
+  readonly landed: Promise<RefreshOutcome>;
+  /** The entries it refreshes. */
+  readonly keys: string[] = [];
+  private end!: (outcome: RefreshOutcome) => void;
+
+  /**
+   * `untilMs`: the latest it can land (the call's budget and the decider's grace): past it, its request's context
+   * went with it, and the next request asks Redis again.
+   */
+  constructor(readonly untilMs: number) {
+    this.landed = new Promise((resolve) => {
+      this.end = resolve;
+    });
+  }
+
+  /** Called by `DenyCache.settle` only. */
+  finish(outcome: RefreshOutcome): void {
+    this.end(outcome);
+  }
 }
 
 const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
@@ -77,7 +124,7 @@ export class DenyCache {
     this.entries = new BoundedMap(maxEntries);
   }
 
-  /** Entries held right now (expired ones included until touched). */
+  /** Entries held right now (an expired one included until a refresh, a new answer or eviction drops it). */
   get size(): number {
     return this.entries.size;
   }
@@ -90,18 +137,19 @@ export class DenyCache {
   remember(results: readonly RuleResult[]): void {
     if (this.entries.capacity <= 0) return;
     const atMs = this.now();
-    let untilMs = 0;
+    let latestMs = 0;
     for (const result of results) {
       if (!keptDenial(result)) continue;
-      const entry = { result, atMs, untilMs: atMs + Math.min(result.retryAfterMs, DENY_CACHE_HOLD_MS) };
+      const untilMs = atMs + Math.min(result.retryAfterMs, DENY_CACHE_HOLD_MS);
+      const entry: Entry = { result, atMs, untilMs, refresh: undefined };
       this.entries.set(entryKey(result.call), entry);
-      untilMs = Math.max(untilMs, entry.untilMs);
+      latestMs = Math.max(latestMs, untilMs);
     }
     for (const result of results) {
       if (keptDenial(result)) continue;
       // Figures only beside a kept denial; and whatever an earlier decision left here is out of date.
-      if (untilMs > 0 && keptFigures(result))
-        this.entries.set(entryKey(result.call), { result, atMs, untilMs });
+      if (latestMs > 0 && keptFigures(result))
+        this.entries.set(entryKey(result.call), { result, atMs, untilMs: latestMs, refresh: undefined });
       else this.entries.delete(entryKey(result.call));
     }
   }
@@ -113,17 +161,67 @@ export class DenyCache {
    */
   lookup(call: RuleCall): RuleResult | undefined {
     if (call.mode !== "on" || holdsSlot(call.algorithm)) return undefined;
-    const key = entryKey(call);
-    const entry = this.entries.get(key);
+    const entry = this.entries.get(entryKey(call));
     // Figures (`allowed`) answer no request on their own: a request matching only their rule asks Redis.
     if (entry === undefined || entry.result.outcome !== "denied") return undefined;
     const now = this.now();
-    if (now >= entry.untilMs) {
-      this.entries.delete(key);
-      return undefined;
-    }
+    // Expired: kept for the request that asks Redis again (`refreshBy`) and the ones that wait for it.
+    if (now >= entry.untilMs) return undefined;
     if (call.cost < entry.result.call.cost || call.limit !== entry.result.call.limit) return undefined;
     return answer(entry, call, now);
+  }
+
+  /**
+   * For a request no cached denial answers (`lookup`): the refresh on its way of an expired denial that would
+   * have answered one of its calls, which the request waits for instead of asking Redis too; else `undefined`.
+   */
+  refreshing(calls: readonly RuleCall[]): Refresh | undefined {
+    if (this.entries.size === 0) return undefined;
+    const now = this.now();
+    for (const call of calls) {
+      const refresh = this.expired(call, now)?.refresh;
+      if (refresh !== undefined && now < refresh.untilMs) return refresh;
+    }
+    return undefined;
+  }
+
+  /**
+   * Marks the expired denials that would have answered `calls` as asked about by the request that is about to
+   * ask Redis, until `untilMs` at the latest; `undefined` when there are none (nothing to settle). Its caller
+   * must `settle` the refresh once the call's answer is in the cache, whatever became of it.
+   */
+  refreshBy(calls: readonly RuleCall[], untilMs: number): Refresh | undefined {
+    if (this.entries.size === 0) return undefined;
+    const now = this.now();
+    let refresh: Refresh | undefined;
+    for (const call of calls) {
+      const entry = this.expired(call, now);
+      if (entry === undefined || (entry.refresh !== undefined && now < entry.refresh.untilMs)) continue;
+      refresh ??= new Refresh(untilMs);
+      entry.refresh = refresh;
+      refresh.keys.push(entryKey(call));
+    }
+    return refresh;
+  }
+
+  /**
+   * Ends `refresh`: the expired denials it asked about and Redis did not deny again go (the denial is over, or
+   * Redis could not say: the failure policy decides until it can), then its waiters resume.
+   */
+  settle(refresh: Refresh, outcome: RefreshOutcome): void {
+    for (const key of refresh.keys) {
+      if (this.entries.get(key)?.refresh === refresh) this.entries.delete(key);
+    }
+    refresh.finish(outcome);
+  }
+
+  /** The expired denial that would have answered `call` (same rule, identity and limit, cost no smaller). */
+  private expired(call: RuleCall, now: number): Entry | undefined {
+    if (call.mode !== "on" || holdsSlot(call.algorithm)) return undefined;
+    const entry = this.entries.get(entryKey(call));
+    if (entry === undefined || entry.result.outcome !== "denied" || now < entry.untilMs) return undefined;
+    if (call.cost < entry.result.call.cost || call.limit !== entry.result.call.limit) return undefined;
+    return entry;
   }
 
   /**

@@ -5,9 +5,12 @@ import { createServer, request as httpRequest } from "node:http";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
+import { DEFAULTS } from "../../src/engine/defaults";
+import { stateKey } from "../../src/engine/keys";
 import { createStore } from "../../src/engine/store";
 import type { Decision, RuleCall } from "../../src/engine/types";
 import { createDecider, type DeciderOptions, type DecisionStore } from "../../src/resilience/decider";
+import { DENY_CACHE_HOLD_MS } from "../../src/resilience/deny-cache";
 import { waitUntilRestReachesRedis } from "../support/rest-ready";
 
 /** Budget of the tests about the budget; the others get a roomy one, this machine is shared and busy. */
@@ -297,6 +300,76 @@ describe("when Redis is frozen (SIGSTOP)", () => {
     } while (back.results[0]?.source !== "redis" && Date.now() < backBy);
     expect(back.results[0]?.source).toBe("redis");
     expect(decider.health()).toMatchObject({ status: "ok", breaker: "closed" });
+  });
+});
+
+describe("when a cached denial expires", () => {
+  let counter: Awaited<ReturnType<typeof startForwarder>>;
+  beforeAll(async () => {
+    counter = await startForwarder();
+  });
+  afterAll(() => counter.close());
+
+  /** A decider whose every Redis call passes `counter`; its client denied by Redis, that denial just expired. */
+  async function deniedThenExpired(call: RuleCall, timeoutMs = ROOMY_TIMEOUT_MS) {
+    const store = createStore({ url: counter.url, token: rest.token, timeoutMs });
+    const { decider } = setup({ timeoutMs }, store);
+    for (let i = 0; i < call.limit; i++) expect((await decider.decide([call], `in${i}`)).allowed).toBe(true);
+    const denied = await decider.decide([call], "out");
+    expect(denied.results[0]).toMatchObject({ source: "redis", outcome: "denied" });
+    expect((await decider.decide([call], "cached")).results[0]?.source).toBe("deny-cache");
+    await sleep(DENY_CACHE_HOLD_MS + 20);
+    return decider;
+  }
+
+  const crowd = (decider: ReturnType<typeof createDecider>, call: RuleCall, n: number) =>
+    Promise.all(Array.from({ length: n }, (_, i) => timed(() => decider.decide([call], `crowd${i}`))));
+
+  it("asks Redis once for the decisions arriving meanwhile, and answers them with Redis's new denial", async () => {
+    const call = rule({ limit: 1, burst: 1 });
+    const decider = await deniedThenExpired(call);
+    const sent = counter.forwarded();
+    const decisions = (await crowd(decider, call, 20)).map((d) => d.decision);
+    expect(counter.forwarded() - sent).toBe(1);
+    expect(decisions.every((d) => !d.allowed)).toBe(true);
+    expect(decisions.filter((d) => d.results[0]?.source === "redis")).toHaveLength(1);
+    for (const d of decisions.slice(1)) expect(d.results[0]).toMatchObject({ source: "deny-cache" });
+  });
+
+  it("lets the decisions that waited decide themselves when Redis let the asking one through: none beyond the limit", async () => {
+    const call = rule({ limit: 3, burst: 3 });
+    const decider = await deniedThenExpired(call);
+    // Units back in Redis that this isolate was not told of (another isolate's admin reset, a lease's return).
+    expect(await direct.del(stateKey(DEFAULTS.prefix, call.rule, call.identityHash))).toBe(1);
+    const sent = counter.forwarded();
+    const decisions = (await crowd(decider, call, 10)).map((d) => d.decision);
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(3);
+    // None answered by the expired denial: the one that asked, then each of the others on its own.
+    expect(decisions.every((d) => d.results[0]?.source === "redis")).toBe(true);
+    expect(counter.forwarded() - sent).toBe(10);
+  });
+
+  it("applies the failure policy to the decisions that waited when the asking one fails, within their budget", async () => {
+    const call = rule({ limit: 1, burst: 1, failure: "closed" });
+    const decider = await deniedThenExpired(call, TIMEOUT_MS);
+    const sent = counter.forwarded();
+    redis.stop();
+    let timings: { decision: Decision; ms: number }[];
+    try {
+      timings = await crowd(decider, call, 10);
+    } finally {
+      redis.cont();
+    }
+    for (const { decision, ms } of timings) {
+      expect(decision.results[0]).toMatchObject({ source: "undecided", reason: "timeout" });
+      expect(ms).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+    }
+    expect(counter.forwarded() - sent).toBe(1);
+    // One failed call, one failure for the breaker: the waiting decisions sent none.
+    expect(decider.health().consecutiveFailures).toBe(1);
+    // The expired denial is gone: the next decision asks Redis (back from its freeze) itself.
+    const next = await decider.decide([call], "next");
+    expect(next.results[0]).toMatchObject({ source: "redis", outcome: "denied" });
   });
 });
 

@@ -1,9 +1,9 @@
 // The resilience building blocks on their own, with a hand-driven clock: breaker timing, the deny
-// cache's countdown and bounds, the fallback limiter's approximation and bounds.
+// cache's countdown, bounds and one refresh at a time, the fallback limiter's approximation and bounds.
 import { describe, expect, it } from "vitest";
 import type { RuleCall, RuleResult } from "../../src/engine/types";
 import { CircuitBreaker } from "../../src/resilience/breaker";
-import { DENY_CACHE_HOLD_MS, DenyCache } from "../../src/resilience/deny-cache";
+import { DENY_CACHE_HOLD_MS, DenyCache, type Refresh } from "../../src/resilience/deny-cache";
 import { FallbackLimiter } from "../../src/resilience/fallback";
 
 function clock(startMs = 1_000_000) {
@@ -140,6 +140,61 @@ describe("deny cache", () => {
     expect(hit?.reason).toBe("deny_cache");
     t.ms += 500;
     expect(cache.lookup(call())).toBeUndefined();
+    // Kept for the request that asks Redis again; gone once that call's answer is in.
+    expect(cache.size).toBe(1);
+    const refresh = cache.refreshBy([call()], t.ms + 250);
+    expect(refresh).toBeDefined();
+    cache.settle(refresh as Refresh, "answered");
+    expect(cache.size).toBe(0);
+  });
+
+  it("lets one request ask Redis about an expired denial; the ones it would have answered wait for it", async () => {
+    const t = clock();
+    const cache = new DenyCache(100, t.now);
+    cache.remember([denial(call({ cost: 2 }), 3_600_000)]);
+    expect(cache.refreshing([call({ cost: 2 })])).toBeUndefined(); // live: nothing to refresh
+    expect(cache.refreshBy([call({ cost: 2 })], t.ms + 250)).toBeUndefined();
+    t.ms += DENY_CACHE_HOLD_MS;
+
+    expect(cache.refreshing([call({ cost: 2 })])).toBeUndefined(); // expired, nobody asking yet
+    const refresh = cache.refreshBy([call({ cost: 2 })], t.ms + 250) as Refresh;
+    expect(refresh).toBeDefined();
+    // Others the denial would have answered wait for it; a smaller cost, another limit or rule would not have
+    // been answered by it, and ask Redis as always.
+    expect(cache.refreshing([call({ cost: 3 })])).toBe(refresh);
+    expect(cache.refreshing([call({ rule: "other" }), call({ cost: 2 })])).toBe(refresh);
+    expect(cache.refreshing([call({ cost: 1 })])).toBeUndefined();
+    expect(cache.refreshing([call({ cost: 2, limit: 4 })])).toBeUndefined();
+    expect(cache.refreshBy([call({ cost: 2 })], t.ms + 250)).toBeUndefined(); // one at a time
+
+    // Redis denied again: its new denial answers the waiters, and the refresh's end leaves it in place.
+    cache.remember([denial(call({ cost: 2 }), 3_600_000)]);
+    cache.settle(refresh, "answered");
+    expect(await refresh.landed).toBe("answered");
+    expect(cache.lookup(call({ cost: 2 }))).toMatchObject({ outcome: "denied", source: "deny-cache" });
+    expect(cache.refreshing([call({ cost: 2 })])).toBeUndefined();
+  });
+
+  it("drops an expired denial whose refresh failed or let its request through, and retakes a lost one", async () => {
+    const t = clock();
+    const cache = new DenyCache(100, t.now);
+    cache.remember([denial(call(), 3_600_000)]);
+    t.ms += DENY_CACHE_HOLD_MS;
+    const failed = cache.refreshBy([call()], t.ms + 250) as Refresh;
+    cache.settle(failed, "timeout");
+    expect(await failed.landed).toBe("timeout");
+    expect(cache.size).toBe(0); // the failure policy decides until Redis answers
+
+    cache.remember([denial(call(), 3_600_000)]);
+    t.ms += DENY_CACHE_HOLD_MS;
+    const lost = cache.refreshBy([call()], t.ms + 250) as Refresh;
+    t.ms += 250; // its request's context is gone: nobody waits for it, the next request asks again
+    expect(cache.refreshing([call()])).toBeUndefined();
+    const again = cache.refreshBy([call()], t.ms + 250) as Refresh;
+    expect(again).not.toBe(lost);
+    cache.settle(lost, "answered"); // landing late, it does not drop what `again` is asking about
+    expect(cache.refreshing([call()])).toBe(again);
+    cache.settle(again, "answered"); // Redis let it through: no denial left
     expect(cache.size).toBe(0);
   });
 
