@@ -178,6 +178,7 @@ export interface DecideOptions {
   /**
    * What is left of the request's Redis budget, ms, when something else already waited on Redis for this
    * request (a fresh isolate's live-mode read): no request waits on Redis longer than `RATE_LIMIT_TIMEOUT_MS`.
+   * 0 or less: the decider does not call Redis; the rules follow their failure policy (reason `timeout`).
    * @default the decider's whole `timeoutMs`
    */
   budgetMs?: number;

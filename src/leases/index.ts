@@ -144,7 +144,8 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       leases = calls.map((call) => table.usable(call, at));
       if (granted === undefined) {
         // Not landed within this request's budget: lost with its request's context. No one waits for it
-        // any more; this request asks Redis with what is left of its budget.
+        // any more; this request asks Redis with what is left of its budget (none: the decider applies the
+        // failure policy without a call).
         flying.forEach((call, i) => {
           table.lost(call, flights[i] as Flight);
         });

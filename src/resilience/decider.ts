@@ -164,7 +164,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     let budgetMs = Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
     // A denial of this request just expired and another request is asking Redis about it: its answer, not a
     // call of our own (src/resilience/deny-cache.ts says why waiting, and what each answer means here).
-    const refreshing = denyCache.refreshing(calls);
+    const refreshing = budgetMs > 0 ? denyCache.refreshing(calls) : undefined;
     if (refreshing) {
       const waitedFrom = now();
       const landed = await within(refreshing.landed, budgetMs);
@@ -179,8 +179,13 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       );
       if (deniedAgain) return finish(false, deniedAgain);
       // Let through (on a unit of its own, not ours), or denied in a way that does not answer this request.
-      budgetMs = Math.max(0, budgetMs - (now() - waitedFrom));
+      budgetMs -= now() - waitedFrom;
     }
+    // No budget left (the request already waited on Redis as long as it may: a live-mode read, a lease call
+    // another request sent, a refresh above): a call now would still be counted by Redis, its answer heard or
+    // not as a 0 ms abort timer happens to allow, and a negative budget throws in `AbortSignal.timeout`. Redis
+    // did not fail: no breaker failure, and, asked before the breaker, no probe taken and left unanswered.
+    if (!(budgetMs > 0)) return degradedDecision(calls, "timeout", finish);
 
     const admission = breaker.admit();
     if (admission === "skip") return degradedDecision(calls, "breaker_open", finish);

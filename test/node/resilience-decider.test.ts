@@ -178,6 +178,27 @@ describe("with Redis healthy", () => {
     expect(again.results.map((r) => r.source)).toEqual(["deny-cache", "deny-cache"]);
   });
 
+  it("answers a request with no budget left by its failure policy, without a Redis call or a breaker failure", async () => {
+    // The request already waited on Redis for as long as it may (a fresh isolate's live-mode read, a lease
+    // call another request sent). A call now would still be counted by Redis, its answer thrown away.
+    const { decider } = setup({ breaker: { failureThreshold: 1 } });
+    const open = rule();
+    const closed = rule({ failure: "closed" });
+    const callsBefore = await scriptCalls();
+    for (const budgetMs of [0, -5]) {
+      const decision = await decider.decide([open, closed], `spent${budgetMs}`, { budgetMs });
+      expect(decision.allowed).toBe(true);
+      expect(decision.results.map((r) => [r.source, r.reason])).toEqual([
+        ["fallback", "timeout"],
+        ["undecided", "timeout"],
+      ]);
+    }
+    expect(await scriptCalls()).toBe(callsBefore);
+    // Redis did not fail: with a threshold of one failure, the breaker would be open otherwise.
+    expect(decider.health()).toMatchObject({ status: "ok", breaker: "closed" });
+    expect((await decider.decide([open], "next")).results[0]?.source).toBe("redis");
+  });
+
   it("survives SCRIPT FLUSH between every decision without a failed one", async () => {
     const { decider } = setup();
     const call = rule({ limit: 100, burst: 100 });
