@@ -19,8 +19,9 @@ import {
   type RuleCall,
   type RuleResult,
 } from "../engine/types";
-import { RunningTimer, within } from "../util/timer";
+import { within } from "../util/timer";
 import { type BreakerOptions, CircuitBreaker } from "./breaker";
+import { decideWithin } from "./bounded";
 import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache, type RefreshOutcome } from "./deny-cache";
 import { classifyFailure, FAILURE_TEXT } from "./failure";
 import { DEFAULT_FALLBACK_ENTRIES, FallbackLimiter } from "./fallback";
@@ -247,54 +248,6 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     cachedDenial: (call) => denyCache.lookup(call),
     cachedFigures: (call) => denyCache.figures(call),
   };
-}
-
-/**
- * `store.decide` bounded by ONE timer (a timer costs a few % of a request's CPU in workerd): the signal
- * aborts the store's requests at `budgetMs` and only then starts the `guardMs` grace, after which the
- * decider stops waiting on a store that did not stop. `AbortSignal.timeout` measured cheaper than
- * `setTimeout` + `clearTimeout` + `AbortController`. Its one listener stays (removing it costs as much as
- * adding it): once the decision is in, it only tells `onTimer`'s later step of the request that it fired.
- */
-function decideWithin(
-  store: DecisionStore,
-  calls: RuleCall[],
-  requestId: string,
-  budgetMs: number,
-  guardMs: number,
-  onTimer: DecideOptions["onTimer"],
-  lease?: DecideOptions["lease"],
-): Promise<Decision> {
-  return new Promise((resolve, reject) => {
-    const signal = AbortSignal.timeout(budgetMs);
-    const timer = new RunningTimer(Date.now() + budgetMs);
-    onTimer?.(timer);
-    let settled = false;
-    let guard: ReturnType<typeof setTimeout> | undefined;
-    signal.addEventListener("abort", () => {
-      if (!settled) {
-        guard = setTimeout(
-          () => reject(Object.assign(new Error("decision deadline passed"), { kind: "timeout" })),
-          guardMs,
-        );
-      }
-      timer.fire();
-    });
-    const settle = () => {
-      settled = true;
-      if (guard !== undefined) clearTimeout(guard);
-    };
-    store.decide(calls, requestId, lease ? { budgetMs, signal, lease } : { budgetMs, signal }).then(
-      (decision) => {
-        settle();
-        resolve(decision);
-      },
-      (error: unknown) => {
-        settle();
-        reject(error);
-      },
-    );
-  });
 }
 
 /**
