@@ -136,8 +136,16 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     return results;
   }
 
-  function recordFailure(error: unknown, probe: boolean): DegradedReason {
+  /**
+   * Counts a failed call toward the breaker and health. `shortened`: the call had less than the whole budget
+   * (its request first waited on Redis for something else: a live-mode read, another request's lease call or
+   * refresh). Its timeout says only that Redis took longer than what was left, not that Redis is slow, so it
+   * does not count toward opening the breaker: else a crowd that waited on one slow call would each time out
+   * and open it for every identity of the isolate. A probe still reports, so the breaker hears back from it.
+   */
+  function recordFailure(error: unknown, probe: boolean, shortened: boolean): DegradedReason {
     const failure = classifyFailure(error);
+    if (shortened && !probe && failure.reason === "timeout") return failure.reason;
     tracker.failed(failure);
     if (breaker.failure(probe)) {
       log(
@@ -210,7 +218,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       if (!decision.allowed) denyCache.remember(decision.results);
       return decision;
     } catch (error) {
-      outcome = recordFailure(error, admission === "probe");
+      outcome = recordFailure(error, admission === "probe", budgetMs < timeoutMs);
       return degradedDecision(calls, outcome, finish);
     } finally {
       // After the answer is in the cache: the requests waiting for it look there first.

@@ -214,12 +214,14 @@ describe("with Redis healthy", () => {
 /**
  * An HTTP hop in front of the run's REST server that counts what passes it (what reaches Redis). With
  * `dropAnswers` it waits for Redis's answer and then drops the connection instead of passing it on: the
- * decision was counted, but the client never hears about it.
+ * decision was counted, but the client never hears about it. With `lagMs` it holds each call that long first.
  */
-async function startForwarder({ dropAnswers = false } = {}) {
+async function startForwarder({ dropAnswers = false, lagMs = 0 } = {}) {
   let forwarded = 0;
-  const server = createServer((req, res) => {
+  const server = createServer(async (req, res) => {
     forwarded += 1;
+    if (lagMs > 0) await sleep(lagMs); // a Redis this far away: every call takes at least this long
+    if (res.destroyed) return;
     const upstream = httpRequest(
       `${rest.url}${req.url}`,
       { method: req.method, headers: req.headers },
@@ -391,6 +393,46 @@ describe("when a cached denial expires", () => {
     // The expired denial is gone: the next decision asks Redis (back from its freeze) itself.
     const next = await decider.decide([call], "next");
     expect(next.results[0]).toMatchObject({ source: "redis", outcome: "denied" });
+  });
+});
+
+describe("when a cached denial expires behind a slow Redis", () => {
+  const LAG_MS = 150;
+  let slow: Awaited<ReturnType<typeof startForwarder>>;
+  beforeAll(async () => {
+    slow = await startForwarder({ lagMs: LAG_MS });
+  });
+  afterAll(() => slow.close());
+
+  it("does not open the breaker when the decisions that waited run out of budget on their own calls", async () => {
+    // Each call takes over 150 ms of a 250 ms budget: the one asking about the expired denial is let through,
+    // and the others, having waited for it, have too little budget left for a call of their own.
+    const timeoutMs = 250;
+    const store = createStore({ url: slow.url, token: rest.token, timeoutMs });
+    const { decider, logs } = setup({ timeoutMs }, store);
+    await setup().decider.decide([rule()], "load"); // the script is in Redis's cache: one round trip a call
+    const call = rule({ limit: 1, burst: 1 });
+    expect((await decider.decide([call], "in")).allowed).toBe(true);
+    expect((await decider.decide([call], "out")).results[0]).toMatchObject({
+      source: "redis",
+      outcome: "denied",
+    });
+    await sleep(DENY_CACHE_HOLD_MS + 20);
+    expect(await direct.del(stateKey(DEFAULTS.prefix, call.rule, call.identityHash))).toBe(1);
+
+    const decisions = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => decider.decide([call], `crowd${i}`)),
+    );
+    const fromRedis = decisions.filter((d) => d.results[0]?.source === "redis");
+    expect(fromRedis.filter((d) => d.allowed)).toHaveLength(1);
+    // The others followed their failure policy: short of budget, not because Redis failed.
+    const short = decisions.filter((d) => d.results[0]?.source !== "redis");
+    expect(short.length).toBeGreaterThanOrEqual(5);
+    for (const d of short) expect(d.results[0]).toMatchObject({ source: "fallback", reason: "timeout" });
+    expect(decider.health()).toMatchObject({ status: "ok", breaker: "closed", consecutiveFailures: 0 });
+    expect(logs.filter((l) => l.includes("circuit breaker open"))).toEqual([]);
+    // The next identity is decided by Redis, not by a breaker the crowd opened.
+    expect((await decider.decide([rule()], "next")).results[0]?.source).toBe("redis");
   });
 });
 
