@@ -95,11 +95,30 @@ A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_
   Returned units (REFUND) only undo units never spent: counters and sorted sets are additive; a TAT moves
   back only while the lease's write is still the TAT (no arrival, other lease, reset or refill past it
   since: then its top units are exactly the lease's unspent ones), never below now.
+  And they go back only into the state that counted them, though an override may have changed the period
+  since: a return is priced at the period P its lease was granted under (src/leases/returns.ts), not the
+  one in force. A fixed-window counter C that counted units at `when` was live then; the next counter for
+  the key exists only once C is gone. Were the window test alone asked ("is now in `when`'s window of P"),
+  a counter created after C in that window under a shorter period Q (the override removed, or one set,
+  and the counter re-aimed at Q's window, then expired) would pass it, and the DECRBY would give units to
+  a counter that never counted them: over-admission. So the counter must also END where `when`'s window of
+  P ends (E): one created under Q ends at the end of a window of Q, elsewhere (a longer Q's ends later; a
+  shorter one's earlier, save the last window of Q inside P's). And a counter created under P ends at E
+  only if created in `when`'s window, after C was gone: C, aimed at E or not, was re-aimed since or was
+  already aimed elsewhere when it counted; a reset is fenced. What remains is a period changed twice within
+  a return's reach (P, Q, then P again, or Q's last window inside P's): an override's change is fenced
+  like a reset for as long as a return can take (src/admin/reaim.ts, RESET_FENCE_MAX_MS). Not fenced: an
+  override ended by its ttl (no admin call), whose re-aim a decision makes; a return of units taken in the
+  last 25 s of its window can then still land in the rule's last window inside it, when that ends with it. A
+  sliding
+  window's state is of the window index floor(t / period): under another period the index differs by far
+  more than one for any realistic now, and a state rewritten under P again is the fenced case.
 A REFUND call returns one integer per rule instead: the units actually given back, never more than the
   state still holds from that time, and none into a counter or TAT while its reset fence stands (the state
   was reset since: units from before would enlarge the fresh quota; why the fence stands long enough is
   below, "Why a reset's fence may be short"):
-    fixed-window    DECRBY, only while the counter is still that of the window `when` falls in
+    fixed-window    DECRBY, only while the counter is still that of the window `when` falls in, and ends
+                    where that window ends (PTTL, within REAIM_SLACK_MS): below, "Returned units"
     sliding-window  the current window's count, only if `when` falls in the window the state is of and that
                     window is still the current one
     token-bucket,   the TAT moves back by units * emission interval, never below now (what has refilled since
@@ -316,8 +335,12 @@ if call == "3" then
       -- tests below refuse it (see the header, "Why a reset's fence may be short"). (Sliding-log and
       -- concurrency refunds remove members by name, and a reset already removed those.)
     elseif algorithm == FIXED then
-      -- Only the counter of the window the units were taken in, and only while it is that window's.
-      if floor(when_us / period_us) == floor(now_us / period_us) then
+      -- Only the counter of the window the units were taken in, while it is that window's, and only if it
+      -- ends where that window ends: one created or re-aimed under another period (an override set, removed
+      -- or ended since) ends elsewhere, and did not count them (see the header, "Returned units").
+      local window = floor(when_us / period_us)
+      if window == floor(now_us / period_us)
+        and math.abs(redis.call("PTTL", key) - ((window + 1) * period_us - now_us) / 1000) <= REAIM_SLACK_MS then
         local used = tonumber(redis.pcall("GET", key))
         if used and used <= 1e13 then
           given = math.min(units, used)
