@@ -107,7 +107,7 @@ A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_
   only if created in `when`'s window, after C was gone: C, aimed at E or not, was re-aimed since or was
   already aimed elsewhere when it counted; a reset is fenced. What remains is a period changed twice within
   a return's reach (P, Q, then P again, or Q's last window inside P's): an override's change is fenced
-  like a reset for as long as a return can take (src/admin/reaim.ts, RESET_FENCE_MAX_MS). Not fenced: an
+  like a reset, for the limits it replaces, and no change shortens a fence (src/admin/fence.ts). Not fenced: an
   override ended by its ttl (no admin call), whose re-aim a decision makes; a return of units taken in the
   last 25 s of its window can then still land in the rule's last window inside it, when that ends with it. A
   sliding
@@ -153,8 +153,10 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
   now - fence, before r: the fence, from r, still stands). For a window priced at its own period that drops
   nothing the window test would have let through. The longest fence (30 s) is long enough for every refund
   the edge sends: a lease's return no later than 15 s after its expiry (src/leases/returns.ts), a split
-  decision's within its timeout (5 s). These bounds hold for limits known at the reset; a lease granted under
-  an override replaced before the reset is revoked by that change, as by the reset.
+  decision's within its timeout (5 s). These bounds hold for limits known at the reset. A lease granted under
+  an override replaced before the reset may still be returned after it (an isolate sends its returns before
+  it hears of the change): the override's set or removal left a fence sized for the limits it replaced, and
+  a reset only raises a fence, never shortens one (SET NX, PEXPIRE GT: src/admin/fence.ts).
 Short replies, for ONE rule allowed on a fast path (an array costs Redis more to send, per element):
   fixed-window on a live counter: the remaining units, an integer     (= { 1, 1, limit, remaining, -1, -1 })
   token-bucket, gcra, sliding-window: { remaining, reset_after_ms, retry_after_ms }

@@ -4,33 +4,10 @@
  */
 import type { Redis } from "@upstash/redis";
 import type { RuleConfig } from "../config/rules";
-import { RESET_FENCE_MAX_MS, resetFenceKey } from "../engine/keys";
 import { reaimArguments } from "../engine/script";
 import { runScript } from "../engine/store";
-import type { Algorithm } from "../engine/types";
 import { type Deadline, NO_DEADLINE } from "../util/deadline";
 import type { Override, OverrideTarget } from "./overrides";
-
-/**
- * Before an override of a window rule is set or removed: the identity's reset fence, for as long as a return
- * of units taken before the change can take (RESET_FENCE_MAX_MS), so that none lands in state the change let
- * start afresh. A return is priced at the period its lease was granted under, and a counter or sliding state
- * created under that period again, in the same window (the period changed and changed back, or the last short
- * window inside a long one ends with it), would look like the one that counted its units (lua/floodgate.lua's
- * header, "Returned units"). Set before the override is written, so a failure leaves both as they were; a
- * longer fence never shortens one a reset left (none stands longer). Only under-admits: returns of units
- * taken meanwhile lapse too.
- */
-export async function fenceReturns(
-  target: OverrideTarget,
-  algorithm: Algorithm,
-  redis: Redis,
-  deadline: Deadline = NO_DEADLINE,
-): Promise<void> {
-  if (algorithm !== "fixed-window" && algorithm !== "sliding-window") return;
-  const fence = resetFenceKey(target.prefix, target.rule, target.identityHash);
-  await deadline.within(() => redis.set(fence, "1", { px: RESET_FENCE_MAX_MS }));
-}
 
 /**
  * After an override of a fixed-window rule was set (`override`) or removed (`undefined`): re-aims the

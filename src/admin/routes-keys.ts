@@ -11,7 +11,7 @@ import type { Hono } from "hono";
 import { type EffectiveLimits, limitsFor } from "../config/limits";
 import type { RuleConfig, ShedConfig } from "../config/rules";
 import { MAX_UNITS } from "../config/schema";
-import { type FenceLimits, hashIdentity, overrideKey, resetFenceKey, resetFenceMs } from "../engine/keys";
+import { hashIdentity, overrideKey } from "../engine/keys";
 import type { RuleCall } from "../engine/types";
 import { canonicalIdentity } from "../identity";
 import { HASH_PREFIX } from "../identity/show";
@@ -20,8 +20,9 @@ import { classSlots, shardIdentity, shedAbove, subKeyCapacity } from "../middlew
 import { withDeadline } from "../util/deadline";
 import { recordWithin } from "./change";
 import { type AdminContext, type AdminEnv, findRule } from "./context";
+import { fenceMsOf, raiseFence, ruleLimits } from "./fence";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
-import { getOverride, type Override } from "./overrides";
+import { getOverride } from "./overrides";
 import { formatPeriod } from "./period";
 import { badRequest } from "./problem";
 
@@ -95,19 +96,16 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const keys = admin.stateKeys(rule, identityHash);
     const redis = admin.redisOf(identityHash);
     // The fence with the delete, in one transaction: a lease granted before the reset, returned after it,
-    // gives nothing back into the fresh state (lua/floodgate.lua's header, REFUND). It stands from the very
-    // instant the state goes, sized for every limit the units may have been taken under.
+    // gives nothing back into the fresh state (src/admin/fence.ts). It stands from the very instant the
+    // state goes, sized for every limit the units may have been taken under.
     // Its commands share one wait for Redis, the admin timeout, not one each.
-    const fence = resetFenceKey(admin.config.prefix, rule.name, identityHash);
+    const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
     const deleted = await withDeadline(admin.adminTimeoutMs, async (deadline) => {
-      const override = await deadline.within(() =>
-        getOverride(overrideKey(admin.config.prefix, rule.name, identityHash), redis),
-      );
-      const fenceMs = resetFenceMs(rule.algorithm, fenceLimits(rule, override));
+      const fenceMs = await fenceMsOf(target, rule.algorithm, ruleLimits(rule), redis, deadline);
       let count = 0;
       if (keys.length > 0) {
         const tx = redis.multi();
-        if (fenceMs > 0) tx.set(fence, "1", { px: fenceMs });
+        if (fenceMs > 0) raiseFence(tx, target, fenceMs);
         tx.del(...keys);
         count = Number((await deadline.within(() => tx.exec<unknown[]>())).at(-1));
       }
@@ -117,18 +115,6 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     });
     return c.json({ rule: rule.name, identity: showHash(identityHash), reset: deleted > 0 });
   });
-}
-
-/**
- * Every set of limits an identity's units under `rule` may have been taken under: the rule's own, each tier's
- * (a client's tier is only known in its request), and each of those under the identity's override, as the
- * script applies it (its `limit` and `burst`, its `period` where it has one).
- */
-function fenceLimits(rule: RuleConfig, override: Override | null): FenceLimits[] {
-  const own = [undefined, ...Object.keys(rule.tiers)].map((tier) => limitsFor(rule, tier));
-  if (!override) return own;
-  const { limit, burst, periodMs } = override;
-  return [...own, ...own.map((l) => ({ limit, burst, periodMs: periodMs ?? l.periodMs }))];
 }
 
 type ShedRule = RuleConfig & { shed: ShedConfig };

@@ -2,9 +2,9 @@
  * `/overrides/:rule/:identity` (PUT, GET, DELETE) and `/overrides/:rule` (list). An override replaces the
  * rule's `limit`, `period` and `burst` for one identity; the decision script reads it in the same call.
  * It applies from the very next request of this isolate (its override index is updated here) and in every
- * other isolate within about one second (the change log, src/live/changes.ts). A window rule's lease returns
- * are fenced off before each set or removal, and a fixed-window counter is re-aimed at the window in force
- * after it (reaim.ts). A set or a removal is several Redis
+ * other isolate within about one second (the change log, src/live/changes.ts). Lease returns of units taken
+ * under the limits it replaces are fenced off before each set or removal (fence.ts), and a fixed-window
+ * counter is re-aimed at the window in force after it (reaim.ts). A set or a removal is several Redis
  * commands in a row: they share one wait, the admin timeout (src/util/deadline.ts), not one each.
  */
 import type { Hono } from "hono";
@@ -12,6 +12,7 @@ import { overrideKey } from "../engine/keys";
 import { withDeadline } from "../util/deadline";
 import { recordWithin } from "./change";
 import { type AdminEnv, findRule } from "./context";
+import { fenceReturns, ruleLimits } from "./fence";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
 import {
   deleteOverride,
@@ -23,7 +24,7 @@ import {
 } from "./overrides";
 import { formatPeriod } from "./period";
 import { badRequest, notFound } from "./problem";
-import { fenceReturns, reaimCounter } from "./reaim";
+import { reaimCounter } from "./reaim";
 import { OverrideBody, parseBody } from "./schemas";
 
 const DEFAULT_PAGE_SIZE = 100;
@@ -83,7 +84,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
       // then read it. Until it lands, a decision that reads no override costs one command more, nothing else.
       admin.liveModes?.overrides?.set(rule.name, identityHash, true);
       await recordWithin(c, deadline, { rule: rule.name, identityHash, override: true });
-      await fenceReturns(target, rule.algorithm, redis, deadline);
+      await fenceReturns(target, rule.algorithm, ruleLimits(rule), redis, deadline);
       await putOverride(target, override, body.ttl, redis, admin.redis, deadline);
       admin.forget(rule.name, identityHash);
       await reaimCounter(target, rule, override, redis, deadline);
@@ -108,7 +109,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
     const redis = admin.redisOf(identityHash);
     await withDeadline(admin.adminTimeoutMs, async (deadline) => {
-      await fenceReturns(target, rule.algorithm, redis, deadline);
+      await fenceReturns(target, rule.algorithm, ruleLimits(rule), redis, deadline);
       const existed = await deleteOverride(target, redis, admin.redis, deadline);
       if (!existed) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
       admin.forget(rule.name, identityHash);

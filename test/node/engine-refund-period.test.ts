@@ -6,7 +6,7 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { fenceReturns } from "../../src/admin/reaim";
+import { fenceReturns } from "../../src/admin/fence";
 import { overrideKey, stateKey } from "../../src/engine/keys";
 import { reaimArguments } from "../../src/engine/script";
 import { runScript, type Store } from "../../src/engine/store";
@@ -42,7 +42,7 @@ async function reaim(call: RuleCall, periodMs: number): Promise<number> {
 /** An override set or removed as the admin API does it (src/admin/routes-overrides.ts), period in ms or none. */
 async function changeOverride(call: RuleCall, periodMs: number | undefined): Promise<void> {
   const target = { prefix, rule: call.rule, identityHash: call.identityHash };
-  await fenceReturns(target, call.algorithm, store.redis);
+  await fenceReturns(target, call.algorithm, [call], store.redis);
   if (periodMs === undefined) await redis.del(overrideOf(call));
   else await redis.hset(overrideOf(call), { limit: LIMIT, period: periodMs });
   if (call.algorithm === "fixed-window") await reaim(call, periodMs ?? call.periodMs);

@@ -1,0 +1,74 @@
+/**
+ * The reset fence an admin change leaves beside one identity's state (lua/floodgate.lua's header, "Why a
+ * reset's fence may be short" and "Returned units"): while it stands, no lease return or refund goes into the
+ * state. A reset (routes-keys.ts) and an override set or removed (routes-overrides.ts) both raise it, sized
+ * for every set of limits units taken before the change may have been taken under, and never shorten a fence
+ * an earlier change left: it then stands as long as any return of units from before the change can land,
+ * and no longer than the longest of those limits allows (so, as every key, it outlives its window by at most
+ * one period; RESET_FENCE_MAX_MS at most).
+ */
+import type { Redis } from "@upstash/redis";
+import { limitsFor } from "../config/limits";
+import type { RuleConfig } from "../config/rules";
+import { type FenceLimits, overrideKey, resetFenceKey, resetFenceMs } from "../engine/keys";
+import type { Algorithm } from "../engine/types";
+import { type Deadline, NO_DEADLINE } from "../util/deadline";
+import { getOverride, type OverrideTarget } from "./overrides";
+
+/** The rule's own limits and each tier's: a client's tier is only known in its request. */
+export const ruleLimits = (rule: RuleConfig): FenceLimits[] =>
+  [undefined, ...Object.keys(rule.tiers)].map((tier) => limitsFor(rule, tier));
+
+/**
+ * How long the identity's fence must stand now: the longest fence of `own` limits and of each of them under
+ * the identity's override as the script applies it (its `limit` and `burst`, its `period` where it has one).
+ * Reads the override.
+ */
+export async function fenceMsOf(
+  target: OverrideTarget,
+  algorithm: Algorithm,
+  own: readonly FenceLimits[],
+  redis: Redis,
+  deadline: Deadline = NO_DEADLINE,
+): Promise<number> {
+  const key = overrideKey(target.prefix, target.rule, target.identityHash);
+  const override = await deadline.within(() => getOverride(key, redis));
+  if (!override) return resetFenceMs(algorithm, own);
+  const { limit, burst, periodMs } = override;
+  return resetFenceMs(algorithm, [
+    ...own,
+    ...own.map((l) => ({ limit, burst, periodMs: periodMs ?? l.periodMs })),
+  ]);
+}
+
+/**
+ * Queues on `tx` what makes the identity's fence stand at least `ms` from now, never shortening one an earlier
+ * change left standing longer (`SET NX`, then `PEXPIRE GT`).
+ */
+export function raiseFence(tx: ReturnType<Redis["multi"]>, target: OverrideTarget, ms: number): void {
+  const key = resetFenceKey(target.prefix, target.rule, target.identityHash);
+  tx.set(key, "1", { px: ms, nx: true });
+  tx.pexpire(key, ms, "GT");
+}
+
+/**
+ * Before an override is set or removed: the fence, sized for the limits in force until now (`own`, and the
+ * override being replaced), so that no return of units taken under them lands in state the change let start
+ * afresh. A return is priced at the limits its lease was granted under, and a counter, sliding state or TAT
+ * written under those limits again (the period changed and changed back, or the last short window inside a
+ * long one ends with it) could pass for the one that took its units. Raised before the override is written,
+ * so a failure leaves both as they were. Only under-admits: returns of units taken meanwhile lapse too.
+ */
+export async function fenceReturns(
+  target: OverrideTarget,
+  algorithm: Algorithm,
+  own: readonly FenceLimits[],
+  redis: Redis,
+  deadline: Deadline = NO_DEADLINE,
+): Promise<void> {
+  const ms = await fenceMsOf(target, algorithm, own, redis, deadline);
+  if (ms === 0) return;
+  const tx = redis.multi();
+  raiseFence(tx, target, ms);
+  await deadline.within(() => tx.exec());
+}
