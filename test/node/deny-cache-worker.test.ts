@@ -104,7 +104,7 @@ describe.each(["off", "on"])("a hot identity's cached denial, once it expires (l
       stack.setLagMs(LAG_MS);
       const before = await scriptCalls();
       const startedAt = Date.now();
-      const answers = await hammer(worker, ip, 16, 2500);
+      const answers = await hammer(worker, ip, 16, 3500);
       const elapsedMs = Date.now() - startedAt;
       stack.setLagMs(0);
       const calls = (await scriptCalls()) - before;
@@ -143,8 +143,12 @@ describe.each(["off", "on"])("a hot identity's cached denial, once it expires (l
       expect(crowd.filter((a) => a.status === 200)).toHaveLength(3);
       expect(crowd.filter((a) => a.status === 429)).toHaveLength(9);
       // Every answer came from a Redis call made after the expiry (the request's own, or the one it waited
-      // for), none from the expired denial: no answer sooner than the relay's lag.
-      for (const a of crowd) expect(a.endedAt - a.startedAt).toBeGreaterThanOrEqual(LAG_MS - 5);
+      // for), none from the expired denial: no answer sooner than the relay's lag. (A request sent once the
+      // first answers were in may be answered by the new denial they cached: only those sent before count.)
+      const firstAnswerAt = Math.min(...crowd.map((a) => a.endedAt));
+      const early = crowd.filter((a) => a.startedAt < firstAnswerAt);
+      expect(early.length).toBeGreaterThan(0);
+      for (const a of early) expect(a.endedAt - a.startedAt).toBeGreaterThanOrEqual(LAG_MS - 5);
     } finally {
       stack.setLagMs(0);
       await worker.dispose();
