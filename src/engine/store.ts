@@ -186,11 +186,12 @@ export function createStore(options: StoreOptions): Store {
   }
 
   async function refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]> {
-    const sent = calls.filter((call) => !outlivesFence(call, whenUs));
-    if (sent.length < calls.length) {
+    const dropped = calls.map((call) => outlivesFence(call, whenUs));
+    if (dropped.includes(true)) {
+      const sent = calls.filter((_, i) => !dropped[i]);
       const given = sent.length > 0 ? await refund(sent, requestId, whenUs) : [];
       let next = 0;
-      return calls.map((call) => (outlivesFence(call, whenUs) ? 0 : (given[next++] ?? 0)));
+      return dropped.map((out) => (out ? 0 : (given[next++] ?? 0)));
     }
     if (calls.length === 0) return [];
     const { keys, args } = refundArguments(prefix, calls, requestId, whenUs);

@@ -123,6 +123,14 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
   /** Another rule of a request a cached denial answers: the figures kept beside it, else not evaluated. */
   const besideDenial = (call: RuleCall): RuleResult => denyCache.figures(call) ?? notEvaluated(call);
 
+  /** The request's results when a cached denial answers it (`deniedFromCache`), else `undefined`. */
+  const cachedDenialOf = (calls: readonly RuleCall[]): RuleResult[] | undefined =>
+    deniedFromCache(
+      calls,
+      calls.map((call) => denyCache.lookup(call)),
+      besideDenial,
+    );
+
   /** Redis could not be asked or could not answer: fallback for fail-open `on` rules, undecided otherwise. */
   function degraded(calls: RuleCall[], reason: DegradedReason): RuleResult[] {
     const results = calls.map((call) => {
@@ -163,11 +171,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       decisionOf(allowed, results, performance.now() - startedMs);
     if (calls.length === 0) return finish(true, []);
 
-    const denied = deniedFromCache(
-      calls,
-      calls.map((call) => denyCache.lookup(call)),
-      besideDenial,
-    );
+    const denied = cachedDenialOf(calls);
     if (denied) return finish(false, denied);
 
     let budgetMs = Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
@@ -181,11 +185,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       // out (the breaker counts the refreshing call's outcome, once).
       if (landed === undefined) return degradedDecision(calls, "timeout", finish);
       if (landed !== "answered") return degradedDecision(calls, landed, finish);
-      const deniedAgain = deniedFromCache(
-        calls,
-        calls.map((call) => denyCache.lookup(call)),
-        besideDenial,
-      );
+      const deniedAgain = cachedDenialOf(calls);
       if (deniedAgain) return finish(false, deniedAgain);
       // Let through (on a unit of its own, not ours), or denied in a way that does not answer this request.
       budgetMs -= now() - waitedFrom;

@@ -160,15 +160,11 @@ export class DenyCache {
    * since the denial reaches this isolate through `forget`, src/live/changes.ts.)
    */
   lookup(call: RuleCall): RuleResult | undefined {
-    if (call.mode !== "on" || holdsSlot(call.algorithm)) return undefined;
-    const entry = this.entries.get(entryKey(call));
-    // Figures (`allowed`) answer no request on their own: a request matching only their rule asks Redis.
-    if (entry === undefined || entry.result.outcome !== "denied") return undefined;
+    const entry = this.denialFor(call);
+    if (entry === undefined) return undefined;
     const now = this.now();
     // Expired: kept for the request that asks Redis again (`refreshBy`) and the ones that wait for it.
-    if (now >= entry.untilMs) return undefined;
-    if (call.cost < entry.result.call.cost || call.limit !== entry.result.call.limit) return undefined;
-    return answer(entry, call, now);
+    return now < entry.untilMs ? answer(entry, call, now) : undefined;
   }
 
   /**
@@ -215,11 +211,21 @@ export class DenyCache {
     refresh.finish(outcome);
   }
 
-  /** The expired denial that would have answered `call` (same rule, identity and limit, cost no smaller). */
+  /** The expired denial that would have answered `call`. */
   private expired(call: RuleCall, now: number): Entry | undefined {
+    const entry = this.denialFor(call);
+    return entry !== undefined && now >= entry.untilMs ? entry : undefined;
+  }
+
+  /**
+   * The denial, live or expired, that answers `call`: an enforcing call's, not holding a slot, of the same rule,
+   * identity and limit, and a cost no smaller. Figures (`allowed`) answer no request on their own: a request
+   * matching only their rule asks Redis.
+   */
+  private denialFor(call: RuleCall): Entry | undefined {
     if (call.mode !== "on" || holdsSlot(call.algorithm)) return undefined;
     const entry = this.entries.get(entryKey(call));
-    if (entry === undefined || entry.result.outcome !== "denied" || now < entry.untilMs) return undefined;
+    if (entry === undefined || entry.result.outcome !== "denied") return undefined;
     if (call.cost < entry.result.call.cost || call.limit !== entry.result.call.limit) return undefined;
     return entry;
   }
