@@ -103,6 +103,8 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
   const fallback = new FallbackLimiter(fallbackEntries, now);
 
   const tracker = new HealthTracker(log, now);
+  /** When Redis last answered a decision, ms: a shortened call's timeout counts only once it has been silent. */
+  let lastAnsweredAt = Number.NEGATIVE_INFINITY;
 
   function undecided(call: RuleCall, reason: DegradedReason): RuleResult {
     const retryAfterMs = Math.max(1000, breaker.remainingOpenMs());
@@ -147,14 +149,16 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
   /**
    * Counts a failed call toward the breaker and health. `shortened`: the call had less than the whole budget
    * (its request first waited on Redis for something else: a live-mode read, another request's lease call or
-   * refresh). Its timeout says only that Redis took longer than what was left, not that Redis is slow, so it
-   * does not count toward opening the breaker: else a crowd that waited on one slow call would each time out
-   * and open it for every identity of the isolate. A probe still reports, so the breaker hears back from it.
+   * refresh). While Redis answered within the last budget, its timeout says only that Redis took longer than
+   * what was left, so it does not count toward opening the breaker: else a crowd that waited on one slow call
+   * would each time out and open it for every identity of the isolate. A silent Redis answers nothing, so
+   * there every timeout counts, shortened or not. A probe always reports. Health hears of every failure.
    */
   function recordFailure(error: unknown, probe: boolean, shortened: boolean): DegradedReason {
     const failure = classifyFailure(error);
-    if (shortened && !probe && failure.reason === "timeout") return failure.reason;
     tracker.failed(failure);
+    const answeredLately = now() - lastAnsweredAt < timeoutMs;
+    if (shortened && !probe && failure.reason === "timeout" && answeredLately) return failure.reason;
     if (breaker.failure(probe)) {
       log(
         `floodgate: circuit breaker open for ${breaker.remainingOpenMs()} ms after ${breaker.failures} ` +
@@ -215,6 +219,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       if (breaker.state !== "closed") log("floodgate: Redis answers again; circuit breaker closed");
       breaker.success();
       tracker.succeeded();
+      lastAnsweredAt = now();
       if (!decision.allowed) denyCache.remember(decision.results);
       return decision;
     } catch (error) {
