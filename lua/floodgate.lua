@@ -28,8 +28,9 @@ ARGV:
            window; token-bucket/gcra: the TAT their lease wrote, or "0"); each rule's cost
            slot is the number of units to give back (mode and override slots as in a decision: the limits in
            force decide the window and the emission interval; a lease's return sends the limits the lease
-           was granted under and no override, so its units are priced as they were taken, whatever an
-           override changed since)
+           was granted under, so its units are priced as they were taken, whatever an override changed
+           since, and no override, or mode 5 | 4 when those limits were an override's: below, "Returned
+           units")
            | "4" LEASE: a decision (ARGV[2] the request id, ARGV[3] the longest lease life, ms) in which each
            rule may take more units than the request's cost; after the rule groups one slot per rule: the
            units wanted (this request's cost included; <= cost, a concurrency/shed or a delayed rule = no lease)
@@ -41,7 +42,8 @@ ARGV:
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
                       | 7 shed: priority load shedding, a concurrency budget (below) whose limit the edge sets
                         per request to its priority class's share of one sub-key's capacity
-    slot 1 mode       1 on (can deny) | 0 monitor (reported, never denies); 3 | 2: the same, with an override key
+    slot 1 mode       1 on (can deny) | 0 monitor (reported, never denies); 3 | 2: the same, with an override key;
+                      5 | 4, REFUND only: with an override key, and the slots' limits are that override's
     slot 2 limit      units per period (concurrency: requests in flight), tier already applied by the edge
     slot 3 period     ms (concurrency: lease after which an unreleased slot is freed)
     slot 4 burst      token-bucket capacity / gcra burst (units a fresh identity may spend at once)
@@ -106,13 +108,15 @@ A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_
   shorter one's earlier, save the last window of Q inside P's). And a counter created under P ends at E
   only if created in `when`'s window, after C was gone: C, aimed at E or not, was re-aimed since or was
   already aimed elsewhere when it counted; a reset is fenced. What remains is a period changed twice within
-  a return's reach (P, Q, then P again, or Q's last window inside P's): an override's change is fenced
-  like a reset, for the limits it replaces, and no change shortens a fence (src/admin/fence.ts). Not fenced: an
-  override ended by its ttl (no admin call), whose re-aim a decision makes; a return of units taken in the
-  last 25 s of its window can then still land in the rule's last window inside it, when that ends with it. A
-  sliding
-  window's state is of the window index floor(t / period): under another period the index differs by far
-  more than one for any realistic now, and a state rewritten under P again is the fenced case.
+  a return's reach (P, Q, then P again, or Q's last window inside P's): an override's set or removal is
+  fenced like a reset, for the limits it replaces and those it sets, and no change shortens a fence
+  (src/admin/fence.ts). An override that ends by its ttl makes no admin call and raises no fence, and a
+  decision then re-aims the counter at the rule's window, whose last one inside Q's may end with it. So a
+  return priced at an override (mode 5 | 4) gives back only while an override of those very limits is in
+  force: the one it was priced at, or one the admin API set since, whose fence (for the limits it sets)
+  stands until every return of units taken before it has landed.
+  A sliding window's state is of the window index floor(t / period): under another period the index differs
+  by far more than one for any realistic now, and a state rewritten under P again is the fenced case.
 A REFUND call returns one integer per rule instead: the units actually given back, never more than the
   state still holds from that time, and none into a counter or TAT while its reset fence stands (the state
   was reset since: units from before would enlarge the fresh quota; why the fence stands long enough is
@@ -277,6 +281,25 @@ local floor, ceil, format = math.floor, math.ceil, string.format
 local now_us, now_ms -- µs, ms: Redis's clock (plus the test offset), read below only if a rule needs it
 local clock = call == "2" or lease -- peek and time travel always read it; a lease's life is on the clock
 
+-- The identity's override under a rule (KEYS[key]): whether there is one, then its limit, period (ms) and
+-- burst, nil where it sets none. HGETALL, not HMGET: an override may have expired since the caller learnt of
+-- it, and an empty reply is the cheapest.
+local function read_override(key)
+  local o = redis.call("HGETALL", key)
+  local limit, period, burst
+  for j = 1, #o, 2 do
+    local field = o[j]
+    if field == "limit" then
+      limit = tonumber(o[j + 1])
+    elseif field == "period" then
+      period = tonumber(o[j + 1])
+    elseif field == "burst" then
+      burst = tonumber(o[j + 1])
+    end
+  end
+  return o[1] ~= nil, limit, period, burst
+end
+
 -- Re-aim (call "6", see the header): the admin API's, after an override was set or removed.
 if call == "6" then
   local time = redis.call("TIME")
@@ -316,15 +339,18 @@ if call == "3" then
     local limit, period = tonumber(ARGV[at + LIMIT]), tonumber(ARGV[at + PERIOD]) -- units, ms
     local units = tonumber(ARGV[at + COST]) -- units to give back
     local key = KEYS[i]
-    if mode == "3" or mode == "2" then -- the limits in force are the override's (same reading as below)
+    if mode == "3" or mode == "2" then -- the limits in force are the override's (as a decision reads them)
       override_at = override_at + 1
-      local o = redis.call("HGETALL", KEYS[override_at])
-      for j = 1, #o, 2 do
-        if o[j] == "limit" then
-          limit = tonumber(o[j + 1])
-        elseif o[j] == "period" then
-          period = tonumber(o[j + 1])
-        end
+      local _, o_limit, o_period = read_override(KEYS[override_at])
+      limit, period = o_limit or limit, o_period or period
+    elseif mode == "5" or mode == "4" then
+      -- Priced at an override: its units go back only while that override is still in force. One that ended
+      -- by its ttl since (no admin call, no fence) may have left a counter that never counted them, ending
+      -- where the units' window ends (see the header, "Returned units"); one set again since is fenced.
+      override_at = override_at + 1
+      local exists, o_limit, o_period = read_override(KEYS[override_at])
+      if not (exists and o_limit == limit and (o_period or period) == period) then
+        units = 0
       end
     end
     local period_us = period * 1000 -- µs
@@ -541,22 +567,10 @@ for i = 1, n do
   local cost = cost_arg == "1" and 1 or tonumber(cost_arg) -- units
   local key = KEYS[i]
   if mode == "3" or mode == "2" then
-    -- Read here, in the same atomic call, so "read override" and "apply limit" cannot race. HGETALL, not
-    -- HMGET: an override may have expired since the caller learnt of it, and an empty reply is the cheapest.
+    -- Read here, in the same atomic call, so "read override" and "apply limit" cannot race.
     override_at = override_at + 1
-    local o = redis.call("HGETALL", KEYS[override_at])
-    if o[1] then
-      local o_limit, o_period, o_burst
-      for j = 1, #o, 2 do
-        local field = o[j]
-        if field == "limit" then
-          o_limit = tonumber(o[j + 1])
-        elseif field == "period" then
-          o_period = tonumber(o[j + 1])
-        elseif field == "burst" then
-          o_burst = tonumber(o[j + 1])
-        end
-      end
+    local exists, o_limit, o_period, o_burst = read_override(KEYS[override_at])
+    if exists then
       if o_limit then
         limit = o_limit
         burst = o_burst or o_limit

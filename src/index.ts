@@ -36,6 +36,7 @@ export type {
   LeaseGrant,
   Mode,
   Outcome,
+  RefundCall,
   Reservation,
   RuleCall,
   RuleResult,

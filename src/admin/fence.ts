@@ -13,11 +13,19 @@ import type { RuleConfig } from "../config/rules";
 import { type FenceLimits, overrideKey, resetFenceKey, resetFenceMs } from "../engine/keys";
 import type { Algorithm } from "../engine/types";
 import { type Deadline, NO_DEADLINE } from "../util/deadline";
-import { getOverride, type OverrideTarget } from "./overrides";
+import { getOverride, type Override, type OverrideTarget } from "./overrides";
 
 /** The rule's own limits and each tier's: a client's tier is only known in its request. */
 export const ruleLimits = (rule: RuleConfig): FenceLimits[] =>
   [undefined, ...Object.keys(rule.tiers)].map((tier) => limitsFor(rule, tier));
+
+/** `own` limits as `override` changes them, the way the script applies it (its period where it has one). */
+const underOverride = (own: readonly FenceLimits[], override: Override): FenceLimits[] =>
+  own.map((l) => ({
+    limit: override.limit,
+    burst: override.burst,
+    periodMs: override.periodMs ?? l.periodMs,
+  }));
 
 /**
  * How long the identity's fence must stand now: the longest fence of `own` limits and of each of them under
@@ -33,12 +41,7 @@ export async function fenceMsOf(
 ): Promise<number> {
   const key = overrideKey(target.prefix, target.rule, target.identityHash);
   const override = await deadline.within(() => getOverride(key, redis));
-  if (!override) return resetFenceMs(algorithm, own);
-  const { limit, burst, periodMs } = override;
-  return resetFenceMs(algorithm, [
-    ...own,
-    ...own.map((l) => ({ limit, burst, periodMs: periodMs ?? l.periodMs })),
-  ]);
+  return resetFenceMs(algorithm, override ? [...own, ...underOverride(own, override)] : own);
 }
 
 /**
@@ -56,17 +59,22 @@ export function raiseFence(tx: ReturnType<Redis["multi"]>, target: OverrideTarge
  * override being replaced), so that no return of units taken under them lands in state the change let start
  * afresh. A return is priced at the limits its lease was granted under, and a counter, sliding state or TAT
  * written under those limits again (the period changed and changed back, or the last short window inside a
- * long one ends with it) could pass for the one that took its units. Raised before the override is written,
- * so a failure leaves both as they were. Only under-admits: returns of units taken meanwhile lapse too.
+ * long one ends with it) could pass for the one that took its units. And sized for the override being set,
+ * `setting`, too: an earlier override of the same limits may have ended by its ttl (no fence then), and a
+ * return priced at that one must not pass for one priced at this (lua/floodgate.lua's header, "Returned
+ * units"). Raised before the override is written, so a failure leaves both as they were. Only under-admits:
+ * returns of units taken meanwhile lapse too.
  */
 export async function fenceReturns(
   target: OverrideTarget,
   algorithm: Algorithm,
   own: readonly FenceLimits[],
+  setting: Override | undefined,
   redis: Redis,
   deadline: Deadline = NO_DEADLINE,
 ): Promise<void> {
-  const ms = await fenceMsOf(target, algorithm, own, redis, deadline);
+  const replaced = await fenceMsOf(target, algorithm, own, redis, deadline);
+  const ms = Math.max(replaced, setting ? resetFenceMs(algorithm, underOverride(own, setting)) : 0);
   if (ms === 0) return;
   const tx = redis.multi();
   raiseFence(tx, target, ms);

@@ -3,9 +3,10 @@
  * rule's `limit`, `period` and `burst` for one identity; the decision script reads it in the same call.
  * It applies from the very next request of this isolate (its override index is updated here) and in every
  * other isolate within about one second (the change log, src/live/changes.ts). Lease returns of units taken
- * under the limits it replaces are fenced off before each set or removal (fence.ts), and a fixed-window
- * counter is re-aimed at the window in force after it (reaim.ts). A set or a removal is several Redis
- * commands in a row: they share one wait, the admin timeout (src/util/deadline.ts), not one each.
+ * under the limits it replaces (and, for a set, under those it sets) are fenced off before each set or
+ * removal (fence.ts), and a fixed-window counter is re-aimed at the window in force after it (reaim.ts). A
+ * set or a removal is several Redis commands in a row: they share one wait, the admin timeout
+ * (src/util/deadline.ts), not one each.
  */
 import type { Hono } from "hono";
 import { overrideKey } from "../engine/keys";
@@ -84,7 +85,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
       // then read it. Until it lands, a decision that reads no override costs one command more, nothing else.
       admin.liveModes?.overrides?.set(rule.name, identityHash, true);
       await recordWithin(c, deadline, { rule: rule.name, identityHash, override: true });
-      await fenceReturns(target, rule.algorithm, ruleLimits(rule), redis, deadline);
+      await fenceReturns(target, rule.algorithm, ruleLimits(rule), override, redis, deadline);
       await putOverride(target, override, body.ttl, redis, admin.redis, deadline);
       admin.forget(rule.name, identityHash);
       await reaimCounter(target, rule, override, redis, deadline);
@@ -109,7 +110,7 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
     const redis = admin.redisOf(identityHash);
     await withDeadline(admin.adminTimeoutMs, async (deadline) => {
-      await fenceReturns(target, rule.algorithm, ruleLimits(rule), redis, deadline);
+      await fenceReturns(target, rule.algorithm, ruleLimits(rule), undefined, redis, deadline);
       const existed = await deleteOverride(target, redis, admin.redis, deadline);
       if (!existed) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
       admin.forget(rule.name, identityHash);

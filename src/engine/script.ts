@@ -5,7 +5,7 @@
  */
 import source from "../../lua/floodgate.lua";
 import { overrideKey, resetFenceKey, stateKey } from "./keys";
-import type { Algorithm, Reservation, RuleCall } from "./types";
+import type { Algorithm, RefundCall, Reservation, RuleCall } from "./types";
 
 /** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
 export const SCRIPT_SOURCE: string = source;
@@ -91,8 +91,21 @@ export function reaimArguments(
 /** ARGV slots per rule (algorithm, mode, limit, period, burst, cost, delay: lua/floodgate.lua's `PER_RULE`). */
 const ARGS_PER_RULE = 7;
 
-/** The mode slot: on/monitor, and whether the rule's override key follows the state keys. */
-const MODE_CODE = { on: "1", monitor: "0", onWithOverride: "3", monitorWithOverride: "2" } as const;
+/**
+ * The mode slot: on/monitor, and whether the rule's override key follows the state keys; in a refund only,
+ * also whether the units were priced at that override (`RefundCall.overridden`).
+ */
+const MODE_CODE = {
+  on: "1",
+  monitor: "0",
+  onWithOverride: "3",
+  monitorWithOverride: "2",
+  onPricedAtOverride: "5",
+  monitorPricedAtOverride: "4",
+} as const;
+
+/** Where the mode slot lies among a rule's ARGV slots (lua/floodgate.lua's `MODE`). */
+const MODE_SLOT = 1;
 
 /**
  * KEYS and ARGV of one script call; every key the script touches is in `keys` (Upstash key locking).
@@ -147,12 +160,19 @@ export function scriptArguments(
  */
 export function refundArguments(
   prefix: string,
-  calls: readonly RuleCall[],
+  calls: readonly RefundCall[],
   requestId: string,
   whenUs: number,
 ): { keys: string[]; args: string[] } {
-  const { keys, args } = scriptArguments(prefix, calls, requestId); // a plain decision's groups, reused
+  // A plain decision's groups, reused; a call priced at an override sends that override's key.
+  const sent = calls.map((call) => (call.overridden ? { ...call, override: true } : call));
+  const { keys, args } = scriptArguments(prefix, sent, requestId);
   const rules = args.slice(args.length - calls.length * ARGS_PER_RULE);
+  calls.forEach((call, i) => {
+    if (!call.overridden) return;
+    const mode = call.mode === "on" ? MODE_CODE.onPricedAtOverride : MODE_CODE.monitorPricedAtOverride;
+    rules[i * ARGS_PER_RULE + MODE_SLOT] = mode;
+  });
   for (const call of calls) keys.push(resetFenceKey(prefix, call.rule, call.identityHash));
   return { keys, args: [CALL.refund, requestId, String(Math.trunc(whenUs)), ...rules] };
 }

@@ -18,7 +18,7 @@ import {
   scriptSha,
 } from "./script";
 import { StoreError, toStoreError } from "./store-error";
-import type { DecideOptions, Decision, Reservation, RuleCall } from "./types";
+import type { DecideOptions, Decision, RefundCall, Reservation, RuleCall } from "./types";
 
 /** The store's error, its kinds and the mapping to it (src/engine/store-error.ts), named with the store. */
 export { StoreError, type StoreErrorKind, toStoreError } from "./store-error";
@@ -64,7 +64,7 @@ export interface Store {
    * nothing, unsent (see `outlivesFence` below).
    * @throws {StoreError} when Redis cannot answer.
    */
-  refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]>;
+  refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]>;
 }
 
 /**
@@ -185,7 +185,7 @@ export function createStore(options: StoreOptions): Store {
     }
   }
 
-  async function refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]> {
+  async function refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]> {
     const dropped = calls.map((call) => outlivesFence(call, whenUs));
     if (dropped.includes(true)) {
       const sent = calls.filter((_, i) => !dropped[i]);

@@ -75,6 +75,21 @@ export interface RuleCall {
   reason?: DegradedReason;
 }
 
+/**
+ * One rule's share of a refund (`Store.refund`): `cost` is the units to give back, priced at the call's
+ * `limit` and `periodMs`.
+ */
+export interface RefundCall extends RuleCall {
+  /**
+   * The units were taken under an override of the identity, of the call's `limit` and `periodMs`: they go
+   * back only while that override is still in force (one that ended by its `ttl` since leaves a counter that
+   * may never have counted them: lua/floodgate.lua's header, "Returned units"). The script reads the
+   * override key whatever `override` says. Absent = priced at the call's limits as they are (`override` as
+   * in a decision).
+   */
+  overridden?: boolean;
+}
+
 /** Whether `call` answers 503 when Redis cannot decide it: an enforcing rule whose failure policy is `closed`. */
 export const failsClosed = (call: RuleCall): boolean => call.mode === "on" && call.failure === "closed";
 

@@ -3,12 +3,12 @@
  * background, sent by the isolate's next request (any identity): no timer keeps a finished request alive
  * for it. README: "Leases".
  */
-import type { RuleCall, WaitUntil } from "../engine/types";
+import type { RefundCall, WaitUntil } from "../engine/types";
 import type { Lease } from "./lease";
 import type { LeaseTable } from "./table";
 
 /** Gives back units consumed earlier (`Store.refund` in src/engine/store.ts). */
-export type Refund = (calls: RuleCall[], leaseId: string, whenUs: number) => Promise<number[]>;
+export type Refund = (calls: RefundCall[], leaseId: string, whenUs: number) => Promise<number[]>;
 
 /** How often a request looks for expired leases to return, ms. */
 const SWEEP_INTERVAL_MS = 100;
@@ -39,16 +39,7 @@ export function createSweep(
     lease.left = 0;
     if (units <= 0 || !refund || !waitUntil) return;
     const { rule, identityHash } = lease.call;
-    // Priced at the limits the units were taken under: an override changed since (a bucket's emission
-    // interval longer now) must not give back more time than the lease took.
-    const returning: RuleCall = {
-      ...lease.call,
-      cost: units,
-      limit: lease.result.limit,
-      periodMs: lease.grant.periodMs,
-      override: false,
-    };
-    const returned = refund([returning], lease.leaseId, whenOf(lease));
+    const returned = refund([returnOf(lease, units)], lease.leaseId, whenOf(lease));
     waitUntil(returned.then(([n]) => n && forget(rule, identityHash)).catch(() => undefined));
   }
 
@@ -59,6 +50,16 @@ export function createSweep(
       if (at - lease.expiresAt <= LATEST_RETURN_MS) returnUnspent(lease, waitUntil);
     }
   };
+}
+
+/**
+ * The refund call that gives back `units` of `lease`, priced at the limits they were taken under: an
+ * override changed since (a bucket's emission interval longer now) must not give back more time than the
+ * lease took, and units taken under an override go back only while it is still in force (`overridden`).
+ */
+export function returnOf(lease: Pick<Lease, "call" | "result" | "grant">, units: number): RefundCall {
+  const { limit, overridden } = lease.result;
+  return { ...lease.call, cost: units, limit, periodMs: lease.grant.periodMs, override: false, overridden };
 }
 
 /** The refund's `when` (lua/floodgate.lua's header, REFUND): per algorithm. */

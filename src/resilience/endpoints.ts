@@ -7,7 +7,7 @@
 import { DEFAULTS } from "../engine/defaults";
 import { rendezvous } from "../engine/shards";
 import { createStore, type Store } from "../engine/store";
-import type { RuleCall } from "../engine/types";
+import type { RefundCall } from "../engine/types";
 import { createDecider, type DeciderOptions } from "./decider";
 import { createShardedDecider, type ShardedDecider } from "./sharded";
 
@@ -40,7 +40,7 @@ export interface Engine {
    * `Store.refund` across endpoints: each call's units go back to the endpoint holding its identity (one
    * refund call per endpoint concerned); resolves to the units each call got back, in call order.
    */
-  refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]>;
+  refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]>;
 }
 
 /**
@@ -71,7 +71,7 @@ export function createEngine(options: EngineOptions): Engine {
     refundTimeoutMs: adminTimeoutMs,
     slotGroups: options.cluster ?? false,
   });
-  async function refund(calls: RuleCall[], requestId: string, whenUs: number): Promise<number[]> {
+  async function refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]> {
     if (stores.length === 1) return (stores[0] as Store).refund(calls, requestId, whenUs);
     const byShard = new Map<number, number[]>();
     calls.forEach((call, i) => {
@@ -82,7 +82,7 @@ export function createEngine(options: EngineOptions): Engine {
     await Promise.all(
       [...byShard].map(async ([shard, indices]) => {
         const back = await (stores[shard] as Store).refund(
-          indices.map((i) => calls[i] as RuleCall),
+          indices.map((i) => calls[i] as RefundCall),
           requestId,
           whenUs,
         );

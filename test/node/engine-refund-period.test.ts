@@ -6,11 +6,12 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { fenceReturns } from "../../src/admin/fence";
-import { overrideKey, stateKey } from "../../src/engine/keys";
+import { fenceMsOf, fenceReturns, raiseFence } from "../../src/admin/fence";
+import { overrideKey, resetFenceKey, stateKey } from "../../src/engine/keys";
 import { reaimArguments } from "../../src/engine/script";
 import { runScript, type Store } from "../../src/engine/store";
-import type { LeaseGrant, RuleCall } from "../../src/engine/types";
+import type { LeaseGrant, RuleCall, RuleResult } from "../../src/engine/types";
+import { returnOf } from "../../src/leases/returns";
 import { awayFromWindowEdge } from "../support/window-edge";
 import { directRedis, redisNowMs, requestId, ruleCall, sleep, testStore, uniquePrefix } from "./lua-support";
 
@@ -30,6 +31,8 @@ const LIMIT = 10;
 // Every test tells an hour's window from a 2 s one, and takes up to a few seconds: not near an hour's end.
 beforeEach(() => awayFromWindowEdge(HOUR_MS, 20_000, () => redisNowMs(redis)));
 
+type Leased = { call: RuleCall; result: RuleResult; grant: LeaseGrant };
+
 const counterOf = (call: RuleCall) => stateKey(prefix, call.rule, call.identityHash);
 const overrideOf = (call: RuleCall) => overrideKey(prefix, call.rule, call.identityHash);
 
@@ -42,10 +45,39 @@ async function reaim(call: RuleCall, periodMs: number): Promise<number> {
 /** An override set or removed as the admin API does it (src/admin/routes-overrides.ts), period in ms or none. */
 async function changeOverride(call: RuleCall, periodMs: number | undefined): Promise<void> {
   const target = { prefix, rule: call.rule, identityHash: call.identityHash };
-  await fenceReturns(target, call.algorithm, [call], store.redis);
+  const setting = periodMs === undefined ? undefined : { limit: LIMIT, periodMs, burst: LIMIT };
+  await fenceReturns(target, call.algorithm, [call], setting, store.redis);
   if (periodMs === undefined) await redis.del(overrideOf(call));
   else await redis.hset(overrideOf(call), { limit: LIMIT, period: periodMs });
   if (call.algorithm === "fixed-window") await reaim(call, periodMs ?? call.periodMs);
+}
+
+/** An override the way the admin API stores it with a `ttl` (src/admin/overrides.ts), the ttl in ms. */
+async function overrideFor(call: RuleCall, periodMs: number, ttlMs: number): Promise<void> {
+  await redis
+    .multi()
+    .hset(overrideOf(call), { limit: LIMIT, period: periodMs })
+    .pexpire(overrideOf(call), ttlMs)
+    .exec();
+}
+
+/** An admin reset (src/admin/routes-keys.ts): a fence for the limits in force now, and the delete, at once. */
+async function reset(call: RuleCall): Promise<void> {
+  const target = { prefix, rule: call.rule, identityHash: call.identityHash };
+  const fenceMs = await fenceMsOf(target, call.algorithm, [call], store.redis);
+  const tx = store.redis.multi();
+  raiseFence(tx, target, fenceMs);
+  tx.del(counterOf(call));
+  await tx.exec();
+}
+
+/** Waits until Redis's clock is within the first `withinMs` of a window of `periodMs`. */
+async function windowJustBegun(periodMs: number, withinMs: number): Promise<void> {
+  for (;;) {
+    const into = (await redisNowMs(redis)) % periodMs;
+    if (into < withinMs) return;
+    await sleep(Math.max(1, periodMs - into));
+  }
 }
 
 /** Waits until the identity's counter has expired (a window of the period it was aimed at has ended). */
@@ -54,20 +86,15 @@ async function untilExpired(call: RuleCall): Promise<void> {
 }
 
 /** A lease of 5 units (half the limit) for one request's cost of 1: 4 left unspent. */
-async function leased(call: RuleCall, id: string): Promise<LeaseGrant> {
+async function leased(call: RuleCall, id: string): Promise<Leased> {
   const result = (await store.decide([call], id, { lease: { units: [LIMIT], maxMs: 1000 } })).results[0];
   if (!result?.lease) throw new Error("no lease");
   expect(result.lease.units).toBe(LIMIT / 2);
-  return result.lease;
+  return { call, result, grant: result.lease };
 }
 
 /** The return of the lease's 4 unspent units, as src/leases/returns.ts sends it. */
-const giveBack = (call: RuleCall, id: string, lease: LeaseGrant) =>
-  store.refund(
-    [{ ...call, cost: 4, limit: LIMIT, periodMs: lease.periodMs, override: false }],
-    id,
-    lease.whenUs,
-  );
+const giveBack = (id: string, lease: Leased) => store.refund([returnOf(lease, 4)], id, lease.grant.whenUs);
 
 /** Whether `cost` more units are admitted now. */
 const admits = async (call: RuleCall, cost: number) =>
@@ -79,7 +106,7 @@ describe("a fixed-window lease returned after an override changed the period", (
     await redis.hset(overrideOf(call), { limit: LIMIT, period: HOUR_MS });
     const id = requestId();
     const lease = await leased(call, id);
-    expect(lease.periodMs).toBe(HOUR_MS);
+    expect(lease.grant.periodMs).toBe(HOUR_MS);
     await redis.del(overrideOf(call));
     expect(await reaim(call, SHORT_MS)).toBe(1);
 
@@ -87,7 +114,7 @@ describe("a fixed-window lease returned after an override changed the period", (
     await untilExpired(call);
     const plain = { ...call, override: false };
     expect(await admits(plain, LIMIT)).toBe(true);
-    expect(await giveBack(call, id, lease)).toEqual([0]);
+    expect(await giveBack(id, lease)).toEqual([0]);
     expect(await admits(plain, 1)).toBe(false);
   });
 
@@ -95,13 +122,13 @@ describe("a fixed-window lease returned after an override changed the period", (
     const call = ruleCall({ algorithm: "fixed-window", limit: LIMIT, periodMs: HOUR_MS, override: true });
     const id = requestId();
     const lease = await leased(call, id);
-    expect(lease.periodMs).toBe(HOUR_MS);
+    expect(lease.grant.periodMs).toBe(HOUR_MS);
     await redis.hset(overrideOf(call), { limit: LIMIT, period: SHORT_MS });
     expect(await reaim(call, SHORT_MS)).toBe(1);
 
     await untilExpired(call);
     expect(await admits(call, LIMIT)).toBe(true);
-    expect(await giveBack(call, id, lease)).toEqual([0]);
+    expect(await giveBack(id, lease)).toEqual([0]);
     expect(await admits(call, 1)).toBe(false);
   });
 
@@ -110,7 +137,7 @@ describe("a fixed-window lease returned after an override changed the period", (
     await redis.hset(overrideOf(call), { limit: LIMIT, period: HOUR_MS });
     const id = requestId();
     const lease = await leased(call, id);
-    expect(await giveBack(call, id, lease)).toEqual([4]);
+    expect(await giveBack(id, lease)).toEqual([4]);
     expect(await redis.get(counterOf(call))).toBe("1");
   });
 });
@@ -128,7 +155,7 @@ describe("a lease returned after the period changed and changed back", () => {
     await changeOverride(call, undefined);
     const ttl = await redis.pttl(counterOf(call));
     expect(Math.abs(ttl - (HOUR_MS - ((await redisNowMs(redis)) % HOUR_MS)))).toBeLessThanOrEqual(1000);
-    expect(await giveBack(call, id, lease)).toEqual([0]);
+    expect(await giveBack(id, lease)).toEqual([0]);
     expect(await admits(call, 1)).toBe(false);
   });
 
@@ -141,7 +168,67 @@ describe("a lease returned after the period changed and changed back", () => {
     await changeOverride(call, undefined);
     // Rewritten under the hour again, in the lease's window: it counts only what came since, filled here.
     expect(await admits(call, LIMIT)).toBe(true);
-    expect(await giveBack(call, id, lease)).toEqual([0]);
+    expect(await giveBack(id, lease)).toEqual([0]);
+    expect(await admits(call, 1)).toBe(false);
+  });
+});
+
+describe("a fixed-window lease taken under an override that ends by its ttl (no admin call then)", () => {
+  const RULE_MS = 1000;
+  const OVERRIDE_MS = 4000;
+
+  /** A lease taken early in a 4 s window, under an override of 4 s that lives 300 ms; the override gone. */
+  async function leasedUnderEndingOverride(call: RuleCall, id: string): Promise<Leased> {
+    await windowJustBegun(OVERRIDE_MS, 200);
+    await overrideFor(call, OVERRIDE_MS, 300);
+    const lease = await leased(call, id);
+    expect(lease.result.overridden).toBe(true);
+    expect(lease.grant.periodMs).toBe(OVERRIDE_MS);
+    while ((await redis.exists(overrideOf(call))) === 1) await sleep(20);
+    return lease;
+  }
+
+  /** Waits for the rule's last 1 s window inside the override's 4 s one: a counter made there ends with it. */
+  async function lastRuleWindow(): Promise<void> {
+    while ((await redisNowMs(redis)) % OVERRIDE_MS < OVERRIDE_MS - RULE_MS + 50) await sleep(20);
+  }
+
+  it("re-aimed by a decision at the rule's window: the rule's last window inside the override's gets nothing", async () => {
+    const call = ruleCall({ algorithm: "fixed-window", limit: LIMIT, periodMs: RULE_MS, override: true });
+    const id = requestId();
+    const lease = await leasedUnderEndingOverride(call, id);
+    expect(await admits(call, 1)).toBe(true); // no override read now: the counter is re-aimed at 1 s windows
+    await lastRuleWindow();
+    // A counter of its own, ending where the lease's window ends, filled to the limit.
+    expect(await admits(call, LIMIT)).toBe(true);
+    expect(await giveBack(id, lease)).toEqual([0]);
+    expect(await admits(call, 1)).toBe(false);
+  });
+
+  it("reset after it ended (a fence for the rule's limits alone): once that fence falls, still nothing", async () => {
+    const call = ruleCall({ algorithm: "fixed-window", limit: LIMIT, periodMs: RULE_MS, override: true });
+    const id = requestId();
+    const lease = await leasedUnderEndingOverride(call, id);
+    await reset(call);
+    await lastRuleWindow();
+    expect(await redis.exists(resetFenceKey(prefix, call.rule, call.identityHash))).toBe(0);
+    expect(await admits(call, LIMIT)).toBe(true);
+    expect(await giveBack(id, lease)).toEqual([0]);
+    expect(await admits(call, 1)).toBe(false);
+  });
+
+  it("set again by the admin API with the same limits: the set's fence, sized for them, stops the return", async () => {
+    const call = ruleCall({ algorithm: "fixed-window", limit: LIMIT, periodMs: RULE_MS, override: true });
+    const id = requestId();
+    const lease = await leasedUnderEndingOverride(call, id);
+    expect(await admits(call, 1)).toBe(true); // re-aimed at the rule's 1 s window, which ends first
+    await untilExpired(call);
+    await changeOverride(call, OVERRIDE_MS);
+    // Past a fence the rule's limits alone would size (1 s), still inside the lease's window.
+    await lastRuleWindow();
+    // The set override's counter, ending where the lease's window ends, never counted the lease.
+    expect(await admits(call, LIMIT)).toBe(true);
+    expect(await giveBack(id, lease)).toEqual([0]);
     expect(await admits(call, 1)).toBe(false);
   });
 });
