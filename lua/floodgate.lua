@@ -27,10 +27,10 @@ ARGV:
            ("" if none), ARGV[3] when, µs on Redis's clock, they were consumed ("0" = unknown: the current
            window; token-bucket/gcra: the TAT their lease wrote, or "0"); each rule's cost
            slot is the number of units to give back (mode and override slots as in a decision: the limits in
-           force decide the window and the emission interval; a lease's return sends the limits the lease
-           was granted under, so its units are priced as they were taken, whatever an override changed
-           since, and no override, or mode 5 | 4 when those limits were an override's: below, "Returned
-           units")
+           force decide the window and the emission interval; the edge sends the limits the units were
+           taken under (a lease's return, a split decision undone: src/engine/results.ts, refundOf), so they
+           are priced as they were taken, whatever an override changed since, and no override, or mode
+           5 | 4 for a fixed window's units taken under an override's own period: below, "Returned units")
            | "4" LEASE: a decision (ARGV[2] the request id, ARGV[3] the longest lease life, ms) in which each
            rule may take more units than the request's cost; after the rule groups one slot per rule: the
            units wanted (this request's cost included; <= cost, a concurrency/shed or a delayed rule = no lease)
@@ -112,9 +112,10 @@ A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_
   fenced like a reset, for the limits it replaces and those it sets, and no change shortens a fence
   (src/admin/fence.ts). An override that ends by its ttl makes no admin call and raises no fence, and a
   decision then re-aims the counter at the rule's window, whose last one inside Q's may end with it. So a
-  return priced at an override (mode 5 | 4) gives back only while an override of those very limits is in
-  force: the one it was priced at, or one the admin API set since, whose fence (for the limits it sets)
-  stands until every return of units taken before it has landed.
+  return priced at an override's period (mode 5 | 4) gives back only while an override of those very limits
+  is in force: the one it was priced at, or one the admin API set since, whose fence (for the limits it
+  sets) stands until every return of units taken before it has landed. (An override without a period of its
+  own leaves the counter's aim alone, and needs no such test.)
   A sliding window's state is of the window index floor(t / period): under another period the index differs
   by far more than one for any realistic now, and a state rewritten under P again is the fenced case.
 A REFUND call returns one integer per rule instead: the units actually given back, never more than the
@@ -275,30 +276,12 @@ local n = (#ARGV - first + 1) / (lease and PER_RULE + 1 or PER_RULE)
 -- Measured (redis-server 7.0, INFO commandstats): EVALSHA itself about 2 µs plus ~0.27 per argument, a
 -- redis.call about 0.7-1 µs (TIME 1.2 + 0.9 for its tonumbers, INCRBY 3.0, HGETALL of a missing key 1.8),
 -- a table with 9 fields 1.3, string.format 0.4, tonumber 0.2, while arithmetic is nearly free. So: the
--- fewest commands on the allowed path, no functions (a chunk-level function is re-created on every
--- EVALSHA), no table for a single rule's pending write, and µs rounded up to ms inline.
+-- fewest commands on the allowed path, no functions on the fast paths (a chunk-level function is re-created
+-- by every EVALSHA that reaches its definition, so the one there is comes after them), no table for a single
+-- rule's pending write, and µs rounded up to ms inline.
 local floor, ceil, format = math.floor, math.ceil, string.format
 local now_us, now_ms -- µs, ms: Redis's clock (plus the test offset), read below only if a rule needs it
 local clock = call == "2" or lease -- peek and time travel always read it; a lease's life is on the clock
-
--- The identity's override under a rule (KEYS[key]): whether there is one, then its limit, period (ms) and
--- burst, nil where it sets none. HGETALL, not HMGET: an override may have expired since the caller learnt of
--- it, and an empty reply is the cheapest.
-local function read_override(key)
-  local o = redis.call("HGETALL", key)
-  local limit, period, burst
-  for j = 1, #o, 2 do
-    local field = o[j]
-    if field == "limit" then
-      limit = tonumber(o[j + 1])
-    elseif field == "period" then
-      period = tonumber(o[j + 1])
-    elseif field == "burst" then
-      burst = tonumber(o[j + 1])
-    end
-  end
-  return o[1] ~= nil, limit, period, burst
-end
 
 -- Re-aim (call "6", see the header): the admin API's, after an override was set or removed.
 if call == "6" then
@@ -315,6 +298,110 @@ if call == "6" then
   end
   redis.call("PEXPIREAT", KEYS[1], format("%d", now + until_end))
   return 1
+end
+
+-- Fast paths for ONE rule without override or options, the commonest call: token-bucket / gcra and the
+-- sliding window's allowed path, the general path below for that case with nothing else to do (the same
+-- values; the short reply when allowed). A sliding-window denial goes on to the general path with the clock
+-- already read.
+local single_algorithm = n == 1 and call == "0" and ARGV[2 + MODE] == "1" and ARGV[2 + ALGORITHM]
+if single_algorithm == BUCKET or single_algorithm == GCRA or single_algorithm == SLIDING then
+  local time = redis.call("TIME")
+  now_us = time[1] * 1000000 + time[2] -- Lua's own string arithmetic: cheaper than two tonumber calls
+  now_ms = floor(now_us / 1000)
+  local limit, cost_arg = tonumber(ARGV[2 + LIMIT]), ARGV[2 + COST] -- units
+  local cost = cost_arg == "1" and 1 or tonumber(cost_arg) -- units
+  local period_us = tonumber(ARGV[2 + PERIOD]) * 1000 -- µs
+  local key = KEYS[1]
+  if single_algorithm ~= SLIDING then
+    local burst = tonumber(ARGV[2 + BURST]) -- units
+    if limit > 0 and cost <= burst then
+      local interval_us = ceil(period_us / limit)
+      local capacity_us = burst * interval_us
+      local tat_us = tonumber(redis.pcall("GET", key)) or 0
+      if tat_us < now_us then
+        tat_us = now_us
+      end
+      local tat_after_us = tat_us + cost * interval_us
+      if tat_after_us - now_us <= capacity_us then
+        redis.call("SET", key, format("%d", tat_after_us), "PXAT", format("%d", ceil(tat_after_us / 1000)))
+        local avail_after = floor((now_us + capacity_us - tat_after_us) / interval_us)
+        local wait_us = tat_after_us - capacity_us + (avail_after + 1) * interval_us - now_us
+        return { avail_after, ceil((tat_after_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0 }
+      end
+      local wait_us = tat_after_us - capacity_us - now_us -- > 0: over the rate
+      local delay_us = ARGV[2 + DELAY] * 1000
+      if wait_us <= delay_us then -- delayed: the slot is reserved now, the caller waits for it
+        redis.call("SET", key, format("%d", tat_after_us), "PXAT", format("%d", ceil(tat_after_us / 1000)))
+        local wait_ms = ceil(wait_us / 1000)
+        return { 1, 3, limit, 0, ceil((tat_after_us - now_us) / 1000), wait_ms, tat_after_us, tat_us }
+      end
+      wait_us = wait_us - delay_us -- a rule with a delay: when the request would fit in the queue
+      return {
+        0,
+        0,
+        limit,
+        floor((now_us + capacity_us - tat_us) / interval_us),
+        tat_us > now_us and ceil((tat_us - now_us) / 1000) or 0,
+        wait_us > 0 and ceil(wait_us / 1000) or 0,
+      }
+    end
+  elseif limit > 0 and cost <= limit then
+    local period = period_us / 1000 -- ms
+    local window = floor(now_ms / period)
+    local start_us = window * period_us
+    local end_us = start_us + period_us
+    local prev, cur, same = 0, 0, nil
+    local raw = redis.pcall("GET", key)
+    if type(raw) == "string" then
+      local head, w, p, c = string.match(raw, "^((%d+):(%d+):)(%d+)$")
+      w = tonumber(w)
+      if w == window then
+        same, prev, cur = head, tonumber(p), tonumber(c)
+      elseif w == window - 1 then
+        prev = tonumber(c)
+      end
+    end
+    local in_view_us = end_us - now_us -- µs of the previous window still in view
+    if prev * in_view_us + (cur + cost) * period_us <= limit * period_us then
+      if same then
+        redis.call("SET", key, same .. (cur + cost), "KEEPTTL")
+      else
+        local expire_ms = format("%d", ceil((end_us + period_us) / 1000))
+        redis.call("SET", key, format("%d:%d:%d", window, prev, cur + cost), "PXAT", expire_ms)
+      end
+      local c = cur + cost
+      local avail_after = floor(limit - prev * in_view_us / period_us - c + 1e-9)
+      local need, wait_us = avail_after + 1, 0 -- ms until one more unit fits
+      if c + need <= limit then
+        if prev > 0 then
+          wait_us = start_us + period_us * (1 - (limit - need - c) / prev) - now_us
+        end
+      else
+        wait_us = end_us + period_us * (1 - (limit - need) / c) - now_us
+      end
+      return { avail_after, ceil((end_us + period_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0 }
+    end
+  end
+end
+
+-- The identity's override under a rule (KEYS[key]): whether there is one, then its limit, period (ms) and
+-- burst, nil where it sets none. HGETALL, not HMGET: an override may have expired since the caller learnt of
+-- it, and an empty reply is the cheapest. (Defined here, past the fast paths: they never read an override.)
+local function read_override(key)
+  local o = redis.call("HGETALL", key)
+  local limit, period, burst
+  for j = 1, #o, 2 do
+    local field = o[j]
+    if field == "limit" then
+      limit = tonumber(o[j + 1])
+    elseif field == "period" then
+      period = tonumber(o[j + 1])
+    elseif field == "burst" then
+      burst = tonumber(o[j + 1])
+    end
+  end
+  return o[1] ~= nil, limit, period, burst
 end
 
 -- Refund (call "3"): give back `cost` units each rule consumed at `when` (see the header). Its own block, so
@@ -440,90 +527,6 @@ if call == "3" then
   return returned
 end
 
--- Fast paths for ONE rule without override or options, the commonest call: token-bucket / gcra and the
--- sliding window's allowed path, the general path below for that case with nothing else to do (the same
--- values; the short reply when allowed). A sliding-window denial goes on to the general path with the clock
--- already read.
-local single_algorithm = n == 1 and call == "0" and ARGV[2 + MODE] == "1" and ARGV[2 + ALGORITHM]
-if single_algorithm == BUCKET or single_algorithm == GCRA or single_algorithm == SLIDING then
-  local time = redis.call("TIME")
-  now_us = time[1] * 1000000 + time[2] -- Lua's own string arithmetic: cheaper than two tonumber calls
-  now_ms = floor(now_us / 1000)
-  local limit, cost_arg = tonumber(ARGV[2 + LIMIT]), ARGV[2 + COST] -- units
-  local cost = cost_arg == "1" and 1 or tonumber(cost_arg) -- units
-  local period_us = tonumber(ARGV[2 + PERIOD]) * 1000 -- µs
-  local key = KEYS[1]
-  if single_algorithm ~= SLIDING then
-    local burst = tonumber(ARGV[2 + BURST]) -- units
-    if limit > 0 and cost <= burst then
-      local interval_us = ceil(period_us / limit)
-      local capacity_us = burst * interval_us
-      local tat_us = tonumber(redis.pcall("GET", key)) or 0
-      if tat_us < now_us then
-        tat_us = now_us
-      end
-      local tat_after_us = tat_us + cost * interval_us
-      if tat_after_us - now_us <= capacity_us then
-        redis.call("SET", key, format("%d", tat_after_us), "PXAT", format("%d", ceil(tat_after_us / 1000)))
-        local avail_after = floor((now_us + capacity_us - tat_after_us) / interval_us)
-        local wait_us = tat_after_us - capacity_us + (avail_after + 1) * interval_us - now_us
-        return { avail_after, ceil((tat_after_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0 }
-      end
-      local wait_us = tat_after_us - capacity_us - now_us -- > 0: over the rate
-      local delay_us = ARGV[2 + DELAY] * 1000
-      if wait_us <= delay_us then -- delayed: the slot is reserved now, the caller waits for it
-        redis.call("SET", key, format("%d", tat_after_us), "PXAT", format("%d", ceil(tat_after_us / 1000)))
-        local wait_ms = ceil(wait_us / 1000)
-        return { 1, 3, limit, 0, ceil((tat_after_us - now_us) / 1000), wait_ms, tat_after_us, tat_us }
-      end
-      wait_us = wait_us - delay_us -- a rule with a delay: when the request would fit in the queue
-      return {
-        0,
-        0,
-        limit,
-        floor((now_us + capacity_us - tat_us) / interval_us),
-        tat_us > now_us and ceil((tat_us - now_us) / 1000) or 0,
-        wait_us > 0 and ceil(wait_us / 1000) or 0,
-      }
-    end
-  elseif limit > 0 and cost <= limit then
-    local period = period_us / 1000 -- ms
-    local window = floor(now_ms / period)
-    local start_us = window * period_us
-    local end_us = start_us + period_us
-    local prev, cur, same = 0, 0, nil
-    local raw = redis.pcall("GET", key)
-    if type(raw) == "string" then
-      local head, w, p, c = string.match(raw, "^((%d+):(%d+):)(%d+)$")
-      w = tonumber(w)
-      if w == window then
-        same, prev, cur = head, tonumber(p), tonumber(c)
-      elseif w == window - 1 then
-        prev = tonumber(c)
-      end
-    end
-    local in_view_us = end_us - now_us -- µs of the previous window still in view
-    if prev * in_view_us + (cur + cost) * period_us <= limit * period_us then
-      if same then
-        redis.call("SET", key, same .. (cur + cost), "KEEPTTL")
-      else
-        local expire_ms = format("%d", ceil((end_us + period_us) / 1000))
-        redis.call("SET", key, format("%d:%d:%d", window, prev, cur + cost), "PXAT", expire_ms)
-      end
-      local c = cur + cost
-      local avail_after = floor(limit - prev * in_view_us / period_us - c + 1e-9)
-      local need, wait_us = avail_after + 1, 0 -- ms until one more unit fits
-      if c + need <= limit then
-        if prev > 0 then
-          wait_us = start_us + period_us * (1 - (limit - need - c) / prev) - now_us
-        end
-      else
-        wait_us = end_us + period_us * (1 - (limit - need) / c) - now_us
-      end
-      return { avail_after, ceil((end_us + period_us - now_us) / 1000), wait_us > 0 and ceil(wait_us / 1000) or 0 }
-    end
-  end
-end
 for i = 1, n do
   local at = first + (i - 1) * PER_RULE
   local mode = ARGV[at + MODE]

@@ -6,8 +6,15 @@
  * elsewhere one Redis takes keys of any slot, so each endpoint is one group. A request whose rules all key on
  * one identity (the common case) is exactly one group, in the caller's order.
  */
-import { decisionOf } from "./results";
-import { type Decision, failsClosed, holdsSlot, type RuleCall, type RuleResult } from "./types";
+import { decisionOf, refundOf } from "./results";
+import {
+  type Decision,
+  failsClosed,
+  holdsSlot,
+  type RefundCall,
+  type RuleCall,
+  type RuleResult,
+} from "./types";
 
 /** The calls of one identity (on a Redis Cluster) or of one endpoint, decided by one script call on it. */
 export interface CallGroup {
@@ -92,15 +99,16 @@ export function admitted(decision: Decision): boolean {
 /**
  * What one group's script call consumed in Redis and a refund must give back: every rule Redis counted,
  * which is every allowing rule of a group Redis allowed (the script writes all of them or none). Concurrency
- * slots are left out: the limiter releases the slots of a request it does not let through anyway.
- * A group that timed out may or may not have been counted; it is not refunded (under-admission, never over).
+ * slots are left out: the limiter releases the slots of a request it does not let through anyway. Each is
+ * priced at the limits its units were taken under (`refundOf`). A group that timed out may or may not have
+ * been counted; it is not refunded (under-admission, never over).
  */
-export function consumedCalls(decision: Decision): RuleCall[] {
+export function consumedCalls(decision: Decision): RefundCall[] {
   if (!decision.allowed) return [];
-  const consumed: RuleCall[] = [];
+  const consumed: RefundCall[] = [];
   for (const r of decision.results) {
     if (r.source === "redis" && r.outcome === "allowed" && !holdsSlot(r.call.algorithm)) {
-      consumed.push(r.call);
+      consumed.push(refundOf(r, r.call.cost));
     }
   }
   return consumed;

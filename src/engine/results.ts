@@ -7,7 +7,7 @@
  * optimized when a few Redis-decided requests come among thousands decided from leases; results shaped by
  * their source would send that code back to the interpreter each time (`node bench/deopts.mjs` shows it).
  */
-import type { Decision, RuleResult } from "./types";
+import type { Decision, RefundCall, RuleResult } from "./types";
 
 /**
  * What a result is made from: `periodMs` and `overridden` may be left out for the call's own terms (only a Redis
@@ -57,3 +57,15 @@ const withoutDelay = (r: RuleResult): RuleResult =>
  */
 export const refusedDecision = (d: Decision): Decision =>
   d.results.some((r) => r.delayMs) ? { ...d, results: d.results.map(withoutDelay) } : d;
+
+/**
+ * The refund of `units` of what `result` consumed (a lease's unspent units, a split decision undone), priced
+ * at the limits they were taken under (`RefundCall.pricedAt`). Only a fixed window's units taken under an
+ * override's own period need that override still in force: elsewhere the script's own tests suffice (a
+ * bucket's TAT, a sliding window's index, a counter still aimed where it was).
+ */
+export function refundOf(result: RuleResult, units: number): RefundCall {
+  const { call, limit, periodMs } = result;
+  const overridden = result.overridden && call.algorithm === "fixed-window" && periodMs !== call.periodMs;
+  return { ...call, cost: units, override: false, pricedAt: { limit, periodMs, overridden } };
+}

@@ -93,7 +93,7 @@ const ARGS_PER_RULE = 7;
 
 /**
  * The mode slot: on/monitor, and whether the rule's override key follows the state keys; in a refund only,
- * also whether the units were priced at that override (`RefundCall.overridden`).
+ * also whether the units were priced at that override (`RefundCall.pricedAt`).
  */
 const MODE_CODE = {
   on: "1",
@@ -164,12 +164,17 @@ export function refundArguments(
   requestId: string,
   whenUs: number,
 ): { keys: string[]; args: string[] } {
-  // A plain decision's groups, reused; a call priced at an override sends that override's key.
-  const sent = calls.map((call) => (call.overridden ? { ...call, override: true } : call));
+  // A plain decision's groups, reused: in each the limits its units were priced at, and the override's key
+  // where they must still be that override's (the mode slot says so).
+  const sent = calls.map(({ pricedAt, ...call }) =>
+    pricedAt
+      ? { ...call, limit: pricedAt.limit, periodMs: pricedAt.periodMs, override: pricedAt.overridden }
+      : call,
+  );
   const { keys, args } = scriptArguments(prefix, sent, requestId);
   const rules = args.slice(args.length - calls.length * ARGS_PER_RULE);
   calls.forEach((call, i) => {
-    if (!call.overridden) return;
+    if (!call.pricedAt?.overridden) return;
     const mode = call.mode === "on" ? MODE_CODE.onPricedAtOverride : MODE_CODE.monitorPricedAtOverride;
     rules[i * ARGS_PER_RULE + MODE_SLOT] = mode;
   });

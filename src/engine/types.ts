@@ -76,18 +76,19 @@ export interface RuleCall {
 }
 
 /**
- * One rule's share of a refund (`Store.refund`): `cost` is the units to give back, priced at the call's
- * `limit` and `periodMs`.
+ * One rule's share of a refund (`Store.refund`): `cost` is the units to give back; the rest is the call as it
+ * was decided (its own limits bound how far back a refund may reach: `outlivesFence` in src/engine/store.ts).
  */
 export interface RefundCall extends RuleCall {
   /**
-   * The units were taken under an override of the identity, of the call's `limit` and `periodMs`: they go
-   * back only while that override is still in force (one that ended by its `ttl` since leaves a counter that
-   * may never have counted them: lua/floodgate.lua's header, "Returned units"). The script reads the
-   * override key whatever `override` says. Absent = priced at the call's limits as they are (`override` as
-   * in a decision).
+   * The limits the units were taken under: the refund is priced at them, not at those in force when it lands
+   * (an override set or ended since must not make it give back more time or count than was taken). Absent =
+   * the limits in force then (`override` as in a decision). `overridden`: a fixed window's units taken under
+   * an override's own period, which go back only while an override of these limits is still in force (one
+   * that ended by its `ttl` may leave a counter that never counted them: lua/floodgate.lua's header,
+   * "Returned units"). Made by `refundOf` (src/engine/results.ts).
    */
-  overridden?: boolean;
+  pricedAt?: { limit: number; periodMs: number; overridden: boolean };
 }
 
 /** Whether `call` answers 503 when Redis cannot decide it: an enforcing rule whose failure policy is `closed`. */
@@ -112,7 +113,7 @@ export interface LeaseGrant {
   whenUs: number;
   /** Token-bucket/GCRA: the TAT the grant wrote, µs (the "when" of its refund); otherwise 0. */
   tatUs: number;
-  /** The period in force at the grant, ms: with its result's limit, the limits its refund is priced at. */
+  /** The period in force at the grant, ms (its result's `periodMs`): a window's return is priced at it. */
   periodMs: number;
 }
 

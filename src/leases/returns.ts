@@ -3,6 +3,7 @@
  * background, sent by the isolate's next request (any identity): no timer keeps a finished request alive
  * for it. README: "Leases".
  */
+import { refundOf } from "../engine/results";
 import type { RefundCall, WaitUntil } from "../engine/types";
 import type { Lease } from "./lease";
 import type { LeaseTable } from "./table";
@@ -39,7 +40,7 @@ export function createSweep(
     lease.left = 0;
     if (units <= 0 || !refund || !waitUntil) return;
     const { rule, identityHash } = lease.call;
-    const returned = refund([returnOf(lease, units)], lease.leaseId, whenOf(lease));
+    const returned = refund([refundOf(lease.result, units)], lease.leaseId, whenOf(lease));
     waitUntil(returned.then(([n]) => n && forget(rule, identityHash)).catch(() => undefined));
   }
 
@@ -50,16 +51,6 @@ export function createSweep(
       if (at - lease.expiresAt <= LATEST_RETURN_MS) returnUnspent(lease, waitUntil);
     }
   };
-}
-
-/**
- * The refund call that gives back `units` of `lease`, priced at the limits they were taken under: an
- * override changed since (a bucket's emission interval longer now) must not give back more time than the
- * lease took, and units taken under an override go back only while it is still in force (`overridden`).
- */
-export function returnOf(lease: Pick<Lease, "call" | "result" | "grant">, units: number): RefundCall {
-  const { limit, overridden } = lease.result;
-  return { ...lease.call, cost: units, limit, periodMs: lease.grant.periodMs, override: false, overridden };
 }
 
 /** The refund's `when` (lua/floodgate.lua's header, REFUND): per algorithm. */

@@ -10,7 +10,7 @@
 import { DEFAULTS } from "../engine/defaults";
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
 import { decisionOf, refusedDecision, ruleResult } from "../engine/results";
-import type { DecideOptions, Decision, RuleCall, RuleResult } from "../engine/types";
+import type { DecideOptions, Decision, RefundCall, RuleCall, RuleResult } from "../engine/types";
 import { BREAKER_RANK } from "./breaker";
 import { type DeciderHealth, deniedFromCache, type ResilientDecider } from "./decider";
 
@@ -26,7 +26,7 @@ export interface ShardedDeciderOptions {
    * decision budget; a rejection is swallowed (the units then stay held until their window or bucket frees
    * them: under-admission only).
    */
-  refund: (shard: number, calls: RuleCall[], requestId: string, ageUs: number) => Promise<unknown>;
+  refund: (shard: number, calls: RefundCall[], requestId: string, ageUs: number) => Promise<unknown>;
   /**
    * Longest a refund may take to reach Redis, ms: the refund call's own timeout. It widens the span the
    * script assumes the units were taken in, so a window edge crossed meanwhile refunds nothing rather than

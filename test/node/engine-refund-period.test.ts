@@ -9,9 +9,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { fenceMsOf, fenceReturns, raiseFence } from "../../src/admin/fence";
 import { overrideKey, resetFenceKey, stateKey } from "../../src/engine/keys";
 import { reaimArguments } from "../../src/engine/script";
+import { consumedCalls } from "../../src/engine/groups";
+import { refundOf } from "../../src/engine/results";
 import { runScript, type Store } from "../../src/engine/store";
-import type { LeaseGrant, RuleCall, RuleResult } from "../../src/engine/types";
-import { returnOf } from "../../src/leases/returns";
+import type { Decision, LeaseGrant, RuleCall, RuleResult } from "../../src/engine/types";
 import { awayFromWindowEdge } from "../support/window-edge";
 import { directRedis, redisNowMs, requestId, ruleCall, sleep, testStore, uniquePrefix } from "./lua-support";
 
@@ -31,7 +32,7 @@ const LIMIT = 10;
 // Every test tells an hour's window from a 2 s one, and takes up to a few seconds: not near an hour's end.
 beforeEach(() => awayFromWindowEdge(HOUR_MS, 20_000, () => redisNowMs(redis)));
 
-type Leased = { call: RuleCall; result: RuleResult; grant: LeaseGrant };
+type Leased = { result: RuleResult; grant: LeaseGrant };
 
 const counterOf = (call: RuleCall) => stateKey(prefix, call.rule, call.identityHash);
 const overrideOf = (call: RuleCall) => overrideKey(prefix, call.rule, call.identityHash);
@@ -90,11 +91,12 @@ async function leased(call: RuleCall, id: string): Promise<Leased> {
   const result = (await store.decide([call], id, { lease: { units: [LIMIT], maxMs: 1000 } })).results[0];
   if (!result?.lease) throw new Error("no lease");
   expect(result.lease.units).toBe(LIMIT / 2);
-  return { call, result, grant: result.lease };
+  return { result, grant: result.lease };
 }
 
-/** The return of the lease's 4 unspent units, as src/leases/returns.ts sends it. */
-const giveBack = (id: string, lease: Leased) => store.refund([returnOf(lease, 4)], id, lease.grant.whenUs);
+/** The return of the lease's 4 unspent units, as src/leases/returns.ts sends it (a bucket's `when`: its TAT). */
+const giveBack = (id: string, { result, grant }: Leased) =>
+  store.refund([refundOf(result, 4)], id, grant.tatUs || grant.whenUs);
 
 /** Whether `cost` more units are admitted now. */
 const admits = async (call: RuleCall, cost: number) =>
@@ -193,6 +195,17 @@ describe("a fixed-window lease taken under an override that ends by its ttl (no 
     while ((await redisNowMs(redis)) % OVERRIDE_MS < OVERRIDE_MS - RULE_MS + 50) await sleep(20);
   }
 
+  /**
+   * The lease's return, which must land in the lease's own window (a loaded machine could miss it, and a
+   * return in the next window gives nothing whatever the fix).
+   */
+  async function giveBackInWindow(id: string, lease: Leased): Promise<number[]> {
+    const given = await giveBack(id, lease);
+    const window = (ms: number) => Math.floor(ms / OVERRIDE_MS);
+    expect(window(await redisNowMs(redis))).toBe(window(lease.grant.whenUs / 1000));
+    return given;
+  }
+
   it("re-aimed by a decision at the rule's window: the rule's last window inside the override's gets nothing", async () => {
     const call = ruleCall({ algorithm: "fixed-window", limit: LIMIT, periodMs: RULE_MS, override: true });
     const id = requestId();
@@ -201,7 +214,7 @@ describe("a fixed-window lease taken under an override that ends by its ttl (no 
     await lastRuleWindow();
     // A counter of its own, ending where the lease's window ends, filled to the limit.
     expect(await admits(call, LIMIT)).toBe(true);
-    expect(await giveBack(id, lease)).toEqual([0]);
+    expect(await giveBackInWindow(id, lease)).toEqual([0]);
     expect(await admits(call, 1)).toBe(false);
   });
 
@@ -213,7 +226,7 @@ describe("a fixed-window lease taken under an override that ends by its ttl (no 
     await lastRuleWindow();
     expect(await redis.exists(resetFenceKey(prefix, call.rule, call.identityHash))).toBe(0);
     expect(await admits(call, LIMIT)).toBe(true);
-    expect(await giveBack(id, lease)).toEqual([0]);
+    expect(await giveBackInWindow(id, lease)).toEqual([0]);
     expect(await admits(call, 1)).toBe(false);
   });
 
@@ -228,7 +241,96 @@ describe("a fixed-window lease taken under an override that ends by its ttl (no 
     await lastRuleWindow();
     // The set override's counter, ending where the lease's window ends, never counted the lease.
     expect(await admits(call, LIMIT)).toBe(true);
-    expect(await giveBack(id, lease)).toEqual([0]);
+    expect(await giveBackInWindow(id, lease)).toEqual([0]);
+    expect(await admits(call, 1)).toBe(false);
+  });
+});
+
+describe("units taken under an override that ends by its ttl, where no counter can be mistaken for theirs", () => {
+  it("fixed-window, the override without a period of its own: the counter that counted the lease takes it back", async () => {
+    const call = ruleCall({ algorithm: "fixed-window", limit: LIMIT, periodMs: HOUR_MS, override: true });
+    await redis
+      .multi()
+      .hset(overrideOf(call), { limit: 2 * LIMIT })
+      .pexpire(overrideOf(call), 300)
+      .exec();
+    const id = requestId();
+    const result = (await store.decide([call], id, { lease: { units: [LIMIT], maxMs: 1000 } })).results[0];
+    if (!result?.lease) throw new Error("no lease");
+    expect(result.overridden).toBe(true);
+    while ((await redis.exists(overrideOf(call))) === 1) await sleep(20);
+    expect(await store.refund([refundOf(result, 4)], id, result.lease.whenUs)).toEqual([4]);
+  });
+
+  it("token-bucket: the TAT still the lease's, its units come back, at the override's interval", async () => {
+    // The rule: 10 a second; the override: 10 in 10 s (1 s a unit), for 300 ms.
+    const call = ruleCall({
+      algorithm: "token-bucket",
+      limit: LIMIT,
+      periodMs: 1000,
+      burst: LIMIT,
+      override: true,
+    });
+    await redis
+      .multi()
+      .hset(overrideOf(call), { limit: LIMIT, period: 10_000 })
+      .pexpire(overrideOf(call), 300)
+      .exec();
+    const id = requestId();
+    const lease = await leased(call, id);
+    expect(lease.result.overridden).toBe(true);
+    while ((await redis.exists(overrideOf(call))) === 1) await sleep(20);
+    const tatUs = Number(await redis.get(counterOf(call)));
+    expect(await giveBack(id, lease)).toEqual([4]);
+    expect(Number(await redis.get(counterOf(call)))).toBe(tatUs - 4 * 1_000_000);
+  });
+});
+
+describe("a split decision undone after the override it was decided under ended by its ttl", () => {
+  /** The refund a split decision's allowing group gets (src/resilience/sharded.ts): `when` = "-<age>". */
+  const undo = (decision: Decision, id: string, decidedAt: number) =>
+    store.refund(consumedCalls(decision), id, -(Date.now() - decidedAt + 100) * 1000);
+
+  it("fixed-window, the override's 2 s: nothing lands in the rule's hour counter made since", async () => {
+    const call = ruleCall({ algorithm: "fixed-window", limit: LIMIT, periodMs: HOUR_MS, override: true });
+    // Late in a 2 s window, so that the override's counter ends soon after the override does.
+    await windowJustBegun(SHORT_MS, 100);
+    await sleep(1500);
+    await overrideFor(call, SHORT_MS, 300);
+    const id = requestId();
+    const decidedAt = Date.now();
+    const decision = await store.decide([{ ...call, cost: 4 }], id);
+    expect(decision.results[0]?.overridden).toBe(true);
+    await untilExpired(call);
+    expect(await redis.exists(overrideOf(call))).toBe(0);
+    // The rule's hour again: a counter of its own, filled to the limit.
+    expect(await admits(call, LIMIT)).toBe(true);
+    expect(await undo(decision, id, decidedAt)).toEqual([0]);
+    expect(await admits(call, 1)).toBe(false);
+  });
+
+  it("token-bucket: the units go back at the interval they were taken at, not the rule's", async () => {
+    // The rule: 10 in 10 s (1 s a unit); the override: 100 a second, burst 10 (10 ms a unit), for 300 ms.
+    const call = ruleCall({
+      algorithm: "token-bucket",
+      limit: LIMIT,
+      periodMs: 10_000,
+      burst: LIMIT,
+      override: true,
+    });
+    await redis
+      .multi()
+      .hset(overrideOf(call), { limit: 100, period: 1000, burst: LIMIT })
+      .pexpire(overrideOf(call), 300)
+      .exec();
+    const id = requestId();
+    const decidedAt = Date.now();
+    const decision = await store.decide([{ ...call, cost: 5 }], id);
+    expect(decision.results[0]?.overridden).toBe(true);
+    while ((await redis.exists(overrideOf(call))) === 1) await sleep(20);
+    expect(await admits(call, LIMIT)).toBe(true); // the rule's whole bucket
+    await undo(decision, id, decidedAt);
+    // 50 ms given back, not 5 s: not one more unit.
     expect(await admits(call, 1)).toBe(false);
   });
 });
