@@ -128,6 +128,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     // rather than ask Redis one by one, while it leased something and within the request's budget.
     const startedAt = at;
     let backlog = 0; // requests still waiting for the same calls: the next lease is sized for them too
+    let spent = false; // the whole budget waited out (the clock may read a ms short of it)
     for (
       let waits = 0;
       waits < MAX_WAITS && opts.budgetMs !== undefined && leases.includes(undefined);
@@ -149,6 +150,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
         flying.forEach((call, i) => {
           table.lost(call, flights[i] as Flight);
         });
+        spent = true;
         break;
       }
       if (!granted.every(Boolean) || at - startedAt >= opts.budgetMs) break;
@@ -159,7 +161,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     const budget =
       at === startedAt || opts.budgetMs === undefined
         ? opts
-        : { ...opts, budgetMs: Math.max(0, opts.budgetMs - (at - startedAt)) };
+        : { ...opts, budgetMs: spent ? 0 : Math.max(0, opts.budgetMs - (at - startedAt)) };
     // Rules that still hold a lease with room keep it; the others may ask for one, one request at a time,
     // for the requests still waiting behind this one too.
     const units = calls.map((call, i) => {
