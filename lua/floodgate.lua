@@ -94,6 +94,11 @@ A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_
     gcra            spent at grant + life: GCRA's TAT only grows with later arrivals, so that is the largest
                     TAT any spending of them could give; life <= a quarter of the bucket's capacity (the
                     refill until then is lost: a quarter bounds it)
+  All of which holds while the limits stay those of the grant. An override with a ttl ends with no admin call
+  to revoke leases (an admin change revokes them: src/leases/index.ts), and after it a window's counter is
+  re-aimed at the rule's period, a sliding window's state read under another, a bucket priced at another
+  interval: so a lease granted under an override lives no longer than the override has left (its PTTL, read
+  by LEASE calls only: one command more per lease call of an identity with an override).
   Returned units (REFUND) only undo units never spent: counters and sorted sets are additive; a TAT moves
   back only while the lease's write is still the TAT (no arrival, other lease, reset or refill past it
   since: then its top units are exactly the lease's unspent ones), never below now.
@@ -569,11 +574,15 @@ for i = 1, n do
   local cost_arg = ARGV[at + COST]
   local cost = cost_arg == "1" and 1 or tonumber(cost_arg) -- units
   local key = KEYS[i]
+  local override_left -- ms the override in force has left (a lease never outlives it); -1: no ttl
   if mode == "3" or mode == "2" then
     -- Read here, in the same atomic call, so "read override" and "apply limit" cannot race.
     override_at = override_at + 1
     local exists, o_limit, o_period, o_burst = read_override(KEYS[override_at])
     if exists then
+      if lease then
+        override_left = redis.call("PTTL", KEYS[override_at])
+      end
       if o_limit then
         limit = o_limit
         burst = o_burst or o_limit
@@ -854,6 +863,9 @@ for i = 1, n do
       life = math.min(life, floor(burst * ceil(period_us / limit) / 4000))
     else -- sliding-log: within the extra life every write gives the key (phase 2)
       life = math.min(life, period, LEASE_HORIZON_MS)
+    end
+    if override_left and override_left >= 0 then
+      life = math.min(life, override_left) -- spent only under the limits it was granted under
     end
     local units = math.min(wanted, math.max(cost, floor(avail / 2)), avail)
     if life >= 10 and units > cost then

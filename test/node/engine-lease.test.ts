@@ -5,6 +5,7 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { overrideKey } from "../../src/engine/keys";
 import type { Store } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
 import { directRedis, peekRemaining, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
@@ -62,6 +63,22 @@ describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", 
       const back = await store.refund([{ ...call, cost: 29 }], id, when);
       expect(back).toEqual([29]);
       await expectLeft(call, after + 29);
+    });
+
+    it("under an override with a ttl, lives no longer than the override has left: it ends with no admin call", async () => {
+      const call = ruleCall({ algorithm, limit: 100, periodMs: 600_000, override: true });
+      const key = overrideKey(prefix, call.rule, call.identityHash);
+      const leaseOf = async () => {
+        const decision = await store.decide([call], requestId(), { lease: { units: [30], maxMs: 1000 } });
+        expect(decision.results[0]?.overridden).toBe(true);
+        return decision.results[0]?.lease;
+      };
+      await redis.hset(key, { limit: 200 });
+      expect((await leaseOf())?.lifeMs).toBeGreaterThan(900); // no ttl: as long as asked
+      await redis.pexpire(key, 300);
+      const lease = await leaseOf();
+      expect(lease?.lifeMs).toBeGreaterThanOrEqual(10);
+      expect(lease?.lifeMs).toBeLessThanOrEqual(300);
     });
   },
 );
