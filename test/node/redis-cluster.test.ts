@@ -388,9 +388,13 @@ describe("a master killed", () => {
     const victim = await ownerOf(stateKey(prefix, call.rule, call.identityHash));
     const node = cluster.nodes.find((n) => n.port === victim);
     if (!node) throw new Error("unreachable");
-    // The replica has the writes above before its master dies (WAIT answers as soon as it has acknowledged
-    // them; a loaded machine may take longer than a second).
-    expect(await (masters.get(victim) as IORedis).wait(1, 10_000)).toBe(1);
+    // The replica has the writes above before its master dies. WAIT only waits for the writes of the
+    // connection that sends it (one that wrote nothing is answered at once), and the REST server made the
+    // writes above: so this connection writes after them, in the same slot, and waits for that (replication
+    // is one ordered stream; a loaded machine may take longer than a second).
+    const master = masters.get(victim) as IORedis;
+    await master.set(`${stateKey(prefix, call.rule, call.identityHash)}:barrier`, "1", "PX", 60_000);
+    expect(await master.wait(1, 10_000)).toBe(1);
     await node.kill();
 
     const failures = new Set<string>();
