@@ -103,7 +103,7 @@ A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_
   back only while the lease's write is still the TAT (no arrival, other lease, reset or refill past it
   since: then its top units are exactly the lease's unspent ones), never below now.
   And they go back only into the state that counted them, though an override may have changed the period
-  since: a return is priced at the period P its lease was granted under (src/leases/returns.ts), not the
+  since: a return is priced at the period P its lease was granted under (src/engine/results.ts), not the
   one in force. A fixed-window counter C that counted units at `when` was live then; the next counter for
   the key exists only once C is gone. Were the window test alone asked ("is now in `when`'s window of P"),
   a counter created after C in that window under a shorter period Q (the override removed, or one set,
@@ -166,7 +166,9 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
   decision's within its timeout (5 s). These bounds hold for limits known at the reset. A lease granted under
   an override replaced before the reset may still be returned after it (an isolate sends its returns before
   it hears of the change): the override's set or removal left a fence sized for the limits it replaced, and
-  a reset only raises a fence, never shortens one (SET NX, PEXPIRE GT: src/admin/fence.ts).
+  a reset only raises a fence, never shortens one (SET NX, PEXPIRE GT: src/admin/fence.ts). One that ended
+  by its ttl left no fence, and a reset after it fences for the rule's own limits only: units priced at such
+  an override give nothing where that could matter (mode 5 | 4: a fixed window under its period, a bucket).
 Short replies, for ONE rule allowed on a fast path (an array costs Redis more to send, per element):
   fixed-window on a live counter: the remaining units, an integer     (= { 1, 1, limit, remaining, -1, -1 })
   token-bucket, gcra, sliding-window: { remaining, reset_after_ms, retry_after_ms }
@@ -411,7 +413,7 @@ end
 
 -- Refund (call "3"): give back `cost` units each rule consumed at `when` (see the header). Its own block, so
 -- the decision paths below stay as they are; rare (lease returns, undoing a split decision), so it reads
--- the clock and the override unconditionally. Never gives back more than the state still holds.
+-- the clock unconditionally. Never gives back more than the state still holds.
 if call == "3" then
   local time = redis.call("TIME")
   now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])

@@ -60,12 +60,17 @@ export const refusedDecision = (d: Decision): Decision =>
 
 /**
  * The refund of `units` of what `result` consumed (a lease's unspent units, a split decision undone), priced
- * at the limits they were taken under (`RefundCall.pricedAt`). Only a fixed window's units taken under an
- * override's own period need that override still in force: elsewhere the script's own tests suffice (a
- * bucket's TAT, a sliding window's index, a counter still aimed where it was).
+ * at the limits they were taken under (`RefundCall.pricedAt`). Units taken under an override go back only
+ * while it is still in force where its end matters: a fixed window under the override's own period (a counter
+ * of the rule's own period may end where theirs did, without having counted them) and a bucket (a reset after
+ * the override ended by its `ttl` fences for the rule's own capacity only, which may be shorter). Elsewhere
+ * the script's own tests suffice: a sliding window's index, a counter still aimed where it was.
  */
 export function refundOf(result: RuleResult, units: number): RefundCall {
   const { call, limit, periodMs } = result;
-  const overridden = result.overridden && call.algorithm === "fixed-window" && periodMs !== call.periodMs;
+  const { algorithm } = call;
+  const bucket = algorithm === "token-bucket" || algorithm === "gcra";
+  const overridden =
+    result.overridden && (bucket || (algorithm === "fixed-window" && periodMs !== call.periodMs));
   return { ...call, cost: units, override: false, pricedAt: { limit, periodMs, overridden } };
 }

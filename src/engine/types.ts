@@ -83,10 +83,10 @@ export interface RefundCall extends RuleCall {
   /**
    * The limits the units were taken under: the refund is priced at them, not at those in force when it lands
    * (an override set or ended since must not make it give back more time or count than was taken). Absent =
-   * the limits in force then (`override` as in a decision). `overridden`: a fixed window's units taken under
-   * an override's own period, which go back only while an override of these limits is still in force (one
-   * that ended by its `ttl` may leave a counter that never counted them: lua/floodgate.lua's header,
-   * "Returned units"). Made by `refundOf` (src/engine/results.ts).
+   * the limits in force then (`override` as in a decision). `overridden`: units taken under an override, which
+   * go back only while an override of these limits is still in force (one that ended by its `ttl` may leave
+   * state that never counted them: lua/floodgate.lua's header, "Returned units"); `refundOf`
+   * (src/engine/results.ts) sets it where that matters.
    */
   pricedAt?: { limit: number; periodMs: number; overridden: boolean };
 }
@@ -113,7 +113,7 @@ export interface LeaseGrant {
   whenUs: number;
   /** Token-bucket/GCRA: the TAT the grant wrote, µs (the "when" of its refund); otherwise 0. */
   tatUs: number;
-  /** The period in force at the grant, ms (its result's `periodMs`): a window's return is priced at it. */
+  /** The period in force at the grant, ms: the same as its result's `periodMs`. */
   periodMs: number;
 }
 

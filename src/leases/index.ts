@@ -158,10 +158,11 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     if (leases.every((lease) => lease !== undefined)) {
       return spend(calls, leases as Lease[], at, requestId, opts.waitUntil);
     }
-    const budget =
-      at === startedAt || opts.budgetMs === undefined
+    const budget = spent
+      ? { ...opts, budgetMs: 0 }
+      : at === startedAt || opts.budgetMs === undefined
         ? opts
-        : { ...opts, budgetMs: spent ? 0 : Math.max(0, opts.budgetMs - (at - startedAt)) };
+        : { ...opts, budgetMs: Math.max(0, opts.budgetMs - (at - startedAt)) };
     // Rules that still hold a lease with room keep it; the others may ask for one, one request at a time,
     // for the requests still waiting behind this one too.
     const units = calls.map((call, i) => {

@@ -8,7 +8,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { overrideKey } from "../../src/engine/keys";
 import type { Store } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
-import { directRedis, peekRemaining, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
+import { awayFromWindowEdge } from "../support/window-edge";
+import {
+  directRedis,
+  peekRemaining,
+  redisNowMs,
+  requestId,
+  ruleCall,
+  testStore,
+  uniquePrefix,
+} from "./lua-support";
 
 let redis: IORedis;
 let store: Store;
@@ -74,6 +83,7 @@ describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", 
         return decision.results[0]?.lease;
       };
       await redis.hset(key, { limit: 200 });
+      await awayFromWindowEdge(600_000, 2000, () => redisNowMs(redis)); // a window's edge would end it sooner
       expect((await leaseOf())?.lifeMs).toBeGreaterThan(900); // no ttl: as long as asked
       await redis.pexpire(key, 300);
       const lease = await leaseOf();

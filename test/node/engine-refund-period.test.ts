@@ -1,14 +1,16 @@
 /**
- * A lease's return after an override changed the period, on real Redis through the local REST server: the
- * return is priced at the period the lease was granted under (src/leases/returns.ts), and gives nothing back
- * into state that did not count its units (lua/floodgate.lua's header, "Returned units"). Fixed windows run
- * in real time: their counters expire on Redis's own clock.
+ * A refund (a lease's return, a split decision undone) after an override changed the period or ended by its
+ * ttl, on real Redis through the local REST server: it is priced at the limits the units were taken under
+ * (`refundOf`, src/engine/results.ts), and gives nothing back into state that did not count them
+ * (lua/floodgate.lua's header, "Returned units"). Fixed windows run in real time: their counters expire on
+ * Redis's own clock.
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { fenceMsOf, fenceReturns, raiseFence } from "../../src/admin/fence";
 import { overrideKey, resetFenceKey, stateKey } from "../../src/engine/keys";
 import { reaimArguments } from "../../src/engine/script";
+import { DEFAULTS } from "../../src/engine/defaults";
 import { consumedCalls } from "../../src/engine/groups";
 import { refundOf } from "../../src/engine/results";
 import { runScript, type Store } from "../../src/engine/store";
@@ -179,10 +181,10 @@ describe("a fixed-window lease taken under an override that ends by its ttl (no 
   const RULE_MS = 1000;
   const OVERRIDE_MS = 4000;
 
-  /** A lease taken early in a 4 s window, under an override of 4 s that lives 300 ms; the override gone. */
+  /** A lease taken early in a 4 s window, under an override of 4 s that lives 600 ms; the override gone. */
   async function leasedUnderEndingOverride(call: RuleCall, id: string): Promise<Leased> {
     await windowJustBegun(OVERRIDE_MS, 200);
-    await overrideFor(call, OVERRIDE_MS, 300);
+    await overrideFor(call, OVERRIDE_MS, 600);
     const lease = await leased(call, id);
     expect(lease.result.overridden).toBe(true);
     expect(lease.grant.periodMs).toBe(OVERRIDE_MS);
@@ -252,7 +254,7 @@ describe("units taken under an override that ends by its ttl, where no counter c
     await redis
       .multi()
       .hset(overrideOf(call), { limit: 2 * LIMIT })
-      .pexpire(overrideOf(call), 300)
+      .pexpire(overrideOf(call), 600)
       .exec();
     const id = requestId();
     const result = (await store.decide([call], id, { lease: { units: [LIMIT], maxMs: 1000 } })).results[0];
@@ -262,8 +264,8 @@ describe("units taken under an override that ends by its ttl, where no counter c
     expect(await store.refund([refundOf(result, 4)], id, result.lease.whenUs)).toEqual([4]);
   });
 
-  it("token-bucket: the TAT still the lease's, its units come back, at the override's interval", async () => {
-    // The rule: 10 a second; the override: 10 in 10 s (1 s a unit), for 300 ms.
+  it("token-bucket: its units come back at the override's interval while it is in force; none once it has ended", async () => {
+    // The rule: 10 a second; the override: 10 in 10 s (1 s a unit).
     const call = ruleCall({
       algorithm: "token-bucket",
       limit: LIMIT,
@@ -271,32 +273,38 @@ describe("units taken under an override that ends by its ttl, where no counter c
       burst: LIMIT,
       override: true,
     });
-    await redis
-      .multi()
-      .hset(overrideOf(call), { limit: LIMIT, period: 10_000 })
-      .pexpire(overrideOf(call), 300)
-      .exec();
+    await redis.hset(overrideOf(call), { limit: LIMIT, period: 10_000 });
     const id = requestId();
     const lease = await leased(call, id);
     expect(lease.result.overridden).toBe(true);
-    while ((await redis.exists(overrideOf(call))) === 1) await sleep(20);
     const tatUs = Number(await redis.get(counterOf(call)));
     expect(await giveBack(id, lease)).toEqual([4]);
     expect(Number(await redis.get(counterOf(call)))).toBe(tatUs - 4 * 1_000_000);
+    // Ended by its ttl: a reset since would have fenced for the rule's capacity (1 s) alone.
+    const next = { ...call, identityHash: `${call.identityHash}-next` };
+    await overrideFor(next, 10_000, 600);
+    const other = requestId();
+    const ending = await leased(next, other);
+    while ((await redis.exists(overrideOf(next))) === 1) await sleep(20);
+    expect(await giveBack(other, ending)).toEqual([0]);
   });
 });
 
 describe("a split decision undone after the override it was decided under ended by its ttl", () => {
-  /** The refund a split decision's allowing group gets (src/resilience/sharded.ts): `when` = "-<age>". */
+  /**
+   * The refund a split decision's allowing group gets (src/resilience/sharded.ts): `when` = "-<age>", the
+   * decision's time plus the refund's own timeout.
+   */
   const undo = (decision: Decision, id: string, decidedAt: number) =>
-    store.refund(consumedCalls(decision), id, -(Date.now() - decidedAt + 100) * 1000);
+    store.refund(consumedCalls(decision), id, -(Date.now() - decidedAt + DEFAULTS.adminTimeoutMs + 1) * 1000);
 
   it("fixed-window, the override's 2 s: nothing lands in the rule's hour counter made since", async () => {
     const call = ruleCall({ algorithm: "fixed-window", limit: LIMIT, periodMs: HOUR_MS, override: true });
-    // Late in a 2 s window, so that the override's counter ends soon after the override does.
+    // Late in a 2 s window, so that the override's counter ends soon after the override does. (Priced at the
+    // override's 2 s, the refund's span holds a window edge: that alone stops it.)
     await windowJustBegun(SHORT_MS, 100);
-    await sleep(1500);
-    await overrideFor(call, SHORT_MS, 300);
+    await sleep(1200);
+    await overrideFor(call, SHORT_MS, 600);
     const id = requestId();
     const decidedAt = Date.now();
     const decision = await store.decide([{ ...call, cost: 4 }], id);
@@ -310,7 +318,7 @@ describe("a split decision undone after the override it was decided under ended 
   });
 
   it("token-bucket: the units go back at the interval they were taken at, not the rule's", async () => {
-    // The rule: 10 in 10 s (1 s a unit); the override: 100 a second, burst 10 (10 ms a unit), for 300 ms.
+    // The rule: 10 in 10 s (1 s a unit); the override: 100 a second, burst 10 (10 ms a unit), for 600 ms.
     const call = ruleCall({
       algorithm: "token-bucket",
       limit: LIMIT,
@@ -321,7 +329,7 @@ describe("a split decision undone after the override it was decided under ended 
     await redis
       .multi()
       .hset(overrideOf(call), { limit: 100, period: 1000, burst: LIMIT })
-      .pexpire(overrideOf(call), 300)
+      .pexpire(overrideOf(call), 600)
       .exec();
     const id = requestId();
     const decidedAt = Date.now();
@@ -333,4 +341,35 @@ describe("a split decision undone after the override it was decided under ended 
     // 50 ms given back, not 5 s: not one more unit.
     expect(await admits(call, 1)).toBe(false);
   });
+});
+
+it("a refund of several rules, some priced at an override: each rule reads its own override, whatever the order", async () => {
+  const identityHash = ruleCall({ algorithm: "fixed-window" }).identityHash;
+  const priced = (rule: string) =>
+    ruleCall({
+      algorithm: "fixed-window",
+      rule,
+      identityHash,
+      limit: LIMIT,
+      periodMs: SHORT_MS,
+      override: true,
+    });
+  const [a, c] = [priced("a"), priced("c")];
+  const b = ruleCall({
+    algorithm: "sliding-window",
+    rule: "b",
+    identityHash,
+    limit: LIMIT,
+    periodMs: HOUR_MS,
+  });
+  for (const call of [a, c]) await redis.hset(overrideOf(call), { limit: LIMIT, period: HOUR_MS });
+  const id = requestId();
+  const decision = await store.decide(
+    [a, b, c].map((call) => ({ ...call, cost: 3 })),
+    id,
+  );
+  expect(decision.results.map((r) => r.overridden)).toEqual([true, false, true]);
+  // Only c's override changes: only c's units stay where they are.
+  await redis.hset(overrideOf(c), { limit: LIMIT + 1 });
+  expect(await store.refund(consumedCalls(decision), id, 0)).toEqual([3, 3, 0]);
 });
