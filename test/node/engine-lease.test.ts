@@ -78,17 +78,17 @@ describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", 
       const call = ruleCall({ algorithm, limit: 100, periodMs: 600_000, override: true });
       const key = overrideKey(prefix, call.rule, call.identityHash);
       const leaseOf = async () => {
-        const decision = await store.decide([call], requestId(), { lease: { units: [30], maxMs: 1000 } });
+        const decision = await store.decide([call], requestId(), { lease: { units: [30], maxMs: 5000 } });
         expect(decision.results[0]?.overridden).toBe(true);
         return decision.results[0]?.lease;
       };
       await redis.hset(key, { limit: 200 });
-      await awayFromWindowEdge(600_000, 2000, () => redisNowMs(redis)); // a window's edge would end it sooner
-      expect((await leaseOf())?.lifeMs).toBeGreaterThan(900); // no ttl: as long as asked
-      await redis.pexpire(key, 300);
+      await awayFromWindowEdge(600_000, 6000, () => redisNowMs(redis)); // a window's edge would end it sooner
+      expect((await leaseOf())?.lifeMs).toBeGreaterThan(4000); // no ttl: as long as asked
+      await redis.pexpire(key, 2000);
       const lease = await leaseOf();
-      expect(lease?.lifeMs).toBeGreaterThanOrEqual(10);
-      expect(lease?.lifeMs).toBeLessThanOrEqual(300);
+      expect(lease?.lifeMs).toBeGreaterThanOrEqual(1000); // (a loaded machine may take a while to ask)
+      expect(lease?.lifeMs).toBeLessThanOrEqual(2000);
     });
   },
 );
