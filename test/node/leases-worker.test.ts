@@ -5,7 +5,7 @@
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
-import { hashIdentity, stateKey } from "../../src/engine/keys";
+import { hashIdentity, overrideKey, stateKey } from "../../src/engine/keys";
 import { startEchoOrigin } from "../support/echo-origin.mjs";
 import { startWorker } from "../support/miniflare-worker.mjs";
 import { waitUntilRestReachesRedis } from "../support/rest-ready";
@@ -41,6 +41,14 @@ const RULES = [
     key: "ip",
     algorithm: "fixed-window",
     limit: 100_000,
+    period: "1h",
+  },
+  {
+    name: "raised",
+    match: { path: "/raised/*" },
+    key: "ip",
+    algorithm: "fixed-window",
+    limit: 5,
     period: "1h",
   },
   { name: "slots", match: { path: "/slow" }, key: "ip", algorithm: "concurrency", limit: 2 },
@@ -220,6 +228,32 @@ it("an override set through one instance revokes the other's lease within about 
   expect(firstDenied).toBeDefined();
   expect(firstDenied).toBeLessThan(2000);
   expect(after.every((status) => status === 429)).toBe(true);
+}, 30_000);
+
+it("an override that ends by its ttl ends the leases granted under it: nothing revokes them then", async () => {
+  await awayFromHourEdge(10_000);
+  const ip = freshIp();
+  const put = await a.fetch(`/__floodgate/overrides/raised/${ip}`, {
+    method: "PUT",
+    headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ limit: 100_000, ttl: 2 }),
+  });
+  expect(put.status).toBe(200);
+  const override = overrideKey(PREFIX, "raised", await hashIdentity(ip));
+  // Hot under the raised limit, through the instance that set it (it applies there at once): leased.
+  let leased = 0;
+  for (let i = 0; (await direct.pttl(override)) > 300; i++) {
+    const { status, timing } = await send(a, `/raised/${i}`, ip);
+    expect(status).toBe(200);
+    if (timing.includes('desc="lease"')) leased++;
+  }
+  expect(leased).toBeGreaterThan(0);
+  while ((await direct.exists(override)) === 1) await sleep(10);
+  // The rule's own 5 an hour again, long spent: a lease (up to 3 s here) granted under the override would
+  // have admitted on.
+  const after: number[] = [];
+  for (let i = 0; i < 10; i++) after.push((await send(a, `/raised/after-${i}`, ip)).status);
+  expect(after).toEqual(Array(10).fill(429));
 }, 30_000);
 
 it("a request with a concurrency rule and a leased rule stays all-or-nothing, decided in Redis", async () => {
