@@ -19,8 +19,10 @@ KEYS:
   present for a while after an admin reset of that state (below, "Why a reset's fence may be short"); read only
 ARGV:
   ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log,
-           concurrency or shed rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] peek ("1" = evaluate
-           with the given cost but write nothing: the admin API), ARGV[4] time offset, ms added to Redis
+           concurrency or shed rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] "1" peek (evaluate
+           with the given cost but write nothing: the admin API) | "2" stamped (the reply carries the stamps,
+           below, whenever the request is allowed: a split decision's refund needs them) | "0" neither,
+           ARGV[4] time offset, ms added to Redis
            TIME (tests that travel in time; fixed-window counters expire on Redis's real clock, so for them
            only offsets within one window hold)
            | "3" REFUND: give back units consumed earlier: ARGV[2] the request id they were consumed under
@@ -48,7 +50,8 @@ ARGV:
     slot 3 period     ms (concurrency: lease after which an unreleased slot is freed)
     slot 4 burst      token-bucket capacity / gcra burst (units a fresh identity may spend at once)
     slot 5 cost       units this request consumes, >= 1 (ignored by concurrency: one slot)
-    slot 6 delay      ms a token-bucket/gcra request over the rate may be held for its slot; "0" = deny
+    slot 6 delay      ms a token-bucket/gcra request over the rate may be held for its slot; "0" = deny;
+                      in a REFUND: a token-bucket/gcra rule's TAT its units' decision wrote (µs; "0" = none)
 
 Returns an array of integers only: { allowed, then 5 per rule }
   [1]          1 if every `on` rule allows (and then every allowing rule was written), else 0
@@ -61,10 +64,11 @@ Returns an array of integers only: { allowed, then 5 per rule }
                (cost exceeds capacity: never, so until more quota is available, as allowed; a limit of
                0: one period; a rule with a delay: when it would fit in the queue);
                allowed: until more quota is available, 0 when full; delayed: the wait until its slot
-  A reply where some rule was delayed and the request allowed (so written) carries 2 more per rule after
-  the groups (and after a LEASE call's appendix, below, when there is one): for rule i, first the TAT this
-  call wrote (µs), then the TAT it replaced (µs), 0 and 0 for a rule that is not token-bucket/gcra or was
-  not written: the stamps of a give-back call.
+  A reply where some rule was delayed, or a stamped call's (ARGV[3] "2") with some token-bucket/gcra rule,
+  and the request allowed (so written), carries 2 more per rule after the groups (and after a LEASE call's
+  appendix, below, when there is one): for rule i, first the TAT this call wrote (µs), then the TAT it
+  replaced (µs), 0 and 0 for a rule that is not token-bucket/gcra or was not written: the stamps of a
+  give-back call, and of a split decision's refund.
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/reply.ts).
   A reply where an override of the identity applied to some rule carries, last of all (after the stamps,
@@ -133,7 +137,11 @@ A REFUND call returns one integer per rule instead: the units actually given bac
                     window is still the current one
     token-bucket,   the TAT moves back by units * emission interval, never below now (what has refilled since
     gcra            stays refilled); `when` > 0 is the TAT the units' lease wrote, and the TAT moves back only
-                    while it is still that one
+                    while it is still that one; a split decision's stamp (the delay slot: the TAT the decision
+                    wrote, W) caps it at W - now. The bucket's excess over what it would hold had the decision
+                    never come shrinks only while the clock is past that TAT, so it is at least units * interval
+                    - (now - decision) >= W - now; the rest may have refilled a full bucket, the refill been
+                    spent by later arrivals, and given back again it would admit them twice
     sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
                     with `when` unknown, the request id's members still in the window
     concurrency     ZREM of the request id's slot (units ignored)
@@ -275,6 +283,7 @@ end
 local call = ARGV[1]
 local request_id = call ~= "0" and ARGV[2] or "" -- only sliding-log, concurrency and shed rules use it
 local peek = call == "2" and ARGV[3] == "1"
+local stamped = call == "2" and ARGV[3] == "2" -- the reply carries every written bucket's stamps
 local offset_ms = call == "2" and tonumber(ARGV[4]) or 0 -- ms; 0 in production
 local first = call == "0" and 2 or call == "1" and 3 or (call == "3" or call == "4") and 4 or 5 -- rule 1's first slot
 local lease = call == "4" -- a LEASE call: one more slot per rule after the groups (see the header)
@@ -485,20 +494,29 @@ if call == "3" then
       -- The TAT moves back by the units' emission intervals, never below now: what has refilled since stays
       -- refilled. A lease's return (`when` > 0: the TAT the lease wrote) only while that write is still the
       -- TAT: after any other arrival, a reset, or a refill past it, its units may stand for someone else's.
+      -- A split decision's refund (its stamp in the delay slot: the TAT it wrote) gives back at most the time
+      -- between now and that TAT (see the header). Without a stamp, all of it.
       local floor_us = now_us
       local tat_us = tonumber(redis.pcall("GET", key))
       local written_us = tonumber(ARGV[3])
+      local decided_us = tonumber(ARGV[at + DELAY]) -- µs; 0 = no stamp
       if written_us > 0 and tat_us ~= written_us then
         tat_us = nil
       end
       if tat_us and tat_us > floor_us then
         local interval_us = ceil(period_us / limit)
-        local back_us = tat_us - units * interval_us
-        if back_us < floor_us then
-          back_us = floor_us
+        local owed_us = units * interval_us
+        if decided_us > 0 then
+          owed_us = math.min(owed_us, decided_us - now_us)
         end
-        given = math.min(units, ceil((tat_us - back_us) / interval_us))
-        redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
+        if owed_us > 0 then
+          local back_us = tat_us - owed_us
+          if back_us < floor_us then
+            back_us = floor_us
+          end
+          given = math.min(units, ceil((tat_us - back_us) / interval_us))
+          redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
+        end
       end
     elseif algorithm == LOG then
       -- The members this call's request id recorded at `when` (`<id>:<when µs>:<unit>`); when unknown, any
@@ -1016,8 +1034,8 @@ if lease then -- after the groups: units, life, TAT and period of each rule's le
   end
   reply[at + 4 * n + 1] = now_us
 end
-if delayed_any and allowed and not peek then
-  -- The stamps a give-back call needs (see the header), after the groups.
+if (delayed_any or stamped and stamps) and allowed and not peek then
+  -- The stamps a give-back call or a split decision's refund needs (see the header), after the groups.
   for i = 1, n do
     local stamp = stamps[i]
     reply[#reply + 1] = stamp and stamp[1] or 0

@@ -7,7 +7,7 @@
  */
 
 import { BoundedMap } from "../util/bounded-map";
-import type { Algorithm } from "./types";
+import { type Algorithm, isBucket } from "./types";
 
 const encoder = new TextEncoder();
 
@@ -81,7 +81,7 @@ export function resetFenceMs(algorithm: Algorithm, limits: readonly FenceLimits[
     let ms = 0;
     if (algorithm === "fixed-window" || algorithm === "sliding-window") {
       ms = periodMs;
-    } else if ((algorithm === "token-bucket" || algorithm === "gcra") && limit > 0) {
+    } else if (isBucket(algorithm) && limit > 0) {
       // As the script works it out: whole µs per unit; a lease lives at most a quarter of the capacity, in
       // whole ms. +1: Redis counts a PX from the reset's whole ms, while the TAT counts from its µs.
       const capacityUs = burst * Math.ceil((periodMs * 1000) / limit);

@@ -7,7 +7,7 @@
  * optimized when a few Redis-decided requests come among thousands decided from leases; results shaped by
  * their source would send that code back to the interpreter each time (`node bench/deopts.mjs` shows it).
  */
-import type { Decision, RefundCall, RuleResult } from "./types";
+import { type Decision, isBucket, type RefundCall, type RuleResult } from "./types";
 
 /**
  * What a result is made from: `periodMs` and `overridden` may be left out for the call's own terms (only a Redis
@@ -69,8 +69,10 @@ export const refusedDecision = (d: Decision): Decision =>
 export function refundOf(result: RuleResult, units: number): RefundCall {
   const { call, limit, periodMs } = result;
   const { algorithm } = call;
-  const bucket = algorithm === "token-bucket" || algorithm === "gcra";
+  const bucket = isBucket(algorithm);
   const overridden =
     result.overridden && (bucket || (algorithm === "fixed-window" && periodMs !== call.periodMs));
-  return { ...call, cost: units, override: false, pricedAt: { limit, periodMs, overridden } };
+  // A decision's stamp (a lease's return compares the TAT its lease wrote instead: `when`).
+  const tatUs = bucket && !result.lease ? result.reservation?.tatUs : undefined;
+  return { ...call, cost: units, override: false, pricedAt: { limit, periodMs, overridden, tatUs } };
 }

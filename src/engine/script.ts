@@ -47,6 +47,11 @@ export interface CallOptions {
    * included (≤ cost = none), each living at most `maxMs`.
    */
   lease?: { units: readonly number[]; maxMs: number };
+  /**
+   * The reply carries what each written token-bucket/GCRA rule wrote (`RuleResult.reservation`), as it does
+   * for a delayed request: a split decision's refund gives back only what that proves still owed.
+   */
+  stamps?: boolean;
 }
 
 /** Algorithms whose state stores the request id (ARGV[2]): their slots are released by it. */
@@ -104,8 +109,9 @@ const MODE_CODE = {
   monitorPricedAtOverride: "4",
 } as const;
 
-/** Where the mode slot lies among a rule's ARGV slots (lua/floodgate.lua's `MODE`). */
+/** Where the mode and delay slots lie among a rule's ARGV slots (lua/floodgate.lua's `MODE`, `DELAY`). */
 const MODE_SLOT = 1;
+const DELAY_SLOT = 6;
 
 /**
  * KEYS and ARGV of one script call; every key the script touches is in `keys` (Upstash key locking).
@@ -125,9 +131,9 @@ export function scriptArguments(
   if (opts.lease) {
     args[0] = CALL.lease;
     args.push(requestId, String(Math.trunc(opts.lease.maxMs)));
-  } else if (opts.peek || offsetMs !== 0) {
+  } else if (opts.peek || offsetMs !== 0 || opts.stamps) {
     args[0] = CALL.withOptions;
-    args.push(requestId, opts.peek ? "1" : "0", String(offsetMs));
+    args.push(requestId, opts.peek ? "1" : opts.stamps ? "2" : "0", String(offsetMs));
   } else if (calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))) {
     args[0] = CALL.withRequestId;
     args.push(requestId);
@@ -173,10 +179,13 @@ export function refundArguments(
   );
   const { keys, args } = scriptArguments(prefix, sent, requestId);
   const rules = args.slice(args.length - calls.length * ARGS_PER_RULE);
-  calls.forEach((call, i) => {
-    if (!call.pricedAt?.overridden) return;
-    const mode = call.mode === "on" ? MODE_CODE.onPricedAtOverride : MODE_CODE.monitorPricedAtOverride;
-    rules[i * ARGS_PER_RULE + MODE_SLOT] = mode;
+  calls.forEach(({ mode, pricedAt }, i) => {
+    if (pricedAt?.overridden) {
+      rules[i * ARGS_PER_RULE + MODE_SLOT] =
+        mode === "on" ? MODE_CODE.onPricedAtOverride : MODE_CODE.monitorPricedAtOverride;
+    }
+    // In a refund the delay slot carries a bucket's stamp: the TAT its units' decision wrote.
+    rules[i * ARGS_PER_RULE + DELAY_SLOT] = String(pricedAt?.tatUs ?? 0);
   });
   for (const call of calls) keys.push(resetFenceKey(prefix, call.rule, call.identityHash));
   return { keys, args: [CALL.refund, requestId, String(Math.trunc(whenUs)), ...rules] };

@@ -26,6 +26,10 @@ export type Algorithm = (typeof ALGORITHMS)[number];
 export const holdsSlot = (algorithm: Algorithm): boolean =>
   algorithm === "concurrency" || algorithm === "shed";
 
+/** Algorithms whose state is one TAT (theoretical arrival time): `token-bucket` and `gcra`. */
+export const isBucket = (algorithm: Algorithm): boolean =>
+  algorithm === "token-bucket" || algorithm === "gcra";
+
 /** `on` enforces, `monitor` counts and reports but never denies, `off` is never sent to Redis. */
 export const MODES = ["on", "off", "monitor"] as const;
 export type Mode = (typeof MODES)[number];
@@ -88,7 +92,16 @@ export interface RefundCall extends RuleCall {
    * state that never counted them: lua/floodgate.lua's header, "Returned units"); `refundOf`
    * (src/engine/results.ts) sets it where that matters.
    */
-  pricedAt?: { limit: number; periodMs: number; overridden: boolean };
+  pricedAt?: {
+    limit: number;
+    periodMs: number;
+    overridden: boolean;
+    /**
+     * A token-bucket/GCRA rule's TAT its units' decision wrote, µs (a split decision's stamp): only the part
+     * of their time still ahead of now goes back. Absent = all of it (a lease's return compares its own).
+     */
+    tatUs?: number;
+  };
 }
 
 /** Whether `call` answers 503 when Redis cannot decide it: an enforcing rule whose failure policy is `closed`. */
@@ -205,6 +218,11 @@ export interface DecideOptions {
   signal?: AbortSignal;
   /** Ask for leases (lua/floodgate.lua, call "4"): units wanted per call, cost included; longest life, ms. */
   lease?: { units: readonly number[]; maxMs: number };
+  /**
+   * Ask for the TAT each written token-bucket/GCRA rule wrote (`RuleResult.reservation`): what a split
+   * decision's refund needs (src/resilience/sharded.ts).
+   */
+  stamps?: boolean;
   /**
    * Keeps background work alive after the response (`executionCtx.waitUntil`): a request spanning several
    * slot groups that is not let through gives back what its allowing groups consumed there.

@@ -4,7 +4,7 @@
  * for it. README: "Leases".
  */
 import { refundOf } from "../engine/results";
-import type { RefundCall, WaitUntil } from "../engine/types";
+import { isBucket, type RefundCall, type WaitUntil } from "../engine/types";
 import type { Lease } from "./lease";
 import type { LeaseTable } from "./table";
 
@@ -58,6 +58,6 @@ function whenOf(lease: Lease): number {
   const { algorithm } = lease.call;
   if (algorithm === "sliding-log") return lease.grant.whenUs + lease.grant.lifeMs * 1000;
   // A bucket gives back only while the TAT is still the one the lease wrote.
-  if (algorithm === "token-bucket" || algorithm === "gcra") return lease.grant.tatUs;
+  if (isBucket(algorithm)) return lease.grant.tatUs;
   return lease.grant.whenUs;
 }

@@ -19,7 +19,7 @@ export function decideWithin(
   budgetMs: number,
   guardMs: number,
   onTimer: DecideOptions["onTimer"],
-  lease?: DecideOptions["lease"],
+  ask?: Pick<DecideOptions, "lease" | "stamps">,
 ): Promise<Decision> {
   return new Promise((resolve, reject) => {
     const signal = AbortSignal.timeout(budgetMs);
@@ -40,7 +40,7 @@ export function decideWithin(
       settled = true;
       if (guard !== undefined) clearTimeout(guard);
     };
-    store.decide(calls, requestId, lease ? { budgetMs, signal, lease } : { budgetMs, signal }).then(
+    store.decide(calls, requestId, ask ? { budgetMs, signal, ...ask } : { budgetMs, signal }).then(
       (decision) => {
         settle();
         resolve(decision);

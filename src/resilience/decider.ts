@@ -214,7 +214,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
         budgetMs,
         guardMs,
         opts.onTimer,
-        opts.lease,
+        opts.lease ? { lease: opts.lease } : opts.stamps ? { stamps: true } : undefined,
       );
       if (breaker.state !== "closed") log("floodgate: Redis answers again; circuit breaker closed");
       breaker.success();

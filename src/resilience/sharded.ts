@@ -10,7 +10,14 @@
 import { DEFAULTS } from "../engine/defaults";
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
 import { decisionOf, refusedDecision, ruleResult } from "../engine/results";
-import type { DecideOptions, Decision, RefundCall, RuleCall, RuleResult } from "../engine/types";
+import {
+  type DecideOptions,
+  type Decision,
+  isBucket,
+  type RefundCall,
+  type RuleCall,
+  type RuleResult,
+} from "../engine/types";
 import { BREAKER_RANK } from "./breaker";
 import { type DeciderHealth, deniedFromCache, type ResilientDecider } from "./decider";
 
@@ -99,9 +106,17 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
     // request's own (a sliding log's members are named by request id), and a lease must never outlive its units.
     const groupOpts: DecideOptions = { ...opts };
     delete groupOpts.lease;
+    // A group with a bucket asks for its stamps: a refund gives back only what they prove still owed.
+    const stamped: DecideOptions = { ...groupOpts, stamps: true };
     const startedMs = performance.now();
     const decisions = await Promise.all(
-      groups.map((group) => deciderOf(group.shard).decide(group.calls, requestId, groupOpts)),
+      groups.map((group) =>
+        deciderOf(group.shard).decide(
+          group.calls,
+          requestId,
+          group.calls.some((call) => isBucket(call.algorithm)) ? stamped : groupOpts,
+        ),
+      ),
     );
     const elapsedMs = performance.now() - startedMs;
     const decision = mergeDecisions(calls.length, groups, decisions, elapsedMs);

@@ -8,10 +8,12 @@ import { createServer } from "node:net";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RedisHandle, type RestServer, startRedis, startRestServer } from "../../redis-rest/index.mjs";
-import { groupCalls } from "../../src/engine/groups";
+import { DEFAULTS } from "../../src/engine/defaults";
+import { consumedCalls, groupCalls } from "../../src/engine/groups";
+import { stateKey } from "../../src/engine/keys";
 import { rendezvous } from "../../src/engine/shards";
 import { createStore, type Store, StoreError } from "../../src/engine/store";
-import type { Algorithm, RuleCall } from "../../src/engine/types";
+import type { Algorithm, Decision, RuleCall } from "../../src/engine/types";
 import { createEngine, type Engine } from "../../src/resilience/endpoints";
 import { peekRemaining, requestId, ruleCall, uniquePrefix } from "./lua-support";
 
@@ -90,9 +92,49 @@ describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", 
       ]);
       expect(refunds).toBe(1);
       expect(await remaining(prefix, perIp)).toBe(9);
+      // A bucket's group call asked for the TAT it wrote: its refund gives back only what that proves owed.
+      if (algorithm === "token-bucket" || algorithm === "gcra") {
+        expect(decision.results[0]?.reservation?.tatUs).toBeGreaterThan(0);
+      }
     });
   },
 );
+
+describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", () => {
+  // 100 a second (10 ms a unit), a burst of 1000: a fence of 12.5 s, so a split refund is sent at all.
+  const bucket = () => ruleCall({ algorithm: "token-bucket", limit: 100, periodMs: 1000, burst: 1000 });
+  /** The refund a split decision's allowing group gets (src/resilience/sharded.ts), its span as there. */
+  const undo = (store: Store, decision: Decision, id: string, decidedAt: number) =>
+    store.refund(consumedCalls(decision), id, -(Date.now() - decidedAt + DEFAULTS.adminTimeoutMs + 1) * 1000);
+
+  it("late, after the bucket filled up and a burst spent the refill: nothing comes back", async () => {
+    const prefix = uniquePrefix("groups-stamp-late");
+    const store = testStore(prefix);
+    const call = bucket();
+    const id = requestId();
+    const decidedAt = Date.now();
+    const decision = await store.decide([{ ...call, cost: 5 }], id, { stamps: true });
+    expect(decision.results[0]?.reservation?.tatUs).toBeGreaterThan(0);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the 5 units' 50 ms refilled
+    expect((await store.decide([{ ...call, cost: 1000 }], requestId())).allowed).toBe(true);
+    const key = stateKey(prefix, call.rule, call.identityHash);
+    const tat = await redis.get(key);
+    // Without the stamp the refund gave its 50 ms back on top of the burst: 1005 against a burst of 1000.
+    expect(await undo(store, decision, id, decidedAt)).toEqual([0]);
+    expect(await redis.get(key)).toBe(tat);
+  });
+
+  it("prompt: all of it comes back but the moments it took", async () => {
+    const prefix = uniquePrefix("groups-stamp-prompt");
+    const store = testStore(prefix);
+    const call = ruleCall({ algorithm: "token-bucket", limit: 10, periodMs: 10_000, burst: 10 }); // 1 s a unit
+    const id = requestId();
+    const decidedAt = Date.now();
+    const decision = await store.decide([{ ...call, cost: 5 }], id, { stamps: true });
+    expect(await undo(store, decision, id, decidedAt)).toEqual([5]);
+    expect(await remaining(prefix, call)).toBe(10);
+  });
+});
 
 it("one identity: one script call and no refund, allowed or denied", async () => {
   const prefix = uniquePrefix("groups-one");
