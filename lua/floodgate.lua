@@ -138,10 +138,13 @@ A REFUND call returns one integer per rule instead: the units actually given bac
     token-bucket,   the TAT moves back by units * emission interval, never below now (what has refilled since
     gcra            stays refilled); `when` > 0 is the TAT the units' lease wrote, and the TAT moves back only
                     while it is still that one; a split decision's stamp (the delay slot: the TAT the decision
-                    wrote, W) caps it at W - now. The bucket's excess over what it would hold had the decision
-                    never come shrinks only while the clock is past that TAT, so it is at least units * interval
-                    - (now - decision) >= W - now; the rest may have refilled a full bucket, the refill been
-                    spent by later arrivals, and given back again it would admit them twice
+                    wrote, W) caps it at W - now. What the decision still adds to the TAT (over the TAT had it
+                    never come) shrinks only when that other TAT falls behind the clock, so it is at least
+                    units * interval capped by the least lead of the TAT over the clock since the decision.
+                    While nothing lowered the TAT since (arrivals only raise it), that lead is at least W - now;
+                    the rest may have refilled a full bucket, the refill been spent, and given back again it
+                    would admit those arrivals twice. Another split refund to the same bucket in between may
+                    have lowered it: then up to that much too many (README, Known limitations)
     sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
                     with `when` unknown, the request id's members still in the window
     concurrency     ZREM of the request id's slot (units ignored)
@@ -814,7 +817,7 @@ for i = 1, n do
       wait_us = wait_us - delay_us -- denied with a delay: when it would fit in the queue
       retry = wait_us > 0 and ceil(wait_us / 1000) or 0
     end
-    if allow then
+    if allow and not impossible then
       stamps = stamps or {}
       stamps[i] = { tat_after_us, tat_us }
     end

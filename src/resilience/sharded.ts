@@ -5,7 +5,8 @@
  * (one call, as with one database), several are decided in parallel (one round trip of latency) and the request is
  * all-or-nothing without a lock: when it is not let through, what the allowing groups consumed is given back
  * by the script's refund call, sent in the background. Until a refund lands its units are held: the limit
- * may under-admit for a moment, never over-admit.
+ * may under-admit for a moment; it over-admits only where README "Known limitations" says (split refunds to
+ * one token bucket that overlap).
  */
 import { DEFAULTS } from "../engine/defaults";
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
