@@ -296,8 +296,8 @@ local n = (#ARGV - first + 1) / (lease and PER_RULE + 1 or PER_RULE)
 -- redis.call about 0.7-1 µs (TIME 1.2 + 0.9 for its tonumbers, INCRBY 3.0, HGETALL of a missing key 1.8),
 -- a table with 9 fields 1.3, string.format 0.4, tonumber 0.2, while arithmetic is nearly free. So: the
 -- fewest commands on the allowed path, no functions on the fast paths (a chunk-level function is re-created
--- by every EVALSHA that reaches its definition, so the one there is comes after them), no table for a single
--- rule's pending write, and µs rounded up to ms inline.
+-- by every EVALSHA that reaches its definition: the script's one function is defined after them), no table
+-- for a single rule's pending write, and µs rounded up to ms inline.
 local floor, ceil, format = math.floor, math.ceil, string.format
 local now_us, now_ms -- µs, ms: Redis's clock (plus the test offset), read below only if a rule needs it
 local clock = call == "2" or lease -- peek and time travel always read it; a lease's life is on the clock

@@ -104,6 +104,16 @@ const giveBack = (id: string, { result, grant }: Leased) =>
 const admits = async (call: RuleCall, cost: number) =>
   (await store.decide([{ ...call, cost }], requestId())).allowed;
 
+/**
+ * The counter in force filled to the limit, then the refund (`giveBackNow`): nothing comes back, and nothing
+ * more is admitted.
+ */
+async function expectNothingBack(call: RuleCall, giveBackNow: () => Promise<number[]>): Promise<void> {
+  expect(await admits(call, LIMIT)).toBe(true);
+  expect(await giveBackNow()).toEqual([0]);
+  expect(await admits(call, 1)).toBe(false);
+}
+
 describe("a fixed-window lease returned after an override changed the period", () => {
   it("taken under an hour's override, removed and re-aimed at 2 s: nothing lands in the next 2 s counter", async () => {
     const call = ruleCall({ algorithm: "fixed-window", limit: LIMIT, periodMs: SHORT_MS, override: true });
@@ -117,9 +127,7 @@ describe("a fixed-window lease returned after an override changed the period", (
     // The next 2 s window: a counter of its own, filled to the limit.
     await untilExpired(call);
     const plain = { ...call, override: false };
-    expect(await admits(plain, LIMIT)).toBe(true);
-    expect(await giveBack(id, lease)).toEqual([0]);
-    expect(await admits(plain, 1)).toBe(false);
+    await expectNothingBack(plain, () => giveBack(id, lease));
   });
 
   it("taken under the rule's hour, an override of 2 s set since: nothing lands in the override's next counter", async () => {
@@ -131,9 +139,7 @@ describe("a fixed-window lease returned after an override changed the period", (
     expect(await reaim(call, SHORT_MS)).toBe(1);
 
     await untilExpired(call);
-    expect(await admits(call, LIMIT)).toBe(true);
-    expect(await giveBack(id, lease)).toEqual([0]);
-    expect(await admits(call, 1)).toBe(false);
+    await expectNothingBack(call, () => giveBack(id, lease));
   });
 
   it("the counter that counted the units still takes them back, the override's period still in force", async () => {
@@ -171,9 +177,7 @@ describe("a lease returned after the period changed and changed back", () => {
     expect(await admits(call, 1)).toBe(true); // the state, rewritten under 2 s windows
     await changeOverride(call, undefined);
     // Rewritten under the hour again, in the lease's window: it counts only what came since, filled here.
-    expect(await admits(call, LIMIT)).toBe(true);
-    expect(await giveBack(id, lease)).toEqual([0]);
-    expect(await admits(call, 1)).toBe(false);
+    await expectNothingBack(call, () => giveBack(id, lease));
   });
 });
 
@@ -215,9 +219,7 @@ describe("a fixed-window lease taken under an override that ends by its ttl (no 
     expect(await admits(call, 1)).toBe(true); // no override read now: the counter is re-aimed at 1 s windows
     await lastRuleWindow();
     // A counter of its own, ending where the lease's window ends, filled to the limit.
-    expect(await admits(call, LIMIT)).toBe(true);
-    expect(await giveBackInWindow(id, lease)).toEqual([0]);
-    expect(await admits(call, 1)).toBe(false);
+    await expectNothingBack(call, () => giveBackInWindow(id, lease));
   });
 
   it("reset after it ended (a fence for the rule's limits alone): once that fence falls, still nothing", async () => {
@@ -227,9 +229,7 @@ describe("a fixed-window lease taken under an override that ends by its ttl (no 
     await reset(call);
     await lastRuleWindow();
     expect(await redis.exists(resetFenceKey(prefix, call.rule, call.identityHash))).toBe(0);
-    expect(await admits(call, LIMIT)).toBe(true);
-    expect(await giveBackInWindow(id, lease)).toEqual([0]);
-    expect(await admits(call, 1)).toBe(false);
+    await expectNothingBack(call, () => giveBackInWindow(id, lease));
   });
 
   it("set again by the admin API with the same limits: the set's fence, sized for them, stops the return", async () => {
@@ -242,9 +242,7 @@ describe("a fixed-window lease taken under an override that ends by its ttl (no 
     // Past a fence the rule's limits alone would size (1 s), still inside the lease's window.
     await lastRuleWindow();
     // The set override's counter, ending where the lease's window ends, never counted the lease.
-    expect(await admits(call, LIMIT)).toBe(true);
-    expect(await giveBackInWindow(id, lease)).toEqual([0]);
-    expect(await admits(call, 1)).toBe(false);
+    await expectNothingBack(call, () => giveBackInWindow(id, lease));
   });
 });
 
@@ -312,9 +310,7 @@ describe("a split decision undone after the override it was decided under ended 
     await untilExpired(call);
     expect(await redis.exists(overrideOf(call))).toBe(0);
     // The rule's hour again: a counter of its own, filled to the limit.
-    expect(await admits(call, LIMIT)).toBe(true);
-    expect(await undo(decision, id, decidedAt)).toEqual([0]);
-    expect(await admits(call, 1)).toBe(false);
+    await expectNothingBack(call, () => undo(decision, id, decidedAt));
   });
 
   it("token-bucket: the units go back at the interval they were taken at, not the rule's", async () => {
