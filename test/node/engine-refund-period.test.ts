@@ -88,6 +88,11 @@ async function untilExpired(call: RuleCall): Promise<void> {
   while ((await redis.pttl(counterOf(call))) !== -2) await sleep(20);
 }
 
+/** Waits until the identity's override has ended by its ttl. */
+async function untilOverrideEnded(call: RuleCall): Promise<void> {
+  while ((await redis.exists(overrideOf(call))) === 1) await sleep(20);
+}
+
 /** A lease of 5 units (half the limit) for one request's cost of 1: 4 left unspent. */
 async function leased(call: RuleCall, id: string): Promise<Leased> {
   const result = (await store.decide([call], id, { lease: { units: [LIMIT], maxMs: 1000 } })).results[0];
@@ -192,7 +197,7 @@ describe("a fixed-window lease taken under an override that ends by its ttl (no 
     const lease = await leased(call, id);
     expect(lease.result.overridden).toBe(true);
     expect(lease.grant.periodMs).toBe(OVERRIDE_MS);
-    while ((await redis.exists(overrideOf(call))) === 1) await sleep(20);
+    await untilOverrideEnded(call);
     return lease;
   }
 
@@ -258,7 +263,7 @@ describe("units taken under an override that ends by its ttl, where no counter c
     const result = (await store.decide([call], id, { lease: { units: [LIMIT], maxMs: 1000 } })).results[0];
     if (!result?.lease) throw new Error("no lease");
     expect(result.overridden).toBe(true);
-    while ((await redis.exists(overrideOf(call))) === 1) await sleep(20);
+    await untilOverrideEnded(call);
     expect(await store.refund([refundOf(result, 4)], id, result.lease.whenUs)).toEqual([4]);
   });
 
@@ -283,7 +288,7 @@ describe("units taken under an override that ends by its ttl, where no counter c
     await overrideFor(next, 10_000, 600);
     const other = requestId();
     const ending = await leased(next, other);
-    while ((await redis.exists(overrideOf(next))) === 1) await sleep(20);
+    await untilOverrideEnded(next);
     expect(await giveBack(other, ending)).toEqual([0]);
   });
 });
@@ -331,7 +336,7 @@ describe("a split decision undone after the override it was decided under ended 
     const decidedAt = Date.now();
     const decision = await store.decide([{ ...call, cost: 5 }], id);
     expect(decision.results[0]?.overridden).toBe(true);
-    while ((await redis.exists(overrideOf(call))) === 1) await sleep(20);
+    await untilOverrideEnded(call);
     expect(await admits(call, LIMIT)).toBe(true); // the rule's whole bucket
     await undo(decision, id, decidedAt);
     // 50 ms given back, not 5 s: not one more unit.
