@@ -16,7 +16,9 @@ KEYS:
                <prefix>:override:<rule>:{<hash>}, hash: limit, period (MILLISECONDS), burst; read only;
                absent burst = the override's limit
   a REFUND call (below) ends with one more key per rule, its reset fence <prefix>:<rule>:{<hash>}:reset:
-  present for a while after an admin reset of that state (below, "Why a reset's fence may be short"); read only
+  present for a while after an admin reset of that state (below, "Why a reset's fence may be short"); read only;
+  a split decision's REFUND (`when` negative) has, just before the fences, one more key per rule: its refund
+  ledger <prefix>:<rule>:{<hash>}:refunded (below, "The refund ledger"), used by token-bucket/gcra rules
 ARGV:
   ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log,
            concurrency or shed rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] "1" peek (evaluate
@@ -40,7 +42,9 @@ ARGV:
            | "6" re-aim a fixed-window counter at the period now in force (below, "Re-aim call")
   then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2 for call "0", 3 for "1", 5 for "2",
   4 for "3" and "4"),
-  and for a LEASE call, rule i's units wanted at ARGV[first + 7n + i - 1]:
+  and for a LEASE call, rule i's units wanted at ARGV[first + 7n + i - 1],
+  and for a split decision's REFUND, rule i's stamp at ARGV[first + 7n + 2(i-1)]: the TAT its decision wrote
+  (µs; "0" = none), and Redis's clock then (µs) in the slot after it:
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
                       | 7 shed: priority load shedding, a concurrency budget (below) whose limit the edge sets
                         per request to its priority class's share of one sub-key's capacity
@@ -51,7 +55,7 @@ ARGV:
     slot 4 burst      token-bucket capacity / gcra burst (units a fresh identity may spend at once)
     slot 5 cost       units this request consumes, >= 1 (ignored by concurrency: one slot)
     slot 6 delay      ms a token-bucket/gcra request over the rate may be held for its slot; "0" = deny;
-                      in a REFUND: a token-bucket/gcra rule's TAT its units' decision wrote (µs; "0" = none)
+                      (a REFUND's: the rule's, as in its decision)
 
 Returns an array of integers only: { allowed, then 5 per rule }
   [1]          1 if every `on` rule allows (and then every allowing rule was written), else 0
@@ -68,14 +72,16 @@ Returns an array of integers only: { allowed, then 5 per rule }
   and the request allowed (so written), carries 2 more per rule after the groups (and after a LEASE call's
   appendix, below, when there is one): for rule i, first the TAT this call wrote (µs), then the TAT it
   replaced (µs), 0 and 0 for a rule that is not token-bucket/gcra or was not written: the stamps of a
-  give-back call, and of a split decision's refund.
+  give-back call, and of a split decision's refund. A stamped call's carries 3 per rule: those two, then
+  Redis's clock when it wrote (µs; 0 with the zeros).
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/reply.ts).
   A reply where an override of the identity applied to some rule carries, last of all (after the stamps,
   when there are some), the period in force of every rule, ms, 1 per rule (the call's own where no override
   applied), negative where an override applied: the window the caller advertises, and whether the limits in
   force are an override's. The caller tells the appendices apart by their lengths (a LEASE call's 4n + 1,
-  the stamps' 2n, the periods' n: every combination has its own length).
+  the stamps' 2n, the periods' n: every combination has its own length; a stamped call's stamps, 3n, are
+  told by the caller, who asked for them).
 A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_us, period_ms } per rule
   (0, 0, 0, 0 = no lease; units include this request's cost; tat_us: token-bucket/gcra, the TAT the lease
   wrote, the "when" of its return, else 0; period_ms: the period in force, with the group's limit the limits
@@ -137,17 +143,27 @@ A REFUND call returns one integer per rule instead: the units actually given bac
                     window is still the current one
     token-bucket,   the TAT moves back by units * emission interval, never below now (what has refilled since
     gcra            stays refilled); `when` > 0 is the TAT the units' lease wrote, and the TAT moves back only
-                    while it is still that one; a split decision's stamp (the delay slot: the TAT the decision
-                    wrote, W) caps it at W - now. What the decision still adds to the TAT (over the TAT had it
-                    never come) shrinks only when that other TAT falls behind the clock, so it is at least
-                    units * interval capped by the least lead of the TAT over the clock since the decision.
-                    While nothing lowered the TAT since (arrivals only raise it), that lead is at least W - now;
-                    the rest may have refilled a full bucket, the refill been spent, and given back again it
-                    would admit those arrivals twice. Another split refund to the same bucket in between may
-                    have lowered it: then up to that much too many (README, Known limitations)
+                    while it is still that one; a split decision's stamp (the TAT the decision wrote, W, at
+                    Redis's time d) caps it at W - now - G, G the µs that refunds of split decisions made
+                    before d gave back to the bucket since d (its refund ledger, below). The TAT is a stack:
+                    each write lays its units' time on top (the decision's: the span up to W), and what lies
+                    below now has refilled. A split refund lifts its units out of its own span, which moves all
+                    above it down by what it gave: a refund of an earlier decision moves this one's span down
+                    (by G in all), a later decision's lies above it, and an arrival's, a lease's or a give-back's
+                    (one only while its write is still the top) leave it where it is. So what is left of the
+                    decision's units is the part of its span still above now: at most W - G - now. The rest
+                    may have refilled a full bucket, the refill been spent, and given back again it would admit
+                    those arrivals twice
     sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
                     with `when` unknown, the request id's members still in the window
     concurrency     ZREM of the request id's slot (units ignored)
+  The refund ledger of a token bucket: a ZSET, one member per split decision's refund that gave back time,
+    `<µs the TAT moved back>:<its decision's d, 0 = unknown>:<request id>`, scored by Redis's time then (µs).
+    A split refund sums the members scored at or after its own decision's d whose decision came before it
+    (G; in the same µs as d, or unknown, counts: counting more only gives back less), and adds its own. Decisions pay nothing for it (d is the clock they read
+    anyway). A split decision is refunded within LEDGER_HORIZON_MS of d (the edge's reach, src/engine/keys.ts
+    RESET_FENCE_MAX_MS) or not at all, so members older than that are dropped, and the ledger expires that
+    long after its last member.
   A negative `when`, "-<age>", means "at most <age> µs ago" (a split decision undone, src/resilience/sharded.ts):
     the span is taken from its earliest instant, so a window edge that may lie inside it refunds nothing.
 Why a reset's fence may be short. An admin reset deletes the state and sets its fence in one transaction (at
@@ -227,7 +243,8 @@ State layout per algorithm (one key per identity; every write carries a TTL with
                   its end); expires one period plus min(period, 10 s) after the last write (the furthest a lease's
                   members can be scored ahead)
   token-bucket,   integer TAT (theoretical arrival time, µs): both algorithms ARE the same state;
-  gcra            emission interval = ceil(period / limit) in whole µs; expires when the bucket is full
+  gcra            emission interval = ceil(period / limit) in whole µs; expires when the bucket is full.
+                  <key>:refunded, the refund ledger (above), only where split decisions were refunded
   concurrency,    ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire. A shed
   shed            rule's budget is split over sub-keys (one per identity the edge derives), so no one key is
                   touched by every request; each is a concurrency set, admitting while fewer than `limit` hold
@@ -237,6 +254,8 @@ State layout per algorithm (one key per identity; every write carries a TTL with
 local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, DELAY, PER_RULE = 0, 1, 2, 3, 4, 5, 6, 7
 -- The longest a lease lives (RATE_LIMIT_LEASE_MS is validated to at most this), ms.
 local LEASE_HORIZON_MS = 10000
+-- The furthest a split decision's refund reaches back, ms: how long a refund ledger keeps a member (see the header).
+local LEDGER_HORIZON_MS = 30000
 -- How far a fixed-window counter's expiry may lie from its window's end before it is re-aimed, ms: PTTL and
 -- TIME are read a moment apart, while the ends of windows of whole-second periods lie whole seconds apart.
 local REAIM_SLACK_MS = 100
@@ -290,7 +309,8 @@ local stamped = call == "2" and ARGV[3] == "2" -- the reply carries every writte
 local offset_ms = call == "2" and tonumber(ARGV[4]) or 0 -- ms; 0 in production
 local first = call == "0" and 2 or call == "1" and 3 or (call == "3" or call == "4") and 4 or 5 -- rule 1's first slot
 local lease = call == "4" -- a LEASE call: one more slot per rule after the groups (see the header)
-local n = (#ARGV - first + 1) / (lease and PER_RULE + 1 or PER_RULE)
+local split_refund = call == "3" and tonumber(ARGV[3]) < 0 -- "-<age>": two more slots per rule, its stamp
+local n = (#ARGV - first + 1) / (lease and PER_RULE + 1 or split_refund and PER_RULE + 2 or PER_RULE)
 
 -- Measured (redis-server 7.0, INFO commandstats): EVALSHA itself about 2 µs plus ~0.27 per argument, a
 -- redis.call about 0.7-1 µs (TIME 1.2 + 0.9 for its tonumbers, INCRBY 3.0, HGETALL of a missing key 1.8),
@@ -497,20 +517,35 @@ if call == "3" then
       -- The TAT moves back by the units' emission intervals, never below now: what has refilled since stays
       -- refilled. A lease's return (`when` > 0: the TAT the lease wrote) only while that write is still the
       -- TAT: after any other arrival, a reset, or a refill past it, its units may stand for someone else's.
-      -- A split decision's refund (its stamp in the delay slot: the TAT it wrote) gives back at most the time
-      -- between now and that TAT (see the header). Without a stamp, all of it.
+      -- A split decision's refund (its stamp: the TAT W it wrote at d) gives back at most W - now, less what
+      -- other split refunds gave back since d (its refund ledger), and enters what it gives in the ledger (see
+      -- the header). Without a stamp, all of it.
       local floor_us = now_us
       local tat_us = tonumber(redis.pcall("GET", key))
       local written_us = tonumber(ARGV[3])
-      local decided_us = tonumber(ARGV[at + DELAY]) -- µs; 0 = no stamp
+      local stamp_at = first + n * PER_RULE + 2 * (i - 1) -- a split refund's: W, then d
+      local stamp_us = split_refund and tonumber(ARGV[stamp_at]) or 0 -- µs; 0 = no stamp
+      local ledger = split_refund and KEYS[#KEYS - 2 * n + i]
       if written_us > 0 and tat_us ~= written_us then
         tat_us = nil
       end
       if tat_us and tat_us > floor_us then
         local interval_us = ceil(period_us / limit)
         local owed_us = units * interval_us
-        if decided_us > 0 then
-          owed_us = math.min(owed_us, decided_us - now_us)
+        if stamp_us > 0 then
+          local decided_us = tonumber(ARGV[stamp_at + 1]) -- d
+          if now_us - decided_us > LEDGER_HORIZON_MS * 1000 then
+            owed_us = 0 -- older than the ledger keeps: nothing is known to be owed
+          else
+            local since_us = 0 -- µs that refunds of split decisions made before d gave back since d
+            for _, entry in ipairs(redis.call("ZRANGEBYSCORE", ledger, ARGV[stamp_at + 1], "+inf")) do
+              local moved_us, entry_decided_us = string.match(entry, "^(%d+):(%d+):")
+              if tonumber(entry_decided_us) <= decided_us then
+                since_us = since_us + tonumber(moved_us)
+              end
+            end
+            owed_us = math.min(owed_us, stamp_us - now_us - since_us)
+          end
         end
         if owed_us > 0 then
           local back_us = tat_us - owed_us
@@ -519,6 +554,12 @@ if call == "3" then
           end
           given = math.min(units, ceil((tat_us - back_us) / interval_us))
           redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
+          if ledger then
+            local entry = format("%d:%s:%s", tat_us - back_us, stamp_us > 0 and ARGV[stamp_at + 1] or "0", request_id)
+            redis.call("ZADD", ledger, format("%d", now_us), entry)
+            redis.call("ZREMRANGEBYSCORE", ledger, "-inf", format("%d", now_us - LEDGER_HORIZON_MS * 1000))
+            redis.call("PEXPIRE", ledger, LEDGER_HORIZON_MS)
+          end
         end
       end
     elseif algorithm == LOG then
@@ -1038,11 +1079,15 @@ if lease then -- after the groups: units, life, TAT and period of each rule's le
   reply[at + 4 * n + 1] = now_us
 end
 if (delayed_any or stamped and stamps) and allowed and not peek then
-  -- The stamps a give-back call or a split decision's refund needs (see the header), after the groups.
+  -- The stamps a give-back call or a split decision's refund needs (see the header), after the groups; a
+  -- stamped call's with the time they were written at.
   for i = 1, n do
     local stamp = stamps[i]
     reply[#reply + 1] = stamp and stamp[1] or 0
     reply[#reply + 1] = stamp and stamp[2] or 0
+    if stamped then
+      reply[#reply + 1] = stamp and now_us or 0
+    end
   end
 end
 if periods then -- last: every rule's period in force, negative where an override applied (see the header)

@@ -157,6 +157,13 @@ const scenarios = [
     one,
     () => [call("ip", fresh()), call("key", "spent-two", 1)],
   ],
+  // The same, the allowing rule one hot identity's bucket of a unit a second: every refund gives its unit back
+  // (the others' refunds overlapping it are read from the bucket's refund ledger, and this one entered there).
+  [
+    "1 database, denied by one of two identities, a bucket given back (+ refund)",
+    one,
+    () => [call("ip", "given-back", 3600), call("key", "spent-three", 1)],
+  ],
 ];
 
 const rows = [];

@@ -52,6 +52,15 @@ export const resetFenceKey = (prefix: string, rule: string, identityHash: string
   `${stateKey(prefix, rule, identityHash)}:reset`;
 
 /**
+ * The refund ledger of one identity's token bucket under one rule: what each split decision's refund gave
+ * back to it, and when, so that a later refund gives back nothing another gave back since its own decision
+ * (lua/floodgate.lua's header, REFUND). Only split decisions' refunds write it; it lasts as long as
+ * {@link RESET_FENCE_MAX_MS}, the furthest such a refund reaches back, after the last one.
+ */
+export const refundLedgerKey = (prefix: string, rule: string, identityHash: string): string =>
+  `${stateKey(prefix, rule, identityHash)}:refunded`;
+
+/**
  * The longest a reset fence stands, ms: a lease lives at most 10 s (`RATE_LIMIT_LEASE_MS`) and its return is
  * sent at most 15 s after it expired (src/leases/returns.ts), a split decision's refund within its 5 s timeout
  * (src/resilience/sharded.ts), so every return of units taken before a reset reaches Redis within this.

@@ -28,8 +28,12 @@ export const REPLY = {
   remaining: 2,
   resetAfterMs: 3,
   retryAfterMs: 4,
-  /** Stamps per rule after the groups, when some rule was delayed: the TAT written, the TAT replaced. */
+  /**
+   * Stamps per rule after the groups, when some rule was delayed: the TAT written, the TAT replaced; a
+   * stamped call's also Redis's clock when it wrote (`stampedPerRule`).
+   */
   stampsPerRule: 2,
+  stampedPerRule: 3,
 } as const;
 
 /** The refund's reply: the units each call actually got back, in call order. */
@@ -67,6 +71,7 @@ const LEASE_WORDS_PER_RULE = 4;
 export function decodeReply(
   raw: unknown,
   calls: readonly RuleCall[],
+  stampedCall = false,
 ): { allowed: boolean; results: RuleResult[] } {
   const only = calls.length === 1 ? calls[0] : undefined;
   if (only && (typeof raw === "number" || (Array.isArray(raw) && raw.length === SHORT_REPLY_LENGTH))) {
@@ -74,23 +79,25 @@ export function decodeReply(
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
   // After the groups, in this order, any of: a LEASE call's { units, life_ms, tat_us, period_ms } per rule and
-  // Redis's now (4n + 1 words); a delayed request's give-back stamps (2n); the periods in force, negative where
-  // an override applied, when one applied to some rule (n) (lua/floodgate.lua's header). Each combination has a length of its own: without
-  // the lease's words the rest is 0, n, 2n or 3n, all shorter than 4n + 1.
+  // Redis's now (4n + 1 words); a delayed request's give-back stamps (2n; a stamped call's, 3n); the periods in
+  // force, negative where an override applied, when one applied to some rule (n) (lua/floodgate.lua's header).
+  // Each combination of one kind of call has a length of its own: without the lease's words the rest is 0, n,
+  // 2n or 3n (a stamped call, never leased: 0, n, 3n or 4n), all shorter than 4n + 1.
   const leaseWords = LEASE_WORDS_PER_RULE * calls.length + 1;
-  const stampWords = calls.length * REPLY.stampsPerRule;
+  const perRule = stampedCall ? REPLY.stampedPerRule : REPLY.stampsPerRule;
+  const stampWords = calls.length * perRule;
   const extra = Array.isArray(raw) ? raw.length - expected : -1;
-  const leased = extra >= leaseWords;
+  const leased = !stampedCall && extra >= leaseWords;
   const rest = leased ? extra - leaseWords : extra;
-  const stamped = rest >= stampWords;
-  const periodWords = stamped ? rest - stampWords : rest;
+  const hasStamps = rest >= stampWords;
+  const periodWords = hasStamps ? rest - stampWords : rest;
   if (!Array.isArray(raw) || extra < 0 || (periodWords !== 0 && periodWords !== calls.length)) {
     throw new ReplyShapeError(
       `expected ${expected} integers, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
     );
   }
   const stampsAt = expected + (leased ? leaseWords : 0);
-  const periodsAt = periodWords > 0 ? stampsAt + (stamped ? stampWords : 0) : 0;
+  const periodsAt = periodWords > 0 ? stampsAt + (hasStamps ? stampWords : 0) : 0;
   const at = (i: number): number => {
     const value = Number(raw[i]);
     if (!Number.isFinite(value)) throw new ReplyShapeError(`element ${i} is not a number`);
@@ -100,11 +107,12 @@ export function decodeReply(
   const results = calls.map((call, r): RuleResult => {
     const base = 1 + r * REPLY.fieldsPerRule;
     const code = at(base + REPLY.outcome);
-    const stampAt = stamped ? stampsAt + r * REPLY.stampsPerRule : 0;
+    const stampAt = hasStamps ? stampsAt + r * perRule : 0;
     // The period in force, negative where an override applied: the call's own when none applied to any rule.
     const period = periodsAt > 0 ? at(periodsAt + r) : call.periodMs;
     const terms = { periodMs: Math.abs(period), overridden: period < 0 };
-    if (code === DELAYED) return delayedResult(call, at, base, stampAt, terms);
+    const reservation = stampAt > 0 ? reservationAt(at, stampAt, stampedCall) : undefined;
+    if (code === DELAYED) return delayedResult(call, at, base, reservation, terms);
     const outcome = OUTCOME[code];
     if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
     const leaseAt = expected + LEASE_WORDS_PER_RULE * r;
@@ -130,7 +138,7 @@ export function decodeReply(
       source: "redis",
       lease,
       // Another bucket rule written beside a delayed one: its unit goes back too if the request never leaves.
-      reservation: stampAt > 0 && at(stampAt) > 0 ? reservationAt(at, stampAt) : undefined,
+      reservation: reservation && reservation.tatUs > 0 ? reservation : undefined,
     });
   });
   return { allowed: at(REPLY.allowed) === 1, results };
@@ -144,13 +152,13 @@ interface Terms {
 
 /**
  * A delayed rule: allowed, after a wait of `retry_after_ms` (which is also when more quota is available);
- * `stampAt` is where its give-back stamps are (0: none, the call wrote nothing).
+ * `reservation` its give-back stamps (none: the call wrote nothing).
  */
 function delayedResult(
   call: RuleCall,
   at: (i: number) => number,
   base: number,
-  stampAt: number,
+  reservation: Reservation | undefined,
   terms: Terms,
 ): RuleResult {
   const waitMs = at(base + REPLY.retryAfterMs);
@@ -164,14 +172,18 @@ function delayedResult(
     retryAfterMs: waitMs,
     source: "redis",
     delayMs: waitMs,
-    reservation: stampAt > 0 ? reservationAt(at, stampAt) : undefined,
+    reservation,
   });
 }
 
-/** The give-back stamps at `stampAt`: the TAT a bucket rule wrote and the one it replaced. */
-const reservationAt = (at: (i: number) => number, stampAt: number): Reservation => ({
+/**
+ * The give-back stamps at `stampAt`: the TAT a bucket rule wrote and the one it replaced, and in a stamped
+ * call's reply when it wrote.
+ */
+const reservationAt = (at: (i: number) => number, stampAt: number, stampedCall: boolean): Reservation => ({
   tatUs: at(stampAt),
   previousTatUs: at(stampAt + 1),
+  writtenAtUs: stampedCall ? at(stampAt + 2) : undefined,
 });
 
 /** Length of the short array reply: one rule allowed on a fast path (lua/floodgate.lua's header). */

@@ -4,7 +4,7 @@
  * `lua/floodgate.lua`.
  */
 import source from "../../lua/floodgate.lua";
-import { overrideKey, resetFenceKey, stateKey } from "./keys";
+import { overrideKey, refundLedgerKey, resetFenceKey, stateKey } from "./keys";
 import type { Algorithm, RefundCall, Reservation, RuleCall } from "./types";
 
 /** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
@@ -49,7 +49,7 @@ export interface CallOptions {
   lease?: { units: readonly number[]; maxMs: number };
   /**
    * The reply carries what each written token-bucket/GCRA rule wrote (`RuleResult.reservation`), as it does
-   * for a delayed request: a split decision's refund gives back only what that proves still owed.
+   * for a delayed request, and when: a split decision's refund gives back only what they prove still owed.
    */
   stamps?: boolean;
 }
@@ -109,9 +109,8 @@ const MODE_CODE = {
   monitorPricedAtOverride: "4",
 } as const;
 
-/** Where the mode and delay slots lie among a rule's ARGV slots (lua/floodgate.lua's `MODE`, `DELAY`). */
+/** Where the mode slot lies among a rule's ARGV slots (lua/floodgate.lua's `MODE`). */
 const MODE_SLOT = 1;
-const DELAY_SLOT = 6;
 
 /**
  * KEYS and ARGV of one script call; every key the script touches is in `keys` (Upstash key locking).
@@ -128,12 +127,13 @@ export function scriptArguments(
   const overrides: string[] = [];
   const args: string[] = [CALL.plain];
   const offsetMs = Math.trunc(opts.timeOffsetMs ?? 0);
+  const stamped = opts.stamps === true && !opts.lease && !opts.peek;
   if (opts.lease) {
     args[0] = CALL.lease;
     args.push(requestId, String(Math.trunc(opts.lease.maxMs)));
-  } else if (opts.peek || offsetMs !== 0 || opts.stamps) {
+  } else if (opts.peek || offsetMs !== 0 || stamped) {
     args[0] = CALL.withOptions;
-    args.push(requestId, opts.peek ? "1" : opts.stamps ? "2" : "0", String(offsetMs));
+    args.push(requestId, opts.peek ? "1" : stamped ? "2" : "0", String(offsetMs));
   } else if (calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))) {
     args[0] = CALL.withRequestId;
     args.push(requestId);
@@ -162,7 +162,9 @@ export function scriptArguments(
 
 /**
  * KEYS and ARGV of a refund: give back `call.cost` units of each call, consumed at `whenUs` (µs on Redis's
- * clock; 0 = unknown, "the current window") under `requestId` (lua/floodgate.lua's header, call "3").
+ * clock; 0 = unknown, "the current window"; negative: at most `-whenUs` µs ago, a split decision undone) under
+ * `requestId` (lua/floodgate.lua's header, call "3"). A split decision's refund also carries each call's
+ * refund-ledger key (before the fences) and its decision's stamp (after the rule groups).
  */
 export function refundArguments(
   prefix: string,
@@ -184,9 +186,12 @@ export function refundArguments(
       rules[i * ARGS_PER_RULE + MODE_SLOT] =
         mode === "on" ? MODE_CODE.onPricedAtOverride : MODE_CODE.monitorPricedAtOverride;
     }
-    // In a refund the delay slot carries a bucket's stamp: the TAT its units' decision wrote.
-    rules[i * ARGS_PER_RULE + DELAY_SLOT] = String(pricedAt?.tatUs ?? 0);
   });
+  if (whenUs < 0) {
+    for (const call of calls) keys.push(refundLedgerKey(prefix, call.rule, call.identityHash));
+    for (const { pricedAt } of calls)
+      rules.push(String(pricedAt?.tatUs ?? 0), String(pricedAt?.writtenAtUs ?? 0));
+  }
   for (const call of calls) keys.push(resetFenceKey(prefix, call.rule, call.identityHash));
   return { keys, args: [CALL.refund, requestId, String(Math.trunc(whenUs)), ...rules] };
 }

@@ -163,7 +163,7 @@ export function createStore(options: StoreOptions): Store {
     }
     let decoded: ReturnType<typeof decodeReply>;
     try {
-      decoded = decodeReply(raw, calls);
+      decoded = decodeReply(raw, calls, opts.stamps === true && !opts.lease && !opts.peek);
     } catch (error) {
       throw new StoreError("script", (error as Error).message, { cause: error });
     }

@@ -101,6 +101,8 @@ export interface RefundCall extends RuleCall {
      * of their time still ahead of now goes back. Absent = all of it (a lease's return compares its own).
      */
     tatUs?: number;
+    /** When the decision wrote that TAT, µs on Redis's clock (`Reservation.writtenAtUs`). */
+    writtenAtUs?: number | undefined;
   };
 }
 
@@ -191,6 +193,8 @@ export interface Reservation {
   tatUs: number;
   /** µs, Redis's clock. */
   previousTatUs: number;
+  /** A stamped call's only (`DecideOptions.stamps`): Redis's clock when it wrote, µs. */
+  writtenAtUs?: number | undefined;
 }
 
 /** The answer to one request: allowed only if every `on` rule allows it. */
@@ -219,8 +223,8 @@ export interface DecideOptions {
   /** Ask for leases (lua/floodgate.lua, call "4"): units wanted per call, cost included; longest life, ms. */
   lease?: { units: readonly number[]; maxMs: number };
   /**
-   * Ask for the TAT each written token-bucket/GCRA rule wrote (`RuleResult.reservation`): what a split
-   * decision's refund needs (src/resilience/sharded.ts).
+   * Ask for the TAT each written token-bucket/GCRA rule wrote, and when (`RuleResult.reservation`): what a
+   * split decision's refund needs (src/resilience/sharded.ts).
    */
   stamps?: boolean;
   /**

@@ -5,8 +5,8 @@
  * (one call, as with one database), several are decided in parallel (one round trip of latency) and the request is
  * all-or-nothing without a lock: when it is not let through, what the allowing groups consumed is given back
  * by the script's refund call, sent in the background. Until a refund lands its units are held: the limit
- * may under-admit for a moment; it over-admits only where README "Known limitations" says (split refunds to
- * one token bucket that overlap).
+ * may under-admit for a moment, never over-admit (a refund gives back only what its stamps prove still owed:
+ * lua/floodgate.lua's header, REFUND).
  */
 import { DEFAULTS } from "../engine/defaults";
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
@@ -107,7 +107,8 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
     // request's own (a sliding log's members are named by request id), and a lease must never outlive its units.
     const groupOpts: DecideOptions = { ...opts };
     delete groupOpts.lease;
-    // A group with a bucket asks for its stamps: a refund gives back only what they prove still owed.
+    // A group with a bucket asks for its stamps (the TAT it wrote, and when): a refund gives back only what
+    // they prove still owed.
     const stamped: DecideOptions = { ...groupOpts, stamps: true };
     const startedMs = performance.now();
     const decisions = await Promise.all(

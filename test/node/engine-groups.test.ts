@@ -13,7 +13,7 @@ import { consumedCalls, groupCalls } from "../../src/engine/groups";
 import { stateKey } from "../../src/engine/keys";
 import { rendezvous } from "../../src/engine/shards";
 import { createStore, type Store, StoreError } from "../../src/engine/store";
-import type { Algorithm, Decision, RuleCall } from "../../src/engine/types";
+import type { Algorithm, Decision, RefundCall, RuleCall } from "../../src/engine/types";
 import { createEngine, type Engine } from "../../src/resilience/endpoints";
 import { peekRemaining, requestId, ruleCall, uniquePrefix } from "./lua-support";
 
@@ -133,6 +133,67 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
     const decision = await store.decide([{ ...call, cost: 5 }], id, { stamps: true });
     expect(await undo(store, decision, id, decidedAt)).toEqual([5]);
     expect(await remaining(prefix, call)).toBe(10);
+  });
+
+  it("overlapping: a later refund counts what an earlier one gave back since its decision", async () => {
+    const prefix = uniquePrefix("groups-stamp-overlap");
+    const store = testStore(prefix);
+    const call = bucket();
+    const key = stateKey(prefix, call.rule, call.identityHash);
+    const [first, second] = [requestId(), requestId()];
+    const decidedAt = Date.now();
+    // Two split decisions of 50 units (500 ms each) on a full bucket: the second's stamp is 1 s ahead.
+    const one = await store.decide([{ ...call, cost: 50 }], first, { stamps: true });
+    const two = await store.decide([{ ...call, cost: 50 }], second, { stamps: true });
+    // The first is undone at once: its 500 ms go back, and the bucket refills past them in 600 ms.
+    expect(await undo(store, one, first, decidedAt)).toEqual([50]);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect((await store.decide([{ ...call, cost: 1000 }], requestId())).allowed).toBe(true);
+    const tat = await redis.get(key);
+    // The second's stamp still lay ~400 ms ahead, but the TAT fell behind the clock meanwhile (the first's
+    // refund lowered it): the second's units were refilled and spent by the burst. Without the refund ledger
+    // they came back: ~40 units on top of a burst of 1000.
+    expect(await undo(store, two, second, decidedAt)).toEqual([0]);
+    expect(await redis.get(key)).toBe(tat);
+  });
+
+  it("overlapping and prompt, in any order: all come back, and the bucket is as if none had come", async () => {
+    const prefix = uniquePrefix("groups-stamp-overlap-prompt");
+    const store = testStore(prefix);
+    const call = ruleCall({ algorithm: "token-bucket", limit: 10, periodMs: 10_000, burst: 10 }); // 1 s a unit
+    const ids = [requestId(), requestId(), requestId()];
+    const decidedAt = Date.now();
+    const decisions: Decision[] = [];
+    for (const [i, id] of ids.entries())
+      decisions.push(await store.decide([{ ...call, cost: i + 2 }], id, { stamps: true }));
+    // The latest first: its units lie on top, and an earlier one's refund moves them down, not the other way.
+    for (const i of [2, 0, 1]) {
+      expect(await undo(store, decisions[i] as Decision, ids[i] as string, decidedAt)).toEqual([i + 2]);
+    }
+    expect(await remaining(prefix, call)).toBe(10);
+    // The ledger holds what each gave back (2, 3 and 4 s, less the moments they took), for 30 s: the furthest
+    // a split decision's refund reaches back.
+    const ledger = `${stateKey(prefix, call.rule, call.identityHash)}:refunded`;
+    const given = (await redis.zrange(ledger, 0, -1)).map((member) => Number(member.split(":")[0]));
+    expect(given).toHaveLength(3);
+    expect(given.reduce((a, b) => a + b)).toBeGreaterThan(8_900_000);
+    expect(await redis.pttl(ledger)).toBeGreaterThan(25_000);
+    expect(await redis.pttl(ledger)).toBeLessThanOrEqual(30_000);
+  });
+
+  it("a stamp older than the ledger keeps (30 s): nothing comes back, since nothing is known to be owed", async () => {
+    const prefix = uniquePrefix("groups-stamp-too-old");
+    const store = testStore(prefix);
+    const call = ruleCall({ algorithm: "gcra", limit: 10, periodMs: 10_000, burst: 10 });
+    const id = requestId();
+    const decision = await store.decide([{ ...call, cost: 2 }], id, { stamps: true });
+    const [consumed] = consumedCalls(decision) as [RefundCall];
+    const stamp = consumed.pricedAt as NonNullable<RefundCall["pricedAt"]>;
+    expect(stamp.writtenAtUs).toBeGreaterThan(0);
+    // The same refund with its decision's time put 31 s back, the TAT it wrote still ahead of now.
+    const aged = { ...consumed, pricedAt: { ...stamp, writtenAtUs: (stamp.writtenAtUs ?? 0) - 31_000_000 } };
+    expect(await store.refund([aged], id, -1_000_000)).toEqual([0]);
+    expect(await store.refund(consumedCalls(decision), id, -1_000_000)).toEqual([2]);
   });
 });
 
