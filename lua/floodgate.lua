@@ -15,10 +15,13 @@ KEYS:
   KEYS[n + k]  override of the k-th rule whose mode slot says "with override", in rule order:
                <prefix>:override:<rule>:{<hash>}, hash: limit, period (MILLISECONDS), burst; read only;
                absent burst = the override's limit
-  a REFUND call (below) ends with one more key per rule, its reset fence <prefix>:<rule>:{<hash>}:reset:
-  present for a while after an admin reset of that state (below, "Why a reset's fence may be short"); read only;
-  a split decision's REFUND (`when` negative) has, just before the fences, one more key per rule: its refund
-  ledger <prefix>:<rule>:{<hash>}:refunded (below, "The refund ledger"), used by token-bucket/gcra rules
+  a LEASE call (below) ends with one more key per rule, its lease mark <prefix>:<rule>:{<hash>}:leased:
+               when a lease of that token bucket/gcra state was last granted or returned (µs; below, "The
+               refund ledger"); written by a bucket's lease only
+  a REFUND call (below) ends with three more keys per rule: all rules' refund ledgers
+  <prefix>:<rule>:{<hash>}:refunded (below, "The refund ledger"), then all their lease marks, then all their
+  reset fences <prefix>:<rule>:{<hash>}:reset: present for a while after an admin reset of that state (below,
+  "Why a reset's fence may be short"), read only
 ARGV:
   ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log,
            concurrency or shed rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] "1" peek (evaluate
@@ -143,27 +146,35 @@ A REFUND call returns one integer per rule instead: the units actually given bac
                     window is still the current one
     token-bucket,   the TAT moves back by units * emission interval, never below now (what has refilled since
     gcra            stays refilled); `when` > 0 is the TAT the units' lease wrote, and the TAT moves back only
-                    while it is still that one; a split decision's stamp (the TAT the decision wrote, W, at
-                    Redis's time d) caps it at W - now - G, G the µs that refunds of split decisions made
-                    before d gave back to the bucket since d (its refund ledger, below). The TAT is a stack:
-                    each write lays its units' time on top (the decision's: the span up to W), and what lies
-                    below now has refilled. A split refund lifts its units out of its own span, which moves all
-                    above it down by what it gave: a refund of an earlier decision moves this one's span down
-                    (by G in all), a later decision's lies above it, and an arrival's, a lease's or a give-back's
-                    (one only while its write is still the top) leave it where it is. So what is left of the
-                    decision's units is the part of its span still above now: at most W - G - now. The rest
-                    may have refilled a full bucket, the refill been spent, and given back again it would admit
-                    those arrivals twice
+                    while it is still that one. A split decision's refund gives back at most W - now - G (its
+                    stamp: the TAT W the decision wrote, at Redis's time d; G: what refunds of split decisions
+                    made before d gave back since d, from the refund ledger below), and nothing at all without
+                    a stamp, to a rule with a delay, or once a lease of the bucket was granted or returned since
+                    d (its lease mark). Why: the TAT is a stack; each write lays its units' time on top (the
+                    decision's: the span up to W), and what lies below now has refilled. A split refund lifts
+                    its units out of its own span, which moves everything above it down by what it gave. A
+                    refund of an earlier decision moves this one's span down (by G in all); a later decision's
+                    lies above it; an arrival above it was admitted at its own instant, which the move never
+                    passes (its span stays above now, where this refund's did). So what is left of the
+                    decision's units is the part of its span still above now, at most W - G - now; the rest may
+                    have refilled a full bucket, the refill been spent, and given back again it would admit
+                    those arrivals twice. But a write pinned to a later instant must not move: a held request
+                    (a delay) leaves at the slot it was given, a lease's units are recorded at its end, and
+                    moving them down would let the next request through beside them; a give-back or a lease's
+                    return that finds its own TAT (to the µs, which another write may have rebuilt) may lie
+                    below a later decision and move it unrecorded. Only rules with a delay hold requests or
+                    give back; leases mark the bucket
     sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
                     with `when` unknown, the request id's members still in the window
     concurrency     ZREM of the request id's slot (units ignored)
   The refund ledger of a token bucket: a ZSET, one member per split decision's refund that gave back time,
-    `<µs the TAT moved back>:<its decision's d, 0 = unknown>:<request id>`, scored by Redis's time then (µs).
-    A split refund sums the members scored at or after its own decision's d whose decision came before it
-    (G; in the same µs as d, or unknown, counts: counting more only gives back less), and adds its own. Decisions pay nothing for it (d is the clock they read
-    anyway). A split decision is refunded within LEDGER_HORIZON_MS of d (the edge's reach, src/engine/keys.ts
-    RESET_FENCE_MAX_MS) or not at all, so members older than that are dropped, and the ledger expires that
-    long after its last member.
+    `<µs the TAT moved back>:<its decision's d>:<request id>`, scored by Redis's time then (µs). A split
+    refund sums the members scored at or after its own decision's d whose decision came no later (G: one in
+    the same µs may have come before it, and counting more only gives back less), and adds its own. Its lease
+    mark holds the time of the bucket's last lease grant or return. Decisions pay nothing for either (d is the
+    clock a bucket's decision reads anyway); a bucket's lease call and a lease's return that gives back pay one
+    SET. A split decision is refunded within LEDGER_HORIZON_MS of d or not at all, so ledger members older
+    than that are dropped, and ledger and mark expire that long after their last write.
   A negative `when`, "-<age>", means "at most <age> µs ago" (a split decision undone, src/resilience/sharded.ts):
     the span is taken from its earliest instant, so a window edge that may lie inside it refunds nothing.
 Why a reset's fence may be short. An admin reset deletes the state and sets its fence in one transaction (at
@@ -184,11 +195,14 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
                     TAT lies behind now and the return gives nothing, whatever the TAT is.
     sliding-log,    no fence: a refund removes members by name (`<request id>:<when>:<unit>`, or a slot's request
     concurrency     id), names no post-reset write uses, and the reset removed the pre-reset ones.
-  A refund with `when` "-<age>" (a split decision undone) knows its units only to within age, and a bucket's
-  does not compare the TAT: the edge sends none whose age exceeds the fence of the call's own limits
-  (src/engine/store.ts), so a pre-reset one arrives while the fence stands (units taken after now - age >
-  now - fence, before r: the fence, from r, still stands). For a window priced at its own period that drops
-  nothing the window test would have let through. The longest fence (30 s) is long enough for every refund
+  A refund with `when` "-<age>" (a split decision undone) knows its units only to within age: the edge sends
+  no window's whose age exceeds the fence of the call's own limits (src/engine/store.ts), so a pre-reset one
+  arrives while the fence stands (units taken after now - age > now - fence, before r: the fence, from r,
+  still stands). For a window priced at its own period that drops nothing the window test would have let
+  through. A bucket's needs no such bound: its stamp W lies at most one capacity after d (no delay: a rule
+  with one gets nothing back), and a reset after d fences for at least that capacity plus a quarter (the
+  limits it was priced at, an override's included, or mode 5 | 4 gives nothing), so once the fence falls W
+  lies behind now and the refund gives nothing. The longest fence (30 s) is long enough for every refund
   the edge sends: a lease's return no later than 15 s after its expiry (src/leases/returns.ts), a split
   decision's within its timeout (5 s). These bounds hold for limits known at the reset. A lease granted under
   an override replaced before the reset may still be returned after it (an isolate sends its returns before
@@ -254,7 +268,8 @@ State layout per algorithm (one key per identity; every write carries a TTL with
 local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, DELAY, PER_RULE = 0, 1, 2, 3, 4, 5, 6, 7
 -- The longest a lease lives (RATE_LIMIT_LEASE_MS is validated to at most this), ms.
 local LEASE_HORIZON_MS = 10000
--- The furthest a split decision's refund reaches back, ms: how long a refund ledger keeps a member (see the header).
+-- The furthest a split decision's refund reaches back, ms: how long a refund ledger keeps a member and a
+-- lease mark stands (see the header).
 local LEDGER_HORIZON_MS = 30000
 -- How far a fixed-window counter's expiry may lie from its window's end before it is re-aimed, ms: PTTL and
 -- TIME are read a moment apart, while the ends of windows of whole-second periods lie whole seconds apart.
@@ -481,7 +496,7 @@ if call == "3" then
     end
     local period_us = period * 1000 -- µs
     local given = 0 -- units actually given back
-    local fence = KEYS[#KEYS - n + i] -- the state's reset fence
+    local fence = KEYS[#KEYS - n + i] -- the state's reset fence (after the ledgers and the lease marks)
     if limit <= 0 or units <= 0 then -- nothing was consumed under a blocking override
     elseif (algorithm == FIXED or algorithm == SLIDING or algorithm == BUCKET or algorithm == GCRA)
       and redis.call("EXISTS", fence) == 1 then
@@ -518,24 +533,23 @@ if call == "3" then
       -- refilled. A lease's return (`when` > 0: the TAT the lease wrote) only while that write is still the
       -- TAT: after any other arrival, a reset, or a refill past it, its units may stand for someone else's.
       -- A split decision's refund (its stamp: the TAT W it wrote at d) gives back at most W - now, less what
-      -- other split refunds gave back since d (its refund ledger), and enters what it gives in the ledger (see
-      -- the header). Without a stamp, all of it.
-      local floor_us = now_us
+      -- refunds of earlier split decisions gave back since d (its refund ledger), and enters what it gives in
+      -- the ledger; nothing without a stamp, with a delay, or after a lease since d (see the header).
       local tat_us = tonumber(redis.pcall("GET", key))
       local written_us = tonumber(ARGV[3])
       local stamp_at = first + n * PER_RULE + 2 * (i - 1) -- a split refund's: W, then d
-      local stamp_us = split_refund and tonumber(ARGV[stamp_at]) or 0 -- µs; 0 = no stamp
-      local ledger = split_refund and KEYS[#KEYS - 2 * n + i]
-      if written_us > 0 and tat_us ~= written_us then
+      local stamp_us = split_refund and tonumber(ARGV[stamp_at]) or 0 -- µs
+      if written_us > 0 and tat_us ~= written_us or split_refund and (stamp_us == 0 or ARGV[at + DELAY] ~= "0") then
         tat_us = nil
       end
-      if tat_us and tat_us > floor_us then
+      if tat_us and tat_us > now_us then
         local interval_us = ceil(period_us / limit)
         local owed_us = units * interval_us
-        if stamp_us > 0 then
+        local ledger, leased = KEYS[#KEYS - 3 * n + i], KEYS[#KEYS - 2 * n + i]
+        if split_refund then
           local decided_us = tonumber(ARGV[stamp_at + 1]) -- d
-          if now_us - decided_us > LEDGER_HORIZON_MS * 1000 then
-            owed_us = 0 -- older than the ledger keeps: nothing is known to be owed
+          if now_us - decided_us > LEDGER_HORIZON_MS * 1000 or (tonumber(redis.call("GET", leased)) or 0) >= decided_us then
+            owed_us = 0 -- older than the ledger keeps, or a lease may lie above its units: nothing known owed
           else
             local since_us = 0 -- µs that refunds of split decisions made before d gave back since d
             for _, entry in ipairs(redis.call("ZRANGEBYSCORE", ledger, ARGV[stamp_at + 1], "+inf")) do
@@ -548,17 +562,16 @@ if call == "3" then
           end
         end
         if owed_us > 0 then
-          local back_us = tat_us - owed_us
-          if back_us < floor_us then
-            back_us = floor_us
-          end
+          local back_us = math.max(tat_us - owed_us, now_us)
           given = math.min(units, ceil((tat_us - back_us) / interval_us))
           redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
-          if ledger then
-            local entry = format("%d:%s:%s", tat_us - back_us, stamp_us > 0 and ARGV[stamp_at + 1] or "0", request_id)
+          if split_refund then
+            local entry = format("%d:%s:%s", tat_us - back_us, ARGV[stamp_at + 1], request_id)
             redis.call("ZADD", ledger, format("%d", now_us), entry)
             redis.call("ZREMRANGEBYSCORE", ledger, "-inf", format("%d", now_us - LEDGER_HORIZON_MS * 1000))
             redis.call("PEXPIRE", ledger, LEDGER_HORIZON_MS)
+          elseif written_us > 0 then -- a lease's return: a split refund of a decision before it gives nothing
+            redis.call("SET", leased, format("%d", now_us), "PX", LEDGER_HORIZON_MS)
           end
         end
       end
@@ -1034,6 +1047,9 @@ for k = 0, more_pending and #more_pending or 0 do
     elseif value then
       -- Expiry is on Redis's own clock, which knows nothing of the test offset.
       redis.call("SET", key, value, "PXAT", format("%d", ceil(expire_us / 1000) - offset_ms))
+      if lease_tat[i] then -- a bucket's lease: its lease mark (see the header, "The refund ledger")
+        redis.call("SET", KEYS[#KEYS - n + i], format("%d", now_us), "PX", LEDGER_HORIZON_MS)
+      end
     elseif algorithm == LOG then
       if clear then
         redis.call("DEL", key)

@@ -53,12 +53,20 @@ export const resetFenceKey = (prefix: string, rule: string, identityHash: string
 
 /**
  * The refund ledger of one identity's token bucket under one rule: what each split decision's refund gave
- * back to it, and when, so that a later refund gives back nothing another gave back since its own decision
- * (lua/floodgate.lua's header, REFUND). Only split decisions' refunds write it; it lasts as long as
+ * back to it, and when, so that a refund counts what refunds of earlier decisions gave back since its own
+ * (lua/floodgate.lua's header, REFUND). Only split decisions' refunds write it; it lasts
  * {@link RESET_FENCE_MAX_MS}, the furthest such a refund reaches back, after the last one.
  */
 export const refundLedgerKey = (prefix: string, rule: string, identityHash: string): string =>
   `${stateKey(prefix, rule, identityHash)}:refunded`;
+
+/**
+ * The lease mark of the same bucket: when a lease of it was last granted or returned. A split decision made
+ * before it gets nothing back (a lease's units, recorded at its end, must not move). It lasts
+ * {@link RESET_FENCE_MAX_MS} after its last write.
+ */
+export const leaseMarkKey = (prefix: string, rule: string, identityHash: string): string =>
+  `${stateKey(prefix, rule, identityHash)}:leased`;
 
 /**
  * The longest a reset fence stands, ms: a lease lives at most 10 s (`RATE_LIMIT_LEASE_MS`) and its return is

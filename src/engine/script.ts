@@ -4,7 +4,7 @@
  * `lua/floodgate.lua`.
  */
 import source from "../../lua/floodgate.lua";
-import { overrideKey, refundLedgerKey, resetFenceKey, stateKey } from "./keys";
+import { leaseMarkKey, overrideKey, refundLedgerKey, resetFenceKey, stateKey } from "./keys";
 import type { Algorithm, RefundCall, Reservation, RuleCall } from "./types";
 
 /** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
@@ -156,15 +156,18 @@ export function scriptArguments(
     );
   }
   for (const key of overrides) keys.push(key);
-  if (opts.lease) for (let i = 0; i < calls.length; i++) args.push(String(opts.lease.units[i] ?? 0));
+  if (opts.lease) {
+    for (const call of calls) keys.push(leaseMarkKey(prefix, call.rule, call.identityHash));
+    for (let i = 0; i < calls.length; i++) args.push(String(opts.lease.units[i] ?? 0));
+  }
   return { keys, args };
 }
 
 /**
  * KEYS and ARGV of a refund: give back `call.cost` units of each call, consumed at `whenUs` (µs on Redis's
  * clock; 0 = unknown, "the current window"; negative: at most `-whenUs` µs ago, a split decision undone) under
- * `requestId` (lua/floodgate.lua's header, call "3"). A split decision's refund also carries each call's
- * refund-ledger key (before the fences) and its decision's stamp (after the rule groups).
+ * `requestId` (lua/floodgate.lua's header, call "3"). After the override keys, each call's refund ledger, lease
+ * mark and reset fence; a split decision's refund also carries each call's stamp after the rule groups.
  */
 export function refundArguments(
   prefix: string,
@@ -188,10 +191,12 @@ export function refundArguments(
     }
   });
   if (whenUs < 0) {
-    for (const call of calls) keys.push(refundLedgerKey(prefix, call.rule, call.identityHash));
-    for (const { pricedAt } of calls)
+    for (const { pricedAt } of calls) {
       rules.push(String(pricedAt?.tatUs ?? 0), String(pricedAt?.writtenAtUs ?? 0));
+    }
   }
-  for (const call of calls) keys.push(resetFenceKey(prefix, call.rule, call.identityHash));
+  for (const key of [refundLedgerKey, leaseMarkKey, resetFenceKey]) {
+    for (const call of calls) keys.push(key(prefix, call.rule, call.identityHash));
+  }
   return { keys, args: [CALL.refund, requestId, String(Math.trunc(whenUs)), ...rules] };
 }

@@ -61,7 +61,7 @@ export interface Store {
    * `LeaseGrant.tatUs`) under `requestId`,
    * in one atomic call; resolves to the units each call got back. Not bound by the decision budget.
    * A negative `whenUs` reaching further back than the reset fence of a call's own limits gives that call
-   * nothing, unsent (see `outlivesFence` below).
+   * nothing, unsent, unless a bucket's stamp bounds it (see `outlivesFence` below).
    * @throws {StoreError} when Redis cannot answer.
    */
   refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]>;
@@ -73,10 +73,11 @@ export interface Store {
  * for the call's own limits (`resetFenceMs`, src/engine/keys.ts; the admin's fence covers those limits and
  * more). The script cannot tell such units from the fresh state's, so they are not given back: only
  * under-admission, and for a window priced at its own period no loss at all (a span longer than the period
- * holds a window edge, and the script refunds nothing across one).
+ * holds a window edge, and the script refunds nothing across one). A bucket's stamp bounds its own refund
+ * (lua/floodgate.lua's header: the TAT it wrote lies behind now once such a fence has fallen).
  */
-function outlivesFence(call: RuleCall, whenUs: number): boolean {
-  if (whenUs >= 0) return false;
+function outlivesFence(call: RefundCall, whenUs: number): boolean {
+  if (whenUs >= 0 || (call.pricedAt?.tatUs ?? 0) > 0) return false;
   const fenceMs = resetFenceMs(call.algorithm, [call]);
   return fenceMs > 0 && -whenUs > fenceMs * 1000;
 }

@@ -181,6 +181,80 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
     expect(await redis.pttl(ledger)).toBeLessThanOrEqual(30_000);
   });
 
+  it("a small bucket gets its units back too: its stamp bounds the refund, not the reset fence", async () => {
+    // A bucket of 1 s (a unit each 500 ms) has a fence of 1.25 s, shorter than the refund's reach (its 2 s
+    // timeout here, 5 s by default): the edge dropped such refunds unsent, and every denied split request kept
+    // a unit.
+    const prefix = uniquePrefix("groups-small-bucket");
+    const engine = engineOn(prefix, [rest.url]);
+    const perIp = ruleCall({ algorithm: "gcra", rule: "per-ip", limit: 2, periodMs: 1000 });
+    const perKey = ruleCall({ algorithm: "fixed-window", rule: "per-key", limit: 1, periodMs: HOUR });
+    expect((await decideAndSettle(engine, [perIp, perKey])).decision.allowed).toBe(true);
+    const { decision, refunds } = await decideAndSettle(engine, [perIp, perKey]);
+    expect(decision.allowed).toBe(false);
+    expect(refunds).toBe(1);
+    expect(await remaining(prefix, perIp)).toBe(1);
+  });
+
+  // Writes pinned to a later instant lie above the refunded units and must not move (lua/floodgate.lua's
+  // header, REFUND). Both cases let 58 units through against a burst of 50 before (a review's numbers).
+  it("a bucket with a delay: nothing comes back (a held request above the units leaves at its own slot)", async () => {
+    const prefix = uniquePrefix("groups-stamp-delay");
+    const store = testStore(prefix);
+    const call = ruleCall({
+      algorithm: "token-bucket",
+      limit: 10,
+      periodMs: 10_000,
+      burst: 10,
+      delayMs: 60_000,
+    });
+    const id = requestId();
+    const decidedAt = Date.now();
+    const decision = await store.decide([{ ...call, cost: 10 }], id, { stamps: true });
+    // Held for its slot, 10 s from now: the split decision's 10 units lie under its.
+    const held = await store.decide([{ ...call, cost: 10 }], requestId());
+    expect(held.results[0]?.delayMs).toBeGreaterThan(9000);
+    expect(await undo(store, decision, id, decidedAt)).toEqual([0]);
+    // Given back, the next 10 units would have been held only until the held request leaves: 20 at once.
+    expect((await store.decide([{ ...call, cost: 10 }], requestId())).results[0]?.delayMs).toBeGreaterThan(
+      19_000,
+    );
+  });
+
+  it("a lease of the bucket granted since the decision: nothing comes back (its units are recorded at its end)", async () => {
+    const prefix = uniquePrefix("groups-stamp-lease");
+    const store = testStore(prefix);
+    const call = ruleCall({ algorithm: "token-bucket", limit: 10, periodMs: 1000, burst: 50 }); // 100 ms a unit
+    const [id, control] = [requestId(), requestId()];
+    const decidedAt = Date.now();
+    const decision = await store.decide([{ ...call, cost: 10 }], id, { stamps: true });
+    const lease = await store.decide([call], requestId(), { lease: { units: [30], maxMs: 1000 } });
+    expect(lease.results[0]?.lease?.units).toBeGreaterThan(1);
+    expect(await undo(store, decision, id, decidedAt)).toEqual([0]);
+    // The same on another identity without the lease: all of it comes back.
+    const other = { ...call, identityHash: `${call.identityHash}-control` };
+    const alone = await store.decide([{ ...other, cost: 10 }], control, { stamps: true });
+    expect(await undo(store, alone, control, decidedAt)).toEqual([10]);
+  });
+
+  it("a lease's return marks the bucket as its grant does", async () => {
+    const prefix = uniquePrefix("groups-stamp-lease-return");
+    const store = testStore(prefix);
+    const call = ruleCall({ algorithm: "gcra", limit: 10, periodMs: 1000, burst: 50 });
+    const mark = `${stateKey(prefix, call.rule, call.identityHash)}:leased`;
+    const granted = (await store.decide([call], requestId(), { lease: { units: [30], maxMs: 1000 } }))
+      .results[0];
+    const grantMark = Number(await redis.get(mark));
+    expect(grantMark).toBeGreaterThan(0);
+    expect(await redis.pttl(mark)).toBeLessThanOrEqual(30_000);
+    const lease = granted?.lease;
+    if (!lease) throw new Error("no lease");
+    expect(await store.refund([{ ...call, cost: lease.units - 1 }], requestId(), lease.tatUs)).toEqual([
+      lease.units - 1,
+    ]);
+    expect(Number(await redis.get(mark))).toBeGreaterThan(grantMark);
+  });
+
   it("a stamp older than the ledger keeps (30 s): nothing comes back, since nothing is known to be owed", async () => {
     const prefix = uniquePrefix("groups-stamp-too-old");
     const store = testStore(prefix);

@@ -5,6 +5,7 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { consumedCalls } from "../../src/engine/groups";
 import { resetFenceKey, resetFenceMs, stateKey } from "../../src/engine/keys";
 import type { Store } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
@@ -185,20 +186,24 @@ describe("a reset's fence lasts about one period, and no refund from before the 
     }
   }, 20_000);
 
-  it("a bucket of 1 s: a split decision's refund reaching back further than the fence gives nothing, though the fence has fallen", async () => {
+  it("a bucket of 1 s: a split decision's refund of units from before a reset gives nothing once the fence has fallen", async () => {
     for (const algorithm of ["token-bucket", "gcra"] as Algorithm[]) {
       const call = ruleCall({ algorithm, limit: 10, periodMs: 1000 });
-      expect((await store.decide([{ ...call, cost: 4 }], requestId())).allowed).toBe(true);
+      const earlier = requestId();
+      const before = await store.decide([{ ...call, cost: 4 }], earlier, { stamps: true });
       await reset(call);
       await untilFenceFalls(call);
       expect((await store.decide([{ ...call, cost: 2 }], requestId())).allowed).toBe(true);
-      // As src/resilience/sharded.ts sends it: "at most 5 s ago", which may be before the reset.
-      expect(await store.refund([{ ...call, cost: 4 }], requestId(), -5_000_000)).toEqual([0]);
+      // As src/resilience/sharded.ts sends it, "at most 5 s ago" (longer than the fence): the TAT its decision
+      // wrote, its stamp, lies behind now.
+      expect(await store.refund(consumedCalls(before), earlier, -5_000_000)).toEqual([0]);
       expect(await remaining(call)).toBe(8);
-      // Within the fence's span it is sent, and gives back what it took.
+      // A split decision's after the reset gives back what it took; without its stamp, nothing (what is still
+      // owed is unknown).
       const id = requestId();
-      expect((await store.decide([{ ...call, cost: 3 }], id)).allowed).toBe(true);
-      expect(await store.refund([{ ...call, cost: 3 }], id, -1_000_000)).toEqual([3]);
+      const after = await store.decide([{ ...call, cost: 3 }], id, { stamps: true });
+      expect(await store.refund([{ ...call, cost: 3 }], id, -5_000_000)).toEqual([0]);
+      expect(await store.refund(consumedCalls(after), id, -5_000_000)).toEqual([3]);
     }
   }, 20_000);
 
