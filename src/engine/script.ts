@@ -54,6 +54,9 @@ export interface CallOptions {
   stamps?: boolean;
 }
 
+/** Whether a call with `opts` is stamped (call "2", "2"): its reply has 3 stamp words per rule, not 2. */
+export const isStampedCall = (opts: CallOptions): boolean => opts.stamps === true && !opts.lease && !opts.peek;
+
 /** Algorithms whose state stores the request id (ARGV[2]): their slots are released by it. */
 export const HOLDS_REQUEST_ID: ReadonlySet<Algorithm> = new Set(["sliding-log", "concurrency", "shed"]);
 
@@ -127,7 +130,7 @@ export function scriptArguments(
   const overrides: string[] = [];
   const args: string[] = [CALL.plain];
   const offsetMs = Math.trunc(opts.timeOffsetMs ?? 0);
-  const stamped = opts.stamps === true && !opts.lease && !opts.peek;
+  const stamped = isStampedCall(opts);
   if (opts.lease) {
     args[0] = CALL.lease;
     args.push(requestId, String(Math.trunc(opts.lease.maxMs)));

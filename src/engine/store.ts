@@ -12,6 +12,7 @@ import { decisionOf } from "./results";
 import {
   type CallOptions,
   giveBackArguments,
+  isStampedCall,
   refundArguments,
   SCRIPT_SOURCE,
   scriptArguments,
@@ -164,7 +165,7 @@ export function createStore(options: StoreOptions): Store {
     }
     let decoded: ReturnType<typeof decodeReply>;
     try {
-      decoded = decodeReply(raw, calls, opts.stamps === true && !opts.lease && !opts.peek);
+      decoded = decodeReply(raw, calls, isStampedCall(opts));
     } catch (error) {
       throw new StoreError("script", (error as Error).message, { cause: error });
     }
