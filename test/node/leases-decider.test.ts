@@ -136,7 +136,9 @@ describe.each(["token-bucket", "gcra"] as Algorithm[])("%s", (algorithm) => {
     const pending: Promise<unknown>[] = [];
     await a.decide([y], requestId(), { waitUntil: (p) => pending.push(p) });
     await Promise.all(pending);
-    expect(refunded).toEqual([[unused]]);
+    // (A smaller lease one of the first requests took, if the isolate saw them hot enough, gives nothing back:
+    // the TAT is no longer the one it wrote.)
+    expect(refunded.flat().reduce((sum, units) => sum + units, 0)).toBe(unused);
     // Priced as taken: the TAT moved back by 10 ms a unit, not by the override's 1 s (which would have
     // emptied the bucket of the 7 s it holds, and admitted the override's whole burst).
     const tat = Number(await redis.get(stateKey(prefix, x.rule, x.identityHash)));
