@@ -161,9 +161,11 @@ describe("an unreachable JWKS", () => {
         expect(text).not.toMatch(/\bat .+:\d+:\d+/); // no stack trace
       }
       expect((hits.get("error") ?? 0) - before).toBe(1);
-      // Each 503 logs its line, as one Redis could not decide does, with the reason.
-      const unavailable = worker.logs.filter((line) => line.includes('"event":"ratelimit.denied"'));
-      expect(unavailable).toHaveLength(2);
+      // Each 503 logs its line, as one Redis could not decide does, with the reason (the worker's output may
+      // reach the test a moment after its response).
+      const denials = () => worker.logs.filter((line) => line.includes('"event":"ratelimit.denied"'));
+      await vi.waitFor(() => expect(denials()).toHaveLength(2), { timeout: 2000 });
+      const unavailable = denials();
       expect(unavailable[0]).toMatch(
         /"rule":"per-user","verdict":"unavailable".*"reason":"jwks_unavailable"/,
       );
