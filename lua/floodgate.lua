@@ -163,7 +163,7 @@ A REFUND call returns one integer per rule instead: the units actually given bac
                     moving them down would let the next request through beside them; a give-back or a lease's
                     return that finds its own TAT (to the µs, which another write may have rebuilt) may lie
                     below a later decision and move it unrecorded. Only rules with a delay hold requests or
-                    give back; leases mark the bucket
+                    are given back (src/middleware/delay.ts); leases mark the bucket
     sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
                     with `when` unknown, the request id's members still in the window
     concurrency     ZREM of the request id's slot (units ignored)
@@ -199,10 +199,10 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
   no window's whose age exceeds the fence of the call's own limits (src/engine/store.ts), so a pre-reset one
   arrives while the fence stands (units taken after now - age > now - fence, before r: the fence, from r,
   still stands). For a window priced at its own period that drops nothing the window test would have let
-  through. A bucket's needs no such bound: its stamp W lies at most one capacity after d (no delay: a rule
-  with one gets nothing back), and a reset after d fences for at least that capacity plus a quarter (the
-  limits it was priced at, an override's included, or mode 5 | 4 gives nothing), so once the fence falls W
-  lies behind now and the refund gives nothing. The longest fence (30 s) is long enough for every refund
+  through. A bucket's needs no such bound when its stamp W lies at most the rule's own capacity after d (the
+  edge sends it then): a reset after d fences for at least that capacity plus a quarter, so once the fence
+  falls W lies behind now and the refund gives nothing; or, where the fence was cut to 30 s, the refund is
+  older than LEDGER_HORIZON_MS (no longer than that cut) and gives nothing either. The longest fence (30 s) is long enough for every refund
   the edge sends: a lease's return no later than 15 s after its expiry (src/leases/returns.ts), a split
   decision's within its timeout (5 s). These bounds hold for limits known at the reset. A lease granted under
   an override replaced before the reset may still be returned after it (an isolate sends its returns before
@@ -258,7 +258,8 @@ State layout per algorithm (one key per identity; every write carries a TTL with
                   members can be scored ahead)
   token-bucket,   integer TAT (theoretical arrival time, µs): both algorithms ARE the same state;
   gcra            emission interval = ceil(period / limit) in whole µs; expires when the bucket is full.
-                  <key>:refunded, the refund ledger (above), only where split decisions were refunded
+                  <key>:refunded, the refund ledger, and <key>:leased, the lease mark (above, "The refund
+                  ledger"): only where split decisions were refunded, or leases granted or returned
   concurrency,    ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire. A shed
   shed            rule's budget is split over sub-keys (one per identity the edge derives), so no one key is
                   touched by every request; each is a concurrency set, admitting while fewer than `limit` hold

@@ -22,8 +22,8 @@ import { keyRoutes } from "./routes-keys";
 import { liveRoutes } from "./routes-live";
 import { overrideRoutes } from "./routes-overrides";
 
-export type { AdminEnv } from "./context";
 export { carriesAdminToken } from "./auth";
+export type { AdminEnv } from "./context";
 export { ADMIN_PREFIX, underAdminPrefix } from "./prefix";
 
 /** Builds the admin app; `resolve` gives it the Worker's config, Redis client, store and decider. */

@@ -12,8 +12,8 @@
  */
 import { type AdminContext, firstBreakerOpen } from "../admin/context";
 import { healthOfEndpoints } from "../admin/health";
-import { liveModesShown } from "../admin/live-copy";
 import { showHash } from "../admin/identity";
+import { liveModesShown } from "../admin/live-copy";
 import { formatPeriod } from "../admin/period";
 import type { WaitUntil } from "../engine/types";
 import { explainMode } from "../live/effective";

@@ -71,7 +71,9 @@ export const leaseMarkKey = (prefix: string, rule: string, identityHash: string)
 /**
  * The longest a reset fence stands, ms: a lease lives at most 10 s (`RATE_LIMIT_LEASE_MS`) and its return is
  * sent at most 15 s after it expired (src/leases/returns.ts), a split decision's refund within its 5 s timeout
- * (src/resilience/sharded.ts), so every return of units taken before a reset reaches Redis within this.
+ * (src/resilience/sharded.ts), so every return of units taken before a reset reaches Redis within this. The
+ * script's `LEDGER_HORIZON_MS` (lua/floodgate.lua) must not be longer: a bucket's split refund older than that
+ * gives nothing, which is what keeps one out of a fresh state behind a fence this cap shortened.
  */
 export const RESET_FENCE_MAX_MS = 30_000;
 
@@ -81,6 +83,10 @@ export interface FenceLimits {
   periodMs: number;
   burst: number;
 }
+
+/** A token bucket's capacity under `limits`, µs, as the script works it out: whole µs per unit. */
+export const capacityUs = ({ limit, periodMs, burst }: FenceLimits): number =>
+  burst * Math.ceil((periodMs * 1000) / limit);
 
 /**
  * How long a reset fence must stand, ms, for state of `algorithm` whose units may have been taken under any
@@ -94,15 +100,15 @@ export interface FenceLimits {
  */
 export function resetFenceMs(algorithm: Algorithm, limits: readonly FenceLimits[]): number {
   let longest = 0;
-  for (const { limit, periodMs, burst } of limits) {
+  for (const each of limits) {
     let ms = 0;
     if (algorithm === "fixed-window" || algorithm === "sliding-window") {
-      ms = periodMs;
-    } else if (isBucket(algorithm) && limit > 0) {
-      // As the script works it out: whole µs per unit; a lease lives at most a quarter of the capacity, in
-      // whole ms. +1: Redis counts a PX from the reset's whole ms, while the TAT counts from its µs.
-      const capacityUs = burst * Math.ceil((periodMs * 1000) / limit);
-      ms = Math.ceil(capacityUs / 1000) + Math.floor(capacityUs / 4000) + 1;
+      ms = each.periodMs;
+    } else if (isBucket(algorithm) && each.limit > 0) {
+      // A lease lives at most a quarter of the capacity, in whole ms. +1: Redis counts a PX from the reset's
+      // whole ms, while the TAT counts from its µs.
+      const us = capacityUs(each);
+      ms = Math.ceil(us / 1000) + Math.floor(us / 4000) + 1;
     }
     longest = Math.max(longest, ms);
   }

@@ -55,7 +55,8 @@ export interface CallOptions {
 }
 
 /** Whether a call with `opts` is stamped (call "2", "2"): its reply has 3 stamp words per rule, not 2. */
-export const isStampedCall = (opts: CallOptions): boolean => opts.stamps === true && !opts.lease && !opts.peek;
+export const isStampedCall = (opts: CallOptions): boolean =>
+  opts.stamps === true && !opts.lease && !opts.peek;
 
 /** Algorithms whose state stores the request id (ARGV[2]): their slots are released by it. */
 export const HOLDS_REQUEST_ID: ReadonlySet<Algorithm> = new Set(["sliding-log", "concurrency", "shed"]);

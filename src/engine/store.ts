@@ -5,7 +5,7 @@
  */
 import { Redis } from "@upstash/redis/cloudflare";
 import { DEFAULTS } from "./defaults";
-import { resetFenceMs, stateKey } from "./keys";
+import { capacityUs, resetFenceMs, stateKey } from "./keys";
 import { decodeRefund, decodeReply } from "./reply";
 import { restCommand, restEndpoint } from "./rest";
 import { decisionOf } from "./results";
@@ -74,11 +74,14 @@ export interface Store {
  * for the call's own limits (`resetFenceMs`, src/engine/keys.ts; the admin's fence covers those limits and
  * more). The script cannot tell such units from the fresh state's, so they are not given back: only
  * under-admission, and for a window priced at its own period no loss at all (a span longer than the period
- * holds a window edge, and the script refunds nothing across one). A bucket's stamp bounds its own refund
- * (lua/floodgate.lua's header: the TAT it wrote lies behind now once such a fence has fallen).
+ * holds a window edge, and the script refunds nothing across one). A bucket's stamp bounds its own refund when
+ * the TAT it wrote lay no further ahead of its decision than the rule's own capacity, which every reset fences
+ * (lua/floodgate.lua's header: that TAT lies behind now once the fence has fallen).
  */
 function outlivesFence(call: RefundCall, whenUs: number): boolean {
-  if (whenUs >= 0 || (call.pricedAt?.tatUs ?? 0) > 0) return false;
+  if (whenUs >= 0) return false;
+  const { tatUs = 0, writtenAtUs = 0 } = call.pricedAt ?? {};
+  if (tatUs > 0 && writtenAtUs > 0 && tatUs - writtenAtUs <= capacityUs(call)) return false;
   const fenceMs = resetFenceMs(call.algorithm, [call]);
   return fenceMs > 0 && -whenUs > fenceMs * 1000;
 }

@@ -20,8 +20,8 @@ import {
   type RuleResult,
 } from "../engine/types";
 import { within } from "../util/timer";
-import { type BreakerOptions, CircuitBreaker } from "./breaker";
 import { decideWithin } from "./bounded";
+import { type BreakerOptions, CircuitBreaker } from "./breaker";
 import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache, type RefreshOutcome } from "./deny-cache";
 import { classifyFailure, FAILURE_TEXT } from "./failure";
 import { DEFAULT_FALLBACK_ENTRIES, FallbackLimiter } from "./fallback";

@@ -136,7 +136,8 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
         const all = Promise.all(refunds).then(() => undefined);
         if (opts.waitUntil) opts.waitUntil(all);
       }
-      // A delayed group's slot is refunded too: the request is not held.
+      // A delayed group's slot is refunded too where it can be (a bucket with a delay gets nothing back:
+      // lua/floodgate.lua's header, REFUND); the request is not held.
       return refusedDecision(decision);
     }
     return decision;

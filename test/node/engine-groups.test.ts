@@ -14,6 +14,8 @@ import { stateKey } from "../../src/engine/keys";
 import { rendezvous } from "../../src/engine/shards";
 import { createStore, type Store, StoreError } from "../../src/engine/store";
 import type { Algorithm, Decision, RefundCall, RuleCall } from "../../src/engine/types";
+import { giveBack } from "../../src/middleware/delay";
+import { createDecider } from "../../src/resilience/decider";
 import { createEngine, type Engine } from "../../src/resilience/endpoints";
 import { peekRemaining, requestId, ruleCall, uniquePrefix } from "./lua-support";
 
@@ -219,6 +221,36 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
     expect((await store.decide([{ ...call, cost: 10 }], requestId())).results[0]?.delayMs).toBeGreaterThan(
       19_000,
     );
+  });
+
+  it("a request held by a rule with a delay gives back that rule's slot only: a bucket without one keeps its unit", async () => {
+    // A give-back restores the TAT its write replaced, which a split refund may have moved since; only rules with
+    // a delay get give-backs, and those get no split refunds (a review's sequence gave 53 against a burst of 50).
+    const prefix = uniquePrefix("groups-give-back");
+    const store = testStore(prefix);
+    const held = ruleCall({
+      algorithm: "token-bucket",
+      rule: "a",
+      limit: 1,
+      periodMs: 60_000,
+      delayMs: 60_000,
+    });
+    const plain = ruleCall({ algorithm: "token-bucket", rule: "b", limit: 10, periodMs: 1000, burst: 50 });
+    await store.decide([{ ...held, burst: 1 }], requestId()); // its one unit spent: the next request waits
+    const id = requestId();
+    const decision = await store.decide(
+      [
+        { ...held, burst: 1 },
+        { ...plain, cost: 20 },
+      ],
+      id,
+    );
+    expect(decision.results[0]?.delayMs).toBeGreaterThan(0);
+    const [heldKey, plainKey] = [held, plain].map((call) => stateKey(prefix, call.rule, call.identityHash));
+    const plainTat = await redis.get(plainKey as string);
+    await giveBack(createDecider(store), decision, id);
+    expect(await redis.get(heldKey as string)).toBe(String(decision.results[0]?.reservation?.previousTatUs));
+    expect(await redis.get(plainKey as string)).toBe(plainTat);
   });
 
   it("a lease of the bucket granted since the decision: nothing comes back (its units are recorded at its end)", async () => {

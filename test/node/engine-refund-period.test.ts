@@ -8,11 +8,11 @@
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { fenceMsOf, fenceReturns, raiseFence } from "../../src/admin/fence";
-import { overrideKey, resetFenceKey, stateKey } from "../../src/engine/keys";
-import { reaimArguments } from "../../src/engine/script";
 import { DEFAULTS } from "../../src/engine/defaults";
 import { consumedCalls } from "../../src/engine/groups";
+import { overrideKey, resetFenceKey, stateKey } from "../../src/engine/keys";
 import { refundOf } from "../../src/engine/results";
+import { reaimArguments } from "../../src/engine/script";
 import { runScript, type Store } from "../../src/engine/store";
 import type { Decision, LeaseGrant, RuleCall, RuleResult } from "../../src/engine/types";
 import { awayFromWindowEdge } from "../support/window-edge";
@@ -334,12 +334,45 @@ describe("a split decision undone after the override it was decided under ended 
       .exec();
     const id = requestId();
     const decidedAt = Date.now();
-    const decision = await store.decide([{ ...call, cost: 5 }], id);
+    const decision = await store.decide([{ ...call, cost: 5 }], id, { stamps: true });
     expect(decision.results[0]?.overridden).toBe(true);
     await untilOverrideEnded(call);
     expect(await admits(call, LIMIT)).toBe(true); // the rule's whole bucket
     await undo(decision, id, decidedAt);
     // 50 ms given back, not 5 s: not one more unit.
+    expect(await admits(call, 1)).toBe(false);
+  });
+
+  it("token-bucket, an override of a larger burst, set again with a smaller one, then a reset: nothing into the fresh state", async () => {
+    // The rule: 10 a second, burst 2 (200 ms: a fence of 251 ms). The override: the same rate, burst 50 (5 s),
+    // for 150 ms, then set again by the admin API with burst 2, and the identity reset (a review's sequence).
+    const call = ruleCall({
+      algorithm: "token-bucket",
+      limit: LIMIT,
+      periodMs: 1000,
+      burst: 2,
+      override: true,
+    });
+    await redis
+      .multi()
+      .hset(overrideOf(call), { limit: LIMIT, period: 1000, burst: 50 })
+      .pexpire(overrideOf(call), 150)
+      .exec();
+    const id = requestId();
+    const decidedAt = Date.now();
+    const decision = await store.decide([{ ...call, cost: 40 }], id, { stamps: true }); // 4 s of the bucket
+    expect(decision.results[0]?.overridden).toBe(true);
+    await untilOverrideEnded(call);
+    const target = { prefix, rule: call.rule, identityHash: call.identityHash };
+    const smaller = { limit: LIMIT, periodMs: 1000, burst: 2 };
+    await fenceReturns(target, call.algorithm, [call], smaller, store.redis);
+    await redis.hset(overrideOf(call), { limit: LIMIT, period: 1000, burst: 2 });
+    await reset(call);
+    while ((await redis.exists(resetFenceKey(prefix, call.rule, call.identityHash))) === 1) await sleep(10);
+    expect(await admits(call, 2)).toBe(true); // the fresh bucket, spent
+    // Its stamp lies 4 s past its decision, beyond what the fence covered (the rule's 200 ms): the refund
+    // reaches back further than that fence, so it is not sent (before: [2], 4 units at once against 2).
+    expect(await undo(decision, id, decidedAt)).toEqual([0]);
     expect(await admits(call, 1)).toBe(false);
   });
 });

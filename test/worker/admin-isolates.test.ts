@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { hashIdentity } from "../../src/engine/keys";
-import { CHANGE_RING, readChanges, recordChange } from "../../src/live/changes";
 import { createLiveModes, LOST_CHANGE_AFTER_MS } from "../../src/live";
+import { CHANGE_RING, readChanges, recordChange } from "../../src/live/changes";
 import { liveModeKey } from "../../src/live/modes";
 import { call, makeEnv, redis, send, uniquePrefix } from "./admin-harness";
 

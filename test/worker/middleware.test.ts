@@ -2,8 +2,8 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { describe, expect, it, vi } from "vitest";
-import { ConfigError, type DecisionEvent, type LiveModes, rateLimit } from "../../src/index";
 import { hashIdentity, overrideKey } from "../../src/engine/keys";
+import { ConfigError, type DecisionEvent, type LiveModes, rateLimit } from "../../src/index";
 import { baseEnv, redis as restClient } from "./proxy-harness";
 
 const redis = { url: baseEnv.UPSTASH_REDIS_REST_URL, token: baseEnv.UPSTASH_REDIS_REST_TOKEN };
