@@ -202,9 +202,9 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
   through. A bucket's needs no such bound when its stamp W lies at most the rule's own capacity after d (the
   edge sends it then): a reset after d fences for at least that capacity plus a quarter, so once the fence
   falls W lies behind now and the refund gives nothing; or, where the fence was cut to 30 s, the refund is
-  older than LEDGER_HORIZON_MS (no longer than that cut) and gives nothing either. The longest fence (30 s) is long enough for every refund
-  the edge sends: a lease's return no later than 15 s after its expiry (src/leases/returns.ts), a split
-  decision's within its timeout (5 s). These bounds hold for limits known at the reset. A lease granted under
+  older than LEDGER_HORIZON_MS (no longer than that cut) and gives nothing either. The longest fence (30 s)
+  is long enough for every refund the edge sends: a lease's return no later than 15 s after its expiry
+  (src/leases/returns.ts), a split decision's within its timeout (5 s). These bounds hold for limits known at the reset. A lease granted under
   an override replaced before the reset may still be returned after it (an isolate sends its returns before
   it hears of the change): the override's set or removal left a fence sized for the limits it replaced, and
   a reset only raises a fence, never shortens one (SET NX, PEXPIRE GT: src/admin/fence.ts). One that ended
@@ -540,7 +540,9 @@ if call == "3" then
       local written_us = tonumber(ARGV[3])
       local stamp_at = first + n * PER_RULE + 2 * (i - 1) -- a split refund's: W, then d
       local stamp_us = split_refund and tonumber(ARGV[stamp_at]) or 0 -- µs
-      if written_us > 0 and tat_us ~= written_us or split_refund and (stamp_us == 0 or ARGV[at + DELAY] ~= "0") then
+      -- A split refund without a stamp, or to a rule with a delay: nothing is known to be owed (see the header).
+      local unknown = split_refund and (stamp_us == 0 or ARGV[at + DELAY] ~= "0")
+      if written_us > 0 and tat_us ~= written_us or unknown then
         tat_us = nil
       end
       if tat_us and tat_us > now_us then
@@ -549,7 +551,8 @@ if call == "3" then
         local ledger, leased = KEYS[#KEYS - 3 * n + i], KEYS[#KEYS - 2 * n + i]
         if split_refund then
           local decided_us = tonumber(ARGV[stamp_at + 1]) -- d
-          if now_us - decided_us > LEDGER_HORIZON_MS * 1000 or (tonumber(redis.call("GET", leased)) or 0) >= decided_us then
+          local leased_us = tonumber(redis.call("GET", leased)) or 0 -- the bucket's last lease grant or return
+          if now_us - decided_us > LEDGER_HORIZON_MS * 1000 or leased_us >= decided_us then
             owed_us = 0 -- older than the ledger keeps, or a lease may lie above its units: nothing known owed
           else
             local since_us = 0 -- µs that refunds of split decisions made before d gave back since d
