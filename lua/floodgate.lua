@@ -148,7 +148,7 @@ A REFUND call returns one integer per rule instead: the units actually given bac
     gcra            stays refilled); `when` > 0 is the TAT the units' lease wrote, and the TAT moves back only
                     while it is still that one. A split decision's refund gives back at most W - now - G (its
                     stamp: the TAT W the decision wrote, at Redis's time d; G: what refunds of split decisions
-                    made before d gave back since d, from the refund ledger below), and nothing at all without
+                    made at or before d gave back since d, from the refund ledger below), and nothing at all without
                     a stamp, to a rule with a delay, or once a lease of the bucket was granted or returned since
                     d (its lease mark). Why: the TAT is a stack; each write lays its units' time on top (the
                     decision's: the span up to W), and what lies below now has refilled. A split refund lifts
@@ -204,22 +204,29 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
   falls W lies behind now and the refund gives nothing; or, where the fence was cut to 30 s, the refund is
   older than LEDGER_HORIZON_MS (no longer than that cut) and gives nothing either. The longest fence (30 s)
   is long enough for every refund the edge sends: a lease's return no later than 15 s after its expiry
-  (src/leases/returns.ts), a split decision's within its timeout (5 s). These bounds hold for limits known at the reset. A lease granted under
-  an override replaced before the reset may still be returned after it (an isolate sends its returns before
-  it hears of the change): the override's set or removal left a fence sized for the limits it replaced, and
-  a reset only raises a fence, never shortens one (SET NX, PEXPIRE GT: src/admin/fence.ts). One that ended
-  by its ttl left no fence, and a reset after it fences for the rule's own limits only: units priced at such
-  an override give nothing where that could matter (mode 5 | 4: a fixed window under its period, a bucket).
+  (src/leases/returns.ts), a split decision's within its timeout (5 s). These bounds hold for limits known at
+  the reset. A lease granted under an override replaced before the reset may still be returned after it (an
+  isolate sends its returns before it hears of the change): the override's set or removal left a fence sized
+  for the limits it replaced, and a reset only raises a fence, never shortens one (SET NX, PEXPIRE GT:
+  src/admin/fence.ts). One that ended by its ttl left no fence, and a reset after it fences for the rule's own
+  limits only: units priced at such an override give nothing where that could matter (mode 5 | 4: a fixed
+  window under its period, a bucket), unless an override of the same limit and period is set again, whose
+  burst may differ (mode 5 | 4 compares limit and period only): so a bucket's set fences for the longest
+  reach, 30 s.
 Short replies, for ONE rule allowed on a fast path (an array costs Redis more to send, per element):
   fixed-window on a live counter: the remaining units, an integer     (= { 1, 1, limit, remaining, -1, -1 })
   token-bucket, gcra, sliding-window: { remaining, reset_after_ms, retry_after_ms }
                                            (= { 1, 1, limit, remaining, reset_after_ms, retry_after_ms })
 
-Give-back call (ARGV[1] = "5"), for a delayed request whose client went away before its slot:
-  KEYS[1] the rule's state key; ARGV[2] the TAT the decision wrote, ARGV[3] the TAT it replaced (µs).
-  If the TAT is still the one written, no later request reserved a slot behind it, so putting back the
-  replaced TAT leaves the state exactly as if the request had never come (no over-admission). Otherwise the
-  slot stays taken (giving it back would let a later slot leave early). Returns 1 if given back, else 0.
+Give-back call (ARGV[1] = "5"), for a delayed request whose client went away before its slot (a rule with a
+  delay only: src/middleware/delay.ts): KEYS[1] the rule's state key, KEYS[2] its reset fence; ARGV[2] the
+  TAT the decision wrote, ARGV[3] the TAT it replaced (µs). If the TAT is still the one written, no later
+  request reserved a slot behind it, so putting back the replaced TAT leaves the state exactly as if the
+  request had never come (no over-admission). Otherwise the slot stays taken (giving it back would let a
+  later slot leave early). Nothing while the fence stands: a reset since may have let fresh requests rebuild
+  that very TAT (to the µs), and the replaced one belongs to the state the reset threw away (a request held
+  longer than the fence, a delay over a quarter of the capacity, can still meet that coincidence). Returns 1
+  if given back, else 0.
 
 Re-aim call (ARGV[1] = "6"), by the admin API once it has set or removed an override (README "How soon an
   override applies"): KEYS[1] a fixed-window rule's state key, ARGV[2] the period now in force (ms). A live
@@ -280,7 +287,7 @@ local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY, SHED = "1", "2", "3", "4",
 
 -- Give-back call (see the header): compare-and-set of a delayed request's reservation.
 if ARGV[1] == "5" then
-  if redis.call("GET", KEYS[1]) ~= ARGV[2] then
+  if redis.call("GET", KEYS[1]) ~= ARGV[2] or redis.call("EXISTS", KEYS[2]) == 1 then
     return 0
   end
   redis.call("SET", KEYS[1], ARGV[3], "PXAT", string.format("%d", math.ceil(tonumber(ARGV[3]) / 1000)))
@@ -555,7 +562,7 @@ if call == "3" then
           if now_us - decided_us > LEDGER_HORIZON_MS * 1000 or leased_us >= decided_us then
             owed_us = 0 -- older than the ledger keeps, or a lease may lie above its units: nothing known owed
           else
-            local since_us = 0 -- µs that refunds of split decisions made before d gave back since d
+            local since_us = 0 -- µs that refunds of split decisions made at or before d gave back since d
             for _, entry in ipairs(redis.call("ZRANGEBYSCORE", ledger, ARGV[stamp_at + 1], "+inf")) do
               local moved_us, entry_decided_us = string.match(entry, "^(%d+):(%d+):")
               if tonumber(entry_decided_us) <= decided_us then

@@ -10,8 +10,14 @@
 import type { Redis } from "@upstash/redis";
 import { limitsFor } from "../config/limits";
 import type { RuleConfig } from "../config/rules";
-import { type FenceLimits, overrideKey, resetFenceKey, resetFenceMs } from "../engine/keys";
-import type { Algorithm } from "../engine/types";
+import {
+  type FenceLimits,
+  overrideKey,
+  RESET_FENCE_MAX_MS,
+  resetFenceKey,
+  resetFenceMs,
+} from "../engine/keys";
+import { type Algorithm, isBucket } from "../engine/types";
 import { type Deadline, NO_DEADLINE } from "../util/deadline";
 import { getOverride, type Override, type OverrideTarget } from "./overrides";
 
@@ -62,8 +68,10 @@ export function raiseFence(tx: ReturnType<Redis["multi"]>, target: OverrideTarge
  * long one ends with it) could pass for the one that took its units. And sized for the override being set,
  * `setting`, too: an earlier override of the same limits may have ended by its ttl (no fence then), and a
  * return priced at that one must not pass for one priced at this (lua/floodgate.lua's header, "Returned
- * units"). Raised before the override is written, so a failure leaves both as they were. Only under-admits:
- * returns of units taken meanwhile lapse too.
+ * units"). For a bucket that earlier override may have had a larger burst than this one (the script tells
+ * them apart by limit and period only), so a bucket's set fences for as long as any return reaches,
+ * RESET_FENCE_MAX_MS. Raised before the override is written, so a failure leaves both as they were. Only
+ * under-admits: returns of units taken meanwhile lapse too.
  */
 export async function fenceReturns(
   target: OverrideTarget,
@@ -74,7 +82,12 @@ export async function fenceReturns(
   deadline: Deadline = NO_DEADLINE,
 ): Promise<void> {
   const replaced = await fenceMsOf(target, algorithm, own, redis, deadline);
-  const ms = Math.max(replaced, setting ? resetFenceMs(algorithm, underOverride(own, setting)) : 0);
+  const setFor = !setting
+    ? 0
+    : isBucket(algorithm)
+      ? RESET_FENCE_MAX_MS
+      : resetFenceMs(algorithm, underOverride(own, setting));
+  const ms = Math.max(replaced, setFor);
   if (ms === 0) return;
   const tx = redis.multi();
   raiseFence(tx, target, ms);

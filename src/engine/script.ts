@@ -79,7 +79,10 @@ export function giveBackArguments(
   reservation: Reservation,
 ): { keys: string[]; args: string[] } {
   return {
-    keys: [stateKey(prefix, call.rule, call.identityHash)],
+    keys: [
+      stateKey(prefix, call.rule, call.identityHash),
+      resetFenceKey(prefix, call.rule, call.identityHash),
+    ],
     args: [CALL.giveBack, String(reservation.tatUs), String(reservation.previousTatUs)],
   };
 }

@@ -51,8 +51,9 @@ export interface Store {
    */
   decide(calls: RuleCall[], requestId: string, opts?: CallOptions & DecideOptions): Promise<Decision>;
   /**
-   * Frees the `concurrency` slot `requestId` holds under `call` (ZREM); with a `reservation`, gives a
-   * delayed token-bucket/gcra slot back when it is still the last one reserved; a no-op otherwise.
+   * Frees the `concurrency` slot `requestId` holds under `call` (ZREM); with a `reservation` of a rule with a
+   * delay, gives a delayed token-bucket/gcra slot back when it is still the last one reserved and no reset
+   * fence stands; a no-op otherwise.
    */
   release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void>;
   /**
@@ -177,7 +178,9 @@ export function createStore(options: StoreOptions): Store {
 
   async function release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
     try {
-      if (reservation) {
+      // Only a rule with a delay gets give-backs (lua/floodgate.lua's header, REFUND: a split refund may
+      // have moved another bucket since).
+      if (reservation && (call.delayMs ?? 0) > 0) {
         const { keys, args } = giveBackArguments(prefix, call, reservation);
         await runScript(redis, keys, args);
         return;

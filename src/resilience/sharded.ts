@@ -5,8 +5,8 @@
  * (one call, as with one database), several are decided in parallel (one round trip of latency) and the request is
  * all-or-nothing without a lock: when it is not let through, what the allowing groups consumed is given back
  * by the script's refund call, sent in the background. Until a refund lands its units are held: the limit
- * may under-admit for a moment, never over-admit (a refund gives back only what its stamps prove still owed:
- * lua/floodgate.lua's header, REFUND).
+ * may under-admit for a moment, never over-admit (a refund gives back only what it can prove still owed: a
+ * window's what its window still counts, a bucket's what its stamps prove; lua/floodgate.lua's header, REFUND).
  */
 import { DEFAULTS } from "../engine/defaults";
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
@@ -136,8 +136,8 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
         const all = Promise.all(refunds).then(() => undefined);
         if (opts.waitUntil) opts.waitUntil(all);
       }
-      // A delayed group's slot is refunded too where it can be (a bucket with a delay gets nothing back:
-      // lua/floodgate.lua's header, REFUND); the request is not held.
+      // The request is not held. A delayed group's slot is not given back: a rule with a delay gets nothing
+      // from a split refund (lua/floodgate.lua's header, REFUND).
       return refusedDecision(decision);
     }
     return decision;

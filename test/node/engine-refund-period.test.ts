@@ -15,6 +15,8 @@ import { refundOf } from "../../src/engine/results";
 import { reaimArguments } from "../../src/engine/script";
 import { runScript, type Store } from "../../src/engine/store";
 import type { Decision, LeaseGrant, RuleCall, RuleResult } from "../../src/engine/types";
+import { giveBack as giveBackHeld } from "../../src/middleware/delay";
+import { createDecider } from "../../src/resilience/decider";
 import { awayFromWindowEdge } from "../support/window-edge";
 import { directRedis, redisNowMs, requestId, ruleCall, sleep, testStore, uniquePrefix } from "./lua-support";
 
@@ -368,10 +370,12 @@ describe("a split decision undone after the override it was decided under ended 
     await fenceReturns(target, call.algorithm, [call], smaller, store.redis);
     await redis.hset(overrideOf(call), { limit: LIMIT, period: 1000, burst: 2 });
     await reset(call);
-    while ((await redis.exists(resetFenceKey(prefix, call.rule, call.identityHash))) === 1) await sleep(10);
+    // The set's fence (30 s for a bucket) stops the refund by itself; gone, as a fence sized for the smaller
+    // burst (126 ms) would be by now, the edge still does not send it.
+    await redis.del(resetFenceKey(prefix, call.rule, call.identityHash));
     expect(await admits(call, 2)).toBe(true); // the fresh bucket, spent
-    // Its stamp lies 4 s past its decision, beyond what the fence covered (the rule's 200 ms): the refund
-    // reaches back further than that fence, so it is not sent (before: [2], 4 units at once against 2).
+    // Its stamp lies 4 s past its decision, beyond what a reset fences at least (the rule's 200 ms): the refund
+    // reaches back further than that, so it is not sent (before: [2], 4 units at once against 2).
     expect(await undo(decision, id, decidedAt)).toEqual([0]);
     expect(await admits(call, 1)).toBe(false);
   });
@@ -406,4 +410,89 @@ it("a refund of several rules, some priced at an override: each rule reads its o
   // Only c's override changes: only c's units stay where they are.
   await redis.hset(overrideOf(c), { limit: LIMIT + 1 });
   expect(await store.refund(consumedCalls(decision), id, 0)).toEqual([3, 3, 0]);
+});
+
+describe("a bucket's TAT rebuilt to the very µs a write from before a reset left (1 µs a unit makes it certain)", () => {
+  const redisNowUs = async () => {
+    const [seconds, micros] = await redis.time();
+    return Number(seconds) * 1_000_000 + Number(micros);
+  };
+  /** Arrivals on the fresh state until its TAT is exactly `target`: `first` units, then the rest. */
+  async function rebuildTo(call: RuleCall, target: number, first: number): Promise<boolean> {
+    for (let tries = 0; tries < 5; tries++) {
+      if (!(await store.decide([{ ...call, cost: first }], requestId())).allowed) return false;
+      const tat = Number(await redis.get(counterOf(call)));
+      const rest = await store.decide([{ ...call, cost: target - tat }], requestId());
+      if (rest.allowed && Number(await redis.get(counterOf(call))) === target) return true;
+    }
+    return false;
+  }
+  const untilFenceFalls = async (call: RuleCall) => {
+    while ((await redis.exists(resetFenceKey(prefix, call.rule, call.identityHash))) === 1) await sleep(10);
+  };
+
+  it("a lease priced at an override of a larger burst that ended by its ttl, set again smaller, then a reset: its return gives nothing", async () => {
+    // The rule: 1e6 a second, burst 100 000 (100 ms). The override: the same rate, burst 5e6 (5 s), for 400 ms.
+    const call = ruleCall({
+      algorithm: "token-bucket",
+      limit: 1_000_000,
+      periodMs: 1000,
+      burst: 100_000,
+      override: true,
+    });
+    await redis
+      .multi()
+      .hset(overrideOf(call), { limit: 1_000_000, period: 1000, burst: 5_000_000 })
+      .pexpire(overrideOf(call), 400)
+      .exec();
+    expect((await store.decide([{ ...call, cost: 4_000_000 }], requestId())).allowed).toBe(true);
+    const leaseId = requestId();
+    const result = (await store.decide([call], leaseId, { lease: { units: [2_000_000], maxMs: 1000 } }))
+      .results[0];
+    const grant = result?.lease;
+    if (!result || !grant) throw new Error("no lease");
+    expect(result.overridden).toBe(true);
+    await untilOverrideEnded(call);
+    // The admin API sets it again with the same limit and period, burst 100 000, then resets the identity.
+    const target = { prefix, rule: call.rule, identityHash: call.identityHash };
+    await fenceReturns(
+      target,
+      call.algorithm,
+      [call],
+      { limit: 1_000_000, periodMs: 1000, burst: 100_000 },
+      store.redis,
+    );
+    await redis.hset(overrideOf(call), { limit: 1_000_000, period: 1000, burst: 100_000 });
+    await reset(call);
+    // The set's fence stands as long as any return reaches (30 s), not the smaller burst's 126 ms.
+    expect(await redis.pttl(resetFenceKey(prefix, call.rule, call.identityHash))).toBeGreaterThan(25_000);
+    await sleep(200); // past the 126 ms a fence for the smaller burst stood
+    // Fresh traffic up to the lease's TAT, then its return: before, 74 889 units into the fresh bucket.
+    while (grant.tatUs - (await redisNowUs()) > 90_000) await sleep(5);
+    expect(await rebuildTo(call, grant.tatUs, 40_000)).toBe(true);
+    expect(await store.refund([refundOf(result, grant.units - 1)], leaseId, grant.tatUs)).toEqual([0]);
+  });
+
+  it("a request held before a reset: its give-back while the fence stands restores nothing", async () => {
+    // 1e6 a second, burst 2e6 (2 s), a delay of 5 s.
+    const call = ruleCall({
+      algorithm: "token-bucket",
+      limit: 1_000_000,
+      periodMs: 1000,
+      burst: 2_000_000,
+      delayMs: 5000,
+    });
+    await store.decide([{ ...call, cost: 2_000_000 }], requestId()); // the bucket spent
+    const id = requestId();
+    const held = await store.decide([{ ...call, cost: 1_000_000 }], id);
+    const reservation = held.results[0]?.reservation;
+    if (!reservation) throw new Error("not held");
+    await reset(call);
+    expect(await rebuildTo(call, reservation.tatUs, 1_500_000)).toBe(true); // fresh held requests up to it
+    const tat = await redis.get(counterOf(call));
+    await giveBackHeld(createDecider(store), held, id); // its client went away
+    // Before: the TAT from before the reset came back, a second of the rate freed.
+    expect(await redis.get(counterOf(call))).toBe(tat);
+    await untilFenceFalls(call);
+  });
 });
