@@ -223,10 +223,10 @@ Give-back call (ARGV[1] = "5"), for a delayed request whose client went away bef
   TAT the decision wrote, ARGV[3] the TAT it replaced (µs). If the TAT is still the one written, no later
   request reserved a slot behind it, so putting back the replaced TAT leaves the state exactly as if the
   request had never come (no over-admission). Otherwise the slot stays taken (giving it back would let a
-  later slot leave early). Nothing while the fence stands: a reset since may have let fresh requests rebuild
-  that very TAT (to the µs), and the replaced one belongs to the state the reset threw away (a request held
-  longer than the fence, a delay over a quarter of the capacity, can still meet that coincidence). Returns 1
-  if given back, else 0.
+  later slot leave early). Nothing while the fence stands (an admin reset's or override change's): a reset
+  since may have let fresh requests rebuild that very TAT (to the µs), and the replaced one belongs to the
+  state the reset threw away (a request held longer than the fence, whose delay exceeds the capacity and a
+  quarter or 30 s, can still meet that coincidence). Returns 1 if given back, else 0.
 
 Re-aim call (ARGV[1] = "6"), by the admin API once it has set or removed an override (README "How soon an
   override applies"): KEYS[1] a fixed-window rule's state key, ARGV[2] the period now in force (ms). A live

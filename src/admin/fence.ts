@@ -5,7 +5,8 @@
  * for every set of limits units taken before the change may have been taken under, and never shorten a fence
  * an earlier change left: it then stands as long as any return of units from before the change can land,
  * and no longer than the longest of those limits allows (so, as every key, it outlives its window by at most
- * one period; RESET_FENCE_MAX_MS at most).
+ * one period; RESET_FENCE_MAX_MS at most), except after an override set on a bucket rule: RESET_FENCE_MAX_MS
+ * then (see `fenceReturns`).
  */
 import type { Redis } from "@upstash/redis";
 import { limitsFor } from "../config/limits";
