@@ -57,13 +57,16 @@ async function changeOverride(call: RuleCall, periodMs: number | undefined): Pro
   if (call.algorithm === "fixed-window") await reaim(call, periodMs ?? call.periodMs);
 }
 
-/** An override the way the admin API stores it with a `ttl` (src/admin/overrides.ts), the ttl in ms. */
-async function overrideFor(call: RuleCall, periodMs: number, ttlMs: number): Promise<void> {
-  await redis
-    .multi()
-    .hset(overrideOf(call), { limit: LIMIT, period: periodMs })
-    .pexpire(overrideOf(call), ttlMs)
-    .exec();
+/**
+ * An override the way the admin API stores it with a `ttl` (src/admin/overrides.ts): its hash fields (`period`
+ * in ms, `burst` absent = the override's limit), the ttl in ms.
+ */
+async function overrideFor(
+  call: RuleCall,
+  fields: { limit: number; period?: number; burst?: number },
+  ttlMs: number,
+): Promise<void> {
+  await redis.multi().hset(overrideOf(call), fields).pexpire(overrideOf(call), ttlMs).exec();
 }
 
 /** An admin reset (src/admin/routes-keys.ts): a fence for the limits in force now, and the delete, at once. */
@@ -195,7 +198,7 @@ describe("a fixed-window lease taken under an override that ends by its ttl (no 
   /** A lease taken early in a 4 s window, under an override of 4 s that lives 600 ms; the override gone. */
   async function leasedUnderEndingOverride(call: RuleCall, id: string): Promise<Leased> {
     await windowJustBegun(OVERRIDE_MS, 200);
-    await overrideFor(call, OVERRIDE_MS, 600);
+    await overrideFor(call, { limit: LIMIT, period: OVERRIDE_MS }, 600);
     const lease = await leased(call, id);
     expect(lease.result.overridden).toBe(true);
     expect(lease.grant.periodMs).toBe(OVERRIDE_MS);
@@ -256,11 +259,7 @@ describe("a fixed-window lease taken under an override that ends by its ttl (no 
 describe("units taken under an override that ends by its ttl, where no counter can be mistaken for theirs", () => {
   it("fixed-window, the override without a period of its own: the counter that counted the lease takes it back", async () => {
     const call = ruleCall({ algorithm: "fixed-window", limit: LIMIT, periodMs: HOUR_MS, override: true });
-    await redis
-      .multi()
-      .hset(overrideOf(call), { limit: 2 * LIMIT })
-      .pexpire(overrideOf(call), 600)
-      .exec();
+    await overrideFor(call, { limit: 2 * LIMIT }, 600);
     const id = requestId();
     const result = (await store.decide([call], id, { lease: { units: [LIMIT], maxMs: 1000 } })).results[0];
     if (!result?.lease) throw new Error("no lease");
@@ -287,7 +286,7 @@ describe("units taken under an override that ends by its ttl, where no counter c
     expect(Number(await redis.get(counterOf(call)))).toBe(tatUs - 4 * 1_000_000);
     // Ended by its ttl: a reset since would have fenced for the rule's capacity (1 s) alone.
     const next = { ...call, identityHash: `${call.identityHash}-next` };
-    await overrideFor(next, 10_000, 600);
+    await overrideFor(next, { limit: LIMIT, period: 10_000 }, 600);
     const other = requestId();
     const ending = await leased(next, other);
     await untilOverrideEnded(next);
@@ -309,7 +308,7 @@ describe("a split decision undone after the override it was decided under ended 
     // override's 2 s, the refund's span holds a window edge: that alone stops it.)
     await windowJustBegun(SHORT_MS, 100);
     await sleep(1200);
-    await overrideFor(call, SHORT_MS, 600);
+    await overrideFor(call, { limit: LIMIT, period: SHORT_MS }, 600);
     const id = requestId();
     const decidedAt = Date.now();
     const decision = await store.decide([{ ...call, cost: 4 }], id);
@@ -329,11 +328,7 @@ describe("a split decision undone after the override it was decided under ended 
       burst: LIMIT,
       override: true,
     });
-    await redis
-      .multi()
-      .hset(overrideOf(call), { limit: 100, period: 1000, burst: LIMIT })
-      .pexpire(overrideOf(call), 600)
-      .exec();
+    await overrideFor(call, { limit: 100, period: 1000, burst: LIMIT }, 600);
     const id = requestId();
     const decidedAt = Date.now();
     const decision = await store.decide([{ ...call, cost: 5 }], id, { stamps: true });
@@ -355,11 +350,7 @@ describe("a split decision undone after the override it was decided under ended 
       burst: 2,
       override: true,
     });
-    await redis
-      .multi()
-      .hset(overrideOf(call), { limit: LIMIT, period: 1000, burst: 50 })
-      .pexpire(overrideOf(call), 150)
-      .exec();
+    await overrideFor(call, { limit: LIMIT, period: 1000, burst: 50 }, 150);
     const id = requestId();
     const decidedAt = Date.now();
     const decision = await store.decide([{ ...call, cost: 40 }], id, { stamps: true }); // 4 s of the bucket
@@ -436,11 +427,7 @@ describe("a bucket's TAT rebuilt to the very µs a write from before a reset lef
       burst: 100_000,
       override: true,
     });
-    await redis
-      .multi()
-      .hset(overrideOf(call), { limit: 1_000_000, period: 1000, burst: 5_000_000 })
-      .pexpire(overrideOf(call), 400)
-      .exec();
+    await overrideFor(call, { limit: 1_000_000, period: 1000, burst: 5_000_000 }, 400);
     expect((await store.decide([{ ...call, cost: 4_000_000 }], requestId())).allowed).toBe(true);
     const leaseId = requestId();
     const result = (await store.decide([call], leaseId, { lease: { units: [2_000_000], maxMs: 1000 } }))
