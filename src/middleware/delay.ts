@@ -40,14 +40,12 @@ export function waitForSlot(ms: number, signal: AbortSignal): Promise<boolean> {
 }
 
 /**
- * Gives back every slot the decision reserved for a request that will never be passed on, under the rules
- * with a delay. The script returns a slot only while it is still the last one reserved, so a give-back never
- * admits anyone early. A bucket without a delay written beside keeps its unit: only a rule with a delay gets
- * give-backs, which is what lets a split decision's refund move nothing held above its units
- * (lua/floodgate.lua's header, REFUND).
+ * Gives back every slot the decision reserved for a request that will never be passed on. The script
+ * returns a slot only while it is still the last one reserved, so a give-back never admits anyone early; the
+ * store gives back only the slots of rules with a delay (src/engine/store.ts `release`).
  */
 export function giveBack(decider: Decider, decision: Decision, requestId: string): Promise<void> {
-  const reserved = decision.results.filter((r) => r.reservation !== undefined && (r.call.delayMs ?? 0) > 0);
+  const reserved = decision.results.filter((r) => r.reservation !== undefined);
   return Promise.all(reserved.map((r) => decider.release(r.call, requestId, r.reservation))).then(
     () => undefined,
   );
