@@ -67,9 +67,10 @@ function limitItem(result: RuleResult): string {
 }
 
 /**
- * The strictest result: a denied rule that frees up last (ties: the least quota left, then the lowest
- * limit), else the rule with the least quota left (the one that will deny first), ties broken by the
- * longest time to a full reset.
+ * The strictest result: a denied rule that frees up last, in the whole seconds `Retry-After` counts (ties: the
+ * least quota left, then the lowest limit; two windows ending together read their PTTLs a moment apart, and
+ * may differ by a ms), else the rule with the least quota left (the one that will deny first), ties broken by
+ * the longest time to a full reset.
  */
 export function strictest(results: readonly RuleResult[]): RuleResult | undefined {
   if (results.length === 1) return results[0]; // one rule, the common case: nothing to compare
@@ -83,8 +84,8 @@ export function strictest(results: readonly RuleResult[]): RuleResult | undefine
 }
 
 function stricterDenial(b: RuleResult, a: RuleResult): boolean {
-  const waitB = deniedForMs(b);
-  const waitA = deniedForMs(a);
+  const waitB = ceilSeconds(deniedForMs(b));
+  const waitA = ceilSeconds(deniedForMs(a));
   if (waitB !== waitA) return waitB > waitA;
   if (b.remaining !== a.remaining) return b.remaining < a.remaining;
   return b.limit < a.limit;
