@@ -46,8 +46,8 @@ ARGV:
   then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2 for call "0", 3 for "1", 5 for "2",
   4 for "3" and "4"),
   and for a LEASE call, rule i's units wanted at ARGV[first + 7n + i - 1],
-  and for a split decision's REFUND, rule i's stamp at ARGV[first + 7n + 2(i-1)]: the TAT its decision wrote
-  (µs; "0" = none), and Redis's clock then (µs) in the slot after it:
+  and for a split decision's REFUND, rule i's stamp at ARGV[first + 7n + 3(i-1)] (STAMP_WORDS slots): the TAT
+  its decision wrote (µs; "0" = none), Redis's clock then (µs), and the TAT it replaced (µs):
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
                       | 7 shed: priority load shedding, a concurrency budget (below) whose limit the edge sets
                         per request to its priority class's share of one sub-key's capacity
@@ -72,19 +72,17 @@ Returns an array of integers only: { allowed, then 5 per rule }
                0: one period; a rule with a delay: when it would fit in the queue);
                allowed: until more quota is available, 0 when full; delayed: the wait until its slot
   A reply where some rule was delayed, or a stamped call's (ARGV[3] "2") with some token-bucket/gcra rule,
-  and the request allowed (so written), carries 2 more per rule after the groups (and after a LEASE call's
-  appendix, below, when there is one): for rule i, first the TAT this call wrote (µs), then the TAT it
-  replaced (µs), 0 and 0 for a rule that is not token-bucket/gcra or was not written: the stamps of a
-  give-back call, and of a split decision's refund. A stamped call's carries 3 per rule: those two, then
-  Redis's clock when it wrote (µs; 0 with the zeros).
+  and the request allowed (so written), carries 3 more per rule after the groups (and after a LEASE call's
+  appendix, below, when there is one): for rule i, the TAT this call wrote, the TAT it replaced, and Redis's
+  clock when it wrote (µs), zeros for a rule that is not token-bucket/gcra or was not written: the stamps of
+  a give-back call, and of a split decision's refund.
   A fixed-window rule allowed without the clock (below) answers -1 in [5] and [6]: "the end of the
   current epoch-aligned window", which the caller works out (src/engine/reply.ts).
   A reply where an override of the identity applied to some rule carries, last of all (after the stamps,
   when there are some), the period in force of every rule, ms, 1 per rule (the call's own where no override
   applied), negative where an override applied: the window the caller advertises, and whether the limits in
   force are an override's. The caller tells the appendices apart by their lengths (a LEASE call's 4n + 1,
-  the stamps' 2n, the periods' n: every combination has its own length; a stamped call's stamps, 3n, are
-  told by the caller, who asked for them).
+  the stamps' 3n, the periods' n: every combination has its own length).
 A LEASE call returns the decision's reply with, appended, { units, life_ms, tat_us, period_ms } per rule
   (0, 0, 0, 0 = no lease; units include this request's cost; tat_us: token-bucket/gcra, the TAT the lease
   wrote, the "when" of its return, else 0; period_ms: the period in force, with the group's limit the limits
@@ -149,9 +147,10 @@ A REFUND call returns one integer per rule instead: the units actually given bac
                     while it is still that one. A split decision's refund gives back at most W - now - G (its
                     stamp: the TAT W the decision wrote, at Redis's time d; G: what refunds of split decisions
                     made at or before d gave back since d, from the refund ledger below), and nothing at all without
-                    a stamp, to a rule with a delay, or once a lease of the bucket was granted or returned since
-                    d (its lease mark). Why: the TAT is a stack; each write lays its units' time on top (the
-                    decision's: the span up to W), and what lies below now has refilled. A split refund lifts
+                    a stamp, or once a lease of the bucket was granted or returned since d (its lease mark); to a
+                    rule with a delay, the TAT P the decision replaced, while W is still the TAT (below). Why: the
+                    TAT is a stack; each write lays its units' time on top (the decision's: the span up to W),
+                    and what lies below now has refilled. A split refund lifts
                     its units out of its own span, which moves everything above it down by what it gave. A
                     refund of an earlier decision moves this one's span down (by G in all); a later decision's
                     lies above it; an arrival above it was admitted at its own instant, which the move never
@@ -163,7 +162,11 @@ A REFUND call returns one integer per rule instead: the units actually given bac
                     moving them down would let the next request through beside them; a give-back or a lease's
                     return that finds its own TAT (to the µs, which another write may have rebuilt) may lie
                     below a later decision and move it unrecorded. Only rules with a delay hold requests or
-                    are given back (src/middleware/delay.ts); leases mark the bucket
+                    are given back (src/middleware/delay.ts); leases mark the bucket. A rule with a delay gets
+                    a compare-and-set instead, as a give-back: no lease and no refund by the ledger lowers
+                    its TAT, only another compare-and-set, which leaves it as if that request had never come;
+                    so while W is still the TAT the state is as the decision left it, and P again leaves it as
+                    if this request had never come too (otherwise the units stay taken)
     sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
                     with `when` unknown, the request id's members still in the window
     concurrency     ZREM of the request id's slot (units ignored)
@@ -173,7 +176,7 @@ A REFUND call returns one integer per rule instead: the units actually given bac
     the same µs may have come before it, and counting more only gives back less), and adds its own. Its lease
     mark holds the time of the bucket's last lease grant or return. Decisions pay nothing for either (d is the
     clock a bucket's decision reads anyway); a bucket's lease call and a lease's return that gives back pay one
-    SET. A split decision is refunded within LEDGER_HORIZON_MS of d or not at all, so ledger members older
+    SET. A split decision is refunded within STAMP_HORIZON_MS of d or not at all, so ledger members older
     than that are dropped, and ledger and mark expire that long after their last write.
   A negative `when`, "-<age>", means "at most <age> µs ago" (a split decision undone, src/resilience/sharded.ts):
     the span is taken from its earliest instant, so a window edge that may lie inside it refunds nothing.
@@ -187,22 +190,24 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
                     than the units were taken: a lease's is its grant, on Redis's clock, and a lease never
                     outlives its window; a split decision's "-<age>" its earliest instant. So a pre-reset refund
                     lands only before the end of a window that holds an instant before r: before r + P.
-    token-bucket,   the fence stands capacity + capacity / 4 (the longest lease). A lease's return moves the TAT
-    gcra            only while the TAT is exactly the one the lease wrote AND lies ahead of now. A post-reset
-                    arrival may write that very µs value (TATs are sums of arrival times and intervals, nothing
-                    keeps them apart), but a pre-reset lease wrote at most life + capacity after its grant (the
-                    lease fits the bucket at its grant, recorded at grant + life), so once the fence falls that
-                    TAT lies behind now and the return gives nothing, whatever the TAT is.
+    token-bucket,   the fence stands capacity + capacity / 4 (the longest lease) + the rule's delay. A lease's
+    gcra            return moves the TAT only while the TAT is exactly the one the lease wrote AND lies ahead of
+                    now. A post-reset arrival may write that very µs value (TATs are sums of arrival times and
+                    intervals, nothing keeps them apart), but a pre-reset lease wrote at most life + capacity
+                    after its grant (the lease fits the bucket at its grant, recorded at grant + life), so once
+                    the fence falls that TAT lies behind now and the return gives nothing, whatever the TAT is.
+                    Likewise a held request's decision wrote at most capacity + delay after it: its split
+                    refund (a compare-and-set, as a give-back) needs that TAT ahead of now too.
     sliding-log,    no fence: a refund removes members by name (`<request id>:<when>:<unit>`, or a slot's request
     concurrency     id), names no post-reset write uses, and the reset removed the pre-reset ones.
   A refund with `when` "-<age>" (a split decision undone) knows its units only to within age: the edge sends
   no window's whose age exceeds the fence of the call's own limits (src/engine/store.ts), so a pre-reset one
   arrives while the fence stands (units taken after now - age > now - fence, before r: the fence, from r,
   still stands). For a window priced at its own period that drops nothing the window test would have let
-  through. A bucket's needs no such bound when its stamp W lies at most the rule's own capacity after d (the
-  edge sends it then): a reset after d fences for at least that capacity plus a quarter, so once the fence
+  through. A bucket's needs no such bound when its stamp W lies at most the rule's own capacity plus its delay
+  after d (the edge sends it then): a reset after d fences for at least that plus a quarter, so once the fence
   falls W lies behind now and the refund gives nothing; or, where the fence was cut to 30 s, the refund is
-  older than LEDGER_HORIZON_MS (no longer than that cut) and gives nothing either. The longest fence (30 s)
+  older than STAMP_HORIZON_MS (no longer than that cut) and gives nothing either. The longest fence (30 s)
   is long enough for every refund the edge sends: a lease's return no later than 15 s after its expiry
   (src/leases/returns.ts), a split decision's within its timeout (5 s). These bounds hold for limits known at
   the reset. A lease granted under an override replaced before the reset may still be returned after it (an
@@ -220,13 +225,17 @@ Short replies, for ONE rule allowed on a fast path (an array costs Redis more to
 
 Give-back call (ARGV[1] = "5"), for a delayed request whose client went away before its slot (a rule with a
   delay only: src/middleware/delay.ts): KEYS[1] the rule's state key, KEYS[2] its reset fence; ARGV[2] the
-  TAT the decision wrote, ARGV[3] the TAT it replaced (µs). If the TAT is still the one written, no later
-  request reserved a slot behind it, so putting back the replaced TAT leaves the state exactly as if the
-  request had never come (no over-admission). Otherwise the slot stays taken (giving it back would let a
-  later slot leave early). Nothing while the fence stands (an admin reset's or override change's): a reset
-  since may have let fresh requests rebuild that very TAT (to the µs), and the replaced one belongs to the
-  state the reset threw away (a request held longer than the fence, whose delay exceeds the capacity and a
-  quarter or 30 s, can still meet that coincidence). Returns 1 if given back, else 0.
+  TAT the decision wrote, ARGV[3] the TAT it replaced, ARGV[4] Redis's clock when it wrote (µs: its stamp).
+  If the TAT is still the one written, no later request reserved a slot behind it, so putting back the
+  replaced TAT leaves the state exactly as if the request had never come (no over-admission). Otherwise the
+  slot stays taken (giving it back would let a later slot leave early). Nothing while the fence stands (an
+  admin reset's or override change's), nor once the decision is older than STAMP_HORIZON_MS: a reset since
+  may have let fresh requests rebuild that very TAT (to the µs), and the replaced one belongs to the state
+  the reset threw away. A reset after the decision fences for the capacity and a quarter plus the delay, or
+  30 s (src/engine/keys.ts); the TAT written lay at most the capacity plus the delay ahead of the decision,
+  so once that fence falls the TAT written lies behind now, where putting back an earlier one changes nothing
+  (both leave the bucket full), and a fence cut to 30 s falls only after STAMP_HORIZON_MS. Returns 1 if given
+  back, else 0.
 
 Re-aim call (ARGV[1] = "6"), by the admin API once it has set or removed an override (README "How soon an
   override applies"): KEYS[1] a fixed-window rule's state key, ARGV[2] the period now in force (ms). A live
@@ -274,11 +283,14 @@ State layout per algorithm (one key per identity; every write carries a TTL with
 
 -- Slots of one rule's ARGV group (see the header).
 local ALGORITHM, MODE, LIMIT, PERIOD, BURST, COST, DELAY, PER_RULE = 0, 1, 2, 3, 4, 5, 6, 7
+-- A split decision's refund: each rule's stamp after the rule groups, STAMP_WORDS slots (see the header).
+local STAMP_TAT, STAMP_AT, STAMP_REPLACED, STAMP_WORDS = 0, 1, 2, 3
 -- The longest a lease lives (RATE_LIMIT_LEASE_MS is validated to at most this), ms.
 local LEASE_HORIZON_MS = 10000
--- The furthest a split decision's refund reaches back, ms: how long a refund ledger keeps a member and a
--- lease mark stands (see the header).
-local LEDGER_HORIZON_MS = 30000
+-- The oldest stamp that proves anything, ms: a split decision's refund or a give-back whose decision is older
+-- gives nothing (the longest reset fence may have fallen since); also how long a refund ledger keeps a member
+-- and a lease mark stands (see the header).
+local STAMP_HORIZON_MS = 30000
 -- How far a fixed-window counter's expiry may lie from its window's end before it is re-aimed, ms: PTTL and
 -- TIME are read a moment apart, while the ends of windows of whole-second periods lie whole seconds apart.
 local REAIM_SLACK_MS = 100
@@ -288,6 +300,10 @@ local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY, SHED = "1", "2", "3", "4",
 -- Give-back call (see the header): compare-and-set of a delayed request's reservation.
 if ARGV[1] == "5" then
   if redis.call("GET", KEYS[1]) ~= ARGV[2] or redis.call("EXISTS", KEYS[2]) == 1 then
+    return 0
+  end
+  local time = redis.call("TIME")
+  if tonumber(time[1]) * 1000000 + tonumber(time[2]) - tonumber(ARGV[4]) > STAMP_HORIZON_MS * 1000 then
     return 0
   end
   redis.call("SET", KEYS[1], ARGV[3], "PXAT", string.format("%d", math.ceil(tonumber(ARGV[3]) / 1000)))
@@ -333,7 +349,7 @@ local offset_ms = call == "2" and tonumber(ARGV[4]) or 0 -- ms; 0 in production
 local first = call == "0" and 2 or call == "1" and 3 or (call == "3" or call == "4") and 4 or 5 -- rule 1's first slot
 local lease = call == "4" -- a LEASE call: one more slot per rule after the groups (see the header)
 local split_refund = call == "3" and tonumber(ARGV[3]) < 0 -- "-<age>": two more slots per rule, its stamp
-local n = (#ARGV - first + 1) / (lease and PER_RULE + 1 or split_refund and PER_RULE + 2 or PER_RULE)
+local n = (#ARGV - first + 1) / (lease and PER_RULE + 1 or split_refund and PER_RULE + STAMP_WORDS or PER_RULE)
 
 -- Measured (redis-server 7.0, INFO commandstats): EVALSHA itself about 2 µs plus ~0.27 per argument, a
 -- redis.call about 0.7-1 µs (TIME 1.2 + 0.9 for its tonumbers, INCRBY 3.0, HGETALL of a missing key 1.8),
@@ -396,7 +412,7 @@ if single_algorithm == BUCKET or single_algorithm == GCRA or single_algorithm ==
       if wait_us <= delay_us then -- delayed: the slot is reserved now, the caller waits for it
         redis.call("SET", key, format("%d", tat_after_us), "PXAT", format("%d", ceil(tat_after_us / 1000)))
         local wait_ms = ceil(wait_us / 1000)
-        return { 1, 3, limit, 0, ceil((tat_after_us - now_us) / 1000), wait_ms, tat_after_us, tat_us }
+        return { 1, 3, limit, 0, ceil((tat_after_us - now_us) / 1000), wait_ms, tat_after_us, tat_us, now_us }
       end
       wait_us = wait_us - delay_us -- a rule with a delay: when the request would fit in the queue
       return {
@@ -540,30 +556,35 @@ if call == "3" then
       -- The TAT moves back by the units' emission intervals, never below now: what has refilled since stays
       -- refilled. A lease's return (`when` > 0: the TAT the lease wrote) only while that write is still the
       -- TAT: after any other arrival, a reset, or a refill past it, its units may stand for someone else's.
-      -- A split decision's refund (its stamp: the TAT W it wrote at d) gives back at most W - now, less what
-      -- refunds of earlier split decisions gave back since d (its refund ledger), and enters what it gives in
-      -- the ledger; nothing without a stamp, with a delay, or after a lease since d (see the header).
+      -- A split decision's refund (its stamp: the TAT W it wrote at d, replacing P) gives back at most W - now,
+      -- less what refunds of earlier split decisions gave back since d (its refund ledger), and enters what it
+      -- gives in the ledger; nothing without a stamp, or after a lease since d. To a rule with a delay it is a
+      -- compare-and-set instead: P again while W is still the TAT (see the header).
       local tat_us = tonumber(redis.pcall("GET", key))
-      local written_us = tonumber(ARGV[3])
-      local stamp_at = first + n * PER_RULE + 2 * (i - 1) -- a split refund's: W, then d
-      local stamp_us = split_refund and tonumber(ARGV[stamp_at]) or 0 -- µs
-      -- A split refund without a stamp, or to a rule with a delay: nothing is known to be owed (see the header).
-      local unknown = split_refund and (stamp_us == 0 or ARGV[at + DELAY] ~= "0")
-      if written_us > 0 and tat_us ~= written_us or unknown then
-        tat_us = nil
+      local written_us = tonumber(ARGV[3]) -- > 0: a lease's return, the TAT its lease wrote
+      local stamp_at = first + n * PER_RULE + STAMP_WORDS * (i - 1) -- a split refund's stamp
+      local stamp_us = split_refund and tonumber(ARGV[stamp_at + STAMP_TAT]) or 0 -- µs, W
+      local held = split_refund and ARGV[at + DELAY] ~= "0" -- a rule whose requests may be held
+      local expected_us = held and stamp_us or written_us -- compared with the TAT when > 0
+      if expected_us > 0 and tat_us ~= expected_us or split_refund and stamp_us == 0 then
+        tat_us = nil -- no longer the write the units' call made, or nothing known owed
       end
       if tat_us and tat_us > now_us then
         local interval_us = ceil(period_us / limit)
         local owed_us = units * interval_us
         local ledger, leased = KEYS[#KEYS - 3 * n + i], KEYS[#KEYS - 2 * n + i]
-        if split_refund then
-          local decided_us = tonumber(ARGV[stamp_at + 1]) -- d
+        local decided_us = split_refund and tonumber(ARGV[stamp_at + STAMP_AT]) -- d
+        if split_refund and now_us - decided_us > STAMP_HORIZON_MS * 1000 then
+          owed_us = 0 -- older than the ledger keeps (and than the longest reset fence): nothing known owed
+        elseif held then
+          owed_us = math.min(owed_us, tat_us - tonumber(ARGV[stamp_at + STAMP_REPLACED])) -- back to P
+        elseif split_refund then
           local leased_us = tonumber(redis.call("GET", leased)) or 0 -- the bucket's last lease grant or return
-          if now_us - decided_us > LEDGER_HORIZON_MS * 1000 or leased_us >= decided_us then
-            owed_us = 0 -- older than the ledger keeps, or a lease may lie above its units: nothing known owed
+          if leased_us >= decided_us then
+            owed_us = 0 -- a lease may lie above its units: nothing known owed
           else
             local since_us = 0 -- µs that refunds of split decisions made at or before d gave back since d
-            for _, entry in ipairs(redis.call("ZRANGEBYSCORE", ledger, ARGV[stamp_at + 1], "+inf")) do
+            for _, entry in ipairs(redis.call("ZRANGEBYSCORE", ledger, ARGV[stamp_at + STAMP_AT], "+inf")) do
               local moved_us, entry_decided_us = string.match(entry, "^(%d+):(%d+):")
               if tonumber(entry_decided_us) <= decided_us then
                 since_us = since_us + tonumber(moved_us)
@@ -576,13 +597,13 @@ if call == "3" then
           local back_us = math.max(tat_us - owed_us, now_us)
           given = math.min(units, ceil((tat_us - back_us) / interval_us))
           redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
-          if split_refund then
-            local entry = format("%d:%s:%s", tat_us - back_us, ARGV[stamp_at + 1], request_id)
+          if split_refund and not held then
+            local entry = format("%d:%s:%s", tat_us - back_us, ARGV[stamp_at + STAMP_AT], request_id)
             redis.call("ZADD", ledger, format("%d", now_us), entry)
-            redis.call("ZREMRANGEBYSCORE", ledger, "-inf", format("%d", now_us - LEDGER_HORIZON_MS * 1000))
-            redis.call("PEXPIRE", ledger, LEDGER_HORIZON_MS)
+            redis.call("ZREMRANGEBYSCORE", ledger, "-inf", format("%d", now_us - STAMP_HORIZON_MS * 1000))
+            redis.call("PEXPIRE", ledger, STAMP_HORIZON_MS)
           elseif written_us > 0 then -- a lease's return: a split refund of a decision before it gives nothing
-            redis.call("SET", leased, format("%d", now_us), "PX", LEDGER_HORIZON_MS)
+            redis.call("SET", leased, format("%d", now_us), "PX", STAMP_HORIZON_MS)
           end
         end
       end
@@ -1059,7 +1080,7 @@ for k = 0, more_pending and #more_pending or 0 do
       -- Expiry is on Redis's own clock, which knows nothing of the test offset.
       redis.call("SET", key, value, "PXAT", format("%d", ceil(expire_us / 1000) - offset_ms))
       if lease_tat[i] then -- a bucket's lease: its lease mark (see the header, "The refund ledger")
-        redis.call("SET", KEYS[#KEYS - n + i], format("%d", now_us), "PX", LEDGER_HORIZON_MS)
+        redis.call("SET", KEYS[#KEYS - n + i], format("%d", now_us), "PX", STAMP_HORIZON_MS)
       end
     elseif algorithm == LOG then
       if clear then
@@ -1106,15 +1127,12 @@ if lease then -- after the groups: units, life, TAT and period of each rule's le
   reply[at + 4 * n + 1] = now_us
 end
 if (delayed_any or stamped and stamps) and allowed and not peek then
-  -- The stamps a give-back call or a split decision's refund needs (see the header), after the groups; a
-  -- stamped call's with the time they were written at.
+  -- The stamps a give-back call or a split decision's refund needs (see the header), after the groups.
   for i = 1, n do
     local stamp = stamps[i]
     reply[#reply + 1] = stamp and stamp[1] or 0
     reply[#reply + 1] = stamp and stamp[2] or 0
-    if stamped then
-      reply[#reply + 1] = stamp and now_us or 0
-    end
+    reply[#reply + 1] = stamp and now_us or 0
   end
 end
 if periods then -- last: every rule's period in force, negative where an override applied (see the header)

@@ -24,7 +24,10 @@ import { getOverride, type Override, type OverrideTarget } from "./overrides";
 
 /** The rule's own limits and each tier's: a client's tier is only known in its request. */
 export const ruleLimits = (rule: RuleConfig): FenceLimits[] =>
-  [undefined, ...Object.keys(rule.tiers)].map((tier) => limitsFor(rule, tier));
+  [undefined, ...Object.keys(rule.tiers)].map((tier) => ({
+    ...limitsFor(rule, tier),
+    delayMs: rule.delayMs,
+  }));
 
 /** `own` limits as `override` changes them, the way the script applies it (its period where it has one). */
 const underOverride = (own: readonly FenceLimits[], override: Override): FenceLimits[] =>
@@ -32,6 +35,7 @@ const underOverride = (own: readonly FenceLimits[], override: Override): FenceLi
     limit: override.limit,
     burst: override.burst,
     periodMs: override.periodMs ?? l.periodMs,
+    delayMs: l.delayMs,
   }));
 
 /**

@@ -72,8 +72,8 @@ export const leaseMarkKey = (prefix: string, rule: string, identityHash: string)
  * The longest a reset fence stands, ms: a lease lives at most 10 s (`RATE_LIMIT_LEASE_MS`) and its return is
  * sent at most 15 s after it expired (src/leases/returns.ts), a split decision's refund within its 5 s timeout
  * (src/resilience/sharded.ts), so every return of units taken before a reset reaches Redis within this. The
- * script's `LEDGER_HORIZON_MS` (lua/floodgate.lua) must not be longer: a bucket's split refund older than that
- * gives nothing, which is what keeps one out of a fresh state behind a fence this cap shortened.
+ * script's `STAMP_HORIZON_MS` (lua/floodgate.lua) must not be longer: a bucket's split refund or give-back older
+ * than that gives nothing, which is what keeps one out of a fresh state behind a fence this cap shortened.
  */
 export const RESET_FENCE_MAX_MS = 30_000;
 
@@ -82,6 +82,8 @@ export interface FenceLimits {
   limit: number;
   periodMs: number;
   burst: number;
+  /** A token-bucket/GCRA rule's `delay`, ms: how long it may hold a request. */
+  delayMs?: number | undefined;
 }
 
 /** A token bucket's capacity under `limits`, µs, as the script works it out: whole µs per unit. */
@@ -93,8 +95,9 @@ export const capacityUs = ({ limit, periodMs, burst }: FenceLimits): number =>
  * of `limits`; 0 = no fence needed. After that, lua/floodgate.lua's header ("Why a reset's fence may be short")
  * shows that no refund of units taken before the reset can reach the fresh state:
  * - fixed-window, sliding-window: one period (a refund lands only within the window its `when` falls in);
- * - token-bucket, gcra: the capacity plus the longest lease (a quarter of it): a lease's return lands only
- *   while the TAT it wrote lies ahead, and that TAT lay at most so far ahead of its grant;
+ * - token-bucket, gcra: the capacity plus the longest lease (a quarter of it) plus the delay: a lease's
+ *   return lands only while the TAT it wrote lies ahead, a split refund's or give-back's only while the
+ *   TAT its decision wrote does, and those TATs lay at most so far ahead of their grant or decision;
  * - sliding-log, concurrency, shed: 0 (a refund removes members by name, and a reset removed them).
  * Never more than {@link RESET_FENCE_MAX_MS}. So the fence never outlives its window by more than one period.
  */
@@ -108,7 +111,7 @@ export function resetFenceMs(algorithm: Algorithm, limits: readonly FenceLimits[
       // A lease lives at most a quarter of the capacity, in whole ms. +1: Redis counts a PX from the reset's
       // whole ms, while the TAT counts from its µs.
       const us = capacityUs(each);
-      ms = Math.ceil(us / 1000) + Math.floor(us / 4000) + 1;
+      ms = Math.ceil(us / 1000) + Math.floor(us / 4000) + (each.delayMs ?? 0) + 1;
     }
     longest = Math.max(longest, ms);
   }

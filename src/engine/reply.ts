@@ -29,11 +29,10 @@ export const REPLY = {
   resetAfterMs: 3,
   retryAfterMs: 4,
   /**
-   * Stamps per rule after the groups, when some rule was delayed: the TAT written, the TAT replaced; a
-   * stamped call's also Redis's clock when it wrote (`stampedPerRule`).
+   * Stamps per rule after the groups, when some rule was delayed or the call asked for them: the TAT
+   * written, the TAT replaced, Redis's clock when it wrote.
    */
-  stampsPerRule: 2,
-  stampedPerRule: 3,
+  stampsPerRule: 3,
 } as const;
 
 /** The refund's reply: the units each call actually got back, in call order. */
@@ -71,7 +70,6 @@ const LEASE_WORDS_PER_RULE = 4;
 export function decodeReply(
   raw: unknown,
   calls: readonly RuleCall[],
-  stampedCall = false,
 ): { allowed: boolean; results: RuleResult[] } {
   const only = calls.length === 1 ? calls[0] : undefined;
   if (only && (typeof raw === "number" || (Array.isArray(raw) && raw.length === SHORT_REPLY_LENGTH))) {
@@ -79,15 +77,14 @@ export function decodeReply(
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
   // After the groups, in this order, any of: a LEASE call's { units, life_ms, tat_us, period_ms } per rule and
-  // Redis's now (4n + 1 words); a delayed request's give-back stamps (2n; a stamped call's, 3n); the periods in
-  // force, negative where an override applied, when one applied to some rule (n) (lua/floodgate.lua's header).
-  // Each combination of one kind of call has a length of its own: without the lease's words the rest is 0, n,
-  // 2n or 3n (a stamped call, never leased: 0, n, 3n or 4n), all shorter than 4n + 1.
+  // Redis's now (4n + 1 words); the stamps of a delayed request or a stamped call (3n); the periods in force,
+  // negative where an override applied, when one applied to some rule (n) (lua/floodgate.lua's header). Each
+  // combination has a length of its own: without the lease's words the rest is 0, n, 3n or 4n, all shorter
+  // than 4n + 1.
   const leaseWords = LEASE_WORDS_PER_RULE * calls.length + 1;
-  const perRule = stampedCall ? REPLY.stampedPerRule : REPLY.stampsPerRule;
-  const stampWords = calls.length * perRule;
+  const stampWords = calls.length * REPLY.stampsPerRule;
   const extra = Array.isArray(raw) ? raw.length - expected : -1;
-  const leased = !stampedCall && extra >= leaseWords;
+  const leased = extra >= leaseWords;
   const rest = leased ? extra - leaseWords : extra;
   const hasStamps = rest >= stampWords;
   const periodWords = hasStamps ? rest - stampWords : rest;
@@ -107,11 +104,11 @@ export function decodeReply(
   const results = calls.map((call, r): RuleResult => {
     const base = 1 + r * REPLY.fieldsPerRule;
     const code = at(base + REPLY.outcome);
-    const stampAt = hasStamps ? stampsAt + r * perRule : 0;
+    const stampAt = hasStamps ? stampsAt + r * REPLY.stampsPerRule : 0;
     // The period in force, negative where an override applied: the call's own when none applied to any rule.
     const period = periodsAt > 0 ? at(periodsAt + r) : call.periodMs;
     const terms = { periodMs: Math.abs(period), overridden: period < 0 };
-    const reservation = stampAt > 0 ? reservationAt(at, stampAt, stampedCall) : undefined;
+    const reservation = stampAt > 0 ? reservationAt(at, stampAt) : undefined;
     if (code === DELAYED) return delayedResult(call, at, base, reservation, terms);
     const outcome = OUTCOME[code];
     if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
@@ -176,14 +173,11 @@ function delayedResult(
   });
 }
 
-/**
- * The give-back stamps at `stampAt`: the TAT a bucket rule wrote and the one it replaced, and in a stamped
- * call's reply when it wrote.
- */
-const reservationAt = (at: (i: number) => number, stampAt: number, stampedCall: boolean): Reservation => ({
+/** The stamps at `stampAt`: the TAT a bucket rule wrote, the one it replaced, and when it wrote. */
+const reservationAt = (at: (i: number) => number, stampAt: number): Reservation => ({
   tatUs: at(stampAt),
   previousTatUs: at(stampAt + 1),
-  writtenAtUs: stampedCall ? at(stampAt + 2) : undefined,
+  writtenAtUs: at(stampAt + 2),
 });
 
 /** Length of the short array reply: one rule allowed on a fast path (lua/floodgate.lua's header). */

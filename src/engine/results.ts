@@ -72,13 +72,7 @@ export function refundOf(result: RuleResult, units: number): RefundCall {
   const bucket = isBucket(algorithm);
   const overridden =
     result.overridden && (bucket || (algorithm === "fixed-window" && periodMs !== call.periodMs));
-  // A split decision's stamp: the TAT it wrote, and when (a lease's return compares the TAT its lease wrote
-  // instead: `when`).
+  // A split decision's stamp (a lease's return compares the TAT its lease wrote instead: `when`).
   const stamp = bucket && !result.lease ? result.reservation : undefined;
-  return {
-    ...call,
-    cost: units,
-    override: false,
-    pricedAt: { limit, periodMs, overridden, tatUs: stamp?.tatUs, writtenAtUs: stamp?.writtenAtUs },
-  };
+  return { ...call, cost: units, override: false, pricedAt: { limit, periodMs, overridden, stamp } };
 }

@@ -54,10 +54,6 @@ export interface CallOptions {
   stamps?: boolean;
 }
 
-/** Whether a call with `opts` is stamped (call "2", "2"): its reply has 3 stamp words per rule, not 2. */
-export const isStampedCall = (opts: CallOptions): boolean =>
-  opts.stamps === true && !opts.lease && !opts.peek;
-
 /** Algorithms whose state stores the request id (ARGV[2]): their slots are released by it. */
 export const HOLDS_REQUEST_ID: ReadonlySet<Algorithm> = new Set(["sliding-log", "concurrency", "shed"]);
 
@@ -83,7 +79,12 @@ export function giveBackArguments(
       stateKey(prefix, call.rule, call.identityHash),
       resetFenceKey(prefix, call.rule, call.identityHash),
     ],
-    args: [CALL.giveBack, String(reservation.tatUs), String(reservation.previousTatUs)],
+    args: [
+      CALL.giveBack,
+      String(reservation.tatUs),
+      String(reservation.previousTatUs),
+      String(reservation.writtenAtUs),
+    ],
   };
 }
 
@@ -134,7 +135,7 @@ export function scriptArguments(
   const overrides: string[] = [];
   const args: string[] = [CALL.plain];
   const offsetMs = Math.trunc(opts.timeOffsetMs ?? 0);
-  const stamped = isStampedCall(opts);
+  const stamped = opts.stamps === true;
   if (opts.lease) {
     args[0] = CALL.lease;
     args.push(requestId, String(Math.trunc(opts.lease.maxMs)));
@@ -198,8 +199,10 @@ export function refundArguments(
     }
   });
   if (whenUs < 0) {
+    // Each call's stamp, lua/floodgate.lua's STAMP_TAT, STAMP_AT and STAMP_REPLACED ("0": none).
     for (const { pricedAt } of calls) {
-      rules.push(String(pricedAt?.tatUs ?? 0), String(pricedAt?.writtenAtUs ?? 0));
+      const { tatUs = 0, writtenAtUs = 0, previousTatUs = 0 } = pricedAt?.stamp ?? {};
+      rules.push(String(tatUs), String(writtenAtUs), String(previousTatUs));
     }
   }
   for (const key of [refundLedgerKey, leaseMarkKey, resetFenceKey]) {

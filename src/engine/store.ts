@@ -12,7 +12,6 @@ import { decisionOf } from "./results";
 import {
   type CallOptions,
   giveBackArguments,
-  isStampedCall,
   refundArguments,
   SCRIPT_SOURCE,
   scriptArguments,
@@ -75,16 +74,27 @@ export interface Store {
  * for the call's own limits (`resetFenceMs`, src/engine/keys.ts; the admin's fence covers those limits and
  * more). The script cannot tell such units from the fresh state's, so they are not given back: only
  * under-admission, and for a window priced at its own period no loss at all (a span longer than the period
- * holds a window edge, and the script refunds nothing across one). A bucket's stamp bounds its own refund when
- * the TAT it wrote lay no further ahead of its decision than the rule's own capacity, which every reset fences
- * (lua/floodgate.lua's header: that TAT lies behind now once the fence has fallen).
+ * holds a window edge, and the script refunds nothing across one). A bucket's stamp bounds its own refund
+ * instead when it lies within the fence (`withinFence`).
  */
 function outlivesFence(call: RefundCall, whenUs: number): boolean {
   if (whenUs >= 0) return false;
-  const { tatUs = 0, writtenAtUs = 0 } = call.pricedAt ?? {};
-  if (tatUs > 0 && writtenAtUs > 0 && tatUs - writtenAtUs <= capacityUs(call)) return false;
+  const stamp = call.pricedAt?.stamp;
+  if (stamp && withinFence(call, stamp)) return false;
   const fenceMs = resetFenceMs(call.algorithm, [call]);
   return fenceMs > 0 && -whenUs > fenceMs * 1000;
+}
+
+/**
+ * Whether the TAT a bucket's decision wrote lay no further ahead of the decision than the rule's own capacity
+ * plus its delay, which every reset after it fences (`resetFenceMs`, src/engine/keys.ts): once that fence has
+ * fallen the TAT lies behind now, and a refund or give-back that finds it gives nothing that counts
+ * (lua/floodgate.lua's header). Further ahead only under an override of a larger capacity, which a reset after
+ * its `ttl` ended does not fence for: such a stamp proves nothing.
+ */
+function withinFence(call: RuleCall, { tatUs, writtenAtUs }: Reservation): boolean {
+  const reachUs = capacityUs(call) + (call.delayMs ?? 0) * 1000;
+  return tatUs > 0 && writtenAtUs > 0 && tatUs - writtenAtUs <= reachUs;
 }
 
 const isNoScript = (error: unknown): boolean =>
@@ -169,7 +179,7 @@ export function createStore(options: StoreOptions): Store {
     }
     let decoded: ReturnType<typeof decodeReply>;
     try {
-      decoded = decodeReply(raw, calls, isStampedCall(opts));
+      decoded = decodeReply(raw, calls);
     } catch (error) {
       throw new StoreError("script", (error as Error).message, { cause: error });
     }
@@ -179,8 +189,8 @@ export function createStore(options: StoreOptions): Store {
   async function release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
     try {
       // Only a rule with a delay gets give-backs (lua/floodgate.lua's header, REFUND: a split refund may
-      // have moved another bucket since).
-      if (reservation && (call.delayMs ?? 0) > 0) {
+      // have moved another bucket since), and only within what a reset's fence covers.
+      if (reservation && (call.delayMs ?? 0) > 0 && withinFence(call, reservation)) {
         const { keys, args } = giveBackArguments(prefix, call, reservation);
         await runScript(redis, keys, args);
         return;

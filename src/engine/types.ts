@@ -97,12 +97,11 @@ export interface RefundCall extends RuleCall {
     periodMs: number;
     overridden: boolean;
     /**
-     * A token-bucket/GCRA rule's TAT its units' decision wrote, µs (a split decision's stamp): only the part
-     * of their time still ahead of now goes back. Absent = all of it (a lease's return compares its own).
+     * A split decision's stamp, for a token-bucket/GCRA rule: the TAT its units' decision wrote, when, and
+     * the TAT it replaced. Only the part of their time still ahead of now goes back, or with a `delay` the
+     * replaced TAT while the written one stands. Absent = all of it (a lease's return compares its own TAT).
      */
-    tatUs?: number;
-    /** When the decision wrote that TAT, µs on Redis's clock (`Reservation.writtenAtUs`). */
-    writtenAtUs?: number | undefined;
+    stamp?: Reservation | undefined;
   };
 }
 
@@ -193,8 +192,8 @@ export interface Reservation {
   tatUs: number;
   /** µs, Redis's clock. */
   previousTatUs: number;
-  /** A stamped call's only (`DecideOptions.stamps`): Redis's clock when it wrote, µs. */
-  writtenAtUs?: number | undefined;
+  /** Redis's clock when it wrote, µs. */
+  writtenAtUs: number;
 }
 
 /** The answer to one request: allowed only if every `on` rule allows it. */

@@ -130,6 +130,21 @@ describe("giving a slot back", () => {
     expect(await redis.get(key)).toBe(String(a.reservation?.tatUs));
     expect(await redis.pttl(key)).toBeGreaterThan(0);
   });
+
+  it("gives nothing back once its decision is older than the longest reset fence (30 s)", async () => {
+    const call = tenPerSecond({ limit: 1, delayMs: 60_000 });
+    const key = stateKey(prefix, call.rule, call.identityHash);
+    await store.decide([call], requestId()); // the burst of one
+    const { reservation } = only((await store.decide([call], requestId())).results);
+    if (!reservation) throw new Error("not held");
+    // The same give-back with its decision's time put 31 s back: a reset since would have fenced for 30 s
+    // at most, and fresh requests could have rebuilt that very TAT after it.
+    const writtenAtUs = reservation.writtenAtUs - 31_000_000;
+    await store.release(call, "-", { ...reservation, writtenAtUs });
+    expect(await redis.get(key)).toBe(String(reservation.tatUs));
+    await store.release(call, "-", reservation);
+    expect(await redis.get(key)).toBe(String(reservation.previousTatUs));
+  });
 });
 
 describe("configuration", () => {

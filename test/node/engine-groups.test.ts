@@ -200,7 +200,7 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
 
   // Writes pinned to a later instant lie above the refunded units and must not move (lua/floodgate.lua's
   // header, REFUND). Both cases let 58 units through against a burst of 50 before (a review's numbers).
-  it("a bucket with a delay: nothing comes back (a held request above the units leaves at its own slot)", async () => {
+  it("a bucket with a delay: nothing comes back once a later request reserved a slot above the units", async () => {
     const prefix = uniquePrefix("groups-stamp-delay");
     const store = testStore(prefix);
     const call = ruleCall({
@@ -221,6 +221,49 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
     expect((await store.decide([{ ...call, cost: 10 }], requestId())).results[0]?.delayMs).toBeGreaterThan(
       19_000,
     );
+  });
+
+  it("a bucket with a delay: with no slot reserved above them since, the TAT its decision replaced comes back", async () => {
+    const prefix = uniquePrefix("groups-stamp-delay-back");
+    const store = testStore(prefix);
+    const call = ruleCall({ algorithm: "gcra", limit: 10, periodMs: 10_000, burst: 10, delayMs: 60_000 });
+    const key = stateKey(prefix, call.rule, call.identityHash);
+    await store.decide([{ ...call, cost: 10 }], requestId()); // the burst spent: the next request is held
+    const before = await redis.get(key);
+    const id = requestId();
+    const decidedAt = Date.now();
+    const decision = await store.decide([{ ...call, cost: 4 }], id, { stamps: true });
+    expect(decision.results[0]?.delayMs).toBeGreaterThan(3000);
+    expect(await undo(store, decision, id, decidedAt)).toEqual([4]);
+    expect(await redis.get(key)).toBe(before);
+  });
+
+  it("a per-user bucket with a delay is not charged for split requests another identity denies", async () => {
+    // A review's case: a per-user GCRA of 1 a second with a 10 s delay, beside a per-key rule that is spent.
+    // Five denied split requests left the next request waiting 5.9 s instead of about 1 s.
+    const prefix = uniquePrefix("groups-delay-denied");
+    const engine = engineOn(prefix, [rest.url]);
+    const perUser = ruleCall({
+      algorithm: "gcra",
+      rule: "per-user",
+      limit: 1,
+      periodMs: 1000,
+      burst: 1,
+      delayMs: 10_000,
+    });
+    expect((await decideAndSettle(engine, [perUser])).decision.allowed).toBe(true);
+    const store = testStore(prefix);
+    for (let i = 0; i < 5; i++) {
+      // A spent key of its own each time: the same key's denial would be answered from the deny cache.
+      const perKey = ruleCall({ algorithm: "fixed-window", rule: "per-key", limit: 1, periodMs: HOUR });
+      await store.decide([perKey], requestId());
+      const { decision, refunds } = await decideAndSettle(engine, [perUser, perKey]);
+      expect(decision.results.map((r) => r.outcome)).toEqual(["allowed", "denied"]);
+      expect(refunds).toBe(1);
+    }
+    const alone = await engine.decider.decide([perUser], requestId());
+    expect(alone.results[0]?.delayMs).toBeGreaterThan(0);
+    expect(alone.results[0]?.delayMs).toBeLessThanOrEqual(1000);
   });
 
   it("a request held by a rule with a delay gives back that rule's slot only: a bucket without one keeps its unit", async () => {
@@ -294,10 +337,12 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
     const id = requestId();
     const decision = await store.decide([{ ...call, cost: 2 }], id, { stamps: true });
     const [consumed] = consumedCalls(decision) as [RefundCall];
-    const stamp = consumed.pricedAt as NonNullable<RefundCall["pricedAt"]>;
+    const pricedAt = consumed.pricedAt as NonNullable<RefundCall["pricedAt"]>;
+    const stamp = pricedAt.stamp as NonNullable<typeof pricedAt.stamp>;
     expect(stamp.writtenAtUs).toBeGreaterThan(0);
     // The same refund with its decision's time put 31 s back, the TAT it wrote still ahead of now.
-    const aged = { ...consumed, pricedAt: { ...stamp, writtenAtUs: (stamp.writtenAtUs ?? 0) - 31_000_000 } };
+    const writtenAtUs = (stamp.writtenAtUs ?? 0) - 31_000_000;
+    const aged = { ...consumed, pricedAt: { ...pricedAt, stamp: { ...stamp, writtenAtUs } } };
     expect(await store.refund([aged], id, -1_000_000)).toEqual([0]);
     expect(await store.refund(consumedCalls(decision), id, -1_000_000)).toEqual([2]);
   });

@@ -477,4 +477,65 @@ describe("a bucket's TAT rebuilt to the very µs a write from before a reset lef
     // Before: the TAT from before the reset came back, a second of the rate freed.
     expect(await redis.get(counterOf(call))).toBe(tat);
   });
+
+  it("a request held longer than its bucket's capacity: a reset fences for the delay too, and its give-back restores nothing", async () => {
+    // 1e6 a second, burst 200 000 (200 ms), a delay of 3 s. A fence for the capacity alone fell after 251 ms,
+    // while the held request's TAT lay 1.2 s ahead: fresh requests rebuilt it, and its give-back restored the
+    // TAT from before the reset (a review's case, there with a fence of 30 s).
+    const call = ruleCall({
+      algorithm: "token-bucket",
+      limit: 1_000_000,
+      periodMs: 1000,
+      burst: 200_000,
+      delayMs: 3000,
+    });
+    await store.decide([{ ...call, cost: 200_000 }], requestId()); // the bucket spent
+    // Five held requests of a whole burst each: the last one's slot lies 1 s ahead, its TAT 1.2 s.
+    for (let i = 0; i < 4; i++) await store.decide([{ ...call, cost: 200_000 }], requestId());
+    const id = requestId();
+    const held = await store.decide([{ ...call, cost: 200_000 }], id);
+    const reservation = held.results[0]?.reservation;
+    if (!reservation) throw new Error("not held");
+    await reset(call);
+    expect(await redis.pttl(resetFenceKey(prefix, call.rule, call.identityHash))).toBeGreaterThan(3000);
+    await sleep(300); // past the capacity's fence
+    // Fresh held requests, a burst at most each, up to that very TAT.
+    let tat = 0;
+    while (tat < reservation.tatUs) {
+      const cost = tat === 0 ? 100_000 : Math.min(200_000, reservation.tatUs - tat);
+      expect((await store.decide([{ ...call, cost }], requestId())).allowed).toBe(true);
+      tat = Number(await redis.get(counterOf(call)));
+    }
+    expect(tat).toBe(reservation.tatUs);
+    await giveBackHeld(createDecider(store), held, id);
+    expect(await redis.get(counterOf(call))).toBe(String(tat));
+  });
+
+  it("a request held under an override of a larger capacity than the rule's: its give-back restores nothing", async () => {
+    // The rule: 1 a second, burst 1, a delay of 5 s. The override: burst 10. A reset after the override's ttl
+    // ended would fence for the rule's own 1 s + 5 s only, while this request's TAT lies 11 s ahead.
+    const call = ruleCall({
+      algorithm: "gcra",
+      limit: 1,
+      periodMs: 1000,
+      burst: 1,
+      delayMs: 5000,
+      override: true,
+    });
+    await overrideFor(call, { limit: 1, period: 1000, burst: 10 }, 60_000);
+    await store.decide([{ ...call, cost: 10 }], requestId()); // the override's burst spent
+    const id = requestId();
+    const held = await store.decide([call], id);
+    expect(held.results[0]?.delayMs).toBeGreaterThan(0);
+    const tat = await redis.get(counterOf(call));
+    await giveBackHeld(createDecider(store), held, id);
+    expect(await redis.get(counterOf(call))).toBe(tat);
+    // Held under the rule's own limits, the same give-back restores the TAT it replaced.
+    const own = { ...call, override: false, identityHash: `${call.identityHash}-own` };
+    await store.decide([own], requestId());
+    const ownId = requestId();
+    const ownHeld = await store.decide([own], ownId);
+    await giveBackHeld(createDecider(store), ownHeld, ownId);
+    expect(await redis.get(counterOf(own))).toBe(String(ownHeld.results[0]?.reservation?.previousTatUs));
+  });
 });
