@@ -164,6 +164,13 @@ const scenarios = [
     one,
     () => [call("ip", "given-back", 3600), call("key", "spent-three", 1)],
   ],
+  // The same, the allowing rule a bucket with a delay (fresh identities): its refund is a compare-and-set of
+  // the TAT its decision replaced, which gives back while no later request reserved a slot above it.
+  [
+    "1 database, denied by one of two identities, a bucket with a delay given back (+ refund)",
+    one,
+    () => [{ ...call("ip", fresh(), 3600), delayMs: 60_000 }, call("key", "spent-four", 1)],
+  ],
 ];
 
 const rows = [];
