@@ -40,14 +40,16 @@ ARGV:
            5 | 4 for a fixed window's units taken under an override's own period: below, "Returned units")
            | "4" LEASE: a decision (ARGV[2] the request id, ARGV[3] the longest lease life, ms) in which each
            rule may take more units than the request's cost; after the rule groups one slot per rule: the
-           units wanted (this request's cost included; <= cost, a concurrency/shed or a delayed rule = no lease)
+           units wanted (this request's cost included; <= cost, a concurrency/shed rule or one with a delay = no
+           lease)
            | "5" give back a delayed request's reservation (below, "Give-back call")
            | "6" re-aim a fixed-window counter at the period now in force (below, "Re-aim call")
   then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2 for call "0", 3 for "1", 5 for "2",
   4 for "3" and "4"),
   and for a LEASE call, rule i's units wanted at ARGV[first + 7n + i - 1],
   and for a split decision's REFUND, rule i's stamp at ARGV[first + 7n + 3(i-1)] (STAMP_WORDS slots): the TAT
-  its decision wrote (µs; "0" = none), Redis's clock then (µs), and the TAT it replaced (µs):
+  its decision wrote (µs; "0" = none), Redis's clock then (µs), and the TAT it replaced (µs) (in this order,
+  STAMP_TAT, STAMP_AT, STAMP_REPLACED; the reply's stamps come in another: written, replaced, clock):
     slot 0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
                       | 7 shed: priority load shedding, a concurrency budget (below) whose limit the edge sets
                         per request to its priority class's share of one sub-key's capacity
@@ -163,10 +165,11 @@ A REFUND call returns one integer per rule instead: the units actually given bac
                     return that finds its own TAT (to the µs, which another write may have rebuilt) may lie
                     below a later decision and move it unrecorded. Only rules with a delay hold requests or
                     are given back (src/middleware/delay.ts); leases mark the bucket. A rule with a delay gets
-                    a compare-and-set instead, as a give-back: no lease and no refund by the ledger lowers
-                    its TAT, only another compare-and-set, which leaves it as if that request had never come;
-                    so while W is still the TAT the state is as the decision left it, and P again leaves it as
-                    if this request had never come too (otherwise the units stay taken)
+                    a compare-and-set instead, as a give-back: it is never leased (the LEASE call refuses it)
+                    and gets no refund by the ledger, so besides a reset (fenced, below) and its own expiry
+                    only another compare-and-set lowers its TAT, which leaves it as if that request had never
+                    come; so while W is still the TAT the state is as the decision left it, and P again leaves
+                    it as if this request had never come too (otherwise the units stay taken)
     sliding-log     ZREM of the members `<request id>:<when>:1..units` (the names every write gives its units);
                     with `when` unknown, the request id's members still in the window
     concurrency     ZREM of the request id's slot (units ignored)
@@ -209,8 +212,9 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
   falls W lies behind now and the refund gives nothing; or, where the fence was cut to 30 s, the refund is
   older than STAMP_HORIZON_MS (no longer than that cut) and gives nothing either. The longest fence (30 s)
   is long enough for every refund the edge sends: a lease's return no later than 15 s after its expiry
-  (src/leases/returns.ts), a split decision's within its timeout (5 s). These bounds hold for limits known at
-  the reset. A lease granted under an override replaced before the reset may still be returned after it (an
+  (src/leases/returns.ts), a split decision's within its timeout (5 s). These bounds hold for limits (and a
+  delay) known at the reset: a deploy that shortens a rule's capacity or delay between a decision and a reset
+  leaves a fence too short for the old TATs, which fresh arrivals may rebuild to the µs. A lease granted under an override replaced before the reset may still be returned after it (an
   isolate sends its returns before it hears of the change): the override's set or removal left a fence sized
   for the limits it replaced, and a reset only raises a fence, never shortens one (SET NX, PEXPIRE GT:
   src/admin/fence.ts). One that ended by its ttl left no fence, and a reset after it fences for the rule's own
@@ -348,7 +352,7 @@ local stamped = call == "2" and ARGV[3] == "2" -- the reply carries every writte
 local offset_ms = call == "2" and tonumber(ARGV[4]) or 0 -- ms; 0 in production
 local first = call == "0" and 2 or call == "1" and 3 or (call == "3" or call == "4") and 4 or 5 -- rule 1's first slot
 local lease = call == "4" -- a LEASE call: one more slot per rule after the groups (see the header)
-local split_refund = call == "3" and tonumber(ARGV[3]) < 0 -- "-<age>": two more slots per rule, its stamp
+local split_refund = call == "3" and tonumber(ARGV[3]) < 0 -- "-<age>": STAMP_WORDS more slots per rule, its stamp
 local n = (#ARGV - first + 1) / (lease and PER_RULE + 1 or split_refund and PER_RULE + STAMP_WORDS or PER_RULE)
 
 -- Measured (redis-server 7.0, INFO commandstats): EVALSHA itself about 2 µs plus ~0.27 per argument, a
@@ -961,8 +965,10 @@ for i = 1, n do
   -- now, as if that many requests were admitted at this instant (see the header for why no unit can be
   -- spent where Redis would not have admitted it). Half of what is left at most, so that the last units of a
   -- window go one by one, centrally.
+  -- Never a rule with a delay: its give-backs and split refunds are compare-and-sets that no lease may write
+  -- between (see the header, REFUND).
   local wanted = lease and tonumber(ARGV[first + n * PER_RULE + i - 1]) or 0 -- units
-  if wanted > cost and allow and not delayed and not impossible and algorithm ~= CONCURRENCY then -- (a shed rule is CONCURRENCY here)
+  if wanted > cost and allow and ARGV[at + DELAY] == "0" and not impossible and algorithm ~= CONCURRENCY then -- (a shed rule is CONCURRENCY here)
     local life = lease_ms -- ms
     if algorithm == FIXED or algorithm == SLIDING then
       life = math.min(life, now_ms - now_ms % period + period - now_ms - 1) -- never past the window's edge

@@ -112,6 +112,15 @@ it("a denied request leases nothing, and a concurrency rule is never leased", as
   expect(await remaining(window)).toBe(80);
 });
 
+it("a bucket with a delay is never leased, even when asked (its give-backs and refunds compare TATs)", async () => {
+  const held = ruleCall({ algorithm: "gcra", rule: "held", limit: 100, periodMs: 1000, delayMs: 5000 });
+  const plain = { ...held, rule: "plain", delayMs: 0 };
+  const decision = await store.decide([held, plain], requestId(), { lease: { units: [20, 20], maxMs: 1000 } });
+  expect(decision.allowed).toBe(true);
+  expect(decision.results.map((r) => r.lease?.units)).toEqual([undefined, 20]);
+  expect(await remaining(held)).toBe(99);
+});
+
 it("a renewal (cost 0) takes only the lease, and nothing at all once nothing is left", async () => {
   for (const algorithm of ["fixed-window", "sliding-log", "token-bucket"] as Algorithm[]) {
     const call = ruleCall({ algorithm, limit: 10, periodMs: 600_000, cost: 0 });
