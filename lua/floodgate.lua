@@ -303,14 +303,16 @@ local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY, SHED = "1", "2", "3", "4",
 
 -- Give-back call (see the header): compare-and-set of a delayed request's reservation.
 if ARGV[1] == "5" then
-  if redis.call("GET", KEYS[1]) ~= ARGV[2] or redis.call("EXISTS", KEYS[2]) == 1 then
+  local state, fence = KEYS[1], KEYS[2]
+  local written, replaced, decided = ARGV[2], ARGV[3], tonumber(ARGV[4]) -- µs: the decision's stamp
+  if redis.call("GET", state) ~= written or redis.call("EXISTS", fence) == 1 then
     return 0
   end
   local time = redis.call("TIME")
-  if tonumber(time[1]) * 1000000 + tonumber(time[2]) - tonumber(ARGV[4]) > STAMP_HORIZON_MS * 1000 then
+  if tonumber(time[1]) * 1000000 + tonumber(time[2]) - decided > STAMP_HORIZON_MS * 1000 then
     return 0
   end
-  redis.call("SET", KEYS[1], ARGV[3], "PXAT", string.format("%d", math.ceil(tonumber(ARGV[3]) / 1000)))
+  redis.call("SET", state, replaced, "PXAT", string.format("%d", math.ceil(tonumber(replaced) / 1000)))
   return 1
 end
 
