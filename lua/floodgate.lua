@@ -15,13 +15,16 @@ KEYS:
   KEYS[n + k]  override of the k-th rule whose mode slot says "with override", in rule order:
                <prefix>:override:<rule>:{<hash>}, hash: limit, period (MILLISECONDS), burst; read only;
                absent burst = the override's limit
-  a LEASE call (below) ends with one more key per rule, its lease mark <prefix>:<rule>:{<hash>}:leased:
-               when a lease of that token bucket/gcra state was last granted or returned (µs; below, "The
-               refund ledger"); written by a bucket's lease only
-  a REFUND call (below) ends with three more keys per rule: all rules' refund ledgers
-  <prefix>:<rule>:{<hash>}:refunded (below, "The refund ledger"), then all their lease marks, then all their
-  reset fences <prefix>:<rule>:{<hash>}:reset: present for a while after an admin reset of that state (below,
-  "Why a reset's fence may be short"), read only
+  a LEASE call (below) ends, where a split decision's refund can reach this database (a Redis Cluster, or one
+               of several databases), with one more key per rule, its lease mark
+               <prefix>:<rule>:{<hash>}:leased: when a lease of that token bucket/gcra state was last granted
+               or returned (µs; below, "The refund ledger"); written by a bucket's lease only, and only then
+  a REFUND call (below) ends with, where a split decision's refund can reach this database (always for such
+  a refund), all rules' refund ledgers <prefix>:<rule>:{<hash>}:refunded (below, "The refund ledger") and
+  then all their lease marks; then (always) all their reset fences <prefix>:<rule>:{<hash>}:reset: present
+  for a while after an admin reset of that state (below, "Why a reset's fence may be short"), read only.
+  The script tells by the number of keys: with them a REFUND call has at least 4n, without at most 3n; a
+  LEASE call has keys after its overrides
 ARGV:
   ARGV[1]  call: "0" a plain decision | "1" the same, and ARGV[2] is the request id (a sliding-log,
            concurrency or shed rule needs it) | "2" with options: ARGV[2] request id, ARGV[3] "1" peek (evaluate
@@ -179,7 +182,8 @@ A REFUND call returns one integer per rule instead: the units actually given bac
     the same µs may have come before it, and counting more only gives back less), and adds its own. Its lease
     mark holds the time of the bucket's last lease grant or return. Decisions pay nothing for either (d is the
     clock a bucket's decision reads anyway); a bucket's lease call and a lease's return that gives back pay one
-    SET. A split decision is refunded within STAMP_HORIZON_MS of d or not at all, so ledger members older
+    SET, where split decisions can be refunded (a database alone splits no request: it has no ledger and no
+    mark). A split decision is refunded within STAMP_HORIZON_MS of d or not at all, so ledger members older
     than that are dropped, and ledger and mark expire that long after their last write.
   A negative `when`, "-<age>", means "at most <age> µs ago" (a split decision undone, src/resilience/sharded.ts):
     the span is taken from its earliest instant, so a window edge that may lie inside it refunds nothing.
@@ -208,7 +212,7 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
   arrives while the fence stands (units taken after now - age > now - fence, before r: the fence, from r,
   still stands). For a window priced at its own period that drops nothing the window test would have let
   through. A bucket's needs no such bound when its stamp W lies at most the rule's own capacity plus its delay
-  after d (the edge sends it then): a reset after d fences for at least that plus a quarter, so once the fence
+  after d (the edge sends it then, and only then without the bound: src/engine/store.ts `withinFence`): a reset after d fences for at least that plus a quarter, so once the fence
   falls W lies behind now and the refund gives nothing; or, where the fence was cut to 30 s, the refund is
   older than STAMP_HORIZON_MS (no longer than that cut) and gives nothing either. The longest fence (30 s)
   is long enough for every refund the edge sends: a lease's return no later than 15 s after its expiry
@@ -230,14 +234,14 @@ Short replies, for ONE rule allowed on a fast path (an array costs Redis more to
 Give-back call (ARGV[1] = "5"), for a delayed request whose client went away before its slot (a rule with a
   delay only: src/middleware/delay.ts): KEYS[1] the rule's state key, KEYS[2] its reset fence; ARGV[2] the
   TAT the decision wrote, ARGV[3] the TAT it replaced, ARGV[4] Redis's clock when it wrote (µs: its stamp).
-  If the TAT is still the one written, no later request reserved a slot behind it, so putting back the
-  replaced TAT leaves the state exactly as if the request had never come (no over-admission). Otherwise the
-  slot stays taken (giving it back would let a later slot leave early). Nothing while the fence stands (an
+  If the TAT is still the one written, no later request wrote behind it, so putting back the replaced TAT
+  leaves the state exactly as if the request had never come (no over-admission). Otherwise the slot stays
+  taken (giving it back would let a later slot leave early). Nothing while the fence stands (an
   admin reset's or override change's), nor once the decision is older than STAMP_HORIZON_MS: a reset since
   may have let fresh requests rebuild that very TAT (to the µs), and the replaced one belongs to the state
   the reset threw away. A reset after the decision fences for the capacity and a quarter plus the delay, or
-  30 s (src/engine/keys.ts); the TAT written lay at most the capacity plus the delay ahead of the decision,
-  so once that fence falls the TAT written lies behind now, where putting back an earlier one changes nothing
+  30 s (src/engine/keys.ts); the TAT written lay at most the capacity plus the delay ahead of the decision
+  (the edge sends the call only then: src/engine/store.ts `withinFence`), so once that fence falls the TAT written lies behind now, where putting back an earlier one changes nothing
   (both leave the bucket full), and a fence cut to 30 s falls only after STAMP_HORIZON_MS. Returns 1 if given
   back, else 0.
 
@@ -279,7 +283,8 @@ State layout per algorithm (one key per identity; every write carries a TTL with
   token-bucket,   integer TAT (theoretical arrival time, µs): both algorithms ARE the same state;
   gcra            emission interval = ceil(period / limit) in whole µs; expires when the bucket is full.
                   <key>:refunded, the refund ledger, and <key>:leased, the lease mark (above, "The refund
-                  ledger"): only where split decisions were refunded, or leases granted or returned
+                  ledger"): only where split decisions can be refunded (a Redis Cluster, several databases),
+                  once one was refunded or a lease granted or returned
   concurrency,    ZSET of request ids scored by lease expiry (µs); expired leases dropped on acquire. A shed
   shed            rule's budget is split over sub-keys (one per identity the edge derives), so no one key is
                   touched by every request; each is a concurrency set, admitting while fewer than `limit` hold
@@ -503,6 +508,7 @@ if call == "3" then
     when_us = now_us
   end
   local returned = {}
+  local marked = #KEYS >= 4 * n -- the refund ledgers and lease marks are there (see the header)
   local override_at = n
   for i = 1, n do
     local at = first + (i - 1) * PER_RULE
@@ -585,9 +591,9 @@ if call == "3" then
         elseif held then
           owed_us = math.min(owed_us, tat_us - tonumber(ARGV[stamp_at + STAMP_REPLACED])) -- back to P
         elseif split_refund then
-          local leased_us = tonumber(redis.call("GET", leased)) or 0 -- the bucket's last lease grant or return
-          if leased_us >= decided_us then
-            owed_us = 0 -- a lease may lie above its units: nothing known owed
+          local leased_us = marked and tonumber(redis.call("GET", leased)) or 0 -- the last lease grant or return
+          if leased_us >= decided_us or not marked then
+            owed_us = 0 -- a lease may lie above its units (or the keys telling are missing): nothing known owed
           else
             local since_us = 0 -- µs that refunds of split decisions made at or before d gave back since d
             for _, entry in ipairs(redis.call("ZRANGEBYSCORE", ledger, ARGV[stamp_at + STAMP_AT], "+inf")) do
@@ -608,7 +614,7 @@ if call == "3" then
             redis.call("ZADD", ledger, format("%d", now_us), entry)
             redis.call("ZREMRANGEBYSCORE", ledger, "-inf", format("%d", now_us - STAMP_HORIZON_MS * 1000))
             redis.call("PEXPIRE", ledger, STAMP_HORIZON_MS)
-          elseif written_us > 0 then -- a lease's return: a split refund of a decision before it gives nothing
+          elseif written_us > 0 and marked then -- a lease's return: a split refund of a decision before it gives nothing
             redis.call("SET", leased, format("%d", now_us), "PX", STAMP_HORIZON_MS)
           end
         end
@@ -1087,7 +1093,7 @@ for k = 0, more_pending and #more_pending or 0 do
     elseif value then
       -- Expiry is on Redis's own clock, which knows nothing of the test offset.
       redis.call("SET", key, value, "PXAT", format("%d", ceil(expire_us / 1000) - offset_ms))
-      if lease_tat[i] then -- a bucket's lease: its lease mark (see the header, "The refund ledger")
+      if lease_tat[i] and #KEYS > override_at then -- a bucket's lease: its lease mark, if sent (see the header)
         redis.call("SET", KEYS[#KEYS - n + i], format("%d", now_us), "PX", STAMP_HORIZON_MS)
       end
     elseif algorithm == LOG then

@@ -165,7 +165,7 @@ const scenarios = [
     () => [call("ip", "given-back", 3600), call("key", "spent-three", 1)],
   ],
   // The same, the allowing rule a bucket with a delay (fresh identities): its refund is a compare-and-set of
-  // the TAT its decision replaced, which gives back while no later request reserved a slot above it.
+  // the TAT its decision replaced, which gives back while no later request was admitted on that identity.
   [
     "1 database, denied by one of two identities, a bucket with a delay given back (+ refund)",
     one,

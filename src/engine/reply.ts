@@ -134,7 +134,8 @@ export function decodeReply(
       retryAfterMs: orWindowEnd(at(base + REPLY.retryAfterMs), call, now),
       source: "redis",
       lease,
-      // Another bucket rule written beside a delayed one: its unit goes back too if the request never leaves.
+      // What this call wrote to a bucket: a split decision's refund reads it, and a rule with a delay's
+      // give-back (src/engine/store.ts `release`).
       reservation: reservation && reservation.tatUs > 0 ? reservation : undefined,
     });
   });

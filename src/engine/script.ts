@@ -124,12 +124,15 @@ const MODE_SLOT = 1;
  * KEYS and ARGV of one script call; every key the script touches is in `keys` (Upstash key locking).
  * A plain decision carries no per-call extras: the request id only when a sliding-log or concurrency rule
  * stores it, peek and the time offset only when asked for, an override key only for a call that has one.
+ * @param splitRefunds a split decision's refund can reach this database (`StoreOptions.splitRefunds`): a
+ *   lease call then carries each rule's lease mark, which a bucket's grant writes
  */
 export function scriptArguments(
   prefix: string,
   calls: readonly RuleCall[],
   requestId: string,
   opts: CallOptions = {},
+  splitRefunds = false,
 ): { keys: string[]; args: string[] } {
   const keys: string[] = [];
   const overrides: string[] = [];
@@ -165,7 +168,7 @@ export function scriptArguments(
   }
   for (const key of overrides) keys.push(key);
   if (opts.lease) {
-    for (const call of calls) keys.push(leaseMarkKey(prefix, call.rule, call.identityHash));
+    if (splitRefunds) for (const call of calls) keys.push(leaseMarkKey(prefix, call.rule, call.identityHash));
     for (let i = 0; i < calls.length; i++) args.push(String(opts.lease.units[i] ?? 0));
   }
   return { keys, args };
@@ -174,14 +177,17 @@ export function scriptArguments(
 /**
  * KEYS and ARGV of a refund: give back `call.cost` units of each call, consumed at `whenUs` (µs on Redis's
  * clock; 0 = unknown, "the current window"; negative: at most `-whenUs` µs ago, a split decision undone) under
- * `requestId` (lua/floodgate.lua's header, call "3"). After the override keys, each call's refund ledger, lease
- * mark and reset fence; a split decision's refund also carries each call's stamp after the rule groups.
+ * `requestId` (lua/floodgate.lua's header, call "3"). After the override keys, each call's refund ledger and
+ * lease mark where a split decision's refund can reach this database (`splitRefunds`; a split decision's own
+ * refund always), then its reset fence; a split decision's refund also carries each call's stamp after the
+ * rule groups.
  */
 export function refundArguments(
   prefix: string,
   calls: readonly RefundCall[],
   requestId: string,
   whenUs: number,
+  splitRefunds = false,
 ): { keys: string[]; args: string[] } {
   // A plain decision's groups, reused: in each the limits its units were priced at, and the override's key
   // where they must still be that override's (the mode slot says so).
@@ -205,7 +211,8 @@ export function refundArguments(
       rules.push(String(tatUs), String(writtenAtUs), String(previousTatUs));
     }
   }
-  for (const key of [refundLedgerKey, leaseMarkKey, resetFenceKey]) {
+  const kinds = splitRefunds || whenUs < 0 ? [refundLedgerKey, leaseMarkKey, resetFenceKey] : [resetFenceKey];
+  for (const key of kinds) {
     for (const call of calls) keys.push(key(prefix, call.rule, call.identityHash));
   }
   return { keys, args: [CALL.refund, requestId, String(Math.trunc(whenUs)), ...rules] };

@@ -35,6 +35,12 @@ export interface StoreOptions {
   timeoutMs?: number;
   /** Budget for one admin command or concurrency release (not bound by `timeoutMs`), ms. @default 5000 */
   adminTimeoutMs?: number;
+  /**
+   * Whether a split decision's refund can reach this database (a Redis Cluster, or one of several databases:
+   * README "Scaling out"). Only then does a bucket's lease grant or return write its lease mark, which such a
+   * refund reads; one database alone never splits a request. @default false
+   */
+  splitRefunds?: boolean;
 }
 
 /** Decides rules on Redis. */
@@ -128,6 +134,7 @@ export function createStore(options: StoreOptions): Store {
     prefix = DEFAULTS.prefix,
     timeoutMs = DEFAULTS.timeoutMs,
     adminTimeoutMs = DEFAULTS.adminTimeoutMs,
+    splitRefunds = false,
   } = options;
   if (!url || !token) throw new Error("createStore: `url` and `token` are required");
   if (!(timeoutMs > 0)) throw new Error("createStore: `timeoutMs` must be a positive number of milliseconds");
@@ -162,7 +169,7 @@ export function createStore(options: StoreOptions): Store {
     const deadline = startedAt + Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
     // Every fetch of this decision, the NOSCRIPT reload included, shares its deadline.
     const signal = () => opts.signal ?? AbortSignal.timeout(Math.max(1, deadline - Date.now()));
-    const { keys, args } = scriptArguments(prefix, calls, requestId, opts);
+    const { keys, args } = scriptArguments(prefix, calls, requestId, opts, splitRefunds);
     let raw: unknown;
     try {
       try {
@@ -212,7 +219,7 @@ export function createStore(options: StoreOptions): Store {
       return dropped.map((out) => (out ? 0 : (given[next++] ?? 0)));
     }
     if (calls.length === 0) return [];
-    const { keys, args } = refundArguments(prefix, calls, requestId, whenUs);
+    const { keys, args } = refundArguments(prefix, calls, requestId, whenUs, splitRefunds);
     const signal = () => AbortSignal.timeout(adminTimeoutMs);
     let raw: unknown;
     try {

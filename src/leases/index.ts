@@ -41,8 +41,12 @@ const MAX_WAITS = 3;
 /** Most (rule, identity) pairs an isolate tracks: leases, spares, heat and lease calls, each. */
 const TRACKED_PAIRS = 10_000;
 
-/** Whether a call may ever be leased: never a held slot (concurrency, shed), never a rule with `lease = false`. */
-const leasable = (call: RuleCall): boolean => !holdsSlot(call.algorithm) && call.lease !== false;
+/**
+ * Whether a call may ever be leased: never a held slot (concurrency, shed), never a rule with `lease = false`,
+ * never a rule with a `delay` (the script refuses it one: its give-backs and refunds compare TATs).
+ */
+const leasable = (call: RuleCall): boolean =>
+  !holdsSlot(call.algorithm) && call.lease !== false && !((call.delayMs ?? 0) > 0);
 
 /**
  * Wraps `decider` so that hot identities are decided from leases.

@@ -51,8 +51,10 @@ export interface Engine {
  */
 export function createEngine(options: EngineOptions): Engine {
   const { endpoints, prefix, timeoutMs, adminTimeoutMs = DEFAULTS.adminTimeoutMs } = options;
+  // A split decision's refund exists only on a Redis Cluster or over several databases (src/resilience/sharded.ts).
+  const splitRefunds = (options.cluster ?? false) || endpoints.length > 1;
   const stores = endpoints.map(({ url, token }) =>
-    createStore({ url, token, prefix, timeoutMs, adminTimeoutMs }),
+    createStore({ url, token, prefix, timeoutMs, adminTimeoutMs, splitRefunds }),
   );
   // Scored by URL, so the endpoints' order in the binding does not matter (src/engine/shards.ts).
   const shardOf = rendezvous(endpoints.map((e) => e.url));

@@ -136,8 +136,8 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
         const all = Promise.all(refunds).then(() => undefined);
         if (opts.waitUntil) opts.waitUntil(all);
       }
-      // The request is not held. A delayed group's slot goes back with the refund while no later request
-      // reserved one behind it (a compare-and-set, as a give-back: lua/floodgate.lua's header, REFUND).
+      // The request is not held. A delayed group's slot goes back with the refund while no later request of
+      // that identity was admitted (a compare-and-set, as a give-back: lua/floodgate.lua's header, REFUND).
       return refusedDecision(decision);
     }
     return decision;

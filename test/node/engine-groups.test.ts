@@ -35,8 +35,9 @@ afterAll(async () => {
   await rest.close();
   await server.close();
 });
-const testStore = (prefix: string) =>
-  createStore({ url: rest.url, token: rest.token, prefix, timeoutMs: 5000 });
+// As on a Redis Cluster or one of several databases, where split decisions are refunded.
+const testStore = (prefix: string, splitRefunds = true) =>
+  createStore({ url: rest.url, token: rest.token, prefix, timeoutMs: 5000, splitRefunds });
 
 const engineOn = (prefix: string, urls: string[]): Engine =>
   createEngine({
@@ -328,6 +329,19 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
       lease.units - 1,
     ]);
     expect(Number(await redis.get(mark))).toBeGreaterThan(grantMark);
+  });
+
+  it("one database alone splits no request: a bucket's lease grant and return leave no key beside its state", async () => {
+    const prefix = uniquePrefix("groups-one-database");
+    const store = testStore(prefix, false);
+    const call = ruleCall({ algorithm: "gcra", limit: 10, periodMs: 1000, burst: 50 });
+    const lease = (await store.decide([call], requestId(), { lease: { units: [30], maxMs: 1000 } }))
+      .results[0]?.lease;
+    if (!lease) throw new Error("no lease");
+    expect(await store.refund([{ ...call, cost: lease.units - 1 }], requestId(), lease.tatUs)).toEqual([
+      lease.units - 1,
+    ]);
+    expect(await redis.keys(`${prefix}:*`)).toEqual([stateKey(prefix, call.rule, call.identityHash)]);
   });
 
   it("a stamp older than the ledger keeps (30 s): nothing comes back, since nothing is known to be owed", async () => {

@@ -324,6 +324,31 @@ describe("a burst into one isolate", () => {
   }, 30_000);
 });
 
+it("never asks a lease for a request with a rule that has a delay, and parks no units of its other rules", async () => {
+  // The programmatic API may leave `lease` unset on a rule with a delay; the script never leases one.
+  const held = ruleCall({ algorithm: "gcra", rule: "held", limit: 1000, periodMs: 1000, delayMs: 1000 });
+  const window = ruleCall({
+    algorithm: "fixed-window",
+    rule: "window",
+    limit: 1000,
+    periodMs: 3_600_000,
+    identityHash: held.identityHash,
+  });
+  const inner = createDecider(store, { timeoutMs: 5000 });
+  let leaseCalls = 0;
+  const watched: ResilientDecider = {
+    ...inner,
+    decide(calls, id, opts) {
+      if (opts?.lease) leaseCalls++;
+      return inner.decide(calls, id, opts);
+    },
+  };
+  const a = isolate(watched);
+  for (let i = 0; i < 40; i++) expect((await a.decide([held, window], requestId())).allowed).toBe(true);
+  expect(leaseCalls).toBe(0);
+  expect(await peekRemaining(store, window)).toBe(960);
+});
+
 it("renews only the rules of a request whose lease is half spent, parking no units for the others", async () => {
   const x = ruleCall({ algorithm: "fixed-window", rule: "x", limit: 1_000_000, periodMs: 3_600_000 });
   const y = { ...x, rule: "y" };
