@@ -365,6 +365,45 @@ describe("a request whose rules key on different identities (slot groups)", () =
     expect(closest).toBeGreaterThanOrEqual(100_000);
   }, 60_000);
 
+  it("a bucket with a delay: a split request the other master denies leaves the bucket as it was", async () => {
+    const prefix = uniquePrefix("groups-delay-back");
+    const [ipHash, keyHash] = await hashesOnTwoMasters(prefix);
+    const perIp = ruleCall({
+      algorithm: "gcra",
+      rule: "per-ip",
+      limit: 1,
+      periodMs: 1000,
+      burst: 1,
+      delayMs: 10_000,
+      identityHash: ipHash,
+    });
+    const perKey = ruleCall({
+      algorithm: "fixed-window",
+      rule: "per-key",
+      limit: 1,
+      periodMs: HOUR,
+      identityHash: keyHash,
+    });
+    const engine = createEngine({
+      endpoints: [{ url: rest.url, token: rest.token }],
+      prefix,
+      timeoutMs: 20_000,
+      cluster: true,
+    });
+    const ipOwner = masters.get(await ownerOf(stateKey(prefix, "per-ip", ipHash))) as IORedis;
+    await engine.decider.decide([perIp], requestId()); // the burst of one spent: the next is held
+    await engine.decider.decide([perKey], requestId()); // the key's one unit spent
+    const before = await ipOwner.get(stateKey(prefix, "per-ip", ipHash));
+    const refunds: Promise<unknown>[] = [];
+    const decision = await engine.decider.decide([perIp, perKey], requestId(), {
+      waitUntil: (p) => void refunds.push(p),
+    });
+    expect(decision.results.map((r) => r.outcome)).toEqual(["allowed", "denied"]);
+    await Promise.all(refunds);
+    expect(refunds).toHaveLength(1);
+    expect(await ipOwner.get(stateKey(prefix, "per-ip", ipHash))).toBe(before);
+  });
+
   it("sends ONE script call for rules of one identity, one per identity otherwise", async () => {
     const prefix = uniquePrefix("groups-calls");
     const [ipHash, keyHash] = await hashesOnTwoMasters(prefix);
