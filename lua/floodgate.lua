@@ -47,6 +47,7 @@ ARGV:
            lease)
            | "5" give back a delayed request's reservation (below, "Give-back call")
            | "6" re-aim a fixed-window counter at the period now in force (below, "Re-aim call")
+           | "7" reset: delete one identity's state behind its reset fence (below, "Reset call")
   then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2 for call "0", 3 for "1", 5 for "2",
   4 for "3" and "4"),
   and for a LEASE call, rule i's units wanted at ARGV[first + 7n + i - 1],
@@ -217,11 +218,13 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
   older than STAMP_HORIZON_MS (no longer than that cut) and gives nothing either. The longest fence (30 s)
   is long enough for every refund the edge sends: a lease's return no later than 15 s after its expiry
   (src/leases/returns.ts), a split decision's within its timeout (5 s). These bounds hold for limits (and a
-  delay) known at the reset: a deploy that shortens a rule's capacity or delay between a decision and a reset
-  leaves a fence too short for the old TATs, which fresh arrivals may rebuild to the µs. A lease granted under an override replaced before the reset may still be returned after it (an
-  isolate sends its returns before it hears of the change): the override's set or removal left a fence sized
-  for the limits it replaced, and a reset only raises a fence, never shortens one (SET NX, PEXPIRE GT:
-  src/admin/fence.ts). One that ended by its ttl left no fence, and a reset after it fences for the rule's own
+  delay) known at the reset. A bucket's reset (call "7") also fences until the TAT the state held: a rule with
+  a delay has its TAT lowered only by compare-and-sets, which restore earlier states, so every TAT a held
+  request's give-back or refund may still compare lay at or below it, and a deploy that shortened the rule's
+  capacity or delay since cannot make the fence fall first. A lease granted under an override replaced before
+  the reset may still be returned after it (an isolate sends its returns before it hears of the change): the
+  override's set or removal left a fence sized for the limits it replaced, and a reset only raises a fence,
+  never shortens one (src/admin/fence.ts, and call "7"). One that ended by its ttl left no fence, and a reset after it fences for the rule's own
   limits only: units priced at such an override give nothing where that could matter (mode 5 | 4: a fixed
   window under its period, a bucket), unless an override of the same limit and period is set again, whose
   burst may differ (mode 5 | 4 compares limit and period only): so a bucket's set fences for the longest
@@ -249,6 +252,15 @@ Re-aim call (ARGV[1] = "6"), by the admin API once it has set or removed an over
   override applies"): KEYS[1] a fixed-window rule's state key, ARGV[2] the period now in force (ms). A live
   counter whose expiry is not the end of that period's current window (it was created under another period)
   is made to expire there, keeping its count. Returns 1 if re-aimed, else 0.
+
+Reset call (ARGV[1] = "7"), by the admin API: KEYS[1] the identity's reset fence, then its state keys;
+  ARGV[2] how long the fence must stand (ms: resetFenceMs of every limit the admin's config knows the units
+  may have been taken under, src/engine/keys.ts), ARGV[3] "1" for a token-bucket/gcra state, ARGV[4] the
+  longest a fence stands (ms, RESET_FENCE_MAX_MS). Raises the fence, never shortening one that stands, and
+  deletes the state, in one step. A bucket's fence also stands until the TAT the state held (its PTTL), up
+  to the longest: every TAT a pending refund, lease return or give-back may compare lay at most there, so
+  none lands in the fresh state even when the limits or `delay` that wrote it are no longer the ones the
+  admin's config knows (a deploy since). Returns the number of state keys deleted.
 
 Semantics: phase 1 evaluates every rule without writing. Only if every `on` rule allows does phase 2
 write each ALLOWING rule: a denied request consumes nothing anywhere (no partial counting), and a
@@ -387,6 +399,21 @@ if call == "6" then
   end
   redis.call("PEXPIREAT", KEYS[1], format("%d", now + until_end))
   return 1
+end
+
+-- Reset (call "7", see the header): the admin API's.
+if call == "7" then
+  local fence = KEYS[1]
+  local fence_ms = tonumber(ARGV[2]) -- ms
+  if ARGV[3] == "1" then -- a bucket: until its TAT too (+1: Redis counts the PX from its whole ms)
+    for i = 2, #KEYS do
+      fence_ms = math.max(fence_ms, math.min(redis.call("PTTL", KEYS[i]) + 1, tonumber(ARGV[4])))
+    end
+  end
+  if fence_ms > 0 and redis.call("PTTL", fence) < fence_ms then -- never shorter (-2: none yet)
+    redis.call("SET", fence, "1", "PX", fence_ms)
+  end
+  return #KEYS > 1 and redis.call("DEL", unpack(KEYS, 2)) or 0
 end
 
 -- Fast paths for ONE rule without override or options, the commonest call: token-bucket / gcra and the

@@ -12,7 +12,9 @@ import { type EffectiveLimits, limitsFor } from "../config/limits";
 import type { RuleConfig, ShedConfig } from "../config/rules";
 import { MAX_UNITS } from "../config/schema";
 import { hashIdentity, overrideKey } from "../engine/keys";
-import type { RuleCall } from "../engine/types";
+import { resetArguments } from "../engine/script";
+import { runScript } from "../engine/store";
+import { isBucket, type RuleCall } from "../engine/types";
 import { canonicalIdentity } from "../identity";
 import { HASH_PREFIX } from "../identity/show";
 import { retryAfterSeconds } from "../middleware/headers";
@@ -20,7 +22,7 @@ import { classSlots, shardIdentity, shedAbove, subKeyCapacity } from "../middlew
 import { withDeadline } from "../util/deadline";
 import { recordWithin } from "./change";
 import { type AdminContext, type AdminEnv, findRule } from "./context";
-import { fenceMsOf, raiseFence, ruleLimits } from "./fence";
+import { fenceMsOf, ruleLimits } from "./fence";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
 import { getOverride } from "./overrides";
 import { formatPeriod } from "./period";
@@ -95,19 +97,18 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const identityHash = await resolveIdentityHash(rule, named);
     const keys = admin.stateKeys(rule, identityHash);
     const redis = admin.redisOf(identityHash);
-    // The fence with the delete, in one transaction: a lease granted before the reset, returned after it,
+    // The fence with the delete, in one script call: a lease granted before the reset, returned after it,
     // gives nothing back into the fresh state (src/admin/fence.ts). It stands from the very instant the
-    // state goes, sized for every limit the units may have been taken under.
+    // state goes, sized for every limit the units may have been taken under, and a bucket's until its TAT.
     // Its commands share one wait for Redis, the admin timeout, not one each.
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
     const deleted = await withDeadline(admin.adminTimeoutMs, async (deadline) => {
       const fenceMs = await fenceMsOf(target, rule.algorithm, ruleLimits(rule), redis, deadline);
       let count = 0;
       if (keys.length > 0) {
-        const tx = redis.multi();
-        if (fenceMs > 0) raiseFence(tx, target, fenceMs);
-        tx.del(...keys);
-        count = Number((await deadline.within(() => tx.exec<unknown[]>())).at(-1));
+        const bucket = isBucket(rule.algorithm);
+        const call = resetArguments(target.prefix, rule.name, identityHash, keys, fenceMs, bucket);
+        count = Number(await deadline.within(() => runScript(redis, call.keys, call.args)));
       }
       admin.forget(rule.name, identityHash);
       await recordWithin(c, deadline, { rule: rule.name, identityHash });

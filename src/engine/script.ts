@@ -4,7 +4,14 @@
  * `lua/floodgate.lua`.
  */
 import source from "../../lua/floodgate.lua";
-import { leaseMarkKey, overrideKey, refundLedgerKey, resetFenceKey, stateKey } from "./keys";
+import {
+  leaseMarkKey,
+  overrideKey,
+  RESET_FENCE_MAX_MS,
+  refundLedgerKey,
+  resetFenceKey,
+  stateKey,
+} from "./keys";
 import type { Algorithm, RefundCall, Reservation, RuleCall } from "./types";
 
 /** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
@@ -66,6 +73,7 @@ const CALL = {
   lease: "4",
   giveBack: "5",
   reaim: "6",
+  reset: "7",
 } as const;
 
 /** KEYS and ARGV of a give-back call: a delayed request's reservation returned (lua/floodgate.lua). */
@@ -99,6 +107,24 @@ export function reaimArguments(
   periodMs: number,
 ): { keys: string[]; args: string[] } {
   return { keys: [stateKey(prefix, rule, identityHash)], args: [CALL.reaim, String(Math.trunc(periodMs))] };
+}
+
+/**
+ * KEYS and ARGV of a reset call: `stateKeys` of one identity under one rule deleted behind its reset fence,
+ * raised to `fenceMs` and, for a bucket, until the TAT the state held (lua/floodgate.lua's header, call "7").
+ */
+export function resetArguments(
+  prefix: string,
+  rule: string,
+  identityHash: string,
+  stateKeys: readonly string[],
+  fenceMs: number,
+  bucket: boolean,
+): { keys: string[]; args: string[] } {
+  return {
+    keys: [resetFenceKey(prefix, rule, identityHash), ...stateKeys],
+    args: [CALL.reset, String(Math.ceil(fenceMs)), bucket ? "1" : "0", String(RESET_FENCE_MAX_MS)],
+  };
 }
 
 /** ARGV slots per rule (algorithm, mode, limit, period, burst, cost, delay: lua/floodgate.lua's `PER_RULE`). */

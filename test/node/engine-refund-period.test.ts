@@ -7,14 +7,20 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { fenceMsOf, fenceReturns, raiseFence } from "../../src/admin/fence";
+import { fenceMsOf, fenceReturns } from "../../src/admin/fence";
 import { DEFAULTS } from "../../src/engine/defaults";
 import { consumedCalls } from "../../src/engine/groups";
 import { overrideKey, resetFenceKey, stateKey } from "../../src/engine/keys";
 import { refundOf } from "../../src/engine/results";
-import { reaimArguments } from "../../src/engine/script";
+import { reaimArguments, resetArguments } from "../../src/engine/script";
 import { runScript, type Store } from "../../src/engine/store";
-import type { Decision, LeaseGrant, RuleCall, RuleResult } from "../../src/engine/types";
+import {
+  type Decision,
+  isBucket,
+  type LeaseGrant,
+  type RuleCall,
+  type RuleResult,
+} from "../../src/engine/types";
 import { giveBack as giveBackHeld } from "../../src/middleware/delay";
 import { createDecider } from "../../src/resilience/decider";
 import { awayFromWindowEdge } from "../support/window-edge";
@@ -69,14 +75,23 @@ async function overrideFor(
   await redis.multi().hset(overrideOf(call), fields).pexpire(overrideOf(call), ttlMs).exec();
 }
 
-/** An admin reset (src/admin/routes-keys.ts): a fence for the limits in force now, and the delete, at once. */
-async function reset(call: RuleCall): Promise<void> {
+/**
+ * An admin reset (src/admin/routes-keys.ts): a fence for the limits the config knows now (`call`'s, or
+ * `configured` after a deploy changed them), and the delete, in one script call.
+ */
+async function reset(call: RuleCall, configured: RuleCall = call): Promise<void> {
   const target = { prefix, rule: call.rule, identityHash: call.identityHash };
-  const fenceMs = await fenceMsOf(target, call.algorithm, [call], store.redis);
-  const tx = store.redis.multi();
-  raiseFence(tx, target, fenceMs);
-  tx.del(counterOf(call));
-  await tx.exec();
+  const fenceMs = await fenceMsOf(target, call.algorithm, [configured], store.redis);
+  const bucket = isBucket(call.algorithm);
+  const { keys, args } = resetArguments(
+    prefix,
+    call.rule,
+    call.identityHash,
+    [counterOf(call)],
+    fenceMs,
+    bucket,
+  );
+  await runScript(store.redis, keys, args);
 }
 
 /** Waits until Redis's clock is within the first `withinMs` of a window of `periodMs`. */
@@ -482,32 +497,38 @@ describe("a bucket's TAT rebuilt to the very µs a write from before a reset lef
     expect(await redis.get(counterOf(call))).toBe(tat);
   });
 
-  it("a request held longer than its bucket's capacity: a reset fences for the delay too, and its give-back restores nothing", async () => {
-    // 1e6 a second, burst 200 000 (200 ms), a delay of 3 s. A fence for the capacity alone fell after 251 ms,
-    // while the held request's TAT lay 1.2 s ahead: fresh requests rebuilt it, and its give-back restored the
-    // TAT from before the reset (a review's case, there with a fence of 30 s).
-    const call = ruleCall({
-      algorithm: "token-bucket",
-      limit: 1_000_000,
-      periodMs: 1000,
-      burst: 200_000,
-      delayMs: 3000,
-    });
-    await store.decide([{ ...call, cost: 200_000 }], requestId()); // the bucket spent
-    // Five held requests of a whole burst each: the last one's slot lies 1 s ahead, its TAT 1.2 s.
-    for (let i = 0; i < 4; i++) await store.decide([{ ...call, cost: 200_000 }], requestId());
-    const id = requestId();
-    const held = await store.decide([{ ...call, cost: 200_000 }], id);
-    const reservation = held.results[0]?.reservation;
-    if (!reservation) throw new Error("not held");
-    await reset(call);
-    expect(await redis.pttl(resetFenceKey(prefix, call.rule, call.identityHash))).toBeGreaterThan(3000);
-    await sleep(300); // past the capacity's fence
-    expect(await rebuildTo(call, reservation.tatUs, 100_000)).toBe(true); // fresh held requests up to it
-    const tat = await redis.get(counterOf(call));
-    await giveBackHeld(createDecider(store), held, id);
-    expect(await redis.get(counterOf(call))).toBe(tat);
-  });
+  // 1e6 a second, burst 200 000 (200 ms), a delay of 3 s: five held requests of a whole burst each put the last
+  // one's TAT 1.2 s ahead, while a fence for the capacity alone falls after 251 ms. Fresh requests then rebuilt
+  // that TAT, and the give-back restored the TAT from before the reset: 200 000 units more at once (reviews'
+  // cases; the second one's admin ran a config without the delay, as after a deploy).
+  it.each([
+    ["the admin's config knows the delay: the fence stands for it too", 3000],
+    ["a deploy since dropped the delay: the fence stands until the TAT the state held", 0],
+  ])(
+    "a request held longer than its bucket's capacity, then a reset (%s): its give-back restores nothing",
+    async (_, configuredDelayMs) => {
+      const call = ruleCall({
+        algorithm: "token-bucket",
+        limit: 1_000_000,
+        periodMs: 1000,
+        burst: 200_000,
+        delayMs: 3000,
+      });
+      await store.decide([{ ...call, cost: 200_000 }], requestId()); // the bucket spent
+      for (let i = 0; i < 4; i++) await store.decide([{ ...call, cost: 200_000 }], requestId());
+      const id = requestId();
+      const held = await store.decide([{ ...call, cost: 200_000 }], id);
+      const reservation = held.results[0]?.reservation;
+      if (!reservation) throw new Error("not held");
+      await reset(call, { ...call, delayMs: configuredDelayMs });
+      expect(await redis.pttl(resetFenceKey(prefix, call.rule, call.identityHash))).toBeGreaterThan(1000);
+      await sleep(300); // past the capacity's fence
+      expect(await rebuildTo(call, reservation.tatUs, 100_000)).toBe(true); // fresh held requests up to it
+      const tat = await redis.get(counterOf(call));
+      await giveBackHeld(createDecider(store), held, id);
+      expect(await redis.get(counterOf(call))).toBe(tat);
+    },
+  );
 
   it("a request held under an override of a larger capacity than the rule's: its give-back restores nothing", async () => {
     // The rule: 1 a second, burst 1, a delay of 5 s. The override: burst 10. A reset after the override's ttl

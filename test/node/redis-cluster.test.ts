@@ -225,6 +225,14 @@ describe("the decision script on the cluster (hash-tagged keys)", () => {
 });
 
 describe("a request whose rules key on different identities (slot groups)", () => {
+  /** An isolate's engine on the cluster, split into slot groups as the Worker splits a request there. */
+  const engineOnCluster = (prefix: string) =>
+    createEngine({
+      endpoints: [{ url: rest.url, token: rest.token }],
+      prefix,
+      timeoutMs: 20_000,
+      cluster: true,
+    });
   /** Two identity hashes whose keys live on different masters. */
   async function hashesOnTwoMasters(prefix: string): Promise<[string, string]> {
     const ip = `ip-${prefix}`;
@@ -256,15 +264,7 @@ describe("a request whose rules key on different identities (slot groups)", () =
         periodMs: HOUR,
         identityHash: keyHash,
       });
-      const isolates = [0, 1].map(
-        () =>
-          createEngine({
-            endpoints: [{ url: rest.url, token: rest.token }],
-            prefix,
-            timeoutMs: 20_000,
-            cluster: true,
-          }).decider,
-      );
+      const isolates = [0, 1].map(() => engineOnCluster(prefix).decider);
       const refunds: Promise<unknown>[] = [];
       const waitUntil = (promise: Promise<unknown>) => void refunds.push(promise);
       const wave = () =>
@@ -328,15 +328,7 @@ describe("a request whose rules key on different identities (slot groups)", () =
       periodMs: HOUR,
       identityHash: keyHash,
     });
-    const isolates = [0, 1].map(
-      () =>
-        createEngine({
-          endpoints: [{ url: rest.url, token: rest.token }],
-          prefix,
-          timeoutMs: 20_000,
-          cluster: true,
-        }).decider,
-    );
+    const isolates = [0, 1].map(() => engineOnCluster(prefix).decider);
     const refunds: Promise<unknown>[] = [];
     const waitUntil = (promise: Promise<unknown>) => void refunds.push(promise);
     const wave = (calls: RuleCall[]) =>
@@ -384,12 +376,7 @@ describe("a request whose rules key on different identities (slot groups)", () =
       periodMs: HOUR,
       identityHash: keyHash,
     });
-    const engine = createEngine({
-      endpoints: [{ url: rest.url, token: rest.token }],
-      prefix,
-      timeoutMs: 20_000,
-      cluster: true,
-    });
+    const engine = engineOnCluster(prefix);
     const ipOwner = masters.get(await ownerOf(stateKey(prefix, "per-ip", ipHash))) as IORedis;
     await engine.decider.decide([perIp], requestId()); // the burst of one spent: the next is held
     await engine.decider.decide([perKey], requestId()); // the key's one unit spent
@@ -407,12 +394,7 @@ describe("a request whose rules key on different identities (slot groups)", () =
   it("sends ONE script call for rules of one identity, one per identity otherwise", async () => {
     const prefix = uniquePrefix("groups-calls");
     const [ipHash, keyHash] = await hashesOnTwoMasters(prefix);
-    const engine = createEngine({
-      endpoints: [{ url: rest.url, token: rest.token }],
-      prefix,
-      timeoutMs: 20_000,
-      cluster: true,
-    });
+    const engine = engineOnCluster(prefix);
     const evalshas = async () => {
       let calls = 0;
       for (const redis of masters.values()) {
