@@ -188,8 +188,8 @@ A REFUND call returns one integer per rule instead: the units actually given bac
     than that are dropped, and ledger and mark expire that long after their last write.
   A negative `when`, "-<age>", means "at most <age> µs ago" (a split decision undone, src/resilience/sharded.ts):
     the span is taken from its earliest instant, so a window edge that may lie inside it refunds nothing.
-Why a reset's fence may be short. An admin reset deletes the state and sets its fence in one transaction (at
-  one instant r), for resetFenceMs (src/engine/keys.ts) of every limit the units may have been taken under
+Why a reset's fence may be short. An admin reset deletes the state and sets its fence in one step (call "7",
+  at one instant r), for resetFenceMs (src/engine/keys.ts) of every limit the units may have been taken under
   (the rule's, its tiers', the identity's override's), never more than 30 s: so it never outlives the window
   of the reset by more than one period. A refund of units taken before r ("pre-reset") must give nothing to the
   fresh state; until the fence falls it cannot; afterwards, per algorithm:
@@ -221,7 +221,10 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
   delay) known at the reset. A bucket's reset (call "7") also fences until the TAT the state held: a rule with
   a delay has its TAT lowered only by compare-and-sets, which restore earlier states, so every TAT a held
   request's give-back or refund may still compare lay at or below it, and a deploy that shortened the rule's
-  capacity or delay since cannot make the fence fall first. A lease granted under an override replaced before
+  capacity or delay since cannot make the fence fall first. Unless isolates without the delay (a deploy
+  under way) gave a split decision back through the refund ledger, which may lower the TAT below a held
+  request's write: a reset that finds the ledger fences for the longest, 30 s, after which STAMP_HORIZON_MS
+  keeps every stamp from before it out. A lease granted under an override replaced before
   the reset may still be returned after it (an isolate sends its returns before it hears of the change): the
   override's set or removal left a fence sized for the limits it replaced, and a reset only raises a fence,
   never shortens one (src/admin/fence.ts, and call "7"). One that ended by its ttl left no fence, and a reset after it fences for the rule's own
@@ -253,14 +256,14 @@ Re-aim call (ARGV[1] = "6"), by the admin API once it has set or removed an over
   counter whose expiry is not the end of that period's current window (it was created under another period)
   is made to expire there, keeping its count. Returns 1 if re-aimed, else 0.
 
-Reset call (ARGV[1] = "7"), by the admin API: KEYS[1] the identity's reset fence, then its state keys;
-  ARGV[2] how long the fence must stand (ms: resetFenceMs of every limit the admin's config knows the units
-  may have been taken under, src/engine/keys.ts), ARGV[3] "1" for a token-bucket/gcra state, ARGV[4] the
-  longest a fence stands (ms, RESET_FENCE_MAX_MS). Raises the fence, never shortening one that stands, and
-  deletes the state, in one step. A bucket's fence also stands until the TAT the state held (its PTTL), up
-  to the longest: every TAT a pending refund, lease return or give-back may compare lay at most there, so
-  none lands in the fresh state even when the limits or `delay` that wrote it are no longer the ones the
-  admin's config knows (a deploy since). Returns the number of state keys deleted.
+Reset call (ARGV[1] = "7"), by the admin API: KEYS[1] the identity's reset fence, for a token-bucket/gcra
+  state KEYS[2] its refund ledger, then the state keys; ARGV[2] how long the fence must stand (ms:
+  resetFenceMs of every limit the admin's config knows the units may have been taken under,
+  src/engine/keys.ts), ARGV[3] "1" for a token-bucket/gcra state, ARGV[4] the longest a fence stands (ms,
+  RESET_FENCE_MAX_MS). Raises the fence, never shortening one that stands, and deletes the state (not the
+  ledger), in one step. A bucket's fence also stands until the TAT the state held (its PTTL), up to the
+  longest, and for the longest while its refund ledger exists (below, "Why a reset's fence may be short").
+  Returns the number of state keys deleted.
 
 Semantics: phase 1 evaluates every rule without writing. Only if every `on` rule allows does phase 2
 write each ALLOWING rule: a denied request consumes nothing anywhere (no partial counting), and a
@@ -404,16 +407,22 @@ end
 -- Reset (call "7", see the header): the admin API's.
 if call == "7" then
   local fence = KEYS[1]
-  local fence_ms = tonumber(ARGV[2]) -- ms
-  if ARGV[3] == "1" then -- a bucket: until its TAT too (+1: Redis counts the PX from its whole ms)
-    for i = 2, #KEYS do
-      fence_ms = math.max(fence_ms, math.min(redis.call("PTTL", KEYS[i]) + 1, tonumber(ARGV[4])))
+  local fence_ms, longest_ms = tonumber(ARGV[2]), tonumber(ARGV[4]) -- ms
+  local states_at = 2 -- KEYS index of the first state key
+  if ARGV[3] == "1" then -- a bucket: KEYS[2] its refund ledger, then its state
+    states_at = 3
+    if redis.call("EXISTS", KEYS[2]) == 1 then
+      fence_ms = longest_ms -- a split refund lowered its TAT lately, maybe below a write still pending
+    else
+      for i = states_at, #KEYS do -- until its TAT too (+1: Redis counts the PX from its whole ms)
+        fence_ms = math.max(fence_ms, math.min(redis.call("PTTL", KEYS[i]) + 1, longest_ms))
+      end
     end
   end
   if fence_ms > 0 and redis.call("PTTL", fence) < fence_ms then -- never shorter (-2: none yet)
     redis.call("SET", fence, "1", "PX", fence_ms)
   end
-  return #KEYS > 1 and redis.call("DEL", unpack(KEYS, 2)) or 0
+  return #KEYS >= states_at and redis.call("DEL", unpack(KEYS, states_at)) or 0
 end
 
 -- Fast paths for ONE rule without override or options, the commonest call: token-bucket / gcra and the

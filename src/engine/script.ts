@@ -111,7 +111,8 @@ export function reaimArguments(
 
 /**
  * KEYS and ARGV of a reset call: `stateKeys` of one identity under one rule deleted behind its reset fence,
- * raised to `fenceMs` and, for a bucket, until the TAT the state held (lua/floodgate.lua's header, call "7").
+ * raised to `fenceMs` and, for a bucket, until the TAT the state held, or for the longest while its refund
+ * ledger exists (lua/floodgate.lua's header, call "7").
  */
 export function resetArguments(
   prefix: string,
@@ -121,8 +122,9 @@ export function resetArguments(
   fenceMs: number,
   bucket: boolean,
 ): { keys: string[]; args: string[] } {
+  const fence = resetFenceKey(prefix, rule, identityHash);
   return {
-    keys: [resetFenceKey(prefix, rule, identityHash), ...stateKeys],
+    keys: bucket ? [fence, refundLedgerKey(prefix, rule, identityHash), ...stateKeys] : [fence, ...stateKeys],
     args: [CALL.reset, String(Math.ceil(fenceMs)), bucket ? "1" : "0", String(RESET_FENCE_MAX_MS)],
   };
 }

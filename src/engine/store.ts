@@ -38,7 +38,8 @@ export interface StoreOptions {
   /**
    * Whether a split decision's refund can reach this database (a Redis Cluster, or one of several databases:
    * README "Scaling out"). Only then does a bucket's lease grant or return write its lease mark, which such a
-   * refund reads; one database alone never splits a request. @default false
+   * refund reads. `false` only where no store on the database splits a request: `createEngine` sets it for
+   * one database that is not a cluster. @default true
    */
   splitRefunds?: boolean;
 }
@@ -134,7 +135,7 @@ export function createStore(options: StoreOptions): Store {
     prefix = DEFAULTS.prefix,
     timeoutMs = DEFAULTS.timeoutMs,
     adminTimeoutMs = DEFAULTS.adminTimeoutMs,
-    splitRefunds = false,
+    splitRefunds = true,
   } = options;
   if (!url || !token) throw new Error("createStore: `url` and `token` are required");
   if (!(timeoutMs > 0)) throw new Error("createStore: `timeoutMs` must be a positive number of milliseconds");

@@ -76,7 +76,7 @@ describe("GET /__floodgate/rules while the breaker is open", () => {
 });
 
 describe("other admin writes while Redis answers each command late", () => {
-  it("DELETE /keys (the override read, fence and delete in one transaction, the change log) gives up after one admin timeout in all", async () => {
+  it("DELETE /keys (the override read, fence and delete in one script call, the change log) gives up after one admin timeout in all", async () => {
     const worker = await warmWorker(stack, RULES);
     await whileLagging(worker, 3000, async () => {
       const reset = await timed(worker, "/__floodgate/keys/api/192.0.2.7", {

@@ -331,6 +331,26 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
     expect(Number(await redis.get(mark))).toBeGreaterThan(grantMark);
   });
 
+  it("an engine writes lease marks on a Redis Cluster, and none on one database that is not one", async () => {
+    const call = ruleCall({ algorithm: "gcra", limit: 10, periodMs: 1000, burst: 50 });
+    for (const cluster of [true, false]) {
+      const prefix = uniquePrefix(`groups-marks-${cluster}`);
+      const engine = createEngine({
+        endpoints: [{ url: rest.url, token: rest.token }],
+        prefix,
+        timeoutMs: 2000,
+        cluster,
+      });
+      const decision = await engine.decider.decide([call], requestId(), {
+        lease: { units: [30], maxMs: 1000 },
+      });
+      expect(decision.results[0]?.lease?.units).toBeGreaterThan(1);
+      expect(await redis.exists(`${stateKey(prefix, call.rule, call.identityHash)}:leased`)).toBe(
+        cluster ? 1 : 0,
+      );
+    }
+  });
+
   it("one database alone splits no request: a bucket's lease grant and return leave no key beside its state", async () => {
     const prefix = uniquePrefix("groups-one-database");
     const store = testStore(prefix, false);

@@ -530,6 +530,29 @@ describe("a bucket's TAT rebuilt to the very µs a write from before a reset lef
     },
   );
 
+  it("a reset that finds the bucket's refund ledger fences for the longest, 30 s", async () => {
+    // Isolates whose config has no delay for the rule (a deploy under way) may have lowered its TAT below a
+    // held request's write by a split refund: the state's TAT no longer bounds what pending give-backs compare.
+    const call = ruleCall({
+      algorithm: "gcra",
+      limit: 1_000_000,
+      periodMs: 1000,
+      burst: 200_000,
+      delayMs: 3000,
+    });
+    await store.decide([call], requestId());
+    const ledger = `${counterOf(call)}:refunded`;
+    await redis
+      .multi()
+      .zadd(ledger, Date.now() * 1000, "1000:1:req")
+      .pexpire(ledger, 30_000)
+      .exec();
+    await reset(call);
+    expect(await redis.pttl(resetFenceKey(prefix, call.rule, call.identityHash))).toBeGreaterThan(29_000);
+    expect(await redis.exists(counterOf(call))).toBe(0);
+    expect(await redis.exists(ledger)).toBe(1); // its entries still count for refunds that may come
+  });
+
   it("a request held under an override of a larger capacity than the rule's: its give-back restores nothing", async () => {
     // The rule: 1 a second, burst 1, a delay of 5 s. The override: burst 10. A reset after the override's ttl
     // ended would fence for the rule's own 1 s + 5 s only, while this request's TAT lies 11 s ahead.

@@ -7,8 +7,9 @@ import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { consumedCalls } from "../../src/engine/groups";
 import { resetFenceKey, resetFenceMs, stateKey } from "../../src/engine/keys";
-import type { Store } from "../../src/engine/store";
-import type { Algorithm, RuleCall } from "../../src/engine/types";
+import { resetArguments } from "../../src/engine/script";
+import { runScript, type Store } from "../../src/engine/store";
+import { type Algorithm, isBucket, type RuleCall } from "../../src/engine/types";
 import { awayFromWindowEdge } from "../support/window-edge";
 import {
   directRedis,
@@ -32,12 +33,13 @@ afterAll(() => redis.quit());
 
 const remaining = (call: RuleCall) => peekRemaining(store, call);
 
-/** An admin reset (src/admin/routes-keys.ts): the fence for the call's limits and the delete, in one transaction. */
+/** An admin reset (src/admin/routes-keys.ts): the fence for the call's limits and the delete, in one script call. */
 async function reset(call: RuleCall): Promise<void> {
   const fenceMs = resetFenceMs(call.algorithm, [call]);
-  const tx = redis.multi();
-  if (fenceMs > 0) tx.set(resetFenceKey(prefix, call.rule, call.identityHash), "1", "PX", fenceMs);
-  await tx.del(stateKey(prefix, call.rule, call.identityHash)).exec();
+  const state = stateKey(prefix, call.rule, call.identityHash);
+  const bucket = isBucket(call.algorithm);
+  const { keys, args } = resetArguments(prefix, call.rule, call.identityHash, [state], fenceMs, bucket);
+  await runScript(store.redis, keys, args);
 }
 
 /** Waits until the call's reset fence has fallen (Redis expired it). */
