@@ -213,22 +213,22 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
   arrives while the fence stands (units taken after now - age > now - fence, before r: the fence, from r,
   still stands). For a window priced at its own period that drops nothing the window test would have let
   through. A bucket's needs no such bound when its stamp W lies at most the rule's own capacity plus its delay
-  after d (the edge sends it then, and only then without the bound: src/engine/store.ts `withinFence`): a reset after d fences for at least that plus a quarter, so once the fence
-  falls W lies behind now and the refund gives nothing; or, where the fence was cut to 30 s, the refund is
-  older than STAMP_HORIZON_MS (no longer than that cut) and gives nothing either. The longest fence (30 s)
-  is long enough for every refund the edge sends: a lease's return no later than 15 s after its expiry
-  (src/leases/returns.ts), a split decision's within its timeout (5 s). These bounds hold for limits (and a
-  delay) known at the reset. A bucket's reset (call "7") also fences until the TAT the state held: a rule with
+  after d (the edge sends it then, and only then without the bound: src/engine/store.ts `withinFence`): a
+  reset after d fences for at least that plus a quarter, so once the fence falls W lies behind now and the
+  refund gives nothing; or, where the fence was cut to 30 s, the refund is older than STAMP_HORIZON_MS (no
+  longer than that cut) and gives nothing either. The longest fence (30 s) is long enough for every refund
+  the edge sends: a lease's return no later than 15 s after its expiry (src/leases/returns.ts), a split
+  decision's within its timeout (5 s). These bounds hold for limits (and a delay) known at the reset. A bucket's reset (call "7") also fences until the TAT the state held: a rule with
   a delay has its TAT lowered only by compare-and-sets, which restore earlier states, so every TAT a held
   request's give-back or refund may still compare lay at or below it, and a deploy that shortened the rule's
   capacity or delay since cannot make the fence fall first. Unless isolates without the delay (a deploy
   under way) gave a split decision back through the refund ledger, which may lower the TAT below a held
   request's write: a reset that finds the ledger fences for the longest, 30 s, after which STAMP_HORIZON_MS
-  keeps every stamp from before it out. A lease granted under an override replaced before
-  the reset may still be returned after it (an isolate sends its returns before it hears of the change): the
-  override's set or removal left a fence sized for the limits it replaced, and a reset only raises a fence,
-  never shortens one (src/admin/fence.ts, and call "7"). One that ended by its ttl left no fence, and a reset after it fences for the rule's own
-  limits only: units priced at such an override give nothing where that could matter (mode 5 | 4: a fixed
+  keeps every stamp from before it out. A lease granted under an override replaced before the reset may still
+  be returned after it (an isolate sends its returns before it hears of the change): the override's set or
+  removal left a fence sized for the limits it replaced, and a reset only raises a fence, never shortens one
+  (src/admin/fence.ts, and call "7"). One that ended by its ttl left no fence, and a reset after it fences for
+  the rule's own limits only: units priced at such an override give nothing where that could matter (mode 5 | 4: a fixed
   window under its period, a bucket), unless an override of the same limit and period is set again, whose
   burst may differ (mode 5 | 4 compares limit and period only): so a bucket's set fences for the longest
   reach, 30 s.
@@ -247,9 +247,9 @@ Give-back call (ARGV[1] = "5"), for a delayed request whose client went away bef
   may have let fresh requests rebuild that very TAT (to the µs), and the replaced one belongs to the state
   the reset threw away. A reset after the decision fences for the capacity and a quarter plus the delay, or
   30 s (src/engine/keys.ts); the TAT written lay at most the capacity plus the delay ahead of the decision
-  (the edge sends the call only then: src/engine/store.ts `withinFence`), so once that fence falls the TAT written lies behind now, where putting back an earlier one changes nothing
-  (both leave the bucket full), and a fence cut to 30 s falls only after STAMP_HORIZON_MS. Returns 1 if given
-  back, else 0.
+  (the edge sends the call only then: src/engine/store.ts `withinFence`), so once that fence falls the TAT
+  written lies behind now, where putting back an earlier one changes nothing (both leave the bucket full),
+  and a fence cut to 30 s falls only after STAMP_HORIZON_MS. Returns 1 if given back, else 0.
 
 Re-aim call (ARGV[1] = "6"), by the admin API once it has set or removed an override (README "How soon an
   override applies"): KEYS[1] a fixed-window rule's state key, ARGV[2] the period now in force (ms). A live
@@ -1012,7 +1012,8 @@ for i = 1, n do
   -- Never a rule with a delay: its give-backs and split refunds are compare-and-sets that no lease may write
   -- between (see the header, REFUND).
   local wanted = lease and tonumber(ARGV[first + n * PER_RULE + i - 1]) or 0 -- units
-  if wanted > cost and allow and ARGV[at + DELAY] == "0" and not impossible and algorithm ~= CONCURRENCY then -- (a shed rule is CONCURRENCY here)
+  local leasable = ARGV[at + DELAY] == "0" and algorithm ~= CONCURRENCY -- (a shed rule is CONCURRENCY here)
+  if wanted > cost and allow and leasable and not impossible then
     local life = lease_ms -- ms
     if algorithm == FIXED or algorithm == SLIDING then
       life = math.min(life, now_ms - now_ms % period + period - now_ms - 1) -- never past the window's edge
