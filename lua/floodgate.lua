@@ -47,7 +47,8 @@ ARGV:
            lease)
            | "5" give back a delayed request's reservation (below, "Give-back call")
            | "6" re-aim a fixed-window counter at the period now in force (below, "Re-aim call")
-           | "7" reset: delete one identity's state behind its reset fence (below, "Reset call")
+           | "7" fence: raise one identity's reset fence, and for an admin reset delete its state behind it
+           (below, "Fence call")
   then 7 per rule, rule i's at ARGV[first + 7(i-1) + slot] (first = 2 for call "0", 3 for "1", 5 for "2",
   4 for "3" and "4"),
   and for a LEASE call, rule i's units wanted at ARGV[first + 7n + i - 1],
@@ -213,25 +214,25 @@ Why a reset's fence may be short. An admin reset deletes the state and sets its 
   arrives while the fence stands (units taken after now - age > now - fence, before r: the fence, from r,
   still stands). For a window priced at its own period that drops nothing the window test would have let
   through. A bucket's needs no such bound when its stamp W lies at most the rule's own capacity plus its delay
-  after d (the edge sends it then, and only then without the bound: src/engine/store.ts `withinFence`): a
-  reset after d fences for at least that plus a quarter, so once the fence falls W lies behind now and the
-  refund gives nothing; or, where the fence was cut to 30 s, the refund is older than STAMP_HORIZON_MS (no
-  longer than that cut) and gives nothing either. The longest fence (30 s) is long enough for every refund
-  the edge sends: a lease's return no later than 15 s after its expiry (src/leases/returns.ts), a split
-  decision's within its timeout (5 s). These bounds hold for limits (and a delay) known at the reset. A bucket's reset (call "7") also fences until the TAT the state held: a rule with
-  a delay has its TAT lowered only by compare-and-sets, which restore earlier states, so every TAT a held
-  request's give-back or refund may still compare lay at or below it, and a deploy that shortened the rule's
-  capacity or delay since cannot make the fence fall first. Unless isolates without the delay (a deploy
-  under way) gave a split decision back through the refund ledger, which may lower the TAT below a held
-  request's write: a reset that finds the ledger fences for the longest, 30 s, after which STAMP_HORIZON_MS
-  keeps every stamp from before it out. A lease granted under an override replaced before the reset may still
-  be returned after it (an isolate sends its returns before it hears of the change): the override's set or
-  removal left a fence sized for the limits it replaced, and a reset only raises a fence, never shortens one
-  (src/admin/fence.ts, and call "7"). One that ended by its ttl left no fence, and a reset after it fences for
-  the rule's own limits only: units priced at such an override give nothing where that could matter (mode 5 | 4: a fixed
-  window under its period, a bucket), unless an override of the same limit and period is set again, whose
-  burst may differ (mode 5 | 4 compares limit and period only): so a bucket's set fences for the longest
-  reach, 30 s.
+  after d (the edge sends it then, and only then without the bound: src/engine/store.ts `withinFence`): a reset
+  after d fences for at least that plus a quarter, so once the fence falls W lies behind now and the refund
+  gives nothing; or, where the fence was cut to 30 s, the refund is older than STAMP_HORIZON_MS (no longer than
+  that cut) and gives nothing either. The longest fence (30 s) is long enough for every refund the edge sends: a
+  lease's return no later than 15 s after its expiry (src/leases/returns.ts), a split decision's within its
+  timeout (5 s). These bounds hold for limits (and a delay) known at the reset. A bucket's reset (call "7") also
+  fences until the TAT the state held: a rule with a delay has its TAT lowered only by compare-and-sets, which
+  restore earlier states, so every TAT a held request's give-back or refund may still compare lay at or below
+  it, and a deploy that shortened the rule's capacity or delay since cannot make the fence fall first. Unless
+  isolates without the delay (a deploy under way) gave a split decision back through the refund ledger, which
+  may lower the TAT below a held request's write: a reset that finds the ledger fences for the longest, 30 s,
+  after which STAMP_HORIZON_MS keeps every stamp from before it out. A lease granted under an override replaced
+  before the reset may still be returned after it (an isolate sends its returns before it hears of the change):
+  the override's set or removal left a fence sized for the limits it replaced, and a reset only raises a fence,
+  never shortens one (src/admin/fence.ts, and call "7"). One that ended by its ttl left no fence, and a reset
+  after it fences for the rule's own limits only: units priced at such an override give nothing where that could
+  matter (mode 5 | 4: a fixed window under its period, a bucket), unless an override of the same limit and
+  period is set again, whose burst may differ (mode 5 | 4 compares limit and period only): so a bucket's set
+  fences for the longest reach, 30 s.
 Short replies, for ONE rule allowed on a fast path (an array costs Redis more to send, per element):
   fixed-window on a live counter: the remaining units, an integer     (= { 1, 1, limit, remaining, -1, -1 })
   token-bucket, gcra, sliding-window: { remaining, reset_after_ms, retry_after_ms }
@@ -256,14 +257,14 @@ Re-aim call (ARGV[1] = "6"), by the admin API once it has set or removed an over
   counter whose expiry is not the end of that period's current window (it was created under another period)
   is made to expire there, keeping its count. Returns 1 if re-aimed, else 0.
 
-Reset call (ARGV[1] = "7"), by the admin API: KEYS[1] the identity's reset fence, for a token-bucket/gcra
-  state KEYS[2] its refund ledger, then the state keys; ARGV[2] how long the fence must stand (ms:
-  resetFenceMs of every limit the admin's config knows the units may have been taken under,
-  src/engine/keys.ts), ARGV[3] "1" for a token-bucket/gcra state, ARGV[4] the longest a fence stands (ms,
-  RESET_FENCE_MAX_MS). Raises the fence, never shortening one that stands, and deletes the state (not the
-  ledger), in one step. A bucket's fence also stands until the TAT the state held (its PTTL), up to the
-  longest, and for the longest while its refund ledger exists (below, "Why a reset's fence may be short").
-  Returns the number of state keys deleted.
+Fence call (ARGV[1] = "7"), by the admin API (src/admin/fence.ts): KEYS[1] the identity's reset fence, for an
+  admin reset of a token-bucket/gcra state KEYS[2] its refund ledger, then for a reset the state keys; ARGV[2]
+  how long the fence must stand (ms: resetFenceMs of every limit the admin's config knows the units may have
+  been taken under, src/engine/keys.ts), ARGV[3] "1" for a token-bucket/gcra reset, ARGV[4] the longest a fence
+  stands (ms, RESET_FENCE_MAX_MS). Raises the fence, never shortening one that stands, and deletes the state
+  keys (not the ledger), in one step: an override's set or removal raises it alone. A bucket's reset also fences
+  until the TAT the state held (its PTTL), up to the longest, and for the longest while its refund ledger exists
+  (above, "Why a reset's fence may be short"). Returns the number of state keys deleted.
 
 Semantics: phase 1 evaluates every rule without writing. Only if every `on` rule allows does phase 2
 write each ALLOWING rule: a denied request consumes nothing anywhere (no partial counting), and a
@@ -404,7 +405,7 @@ if call == "6" then
   return 1
 end
 
--- Reset (call "7", see the header): the admin API's.
+-- Fence (call "7", see the header): the admin API's, for a reset and an override's set or removal.
 if call == "7" then
   local fence = KEYS[1]
   local fence_ms, longest_ms = tonumber(ARGV[2]), tonumber(ARGV[4]) -- ms

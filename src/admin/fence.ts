@@ -11,13 +11,9 @@
 import type { Redis } from "@upstash/redis";
 import { limitsFor } from "../config/limits";
 import type { RuleConfig } from "../config/rules";
-import {
-  type FenceLimits,
-  overrideKey,
-  RESET_FENCE_MAX_MS,
-  resetFenceKey,
-  resetFenceMs,
-} from "../engine/keys";
+import { type FenceLimits, overrideKey, RESET_FENCE_MAX_MS, resetFenceMs } from "../engine/keys";
+import { fenceArguments } from "../engine/script";
+import { runScript } from "../engine/store";
 import { type Algorithm, isBucket } from "../engine/types";
 import { type Deadline, NO_DEADLINE } from "../util/deadline";
 import { getOverride, type Override, type OverrideTarget } from "./overrides";
@@ -56,13 +52,20 @@ export async function fenceMsOf(
 }
 
 /**
- * Queues on `tx` what makes the identity's fence stand at least `ms` from now, never shortening one an earlier
- * change left standing longer (`SET NX`, then `PEXPIRE GT`).
+ * Makes the identity's fence stand at least `ms` from now, never shortening one an earlier change left standing
+ * longer, and with `reset` deletes the identity's state behind it, in one script call (lua/floodgate.lua's
+ * header, call "7"). Resolves to the number of state keys deleted.
  */
-export function raiseFence(tx: ReturnType<Redis["multi"]>, target: OverrideTarget, ms: number): void {
-  const key = resetFenceKey(target.prefix, target.rule, target.identityHash);
-  tx.set(key, "1", { px: ms, nx: true });
-  tx.pexpire(key, ms, "GT");
+export async function raiseFence(
+  target: OverrideTarget,
+  ms: number,
+  redis: Redis,
+  deadline: Deadline = NO_DEADLINE,
+  reset?: { stateKeys: readonly string[]; bucket: boolean },
+): Promise<number> {
+  const { prefix, rule, identityHash } = target;
+  const { keys, args } = fenceArguments(prefix, rule, identityHash, ms, reset?.stateKeys, reset?.bucket);
+  return Number(await deadline.within(() => runScript(redis, keys, args)));
 }
 
 /**
@@ -93,8 +96,5 @@ export async function fenceReturns(
       ? RESET_FENCE_MAX_MS
       : resetFenceMs(algorithm, underOverride(own, setting));
   const ms = Math.max(replaced, setFor);
-  if (ms === 0) return;
-  const tx = redis.multi();
-  raiseFence(tx, target, ms);
-  await deadline.within(() => tx.exec());
+  if (ms > 0) await raiseFence(target, ms, redis, deadline);
 }

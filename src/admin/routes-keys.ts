@@ -12,8 +12,6 @@ import { type EffectiveLimits, limitsFor } from "../config/limits";
 import type { RuleConfig, ShedConfig } from "../config/rules";
 import { MAX_UNITS } from "../config/schema";
 import { hashIdentity, overrideKey } from "../engine/keys";
-import { resetArguments } from "../engine/script";
-import { runScript } from "../engine/store";
 import { isBucket, type RuleCall } from "../engine/types";
 import { canonicalIdentity } from "../identity";
 import { HASH_PREFIX } from "../identity/show";
@@ -22,7 +20,7 @@ import { classSlots, shardIdentity, shedAbove, subKeyCapacity } from "../middlew
 import { withDeadline } from "../util/deadline";
 import { recordWithin } from "./change";
 import { type AdminContext, type AdminEnv, findRule } from "./context";
-import { fenceMsOf, ruleLimits } from "./fence";
+import { fenceMsOf, raiseFence, ruleLimits } from "./fence";
 import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
 import { getOverride } from "./overrides";
 import { formatPeriod } from "./period";
@@ -104,12 +102,9 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
     const deleted = await withDeadline(admin.adminTimeoutMs, async (deadline) => {
       const fenceMs = await fenceMsOf(target, rule.algorithm, ruleLimits(rule), redis, deadline);
-      let count = 0;
-      if (keys.length > 0) {
-        const bucket = isBucket(rule.algorithm);
-        const call = resetArguments(target.prefix, rule.name, identityHash, keys, fenceMs, bucket);
-        count = Number(await deadline.within(() => runScript(redis, call.keys, call.args)));
-      }
+      const bucket = isBucket(rule.algorithm);
+      const count =
+        keys.length > 0 ? await raiseFence(target, fenceMs, redis, deadline, { stateKeys: keys, bucket }) : 0;
       admin.forget(rule.name, identityHash);
       await recordWithin(c, deadline, { rule: rule.name, identityHash });
       return count;

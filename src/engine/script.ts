@@ -73,7 +73,7 @@ const CALL = {
   lease: "4",
   giveBack: "5",
   reaim: "6",
-  reset: "7",
+  fence: "7",
 } as const;
 
 /** KEYS and ARGV of a give-back call: a delayed request's reservation returned (lua/floodgate.lua). */
@@ -110,22 +110,22 @@ export function reaimArguments(
 }
 
 /**
- * KEYS and ARGV of a reset call: `stateKeys` of one identity under one rule deleted behind its reset fence,
- * raised to `fenceMs` and, for a bucket, until the TAT the state held, or for the longest while its refund
- * ledger exists (lua/floodgate.lua's header, call "7").
+ * KEYS and ARGV of a fence call: one identity's reset fence under one rule raised to `fenceMs` (never shorter),
+ * and `stateKeys` deleted behind it (an admin reset); for a bucket's state the fence also stands until the TAT
+ * it held, or for the longest while its refund ledger exists (lua/floodgate.lua's header, call "7").
  */
-export function resetArguments(
+export function fenceArguments(
   prefix: string,
   rule: string,
   identityHash: string,
-  stateKeys: readonly string[],
   fenceMs: number,
-  bucket: boolean,
+  stateKeys: readonly string[] = [],
+  bucket = false,
 ): { keys: string[]; args: string[] } {
   const fence = resetFenceKey(prefix, rule, identityHash);
   return {
     keys: bucket ? [fence, refundLedgerKey(prefix, rule, identityHash), ...stateKeys] : [fence, ...stateKeys],
-    args: [CALL.reset, String(Math.ceil(fenceMs)), bucket ? "1" : "0", String(RESET_FENCE_MAX_MS)],
+    args: [CALL.fence, String(Math.ceil(fenceMs)), bucket ? "1" : "0", String(RESET_FENCE_MAX_MS)],
   };
 }
 

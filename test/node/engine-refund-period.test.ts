@@ -7,12 +7,12 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { fenceMsOf, fenceReturns } from "../../src/admin/fence";
+import { fenceMsOf, fenceReturns, raiseFence } from "../../src/admin/fence";
 import { DEFAULTS } from "../../src/engine/defaults";
 import { consumedCalls } from "../../src/engine/groups";
 import { overrideKey, resetFenceKey, stateKey } from "../../src/engine/keys";
 import { refundOf } from "../../src/engine/results";
-import { reaimArguments, resetArguments } from "../../src/engine/script";
+import { reaimArguments } from "../../src/engine/script";
 import { runScript, type Store } from "../../src/engine/store";
 import {
   type Decision,
@@ -82,16 +82,8 @@ async function overrideFor(
 async function reset(call: RuleCall, configured: RuleCall = call): Promise<void> {
   const target = { prefix, rule: call.rule, identityHash: call.identityHash };
   const fenceMs = await fenceMsOf(target, call.algorithm, [configured], store.redis);
-  const bucket = isBucket(call.algorithm);
-  const { keys, args } = resetArguments(
-    prefix,
-    call.rule,
-    call.identityHash,
-    [counterOf(call)],
-    fenceMs,
-    bucket,
-  );
-  await runScript(store.redis, keys, args);
+  const stateKeys = [counterOf(call)];
+  await raiseFence(target, fenceMs, store.redis, undefined, { stateKeys, bucket: isBucket(call.algorithm) });
 }
 
 /** Waits until Redis's clock is within the first `withinMs` of a window of `periodMs`. */

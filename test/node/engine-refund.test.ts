@@ -5,10 +5,10 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { raiseFence } from "../../src/admin/fence";
 import { consumedCalls } from "../../src/engine/groups";
 import { resetFenceKey, resetFenceMs, stateKey } from "../../src/engine/keys";
-import { resetArguments } from "../../src/engine/script";
-import { runScript, type Store } from "../../src/engine/store";
+import type { Store } from "../../src/engine/store";
 import { type Algorithm, isBucket, type RuleCall } from "../../src/engine/types";
 import { awayFromWindowEdge } from "../support/window-edge";
 import {
@@ -35,11 +35,13 @@ const remaining = (call: RuleCall) => peekRemaining(store, call);
 
 /** An admin reset (src/admin/routes-keys.ts): the fence for the call's limits and the delete, in one script call. */
 async function reset(call: RuleCall): Promise<void> {
-  const fenceMs = resetFenceMs(call.algorithm, [call]);
-  const state = stateKey(prefix, call.rule, call.identityHash);
+  const target = { prefix, rule: call.rule, identityHash: call.identityHash };
+  const stateKeys = [stateKey(prefix, call.rule, call.identityHash)];
   const bucket = isBucket(call.algorithm);
-  const { keys, args } = resetArguments(prefix, call.rule, call.identityHash, [state], fenceMs, bucket);
-  await runScript(store.redis, keys, args);
+  await raiseFence(target, resetFenceMs(call.algorithm, [call]), store.redis, undefined, {
+    stateKeys,
+    bucket,
+  });
 }
 
 /** Waits until the call's reset fence has fallen (Redis expired it). */
