@@ -152,15 +152,15 @@ const MODE_SLOT = 1;
  * KEYS and ARGV of one script call; every key the script touches is in `keys` (Upstash key locking).
  * A plain decision carries no per-call extras: the request id only when a sliding-log or concurrency rule
  * stores it, peek and the time offset only when asked for, an override key only for a call that has one.
- * @param splitRefunds a split decision's refund can reach this database (`StoreOptions.splitRefunds`): a
- *   lease call then carries each rule's lease mark, which a bucket's grant writes
+ * @param splitRefunds a split decision's refund can reach this database (`StoreOptions.splitRefunds`, whose
+ *   default this shares): a lease call then carries each rule's lease mark, which a bucket's grant writes
  */
 export function scriptArguments(
   prefix: string,
   calls: readonly RuleCall[],
   requestId: string,
   opts: CallOptions = {},
-  splitRefunds = false,
+  splitRefunds = true,
 ): { keys: string[]; args: string[] } {
   const keys: string[] = [];
   const overrides: string[] = [];
@@ -215,7 +215,7 @@ export function refundArguments(
   calls: readonly RefundCall[],
   requestId: string,
   whenUs: number,
-  splitRefunds = false,
+  splitRefunds = true,
 ): { keys: string[]; args: string[] } {
   // A plain decision's groups, reused: in each the limits its units were priced at, and the override's key
   // where they must still be that override's (the mode slot says so).
