@@ -1,7 +1,8 @@
 /**
  * Between decisions and the isolate's lease table (README: "Leases"): a request decided from its leases
- * (`decideFromLeases`, and `afterDenial` for a Redis denial a concurrent lease call overtook), and a Redis
- * decision taken in (`take` its grants, `observed` its figures). When each runs is src/leases/index.ts.
+ * (`decideFromLeases`, and `afterDenial` for a Redis denial a concurrent lease call overtook), a request
+ * sent to Redis with what a lease too short for it holds (`spendShort`), and a Redis decision taken in
+ * (`take` its grants, `observed` its figures). When each runs is src/leases/index.ts.
  */
 import { decisionOf, ruleResult } from "../engine/results";
 import type { Decision, RuleCall } from "../engine/types";
@@ -36,6 +37,45 @@ export function decideFromLeases(
   return decisionOf(true, results, 0);
 }
 
+/** The calls a request sends to Redis, and how to put back the leased units it spent beside them. */
+export interface ShortSpend {
+  readonly calls: RuleCall[];
+  /** Puts the units back: call it when Redis denied the request, which then consumes nothing. */
+  readonly undo: () => void;
+}
+
+/**
+ * A request going to Redis whose rule (one without a usable lease, `leases[i]` undefined) holds a lease with
+ * fewer units than its cost spends them first and asks Redis only for the rest: those units are already
+ * counted there. Without this, the isolate's own lease would deny its client until the window's end, though
+ * the client has the units. Its results then carry the call Redis decided (`cost` what Redis took).
+ */
+export function spendShort(
+  table: LeaseTable,
+  calls: RuleCall[],
+  leases: (Lease | undefined)[],
+  at: number,
+): ShortSpend {
+  let taken: { lease: Lease; units: number }[] | undefined; // most requests take none and make no array
+  const sent = calls.map((call, i) => {
+    const lease = leases[i] === undefined ? table.short(call, at) : undefined;
+    if (lease === undefined) return call;
+    const units = Math.min(lease.left, call.cost - 1);
+    lease.left -= units;
+    taken ??= [];
+    taken.push({ lease, units });
+    return { ...call, cost: call.cost - units };
+  });
+  if (taken === undefined) return { calls, undo: () => undefined };
+  const spent = taken;
+  return {
+    calls: sent,
+    undo: () => {
+      for (const { lease, units } of spent) table.restore(lease, units);
+    },
+  };
+}
+
 /** A Redis decision's figures, taken in by the live leases of its rules (`LeaseTable.observe`). */
 export function observed(table: LeaseTable, decision: Decision): Decision {
   for (const result of decision.results) table.observe(result);
@@ -65,12 +105,20 @@ export function take(table: LeaseTable, decision: Decision, leaseId: string, sen
 }
 
 /**
- * A denial by Redis wrote nothing; if meanwhile a concurrent request of this isolate leased every rule
- * with room (a burst: its lease call went out first), the request is admitted from those units, which
- * Redis already counted. Without this, a burst into one isolate would park the quota in leases and deny.
+ * A denial by Redis wrote nothing, so the units `short` spent of this isolate's leases go back. If meanwhile
+ * a concurrent request of this isolate leased every rule with room (a burst: its lease call went out
+ * first), the request is admitted from those units, which Redis already counted. Without this, a burst
+ * into one isolate would park the quota in leases and deny.
  */
-export function afterDenial(table: LeaseTable, decision: Decision, calls: RuleCall[]): Decision {
-  if (decision.allowed || !decision.results.every((r) => r.source === "redis")) return decision;
+export function afterDenial(
+  table: LeaseTable,
+  decision: Decision,
+  calls: RuleCall[],
+  short: ShortSpend,
+): Decision {
+  if (decision.allowed) return decision;
+  short.undo();
+  if (!decision.results.every((r) => r.source === "redis")) return decision;
   const at = Date.now();
   const leases = calls.map((call) => table.usable(call, at));
   if (!leases.every((lease) => lease !== undefined)) return decision;

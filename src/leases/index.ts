@@ -10,7 +10,7 @@ import { DEFAULTS } from "../engine/defaults";
 import { type DecideOptions, type Decision, holdsSlot, type RuleCall, type WaitUntil } from "../engine/types";
 import type { ResilientDecider } from "../resilience/decider";
 import { within } from "../util/timer";
-import { afterDenial, decideFromLeases, observed, take } from "./decisions";
+import { afterDenial, decideFromLeases, observed, spendShort, take } from "./decisions";
 import type { Flight, Lease } from "./lease";
 import { createSweep, type Refund } from "./returns";
 import { LeaseTable } from "./table";
@@ -167,23 +167,31 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       : at === startedAt || opts.budgetMs === undefined
         ? opts
         : { ...opts, budgetMs: Math.max(0, opts.budgetMs - (at - startedAt)) };
+    const short = spendShort(table, calls, leases, at);
+    const sent = short.calls;
     // Rules that still hold a lease with room keep it; the others may ask for one, one request at a time,
-    // for the requests still waiting behind this one too.
-    const units = calls.map((call, i) => {
+    // for the requests still waiting behind this one too. None does while another of the request's rules is
+    // cold (one key hot, the other new each time: an API key from changing IPs), with no lease and none on
+    // its way: this request's like would go to Redis anyway, and leased units would only be parked.
+    let cold = false;
+    const units = sent.map((call, i) => {
       const wanted = Math.max(table.wanted(call, at, maxMs), call.cost * (1 + backlog));
-      return leases[i] || table.asking(call, at) ? call.cost : wanted;
+      if (leases[i] || table.asking(call, at)) return call.cost;
+      if (wanted === call.cost) cold = true;
+      return wanted;
     });
-    const asking = calls.filter((call, i) => (units[i] as number) > call.cost);
-    if (asking.length === 0)
-      return afterDenial(table, observed(table, await decider.decide(calls, requestId, budget)), calls);
-    const decided = decider.decide(calls, requestId, { ...budget, lease: { units, maxMs } });
+    const asking = cold ? [] : sent.filter((call, i) => (units[i] as number) > call.cost);
+    if (asking.length === 0) {
+      return afterDenial(table, observed(table, await decider.decide(sent, requestId, budget)), calls, short);
+    }
+    const decided = decider.decide(sent, requestId, { ...budget, lease: { units, maxMs } });
     const landed = decided.then((decision) => take(table, decision, requestId, at));
     for (const call of asking) table.ask(call, landed, at);
     // Others may be waiting for it: it lands even if this request is cancelled (its client gone).
     opts.waitUntil?.(landed.catch(() => undefined));
     const decision = await decided;
     await landed; // its grant in the table before this request is answered (a caller's next one spends it)
-    return afterDenial(table, decision, calls);
+    return afterDenial(table, decision, calls, short);
   }
 
   /**

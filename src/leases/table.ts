@@ -64,6 +64,34 @@ export class LeaseTable {
     return spare;
   }
 
+  /**
+   * The live lease of `call` (the current one, else its spare) under the same terms that holds some units
+   * but fewer than its cost, if any: the request may spend them and ask Redis only for the rest.
+   */
+  short(call: RuleCall, now: number): Lease | undefined {
+    const key = keyOf(call.rule, call.identityHash);
+    for (const lease of [this.leases.get(key), this.spares.get(key)]) {
+      if (lease !== undefined && lease.left > 0 && now < lease.expiresAt && sameTerms(lease.call, call)) {
+        return lease;
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Puts back `units` a request took from `lease` before Redis denied it (a denied request consumes nothing):
+   * spent by later requests while it lives, returned by the sweep once it is put aside or expired. Never into
+   * a lease revoked since: its units are not returned.
+   */
+  restore(lease: Lease, units: number): void {
+    const key = keyOf(lease.call.rule, lease.call.identityHash);
+    if (lease.sentAt <= (this.revokedAt.get(key) ?? -1)) return;
+    const held = this.leases.get(key) === lease || this.spares.get(key) === lease;
+    // Swept or displaced with nothing left meanwhile: in no list, so the next sweep must find it.
+    if (!held && lease.left === 0) this.retired.push(lease);
+    lease.left += units;
+  }
+
   /** Whether `call` has a spare lease waiting (then no renewal is needed). */
   hasSpare(call: RuleCall): boolean {
     return this.spares.has(keyOf(call.rule, call.identityHash));

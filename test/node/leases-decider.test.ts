@@ -196,6 +196,57 @@ it("a leased request's remaining counts what Redis admitted here since the grant
   expect(redisBetween).toBeGreaterThan(0);
 }, 30_000);
 
+describe("a request whose cost its lease cannot cover", () => {
+  const limit = 100;
+  /** One hot client of a fixed window in isolate `a`: cost-1 requests until it holds leased units here. */
+  async function hotClient(rule = "short") {
+    const x = ruleCall({ algorithm: "fixed-window", rule, limit, periodMs: 3_600_000 });
+    await awayFromWindowEdge(3_600_000, 30_000);
+    const a = isolate();
+    let admitted = 0;
+    for (let i = 0; i < 40; i++) if ((await a.decide([x], requestId())).allowed) admitted++;
+    const counted = async () => Number(await redis.get(stateKey(prefix, x.rule, x.identityHash)));
+    expect(await counted(), "units leased here, not spent yet").toBeGreaterThan(admitted);
+    return { a, x, admitted, counted };
+  }
+
+  it("spends what its lease holds and takes only the rest in Redis: the client gets its whole quota", async () => {
+    const { a, x, admitted, counted } = await hotClient();
+    const all = await a.decide([{ ...x, cost: limit - admitted }], requestId());
+    expect(all.allowed).toBe(true);
+    expect(all.results[0]?.remaining).toBe(0);
+    expect(await counted()).toBe(limit);
+    expect((await a.decide([x], requestId())).allowed).toBe(false);
+  }, 30_000);
+
+  it("denied, consumes nothing: the lease's units stay to spend, none lost and none twice", async () => {
+    const { a, x, admitted, counted } = await hotClient();
+    const before = await counted();
+    const tooMuch = await a.decide([{ ...x, cost: limit - admitted + 1 }], requestId());
+    expect(tooMuch.allowed).toBe(false);
+    expect(await counted()).toBe(before);
+    let more = 0;
+    for (let i = 0; i < limit; i++) if ((await a.decide([x], requestId())).allowed) more++;
+    expect(admitted + more).toBe(limit);
+  }, 30_000);
+
+  it("denied by another rule, gives its lease's units back to the lease, and Redis gets them at expiry", async () => {
+    const { a, x, admitted, counted } = await hotClient("short-a");
+    const full = ruleCall({ algorithm: "fixed-window", rule: "short-b", limit: 1, periodMs: 3_600_000 });
+    expect((await a.decide([full], requestId())).allowed).toBe(true);
+    const denied = await a.decide([{ ...x, cost: limit - admitted }, full], requestId());
+    expect(denied.allowed).toBe(false);
+    expect(denied.results.map((r) => r.outcome)).toEqual(["allowed", "denied"]);
+    await sleep(1100); // the lease expired: the isolate's next request sends back what it holds
+    const pending: Promise<unknown>[] = [];
+    await a.decide([{ ...x, identityHash: "someone-else" }], requestId(), {
+      waitUntil: (p) => pending.push(p),
+    });
+    await Promise.all(pending);
+    expect(await counted()).toBe(admitted);
+  }, 30_000);
+});
+
 it("a lease whose answer arrives after its identity was revoked here is not taken", async () => {
   const x = ruleCall({ algorithm: "fixed-window", limit: 1000, periodMs: 3_600_000 });
   const inner = createDecider(store, { timeoutMs: 5000 });
@@ -347,6 +398,34 @@ it("never asks a lease for a request with a rule that has a delay, and parks no 
   for (let i = 0; i < 40; i++) expect((await a.decide([held, window], requestId())).allowed).toBe(true);
   expect(leaseCalls).toBe(0);
   expect(await peekRemaining(store, window)).toBe(960);
+});
+
+it("asks no lease while another of the request's rules is cold, and parks no units of the hot one", async () => {
+  // One API key from a new address each time: its rule is hot, the per-address rule never is.
+  const key = ruleCall({
+    algorithm: "token-bucket",
+    rule: "per-key",
+    limit: 100,
+    periodMs: 3_600_000,
+    burst: 20,
+  });
+  const inner = createDecider(store, { timeoutMs: 5000 });
+  let leaseCalls = 0;
+  const watched: ResilientDecider = {
+    ...inner,
+    decide(calls, id, opts) {
+      if (opts?.lease) leaseCalls++;
+      return inner.decide(calls, id, opts);
+    },
+  };
+  const a = isolate(watched);
+  let admitted = 0;
+  for (let i = 0; i < 30; i++) {
+    const address = ruleCall({ algorithm: "fixed-window", rule: "per-ip", limit: 10, periodMs: 60_000 });
+    if ((await a.decide([key, address], requestId())).allowed) admitted++;
+  }
+  expect(leaseCalls).toBe(0);
+  expect(admitted).toBe(20); // the whole burst, none of it parked (a unit refills in 36 s)
 });
 
 it("renews only the rules of a request whose lease is half spent, parking no units for the others", async () => {
