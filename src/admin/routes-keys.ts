@@ -47,6 +47,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       cost: 1,
       mode: "on",
       failure: rule.failure ?? admin.config.failure,
+      delayMs: rule.delayMs, // within it, a request past the burst is held, not denied
       identityHash,
     };
     const [decision, override] = await Promise.all([
@@ -67,6 +68,8 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       reset_after: seconds(result.resetAfterMs),
       // As the proxy's 429 says it (a full concurrency rule: 1 s, not when its oldest lease runs out).
       retry_after: result.outcome === "allowed" ? 0 : retryAfterSeconds([result]),
+      // How long the proxy would hold it before sending it on (a rule with a `delay`), whole seconds.
+      delay: result.outcome === "allowed" ? seconds(result.delayMs ?? 0) : 0,
       override: override
         ? {
             limit: override.limit,

@@ -35,6 +35,7 @@ interface KeyState {
   remaining: number;
   reset_after: number;
   retry_after: number;
+  delay: number;
   override: null | { limit: number };
 }
 const state = async (env: Record<string, unknown>, rule: string, identity: string) => {
@@ -170,6 +171,24 @@ describe("keys: what one client is experiencing", () => {
     expect(await state(bucketEnv, "burst", "key-tb")).toMatchObject({ allowed: false, remaining: 0 });
     await call(bucketEnv, "/__floodgate/keys/burst/key-tb", { method: "DELETE" });
     expect((await request(bucketEnv, "key-tb")).status).toBe(200);
+  });
+
+  it("says a client past its burst is held, not blocked, under a rule with a delay", async () => {
+    const env = makeEnv(uniquePrefix("admin-keys-delay"), [
+      {
+        name: "held",
+        key: "header:x-api-key",
+        algorithm: "gcra",
+        limit: 10,
+        period: "10s",
+        burst: 2,
+        delay: "5s",
+      },
+    ]);
+    for (let i = 0; i < 2; i++) expect((await request(env, "key-held")).status).toBe(200);
+    const held = await state(env, "held", "key-held");
+    expect(held).toMatchObject({ allowed: true, retry_after: 0 });
+    expect(held.delay).toBe(1); // the next unit, a second away
   });
 
   it("tells a client of a full concurrency rule to retry when the proxy's 429 does, not after the lease", async () => {
