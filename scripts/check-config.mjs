@@ -90,7 +90,7 @@ const bundle = await build({
   write: false,
   logLevel: "silent",
 });
-const { parseEnv } = await import(
+const { parseEnv, unreadRuleFields } = await import(
   `data:text/javascript;base64,${Buffer.from(bundle.outputFiles[0].text).toString("base64")}`
 );
 
@@ -117,6 +117,7 @@ try {
   console.log(
     `  mode ${config.mode}, failure ${config.failure}, origin ${config.originUrl.origin}, prefix ${config.prefix}`,
   );
+  for (const unread of unreadRuleFields(env)) console.warn(`check-config: warning: ${unread}`);
   if (assumed.length > 0) {
     console.log(
       `  not set here, assumed to be secrets (check \`wrangler secret list\`): ${assumed.join(", ")}`,
@@ -132,6 +133,6 @@ try {
 } catch (error) {
   if (error?.name !== "ConfigError") throw error;
   console.error(`check-config: ${where}: invalid configuration`);
-  for (const line of error.message.split("; ")) console.error(`  ${line}`);
+  for (const problem of error.problems) console.error(`  ${problem}`);
   process.exit(1);
 }

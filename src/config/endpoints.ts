@@ -5,7 +5,7 @@
  * show of a URL only its scheme and host (`shownUrl`), never a token.
  */
 import * as v from "valibot";
-import { shownUrl } from "./errors";
+import { ConfigError, shownUrl } from "./errors";
 
 /** One Redis REST endpoint. */
 export interface RedisEndpoint {
@@ -98,7 +98,7 @@ export const restTokensSchema = v.pipe(
 
 /**
  * Pairs the (already schema-checked) URL and token bindings into endpoints, in the URL binding's order.
- * @throws {Error} naming the binding when the token count fits neither one nor one per URL, or a token is empty
+ * @throws {ConfigError} naming the binding when the token count fits neither one nor one per URL, or a token is empty
  *   or (one endpoint's, taken whole) cannot be sent.
  */
 export function redisEndpoints(urlBinding: string, tokenBinding: string): RedisEndpoint[] {
@@ -106,17 +106,17 @@ export function redisEndpoints(urlBinding: string, tokenBinding: string): RedisE
   if (urls.length === 1) {
     // One endpoint takes the binding whole, commas and all: a line break after a comma is inside its token.
     const problem = tokensProblem([tokenBinding]);
-    if (problem !== undefined) throw new Error(problem);
+    if (problem !== undefined) throw new ConfigError(problem);
     return [{ url: urls[0] as string, token: tokenBinding }];
   }
   const tokens = tokenBinding.includes(",") ? splitTokens(tokenBinding) : [tokenBinding];
   if (tokens.length !== 1 && tokens.length !== urls.length) {
-    throw new Error(
+    throw new ConfigError(
       `${TOKEN_BINDING}: has ${tokens.length} comma-separated tokens for the ${urls.length} endpoints of ${URL_BINDING}; give one token for all, or one per endpoint in the same order`,
     );
   }
   const empty = tokens.indexOf("");
-  if (empty >= 0) throw new Error(`${TOKEN_BINDING}: token ${empty + 1} of ${tokens.length} is empty`);
+  if (empty >= 0) throw new ConfigError(`${TOKEN_BINDING}: token ${empty + 1} of ${tokens.length} is empty`);
   return urls.map((url, i) => ({
     url,
     token: tokens.length === 1 ? (tokens[0] as string) : (tokens[i] as string),

@@ -6,9 +6,33 @@
  */
 import type * as v from "valibot";
 
-/** A configuration that cannot run. `message` is safe to show: it never contains a secret's value. */
+/**
+ * A configuration that cannot run: every problem found, each naming its field (`problems`; `message` joins
+ * them with "; "). Safe to show: never a secret's value.
+ */
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
+  readonly problems: readonly string[];
+
+  constructor(problems: string | readonly string[]) {
+    const list = typeof problems === "string" ? [problems] : problems;
+    super(list.join("; "));
+    this.problems = list;
+  }
+}
+
+/**
+ * Runs `parse`, adding the problems of a `ConfigError` it throws to `problems` (anything else is thrown on):
+ * one run of check-config, or one failed `rateLimit()`, names everything wrong at once.
+ */
+export function collecting<T>(problems: string[], parse: () => T): T | undefined {
+  try {
+    return parse();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push(...error.problems);
+    return undefined;
+  }
 }
 
 /**
@@ -27,7 +51,7 @@ export function configErrorFrom(label: string, issues: readonly v.BaseIssue<unkn
     const where = `${label}${formatPath(issue)}`;
     return where ? `${where}: ${issue.message}` : issue.message;
   });
-  return new ConfigError([...new Set(lines)].join("; "));
+  return new ConfigError([...new Set(lines)]);
 }
 
 function formatPath(issue: v.BaseIssue<unknown>): string {

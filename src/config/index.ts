@@ -8,8 +8,8 @@ import { DEFAULTS } from "../engine/defaults";
 import { FAILURES, type FailurePolicy, MODES, type Mode } from "../engine/types";
 import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
-import { ConfigError, configErrorFrom } from "./errors";
-import { parseRules, type RuleConfig } from "./rules";
+import { ConfigError, collecting, configErrorFrom } from "./errors";
+import { parseRules, type RuleConfig, unreadFields } from "./rules";
 import { MAX_LEASE_MS, ON_OFF } from "./schema";
 import {
   bearerSecret,
@@ -24,7 +24,7 @@ import {
 
 export { DEFAULTS } from "../engine/defaults";
 export { type RedisEndpoint, restTokenProblem, restUrlProblem } from "./endpoints";
-export { ConfigError } from "./errors";
+export { ConfigError, collecting } from "./errors";
 export { limitsFor } from "./limits";
 export { MIDDLEWARE_OPTIONS, type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
 export { type KeyPart, parseRules, type RuleConfig, type ShedConfig, type TierLimits } from "./rules";
@@ -90,32 +90,22 @@ export function parseEnv(
   // Collect binding and rule errors together, so one run of check-config shows everything wrong.
   const problems: string[] = [];
   const result = v.safeParse(bindingsSchema, presentBindings(env));
-  if (!result.success) problems.push(configErrorFrom("", result.issues.map(stripPath)).message);
-  let endpoints: RedisEndpoint[] = [];
-  if (result.success) {
-    try {
-      endpoints = redisEndpoints(
-        result.output.UPSTASH_REDIS_REST_URL,
-        result.output.UPSTASH_REDIS_REST_TOKEN,
-      );
-    } catch (error) {
-      problems.push((error as Error).message);
-    }
-  }
+  if (!result.success) problems.push(...configErrorFrom("", result.issues.map(stripPath)).problems);
+  const endpoints = result.success
+    ? collecting(problems, () =>
+        redisEndpoints(result.output.UPSTASH_REDIS_REST_URL, result.output.UPSTASH_REDIS_REST_TOKEN),
+      )
+    : undefined;
   if (requireOrigin && result.success && result.output.ORIGIN_URL === undefined) {
     problems.push("ORIGIN_URL: required (where allowed requests go, e.g. https://origin.example.com)");
   }
-  let rules: RuleConfig[] = [];
-  try {
-    rules = parseRules(rulesFrom(env.RATE_LIMIT_RULES), {
+  const rules = collecting(problems, () =>
+    parseRules(rulesFrom(env.RATE_LIMIT_RULES), {
       label: "RATE_LIMIT_RULES",
       jwtVerifiable: Boolean(env.RATE_LIMIT_JWT_SECRET) || Boolean(env.RATE_LIMIT_JWKS_URL),
-    });
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    problems.push(error.message);
-  }
-  if (!result.success || problems.length > 0) throw new ConfigError(problems.join("; "));
+    }),
+  );
+  if (!result.success || !endpoints || !rules || problems.length > 0) throw new ConfigError(problems);
   const b = result.output;
   return {
     originUrl: new URL(b.ORIGIN_URL ?? "http://origin.invalid"),
@@ -134,6 +124,11 @@ export function parseEnv(
     jwtSecret: b.RATE_LIMIT_JWT_SECRET,
     jwksUrl: b.RATE_LIMIT_JWKS_URL === undefined ? undefined : new URL(b.RATE_LIMIT_JWKS_URL),
   };
+}
+
+/** What of valid `RATE_LIMIT_RULES` no algorithm reads, for check-config's warnings (`unreadFields`). */
+export function unreadRuleFields(env: Env): string[] {
+  return unreadFields(rulesFrom(env.RATE_LIMIT_RULES), "RATE_LIMIT_RULES");
 }
 
 /** `RATE_LIMIT_RULES` is a TOML array of tables (already an array) or the same as a JSON string. */

@@ -82,8 +82,8 @@ export function parseMiddlewareSettings(options: object): MiddlewareSettings {
   const result = v.safeParse(middlewareSettingsSchema, options);
   if (unknown.length === 0 && result.success) return result.output;
   const problems = unknown.map((name) => `${name}: unknown option${suggestion(name)}`);
-  if (!result.success) problems.push(configErrorFrom("", result.issues.map(stripPath)).message);
-  throw new ConfigError(problems.join("; "));
+  if (!result.success) problems.push(...configErrorFrom("", result.issues.map(stripPath)).problems);
+  throw new ConfigError(problems);
 }
 
 /** A known option the unknown `name` was probably meant as: the same but for case, or its start. */

@@ -4,7 +4,7 @@
  */
 import * as v from "valibot";
 import type { Algorithm, FailurePolicy, Mode } from "../engine/types";
-import { ConfigError, configErrorFrom } from "./errors";
+import { ConfigError, collecting, configErrorFrom } from "./errors";
 import { ruleSchema } from "./schema";
 
 /** One part of a key (or tier) source. */
@@ -76,81 +76,127 @@ export interface ParseRulesOptions {
   jwtVerifiable: boolean;
 }
 
-/** Validates rules and applies defaults; throws a `ConfigError` naming the first wrong fields. */
+/**
+ * Validates rules and applies defaults; throws a `ConfigError` naming every wrong field of every rule (each
+ * rule checked on its own, so one run shows them all).
+ */
 export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesOptions): RuleConfig[] {
   if (!Array.isArray(input)) {
     throw new ConfigError(`${label}: expected an array of rules (a TOML array of tables, or a JSON array)`);
   }
-  if (input.length === 0) throw new ConfigError(`${label}: no rules; add at least one`);
-  const result = v.safeParse(v.array(ruleSchema), input);
-  if (!result.success) throw configErrorFrom(label, result.issues);
-
+  if (input.length === 0) throw new ConfigError(`${label}: no rules, add at least one`);
+  const problems: string[] = [];
   const seen = new Map<string, number>();
-  return result.output.map((rule, index) => {
+  const rules = input.map((raw, index) => {
     const at = `${label}[${index}]`;
+    const result = v.safeParse(ruleSchema, raw);
+    if (!result.success) {
+      problems.push(...configErrorFrom(at, result.issues).problems);
+      return undefined;
+    }
+    const rule = result.output;
     const first = seen.get(rule.name);
     if (first !== undefined)
-      throw new ConfigError(`${at}.name: "${rule.name}" is already used by ${label}[${first}]`);
-    seen.set(rule.name, index);
+      problems.push(`${at}.name: "${rule.name}" is already used by ${label}[${first}]`);
+    else seen.set(rule.name, index);
+    return collecting(problems, () => ruleConfig(rule, at, label, jwtVerifiable));
+  });
+  if (problems.length > 0) throw new ConfigError(problems);
+  return rules as RuleConfig[];
+}
 
-    const key = parseKey(rule.key);
-    const tier = rule.tier === undefined ? undefined : parseKey(rule.tier);
-    if (!jwtVerifiable) {
-      for (const [field, parts] of [
-        ["key", key],
-        ["tier", tier ?? []],
-      ] as const) {
-        const jwt = parts.find((part) => part.kind === "jwt");
-        if (jwt) {
-          throw new ConfigError(
-            `${at}.${field}: "jwt:${jwt.claim}" needs ${label === "RATE_LIMIT_RULES" ? "RATE_LIMIT_JWT_SECRET or RATE_LIMIT_JWKS_URL" : "jwt.secret or jwt.jwksUrl"} (unverified claims are forgeable)`,
-          );
-        }
+/** One rule, its schema checked: its fields checked against each other, defaults applied. */
+function ruleConfig(
+  rule: v.InferOutput<typeof ruleSchema>,
+  at: string,
+  label: string,
+  jwtVerifiable: boolean,
+): RuleConfig {
+  const problems: string[] = [];
+  const key = parseKey(rule.key);
+  const tier = rule.tier === undefined ? undefined : parseKey(rule.tier);
+  if (!jwtVerifiable) {
+    for (const [field, parts] of [
+      ["key", key],
+      ["tier", tier ?? []],
+    ] as const) {
+      const jwt = parts.find((part) => part.kind === "jwt");
+      if (jwt) {
+        problems.push(
+          `${at}.${field}: "jwt:${jwt.claim}" needs ${label === "RATE_LIMIT_RULES" ? "RATE_LIMIT_JWT_SECRET or RATE_LIMIT_JWKS_URL" : "jwt.secret or jwt.jwksUrl"} (unverified claims are forgeable)`,
+        );
       }
     }
-    if ((rule.tiers === undefined) !== (rule.tier === undefined)) {
-      throw new ConfigError(
-        `${at}.${rule.tier === undefined ? "tiers" : "tier"}: "tier" and "tiers" go together`,
-      );
+  }
+  if ((rule.tiers === undefined) !== (rule.tier === undefined)) {
+    problems.push(`${at}.${rule.tier === undefined ? "tiers" : "tier"}: "tier" and "tiers" go together`);
+  }
+  const shed = collecting(problems, () => shedConfig(rule, at));
+  if (rule.period === undefined && rule.algorithm !== "concurrency" && rule.algorithm !== "shed") {
+    problems.push(`${at}.period: required for ${rule.algorithm} (e.g. "1m")`);
+  }
+  if (rule.delay !== undefined && rule.algorithm !== "token-bucket" && rule.algorithm !== "gcra") {
+    problems.push(
+      `${at}.delay: only token-bucket and gcra rules can delay a request (this one is ${rule.algorithm})`,
+    );
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  const cost: RuleConfig["cost"] =
+    typeof rule.cost === "string"
+      ? { kind: "header", name: rule.cost.slice("header:".length) }
+      : { kind: "units", units: rule.cost ?? 1 };
+  const tiers: Record<string, TierLimits> = {};
+  for (const [tierName, limits] of Object.entries(rule.tiers ?? {})) {
+    tiers[tierName] = { limit: limits.limit, periodMs: limits.period, burst: limits.burst };
+  }
+  return {
+    name: rule.name,
+    match: rule.match ?? {},
+    key,
+    keyText: Array.isArray(rule.key) ? rule.key.join("|") : rule.key,
+    algorithm: rule.algorithm,
+    limit: rule.limit,
+    periodMs: rule.period ?? DEFAULT_SLOT_LEASE_MS,
+    burst: rule.burst ?? rule.limit,
+    delayMs: rule.delay ?? 0,
+    cost,
+    tier,
+    tiers,
+    mode: rule.mode,
+    failure: rule.failure,
+    missing: rule.missing ?? "ip",
+    ...(shed ? { shed } : {}),
+    // A delayed request waits for a slot reserved in Redis, and a shed slot is held: neither fits a lease.
+    lease: (rule.lease ?? true) && rule.delay === undefined && !shed,
+  } satisfies RuleConfig;
+}
+
+/**
+ * Fields of valid rules that their algorithm never reads: a `burst` (the rule's or a tier's) on a rule that
+ * is neither token-bucket nor gcra, a `cost` on a concurrency or shed rule (one slot per request). Not
+ * errors, as the contract's rule syntax allows them; check-config warns of each.
+ */
+export function unreadFields(rules: readonly unknown[], label: string): string[] {
+  const unread: string[] = [];
+  rules.forEach((raw, index) => {
+    const rule = raw as {
+      algorithm?: string;
+      burst?: unknown;
+      cost?: unknown;
+      tiers?: Record<string, object>;
+    };
+    const at = `${label}[${index}]`;
+    if (rule.algorithm !== "token-bucket" && rule.algorithm !== "gcra") {
+      const tiers = Object.entries(rule.tiers ?? {}).filter(([, limits]) => "burst" in limits);
+      for (const where of [...(rule.burst === undefined ? [] : [""]), ...tiers.map(([t]) => `.tiers.${t}`)]) {
+        unread.push(`${at}${where}.burst: ignored, only token-bucket and gcra rules have a burst`);
+      }
     }
-    const shed = shedConfig(rule, at);
-    if (rule.period === undefined && rule.algorithm !== "concurrency" && rule.algorithm !== "shed") {
-      throw new ConfigError(`${at}.period: required for ${rule.algorithm} (e.g. "1m")`);
+    if ((rule.algorithm === "concurrency" || rule.algorithm === "shed") && rule.cost !== undefined) {
+      unread.push(`${at}.cost: ignored, a ${rule.algorithm} rule holds one slot per request`);
     }
-    if (rule.delay !== undefined && rule.algorithm !== "token-bucket" && rule.algorithm !== "gcra") {
-      throw new ConfigError(
-        `${at}.delay: only token-bucket and gcra rules can delay a request (this one is ${rule.algorithm})`,
-      );
-    }
-    const cost: RuleConfig["cost"] =
-      typeof rule.cost === "string"
-        ? { kind: "header", name: rule.cost.slice("header:".length) }
-        : { kind: "units", units: rule.cost ?? 1 };
-    const tiers: Record<string, TierLimits> = {};
-    for (const [tierName, limits] of Object.entries(rule.tiers ?? {})) {
-      tiers[tierName] = { limit: limits.limit, periodMs: limits.period, burst: limits.burst };
-    }
-    return {
-      name: rule.name,
-      match: rule.match ?? {},
-      key,
-      keyText: Array.isArray(rule.key) ? rule.key.join("|") : rule.key,
-      algorithm: rule.algorithm,
-      limit: rule.limit,
-      periodMs: rule.period ?? DEFAULT_SLOT_LEASE_MS,
-      burst: rule.burst ?? rule.limit,
-      delayMs: rule.delay ?? 0,
-      cost,
-      tier,
-      tiers,
-      mode: rule.mode,
-      failure: rule.failure,
-      missing: rule.missing ?? "ip",
-      ...(shed ? { shed } : {}),
-      // A delayed request waits for a slot reserved in Redis, and a shed slot is held: neither fits a lease.
-      lease: (rule.lease ?? true) && rule.delay === undefined && !shed,
-    } satisfies RuleConfig;
   });
+  return unread;
 }
 
 /** Default sub-keys of a `shed` rule: one per 10 requests of capacity, at most 16 (README: "Priority load shedding"). */
@@ -159,16 +205,23 @@ const defaultShards = (capacity: number): number => Math.max(1, Math.min(16, Mat
 /** A `shed` rule's classes, checked; `undefined` for other rules (which may not use the shed fields). */
 function shedConfig(rule: v.InferOutput<typeof ruleSchema>, at: string): ShedConfig | undefined {
   if (rule.algorithm !== "shed") {
-    for (const field of ["priority", "priorities", "shards"] as const) {
-      if (rule[field] !== undefined) throw new ConfigError(`${at}.${field}: only shed rules have ${field}`);
+    const foreign = (["priority", "priorities", "shards"] as const).filter(
+      (field) => rule[field] !== undefined,
+    );
+    if (foreign.length > 0) {
+      throw new ConfigError(foreign.map((field) => `${at}.${field}: only shed rules have ${field}`));
     }
     return undefined;
   }
-  if (rule.priority === undefined) {
-    throw new ConfigError(`${at}.priority: required for shed (e.g. "header:x-priority" or "method")`);
-  }
-  if (rule.priorities === undefined) {
-    throw new ConfigError(`${at}.priorities: required for shed (e.g. { critical = 1.0, get = 0.8 })`);
+  if (rule.priority === undefined || rule.priorities === undefined) {
+    throw new ConfigError([
+      ...(rule.priority === undefined
+        ? [`${at}.priority: required for shed (e.g. "header:x-priority" or "method")`]
+        : []),
+      ...(rule.priorities === undefined
+        ? [`${at}.priorities: required for shed (e.g. { critical = 1.0, get = 0.8 })`]
+        : []),
+    ]);
   }
   const shards = rule.shards ?? defaultShards(rule.limit);
   if (shards > rule.limit) {

@@ -26,7 +26,7 @@ export const wholeMs = (name: string, max: number) =>
     ),
   );
 
-/** An http(s) URL without query or fragment; a message shows only its scheme and host. */
+/** An http(s) URL without credentials, query or fragment; a message shows only its scheme and host. */
 export const httpUrl = (name: string) =>
   v.pipe(
     text(name),
@@ -40,6 +40,11 @@ export const httpUrl = (name: string) =>
         }
       },
       (i) => `${name}: ${shownUrl(String(i.input))} is not an http(s) URL without query or fragment`,
+    ),
+    // Dropped by the runtime's fetch without a word: a user who put them there expects them sent.
+    v.check(
+      (value) => !URL.canParse(value) || (new URL(value).username === "" && new URL(value).password === ""),
+      `${name}: has a user name or password in it, which is never sent; remove it`,
     ),
   );
 

@@ -7,6 +7,7 @@
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import {
   ConfigError,
+  collecting,
   type MIDDLEWARE_OPTIONS,
   type MiddlewareSettings,
   parseMiddlewareSettings,
@@ -67,10 +68,16 @@ true satisfies SameNames<keyof RateLimitOptions, (typeof MIDDLEWARE_OPTIONS)[num
 
 /** Validates the options and builds their limiter (settings checked and defaulted in src/config). */
 function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
-  const rules = validateRules(options);
-  const settings = parseMiddlewareSettings(options);
+  if (!options || typeof options !== "object") throw new ConfigError("options: expected an object");
+  // Every part checked, so one failed `rateLimit()` names everything wrong at once.
+  const problems: string[] = [];
+  const rules = collecting(problems, () => validateRules(options));
+  const settings = collecting(problems, () => parseMiddlewareSettings(options));
+  const redis = options.decider ? undefined : collecting(problems, () => redisOf(options.redis));
+  if (!rules || !settings || problems.length > 0) throw new ConfigError(problems);
   return createLimiter(rules, {
-    decider: deciderOf(options, settings),
+    // No `redis` only beside a ready decider: a problem with it was thrown above.
+    decider: options.decider ?? engineOf(redis as RedisCredentials, settings),
     mode: settings.mode,
     failure: settings.failure,
     timeoutMs: settings.timeoutMs,
@@ -107,10 +114,10 @@ function validateRules<E extends HonoEnv>(options: RateLimitOptions<E>): Planned
   return rules.map((rule, i) => ({ rule, ...(fns[i] as object) }) as PlannedRule);
 }
 
-/** The given engine, or one on the given Upstash credentials. */
-function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, settings: MiddlewareSettings): Decider {
-  if (options.decider) return options.decider;
-  const redis = options.redis;
+type RedisCredentials = NonNullable<RateLimitOptions["redis"]>;
+
+/** The Upstash credentials among the options, checked (when no ready `decider` is given). */
+function redisOf(redis: RateLimitOptions["redis"]): RedisCredentials {
   if (!redis) {
     throw new ConfigError(
       "redis: give { url, token } (UPSTASH_REDIS_REST_URL / _TOKEN) or a ready `decider`",
@@ -120,12 +127,17 @@ function deciderOf<E extends HonoEnv>(options: RateLimitOptions<E>, settings: Mi
   const missing: string[] = [];
   if (!redis.url) missing.push("redis.url: required (the Upstash REST URL, UPSTASH_REDIS_REST_URL)");
   if (!redis.token) missing.push("redis.token: required (the Upstash REST token, UPSTASH_REDIS_REST_TOKEN)");
-  if (missing.length > 0) throw new ConfigError(missing.join("; "));
+  if (missing.length > 0) throw new ConfigError(missing);
   const problems = [
     restUrlProblem("redis.url", String(redis.url)),
     restTokenProblem("redis.token (UPSTASH_REDIS_REST_TOKEN)", String(redis.token)),
   ].filter((problem) => problem !== undefined);
-  if (problems.length > 0) throw new ConfigError(problems.join("; "));
+  if (problems.length > 0) throw new ConfigError(problems);
+  return redis;
+}
+
+/** The engine on checked Upstash credentials. */
+function engineOf(redis: RedisCredentials, settings: MiddlewareSettings): Decider {
   const { prefix, timeoutMs, cluster, leases, leaseMs } = settings;
   // Built on the first decision: a Worker may call `rateLimit({...})` at module scope, where no I/O,
   // timer or randomness is allowed.

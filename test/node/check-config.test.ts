@@ -116,6 +116,47 @@ period = "1 fortnight"
     expect(out).not.toContain("OK");
   });
 
+  it("names every problem of every rule and binding in one run, one per line", async () => {
+    const { code, out } = await checkConfig(valid.replace("https://origin", "https://user:pw@origin"), [], {
+      RATE_LIMIT_RULES: JSON.stringify([
+        { name: "j", key: "ip", algorithm: "fixed-window", limit: 10, period: "1s", delay: "2s" },
+        { name: "j", key: "ip", algorithm: "gcra", limit: 10, period: "1s" },
+        { name: "c", key: "ip", algorithm: "concurrency", limit: 2, delay: "1s" },
+        { name: "m", key: "ip", algorithm: "gcra", limit: "many", period: "1s" },
+      ]),
+    });
+    expect(code).toBe(1);
+    const lines = out.split("\n").map((line) => line.trim());
+    for (const problem of [
+      "ORIGIN_URL: has a user name or password in it, which is never sent; remove it",
+      "RATE_LIMIT_RULES[0].delay: only token-bucket and gcra rules can delay a request (this one is fixed-window)",
+      'RATE_LIMIT_RULES[1].name: "j" is already used by RATE_LIMIT_RULES[0]',
+      "RATE_LIMIT_RULES[2].delay: only token-bucket and gcra rules can delay a request (this one is concurrency)",
+      'RATE_LIMIT_RULES[3].limit: "many" is not a whole number',
+    ]) {
+      expect(lines).toContain(problem);
+    }
+    expect(out).not.toContain("user:pw");
+  });
+
+  it("warns of fields a rule's algorithm never reads, and still passes", async () => {
+    const { code, out } = await checkConfig(valid, [], {
+      RATE_LIMIT_RULES: JSON.stringify([
+        { name: "w", key: "ip", algorithm: "fixed-window", limit: 10, period: "1s", burst: 5 },
+        { name: "c", key: "ip", algorithm: "concurrency", limit: 2, cost: "header:x-rows" },
+        { name: "t", key: "ip", algorithm: "token-bucket", limit: 10, period: "1s", burst: 5 },
+      ]),
+    });
+    expect(code).toBe(0);
+    expect(out).toContain(
+      "warning: RATE_LIMIT_RULES[0].burst: ignored, only token-bucket and gcra rules have a burst",
+    );
+    expect(out).toContain(
+      "warning: RATE_LIMIT_RULES[1].cost: ignored, a concurrency rule holds one slot per request",
+    );
+    expect(out).not.toContain("RATE_LIMIT_RULES[2]");
+  });
+
   it("checks one environment with --env (vars are not inherited)", async () => {
     const toml = `${valid}
 [env.staging.vars]

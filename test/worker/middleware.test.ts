@@ -259,6 +259,26 @@ describe("rateLimit() in an existing Hono app", () => {
     expect(withJwks("")).toThrowError(/^rules\[0\]\.key: "jwt:sub" needs jwt\.secret or jwt\.jwksUrl/);
   });
 
+  it("names every wrong option at once: the rules, the settings and the Redis credentials", () => {
+    const rules = [
+      { name: "x", key: "ip", algorithm: "fixed-window", limit: 1, period: "1s", delay: "1s" },
+      { name: "x", key: "ip", algorithm: "gcra", limit: 1, period: "1s" },
+    ] as const;
+    let thrown: unknown;
+    try {
+      rateLimit({ redis: { url: "x", token: "" }, rules: [...rules], mode: "ON" } as never);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as ConfigError).problems).toEqual([
+      "rules[0].delay: only token-bucket and gcra rules can delay a request (this one is fixed-window)",
+      'rules[1].name: "x" is already used by rules[0]',
+      'mode: "ON" is not one of on | off | monitor',
+      "redis.token: required (the Upstash REST token, UPSTASH_REDIS_REST_TOKEN)",
+    ]);
+  });
+
   it("rejects an option it does not know, as it does an unknown rule field", async () => {
     const rules = [{ name: "x", key: "ip", algorithm: "gcra", limit: 1, period: "1s" }] as const;
     // The value form: at once, from code the compiler did not see (plain JavaScript, a cast).
@@ -268,9 +288,10 @@ describe("rateLimit() in an existing Hono app", () => {
     expect(() =>
       rateLimit({ redis, rules: [...rules], clientIPHeader: "x-real-ip", mode: "ON" } as never),
     ).toThrowError(
-      new ConfigError(
-        'clientIPHeader: unknown option (did you mean clientIpHeader?); mode: "ON" is not one of on | off | monitor',
-      ),
+      new ConfigError([
+        "clientIPHeader: unknown option (did you mean clientIpHeader?)",
+        'mode: "ON" is not one of on | off | monitor',
+      ]),
     );
     expect(() => rateLimit({ redis, rules: [{ ...rules[0], burts: 5 }] } as never)).toThrowError(
       new ConfigError('rules[0].burts: unknown field "burts"'),
