@@ -112,7 +112,7 @@ export function redisEndpoints(urlBinding: string, tokenBinding: string): RedisE
   const tokens = tokenBinding.includes(",") ? splitTokens(tokenBinding) : [tokenBinding];
   if (tokens.length !== 1 && tokens.length !== urls.length) {
     throw new ConfigError(
-      `${TOKEN_BINDING}: has ${tokens.length} comma-separated tokens for the ${urls.length} endpoints of ${URL_BINDING}; give one token for all, or one per endpoint in the same order`,
+      `${TOKEN_BINDING}: has ${tokens.length} comma-separated tokens for the ${urls.length} endpoints of ${URL_BINDING}: give one token for all, or one per endpoint in the same order`,
     );
   }
   const empty = tokens.indexOf("");

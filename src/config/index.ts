@@ -54,10 +54,15 @@ export interface FloodgateConfig {
   jwksUrl?: URL;
 }
 
-const bindingsSchema = v.object({
-  ORIGIN_URL: v.optional(httpUrl("ORIGIN_URL")),
+/** The Redis endpoint bindings, also checked on their own: their pairing needs both valid. */
+const redisSchema = v.object({
   UPSTASH_REDIS_REST_URL: restUrlsSchema,
   UPSTASH_REDIS_REST_TOKEN: restTokensSchema,
+});
+
+const bindingsSchema = v.object({
+  ORIGIN_URL: v.optional(httpUrl("ORIGIN_URL")),
+  ...redisSchema.entries,
   RATE_LIMIT_MODE: v.optional(oneOf("RATE_LIMIT_MODE", MODES), DEFAULTS.mode),
   RATE_LIMIT_FAILURE: v.optional(oneOf("RATE_LIMIT_FAILURE", FAILURES), DEFAULTS.failure),
   RATE_LIMIT_TIMEOUT_MS: v.optional(wholeMs("RATE_LIMIT_TIMEOUT_MS", MAX_TIMEOUT_MS), DEFAULTS.timeoutMs),
@@ -89,14 +94,17 @@ export function parseEnv(
 ): FloodgateConfig {
   // Collect binding and rule errors together, so one run of check-config shows everything wrong.
   const problems: string[] = [];
-  const result = v.safeParse(bindingsSchema, presentBindings(env));
+  const present = presentBindings(env);
+  const result = v.safeParse(bindingsSchema, present);
   if (!result.success) problems.push(...configErrorFrom("", result.issues.map(stripPath)).problems);
-  const endpoints = result.success
+  // The URLs and tokens paired once both are valid themselves, whatever else is wrong.
+  const redis = v.safeParse(redisSchema, present);
+  const endpoints = redis.success
     ? collecting(problems, () =>
-        redisEndpoints(result.output.UPSTASH_REDIS_REST_URL, result.output.UPSTASH_REDIS_REST_TOKEN),
+        redisEndpoints(redis.output.UPSTASH_REDIS_REST_URL, redis.output.UPSTASH_REDIS_REST_TOKEN),
       )
     : undefined;
-  if (requireOrigin && result.success && result.output.ORIGIN_URL === undefined) {
+  if (requireOrigin && present.ORIGIN_URL === undefined) {
     problems.push("ORIGIN_URL: required (where allowed requests go, e.g. https://origin.example.com)");
   }
   const rules = collecting(problems, () =>

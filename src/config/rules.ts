@@ -77,8 +77,9 @@ export interface ParseRulesOptions {
 }
 
 /**
- * Validates rules and applies defaults; throws a `ConfigError` naming every wrong field of every rule (each
- * rule checked on its own, so one run shows them all).
+ * Validates rules and applies defaults; throws a `ConfigError` naming what is wrong in every rule at once:
+ * each rule's field errors, a name used twice, and, for a rule whose fields are each valid, what its fields
+ * say against each other (a `delay` on a window rule, a `jwt:` key with no verifier).
  */
 export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesOptions): RuleConfig[] {
   if (!Array.isArray(input)) {
@@ -90,15 +91,13 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
   const rules = input.map((raw, index) => {
     const at = `${label}[${index}]`;
     const result = v.safeParse(ruleSchema, raw);
-    if (!result.success) {
-      problems.push(...configErrorFrom(at, result.issues).problems);
-      return undefined;
-    }
+    if (!result.success) problems.push(...configErrorFrom(at, result.issues).problems);
+    const name = (raw as { name?: unknown } | null)?.name;
+    const first = typeof name === "string" ? seen.get(name) : undefined;
+    if (first !== undefined) problems.push(`${at}.name: "${name}" is already used by ${label}[${first}]`);
+    else if (typeof name === "string") seen.set(name, index);
+    if (!result.success) return undefined;
     const rule = result.output;
-    const first = seen.get(rule.name);
-    if (first !== undefined)
-      problems.push(`${at}.name: "${rule.name}" is already used by ${label}[${first}]`);
-    else seen.set(rule.name, index);
     return collecting(problems, () => ruleConfig(rule, at, label, jwtVerifiable));
   });
   if (problems.length > 0) throw new ConfigError(problems);

@@ -123,7 +123,16 @@ const shareOfCapacity = v.pipe(
   ),
 );
 
-const unknownField = (i: v.BaseIssue<unknown>) => `unknown field ${show(i.input)}`;
+/**
+ * A strict object's own issues: a field it does not know (valibot expects "never" there), a required field
+ * missing (it expects the key), or not an object at all.
+ */
+const unknownField = (i: v.BaseIssue<unknown>) =>
+  i.expected === "never"
+    ? `unknown field ${show(i.input)}`
+    : i.expected?.startsWith('"')
+      ? "required"
+      : `expected a table of fields, not ${show(i.input)}`;
 
 const matchSchema = v.strictObject(
   {

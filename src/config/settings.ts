@@ -44,7 +44,7 @@ export const httpUrl = (name: string) =>
     // Dropped by the runtime's fetch without a word: a user who put them there expects them sent.
     v.check(
       (value) => !URL.canParse(value) || (new URL(value).username === "" && new URL(value).password === ""),
-      `${name}: has a user name or password in it, which is never sent; remove it`,
+      `${name}: has a user name or password in it, which is never sent: remove it`,
     ),
   );
 
@@ -77,7 +77,7 @@ export const bearerSecret = (name: string) =>
     v.trim(),
     v.regex(
       /^[\x21-\x7E]*$/, // empty: no admin token, the admin API off
-      `${name}: cannot be sent as \`Authorization: Bearer <token>\` (it holds a space, a control character, a line break or a non-ASCII character; its value is not shown); use visible ASCII only, e.g. \`openssl rand -base64 32\``,
+      `${name}: cannot be sent as \`Authorization: Bearer <token>\` (it holds a space, a control character, a line break or a non-ASCII character; its value is not shown): use visible ASCII only, e.g. \`openssl rand -base64 32\``,
     ),
   );
 

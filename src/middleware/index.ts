@@ -99,16 +99,21 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
 function validateRules<E extends HonoEnv>(options: RateLimitOptions<E>): PlannedRule[] {
   if (!options || !Array.isArray(options.rules)) throw new ConfigError("rules: expected an array of rules");
   const fns = options.rules.map((rule) => ({
-    keyFn: typeof rule.key === "function" ? rule.key : undefined,
-    tierFn: typeof rule.tier === "function" ? rule.tier : undefined,
-    costFn: typeof rule.cost === "function" ? rule.cost : undefined,
+    keyFn: typeof rule?.key === "function" ? rule.key : undefined,
+    tierFn: typeof rule?.tier === "function" ? rule.tier : undefined,
+    costFn: typeof rule?.cost === "function" ? rule.cost : undefined,
   }));
-  const plain = options.rules.map((rule, i) => ({
-    ...rule,
-    key: fns[i]?.keyFn ? "global" : rule.key,
-    tier: fns[i]?.tierFn ? "global" : rule.tier,
-    cost: fns[i]?.costFn ? 1 : rule.cost,
-  }));
+  const plain = options.rules.map((rule, i) =>
+    // Not an object (untyped code): as it is, for parseRules to name.
+    typeof rule !== "object" || rule === null
+      ? rule
+      : {
+          ...rule,
+          key: fns[i]?.keyFn ? "global" : rule.key,
+          tier: fns[i]?.tierFn ? "global" : rule.tier,
+          cost: fns[i]?.costFn ? 1 : rule.cost,
+        },
+  );
   const jwtVerifiable = Boolean(options.jwt?.secret || options.jwt?.jwksUrl);
   const rules = parseRules(plain, { label: "rules", jwtVerifiable });
   return rules.map((rule, i) => ({ rule, ...(fns[i] as object) }) as PlannedRule);

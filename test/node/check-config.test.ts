@@ -122,21 +122,37 @@ period = "1 fortnight"
         { name: "j", key: "ip", algorithm: "fixed-window", limit: 10, period: "1s", delay: "2s" },
         { name: "j", key: "ip", algorithm: "gcra", limit: 10, period: "1s" },
         { name: "c", key: "ip", algorithm: "concurrency", limit: 2, delay: "1s" },
-        { name: "m", key: "ip", algorithm: "gcra", limit: "many", period: "1s" },
+        { name: "j", key: "ip", algorithm: "gcra", limit: "many", period: "1s" },
       ]),
     });
     expect(code).toBe(1);
     const lines = out.split("\n").map((line) => line.trim());
     for (const problem of [
-      "ORIGIN_URL: has a user name or password in it, which is never sent; remove it",
+      "ORIGIN_URL: has a user name or password in it, which is never sent: remove it",
       "RATE_LIMIT_RULES[0].delay: only token-bucket and gcra rules can delay a request (this one is fixed-window)",
       'RATE_LIMIT_RULES[1].name: "j" is already used by RATE_LIMIT_RULES[0]',
       "RATE_LIMIT_RULES[2].delay: only token-bucket and gcra rules can delay a request (this one is concurrency)",
       'RATE_LIMIT_RULES[3].limit: "many" is not a whole number',
+      'RATE_LIMIT_RULES[3].name: "j" is already used by RATE_LIMIT_RULES[0]',
     ]) {
       expect(lines).toContain(problem);
     }
     expect(out).not.toContain("user:pw");
+    // A wrong binding hides neither a missing one nor the Redis endpoints' pairing.
+    const bindings = await checkConfig(
+      valid.replace('ORIGIN_URL = "https://origin.example.com"', 'RATE_LIMIT_MODE = "enforce"'),
+      [],
+      {
+        UPSTASH_REDIS_REST_URL: "https://a.example.com,https://b.example.com",
+        UPSTASH_REDIS_REST_TOKEN: "t1,t2,t3",
+      },
+    );
+    expect(bindings.code).toBe(1);
+    expect(bindings.out).toContain('RATE_LIMIT_MODE: "enforce" is not one of on | off | monitor');
+    expect(bindings.out).toContain("ORIGIN_URL: required");
+    expect(bindings.out).toContain(
+      "UPSTASH_REDIS_REST_TOKEN: has 3 comma-separated tokens for the 2 endpoints",
+    );
   });
 
   it("warns of fields a rule's algorithm never reads, and still passes", async () => {

@@ -277,6 +277,13 @@ describe("rateLimit() in an existing Hono app", () => {
       'mode: "ON" is not one of on | off | monitor',
       "redis.token: required (the Upstash REST token, UPSTASH_REDIS_REST_TOKEN)",
     ]);
+    // Untyped code may pass anything as a rule: named, never a TypeError.
+    expect(() => rateLimit({ redis, rules: [null, 5] } as never)).toThrowError(
+      new ConfigError([
+        "rules[0]: expected a table of fields, not null",
+        "rules[1]: expected a table of fields, not 5",
+      ]),
+    );
   });
 
   it("rejects an option it does not know, as it does an unknown rule field", async () => {
