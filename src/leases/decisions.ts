@@ -1,11 +1,12 @@
 /**
  * Between decisions and the isolate's lease table (README: "Leases"): a request decided from its leases
- * (`decideFromLeases`, and `afterDenial` for a Redis denial a concurrent lease call overtook), a request
- * sent to Redis with what a lease too short for it holds (`spendShort`), and a Redis decision taken in
- * (`take` its grants, `observed` its figures). When each runs is src/leases/index.ts.
+ * (`decideFromLeases`), a request sent to Redis with what a lease too short for it holds (`spendShort`), a
+ * Redis decision taken in (`take` its grants, `observed` its figures) and made the request's answer
+ * (`answerOf`). When each runs is src/leases/index.ts.
  */
+import { admitted } from "../engine/groups";
 import { decisionOf, ruleResult } from "../engine/results";
-import type { Decision, RuleCall } from "../engine/types";
+import { type Decision, isBucket, type RuleCall } from "../engine/types";
 import { LEASE_MARGIN_MS, type Lease, stateLeftOf } from "./lease";
 import type { LeaseTable } from "./table";
 
@@ -37,11 +38,11 @@ export function decideFromLeases(
   return decisionOf(true, results, 0);
 }
 
-/** The calls a request sends to Redis, and how to put back the leased units it spent beside them. */
+/** The calls a request sends to Redis, and the leased units it spent beside them. */
 export interface ShortSpend {
   readonly calls: RuleCall[];
-  /** Puts the units back: call it when Redis denied the request, which then consumes nothing. */
-  readonly undo: () => void;
+  /** Units taken from a lease, by the index of the rule's call; empty for most requests. */
+  readonly taken: readonly { index: number; lease: Lease; units: number }[];
 }
 
 /**
@@ -56,24 +57,16 @@ export function spendShort(
   leases: (Lease | undefined)[],
   at: number,
 ): ShortSpend {
-  let taken: { lease: Lease; units: number }[] | undefined; // most requests take none and make no array
-  const sent = calls.map((call, i) => {
-    const lease = leases[i] === undefined ? table.short(call, at) : undefined;
+  const taken: { index: number; lease: Lease; units: number }[] = [];
+  const sent = calls.map((call, index) => {
+    const lease = leases[index] === undefined ? table.short(call, at) : undefined;
     if (lease === undefined) return call;
     const units = Math.min(lease.left, call.cost - 1);
     lease.left -= units;
-    taken ??= [];
-    taken.push({ lease, units });
+    taken.push({ index, lease, units });
     return { ...call, cost: call.cost - units };
   });
-  if (taken === undefined) return { calls, undo: () => undefined };
-  const spent = taken;
-  return {
-    calls: sent,
-    undo: () => {
-      for (const { lease, units } of spent) table.restore(lease, units);
-    },
-  };
+  return { calls: taken.length === 0 ? calls : sent, taken };
 }
 
 /** A Redis decision's figures, taken in by the live leases of its rules (`LeaseTable.observe`). */
@@ -105,22 +98,46 @@ export function take(table: LeaseTable, decision: Decision, leaseId: string, sen
 }
 
 /**
- * A denial by Redis wrote nothing, so the units `short` spent of this isolate's leases go back. If meanwhile
- * a concurrent request of this isolate leased every rule with room (a burst: its lease call went out
- * first), the request is admitted from those units, which Redis already counted. Without this, a burst
- * into one isolate would park the quota in leases and deny.
+ * The request's answer from a Redis decision of `short.calls`. What the script did not count goes back to the
+ * leases `short` spent of: every rule's, for a request not let through (denied, or undecided and failing
+ * closed), and a monitor rule's that would deny. A denial then says when the WHOLE cost may pass: the units
+ * put back may never reach Redis (a bucket's return lapses once another isolate moved its state). And if
+ * meanwhile a concurrent request of this isolate leased every rule with room (a burst: its lease call went
+ * out first), a denied request is admitted from those units, which Redis already counted. Without this, a
+ * burst into one isolate would park the quota in leases and deny.
  */
-export function afterDenial(
+export function answerOf(
   table: LeaseTable,
   decision: Decision,
   calls: RuleCall[],
   short: ShortSpend,
 ): Decision {
-  if (decision.allowed) return decision;
-  short.undo();
-  if (!decision.results.every((r) => r.source === "redis")) return decision;
+  const through = admitted(decision);
+  for (const { index, lease, units } of short.taken) {
+    if (!through || decision.results[index]?.outcome !== "allowed") table.restore(lease, units);
+  }
+  if (through) return decision;
+  const answer = short.taken.length === 0 ? decision : wholeCostRetry(decision, short);
+  if (answer.allowed || !answer.results.every((r) => r.source === "redis")) return answer;
   const at = Date.now();
   const leases = calls.map((call) => table.usable(call, at));
-  if (!leases.every((lease) => lease !== undefined)) return decision;
+  if (!leases.every((lease) => lease !== undefined)) return answer;
   return decideFromLeases(table, calls, leases as Lease[], at);
+}
+
+/**
+ * A denial of a request that sent Redis only part of its cost: each denied rule's wait for the whole cost. A
+ * bucket refills at its rate (the units' time more); a sliding window or log drains by its past requests, so
+ * at worst until it is empty; a fixed window's end does not depend on the cost.
+ */
+function wholeCostRetry(decision: Decision, short: ShortSpend): Decision {
+  const results = decision.results.map((r, index) => {
+    const units = short.taken.find((t) => t.index === index)?.units;
+    if (units === undefined || r.outcome !== "denied") return r;
+    const retryAfterMs = isBucket(r.call.algorithm)
+      ? r.retryAfterMs + Math.ceil((units * r.periodMs) / r.limit)
+      : Math.max(r.retryAfterMs, r.resetAfterMs);
+    return ruleResult({ ...r, retryAfterMs });
+  });
+  return decisionOf(decision.allowed, results, decision.durationMs);
 }

@@ -10,7 +10,7 @@ import { DEFAULTS } from "../engine/defaults";
 import { type DecideOptions, type Decision, holdsSlot, type RuleCall, type WaitUntil } from "../engine/types";
 import type { ResilientDecider } from "../resilience/decider";
 import { within } from "../util/timer";
-import { afterDenial, decideFromLeases, observed, spendShort, take } from "./decisions";
+import { answerOf, decideFromLeases, observed, spendShort, take } from "./decisions";
 import type { Flight, Lease } from "./lease";
 import { createSweep, type Refund } from "./returns";
 import { LeaseTable } from "./table";
@@ -182,7 +182,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     });
     const asking = cold ? [] : sent.filter((call, i) => (units[i] as number) > call.cost);
     if (asking.length === 0) {
-      return afterDenial(table, observed(table, await decider.decide(sent, requestId, budget)), calls, short);
+      return answerOf(table, observed(table, await decider.decide(sent, requestId, budget)), calls, short);
     }
     const decided = decider.decide(sent, requestId, { ...budget, lease: { units, maxMs } });
     const landed = decided.then((decision) => take(table, decision, requestId, at));
@@ -191,7 +191,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     opts.waitUntil?.(landed.catch(() => undefined));
     const decision = await decided;
     await landed; // its grant in the table before this request is answered (a caller's next one spends it)
-    return afterDenial(table, decision, calls, short);
+    return answerOf(table, decision, calls, short);
   }
 
   /**

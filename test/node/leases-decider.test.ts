@@ -5,6 +5,7 @@
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../redis-rest/index.mjs";
+import { admitted } from "../../src/engine/groups";
 import { resetFenceKey, resetFenceMs, stateKey } from "../../src/engine/keys";
 import { createStore, type Store } from "../../src/engine/store";
 import type { Algorithm, Decision, RuleCall } from "../../src/engine/types";
@@ -199,10 +200,9 @@ it("a leased request's remaining counts what Redis admitted here since the grant
 describe("a request whose cost its lease cannot cover", () => {
   const limit = 100;
   /** One hot client of a fixed window in isolate `a`: cost-1 requests until it holds leased units here. */
-  async function hotClient(rule = "short") {
-    const x = ruleCall({ algorithm: "fixed-window", rule, limit, periodMs: 3_600_000 });
+  async function hotClient(rule = "short", fields: Partial<RuleCall> = {}, a = isolate()) {
+    const x = ruleCall({ algorithm: "fixed-window", rule, limit, periodMs: 3_600_000, ...fields });
     await awayFromWindowEdge(3_600_000, 30_000);
-    const a = isolate();
     let admitted = 0;
     for (let i = 0; i < 40; i++) if ((await a.decide([x], requestId())).allowed) admitted++;
     const counted = async () => Number(await redis.get(stateKey(prefix, x.rule, x.identityHash)));
@@ -237,15 +237,88 @@ describe("a request whose cost its lease cannot cover", () => {
     const denied = await a.decide([{ ...x, cost: limit - admitted }, full], requestId());
     expect(denied.allowed).toBe(false);
     expect(denied.results.map((r) => r.outcome)).toEqual(["allowed", "denied"]);
-    await sleep(1100); // the lease expired: the isolate's next request sends back what it holds
-    const pending: Promise<unknown>[] = [];
-    await a.decide([{ ...x, identityHash: "someone-else" }], requestId(), {
-      waitUntil: (p) => pending.push(p),
-    });
-    await Promise.all(pending);
+    await returned(a, x);
     expect(await counted()).toBe(admitted);
   }, 30_000);
+
+  it("would-deny under a monitor rule, or answered 503 by a rule failing closed: consumes nothing either", async () => {
+    const monitored = await hotClient("short-monitor", { mode: "monitor" });
+    const wouldDeny = await monitored.a.decide(
+      [{ ...monitored.x, cost: limit - monitored.admitted + 1 }],
+      requestId(),
+    );
+    expect(wouldDeny.allowed).toBe(true); // let through, but the script counted nothing of it
+    expect(wouldDeny.results[0]?.outcome).toBe("denied");
+    await returned(monitored.a, monitored.x);
+    expect(await monitored.counted()).toBe(monitored.admitted);
+
+    const closed = await hotClient("short-closed", { failure: "closed" });
+    // No budget left for Redis (the request waited it out on a lease call): the failure policy answers.
+    const unavailable = await closed.a.decide([{ ...closed.x, cost: 50 }], requestId(), { budgetMs: 0 });
+    expect(admitted(unavailable)).toBe(false); // a 503
+    await returned(closed.a, closed.x);
+    expect(await closed.counted()).toBe(closed.admitted);
+  }, 30_000);
+
+  it("swept while its denied call was on its way: the units still reach Redis at the next sweep", async () => {
+    const inner = createDecider(store, { timeoutMs: 5000 });
+    let gate: Promise<void> | undefined;
+    const slow: ResilientDecider = {
+      ...inner,
+      async decide(calls, id, opts) {
+        const decision = await inner.decide(calls, id, opts);
+        await gate;
+        return decision;
+      },
+    };
+    const { a, x, admitted, counted } = await hotClient("short-swept", {}, isolate(slow));
+    let open = () => {};
+    gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const inFlight = a.decide([{ ...x, cost: limit - admitted + 1 }], requestId());
+    await sleep(50); // its call is out; the lease is short and took nothing else since
+    gate = undefined;
+    await returned(a, x); // the lease expired and was swept meanwhile: it held nothing then
+    open();
+    expect((await inFlight).allowed).toBe(false);
+    await returned(a, x);
+    expect(await counted()).toBe(admitted);
+  }, 30_000);
+
+  it("denied by a bucket, says when the WHOLE cost passes: the lease's units may never come back", async () => {
+    // 100 ms a unit. The client spends most of the bucket through another isolate, whose writes make the
+    // lease's return lapse; the denied request's Retry-After must still be enough on its own.
+    const x = ruleCall({ algorithm: "token-bucket", rule: "short-bucket", limit: 100, periodMs: 10_000 });
+    const a = isolate();
+    let held = 0;
+    for (let i = 0; i < 60 && held < 4; i++) {
+      const decision = await a.decide([x], requestId());
+      const grant = decision.results[0]?.lease;
+      if (grant && decision.results[0]?.source === "redis") held = grant.units - x.cost;
+    }
+    expect(held, "units leased here").toBeGreaterThanOrEqual(4);
+    const elsewhere = createDecider(store, { timeoutMs: 5000 });
+    const left = await peekRemaining(store, x);
+    expect((await elsewhere.decide([{ ...x, cost: left - 2 }], requestId())).allowed).toBe(true);
+    const cost = held + 15; // Redis is asked for 15, has about 2
+    const denied = await a.decide([{ ...x, cost }], requestId());
+    expect(denied.allowed).toBe(false);
+    await sleep((denied.results[0]?.retryAfterMs ?? 0) + 20);
+    await returned(a, x, 0);
+    expect((await a.decide([{ ...x, cost }], requestId())).allowed).toBe(true);
+  }, 30_000);
 });
+
+/** Waits out `a`'s leases (`ms`, a lease's life by default), then lets its next request return them. */
+async function returned(a: ReturnType<typeof isolate>, x: RuleCall, ms = 1100) {
+  await sleep(ms);
+  const pending: Promise<unknown>[] = [];
+  await a.decide([{ ...x, identityHash: `sweep-${requestId()}` }], requestId(), {
+    waitUntil: (p) => pending.push(p),
+  });
+  await Promise.all(pending);
+}
 
 it("a lease whose answer arrives after its identity was revoked here is not taken", async () => {
   const x = ruleCall({ algorithm: "fixed-window", limit: 1000, periodMs: 3_600_000 });
