@@ -5,8 +5,8 @@
  * (`answerOf`). When each runs is src/leases/index.ts.
  */
 import { admitted } from "../engine/groups";
-import { decisionOf, ruleResult } from "../engine/results";
-import { type Decision, isBucket, type RuleCall } from "../engine/types";
+import { decisionOf, retryAfterForMore, ruleResult } from "../engine/results";
+import type { Decision, RuleCall } from "../engine/types";
 import { LEASE_MARGIN_MS, type Lease, stateLeftOf } from "./lease";
 import type { LeaseTable } from "./table";
 
@@ -125,19 +125,12 @@ export function answerOf(
   return decideFromLeases(table, calls, leases as Lease[], at);
 }
 
-/**
- * A denial of a request that sent Redis only part of its cost: each denied rule's wait for the whole cost. A
- * bucket refills at its rate (the units' time more); a sliding window or log drains by its past requests, so
- * at worst until it is empty; a fixed window's end does not depend on the cost.
- */
+/** A denial of a request that sent Redis only part of its cost: each denied rule's wait for the whole cost. */
 function wholeCostRetry(decision: Decision, short: ShortSpend): Decision {
   const results = decision.results.map((r, index) => {
     const units = short.taken.find((t) => t.index === index)?.units;
     if (units === undefined || r.outcome !== "denied") return r;
-    const retryAfterMs = isBucket(r.call.algorithm)
-      ? r.retryAfterMs + Math.ceil((units * r.periodMs) / r.limit)
-      : Math.max(r.retryAfterMs, r.resetAfterMs);
-    return ruleResult({ ...r, retryAfterMs });
+    return ruleResult({ ...r, retryAfterMs: retryAfterForMore(r, units) });
   });
   return decisionOf(decision.allowed, results, decision.durationMs);
 }

@@ -33,8 +33,8 @@
  * be less than what is left). Kept only for the same rule, identity, limit and cost, allowed, not holding a
  * slot and under the rule's own limits (as for denials); any other rule is left undecided, with no member.
  */
-import { ruleResult } from "../engine/results";
-import { type DegradedReason, holdsSlot, type RuleCall, type RuleResult } from "../engine/types";
+import { retryAfterForMore, ruleResult } from "../engine/results";
+import { type DegradedReason, holdsSlot, isBucket, type RuleCall, type RuleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 
 /** Most entries kept; the oldest is dropped first. @default 10000 */
@@ -227,6 +227,8 @@ export class DenyCache {
     const entry = this.entries.get(entryKey(call));
     if (entry === undefined || entry.result.outcome !== "denied") return undefined;
     if (call.cost < entry.result.call.cost || call.limit !== entry.result.call.limit) return undefined;
+    // More than the rule can ever grant: Redis says so, with its one-period wait.
+    if (call.cost > (isBucket(call.algorithm) ? call.burst : call.limit)) return undefined;
     return entry;
   }
 
@@ -259,7 +261,11 @@ function answer(entry: Entry, call: RuleCall, now: number): RuleResult {
     ...entry.result,
     call,
     resetAfterMs: Math.max(0, entry.result.resetAfterMs - elapsedMs),
-    retryAfterMs: Math.max(0, entry.result.retryAfterMs - elapsedMs),
+    // A larger cost than the denied one waits longer (a bucket's refill, a sliding window's drain).
+    retryAfterMs: Math.max(
+      0,
+      retryAfterForMore(entry.result, call.cost - entry.result.call.cost) - elapsedMs,
+    ),
     source: "deny-cache",
     reason: "deny_cache",
     lease: undefined,

@@ -132,6 +132,23 @@ describe("with Redis healthy", () => {
     expect(await scriptCalls()).toBe(callsBefore + 1);
   });
 
+  it("answers a larger cost from a cached denial only with the longer wait it needs, and none above capacity", async () => {
+    const { decider } = setup();
+    // 1 s a unit, burst 4; the denial is for cost 1.
+    const call = rule({ algorithm: "token-bucket", limit: 10, burst: 4, periodMs: 10_000 });
+    expect((await decider.decide([{ ...call, cost: 4 }], "a")).allowed).toBe(true);
+    const denied = await decider.decide([call], "d");
+    const oneUnitMs = denied.results[0]?.retryAfterMs ?? 0;
+    expect(oneUnitMs).toBeGreaterThan(500);
+    const three = await decider.decide([{ ...call, cost: 3 }], "c3");
+    expect(three.results[0]).toMatchObject({ source: "deny-cache", outcome: "denied" });
+    // Two units more than the denied request: two more seconds, never the one unit's wait.
+    expect(three.results[0]?.retryAfterMs).toBeGreaterThanOrEqual(oneUnitMs + 2000 - 100);
+    // More than the bucket can ever hold: Redis's answer (the 429 then waits one whole period).
+    const tooBig = await decider.decide([{ ...call, cost: 5 }], "c5");
+    expect(tooBig.results[0]).toMatchObject({ source: "redis", outcome: "cost-exceeds-capacity" });
+  });
+
   it("denies from the deny cache even when other rules match too, giving them the figures Redis gave with the denial", async () => {
     const { decider } = setup();
     const strict = rule({ algorithm: "gcra", limit: 1, burst: 1, periodMs: 5000 });
