@@ -212,14 +212,16 @@ describe("deny cache", () => {
     expect(cache.lookup(call())).toBeUndefined();
   });
 
-  it("keeps identities and rules apart, and lets a cheaper request ask Redis", () => {
+  it("keeps identities and rules apart, and lets a cheaper request, or one above capacity, ask Redis", () => {
     const cache = new DenyCache(100, clock().now);
-    cache.remember([denial(call({ cost: 5 }), 4000)]);
-    expect(cache.lookup(call({ cost: 5 }))).toBeDefined();
-    expect(cache.lookup(call({ cost: 9 }))).toBeDefined();
-    expect(cache.lookup(call({ cost: 1 }))).toBeUndefined();
-    expect(cache.lookup(call({ cost: 5, identityHash: "id-2" }))).toBeUndefined();
-    expect(cache.lookup(call({ cost: 5, rule: "other" }))).toBeUndefined();
+    const of = (fields: Partial<RuleCall>) => call({ limit: 10, burst: 10, ...fields });
+    cache.remember([denial(of({ cost: 5 }), 4000)]);
+    expect(cache.lookup(of({ cost: 5 }))).toBeDefined();
+    expect(cache.lookup(of({ cost: 9 }))).toBeDefined();
+    expect(cache.lookup(of({ cost: 1 }))).toBeUndefined();
+    expect(cache.lookup(of({ cost: 11 }))).toBeUndefined(); // more than ever fits: Redis says so
+    expect(cache.lookup(of({ cost: 5, identityHash: "id-2" }))).toBeUndefined();
+    expect(cache.lookup(of({ cost: 5, rule: "other" }))).toBeUndefined();
   });
 
   it("never caches monitor rules, concurrency rules, a lease renewal's denial or allowed results", () => {
