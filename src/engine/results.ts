@@ -79,12 +79,15 @@ export function refundOf(result: RuleResult, units: number): RefundCall {
 
 /**
  * The wait of a request costing `units` more than the one `result` denied: a bucket refills them at its rate;
- * a sliding window or log drains by its past requests, so at worst until it is empty (`resetAfterMs`); a
- * fixed window's end does not depend on the cost. Never earlier than the truth.
+ * a sliding window or log drains by its past requests, so at worst until it is empty (`resetAfterMs`, which
+ * may be much later than needed); a fixed window's end does not depend on the cost. Never earlier than the
+ * truth.
  */
 export function retryAfterForMore(result: RuleResult, units: number): number {
   const { algorithm } = result.call;
   if (units <= 0 || algorithm === "fixed-window") return result.retryAfterMs;
-  if (isBucket(algorithm)) return result.retryAfterMs + Math.ceil((units * result.periodMs) / result.limit);
+  // A unit's time as the script counts it: whole µs, rounded up.
+  const unitUs = Math.ceil((result.periodMs * 1000) / result.limit);
+  if (isBucket(algorithm)) return result.retryAfterMs + Math.ceil((units * unitUs) / 1000);
   return Math.max(result.retryAfterMs, result.resetAfterMs);
 }

@@ -30,6 +30,12 @@ export const holdsSlot = (algorithm: Algorithm): boolean =>
 export const isBucket = (algorithm: Algorithm): boolean =>
   algorithm === "token-bucket" || algorithm === "gcra";
 
+/**
+ * The most one request of `call` can ever be granted under its own limits: a bucket's burst, a window's limit.
+ * A larger cost is `cost-exceeds-capacity`, and only the script says so.
+ */
+export const capacityOf = (call: RuleCall): number => (isBucket(call.algorithm) ? call.burst : call.limit);
+
 /** `on` enforces, `monitor` counts and reports but never denies, `off` is never sent to Redis. */
 export const MODES = ["on", "off", "monitor"] as const;
 export type Mode = (typeof MODES)[number];

@@ -6,7 +6,7 @@
  */
 import { admitted } from "../engine/groups";
 import { decisionOf, retryAfterForMore, ruleResult } from "../engine/results";
-import type { Decision, RuleCall } from "../engine/types";
+import { capacityOf, type Decision, type RuleCall } from "../engine/types";
 import { LEASE_MARGIN_MS, type Lease, stateLeftOf } from "./lease";
 import type { LeaseTable } from "./table";
 
@@ -60,7 +60,9 @@ export function spendShort(
   const taken: { index: number; lease: Lease; units: number }[] = [];
   const sent = calls.map((call, index) => {
     const lease = leases[index] === undefined ? table.short(call, at) : undefined;
-    if (lease === undefined) return call;
+    // Not for a cost above what the rule can ever grant (Redis answers it, with its one-period wait), nor
+    // under an override's limits, whose capacity the edge does not know.
+    if (lease === undefined || lease.result.overridden || call.cost > capacityOf(call)) return call;
     const units = Math.min(lease.left, call.cost - 1);
     lease.left -= units;
     taken.push({ index, lease, units });

@@ -34,7 +34,14 @@
  * slot and under the rule's own limits (as for denials); any other rule is left undecided, with no member.
  */
 import { retryAfterForMore, ruleResult } from "../engine/results";
-import { type DegradedReason, holdsSlot, isBucket, type RuleCall, type RuleResult } from "../engine/types";
+import {
+  capacityOf,
+  type DegradedReason,
+  holdsSlot,
+  isBucket,
+  type RuleCall,
+  type RuleResult,
+} from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 
 /** Most entries kept; the oldest is dropped first. @default 10000 */
@@ -95,6 +102,13 @@ export class Refresh {
 }
 
 const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
+
+/**
+ * Whether two calls of one rule and identity run under the same limits: tiers of one limit may differ in
+ * period or burst, and share the identity's state.
+ */
+const sameLimits = (a: RuleCall, b: RuleCall): boolean =>
+  a.algorithm === b.algorithm && a.limit === b.limit && a.periodMs === b.periodMs && a.burst === b.burst;
 const entryKey = (call: RuleCall): string => keyOf(call.rule, call.identityHash);
 
 /**
@@ -226,9 +240,13 @@ export class DenyCache {
     if (call.mode !== "on" || holdsSlot(call.algorithm)) return undefined;
     const entry = this.entries.get(entryKey(call));
     if (entry === undefined || entry.result.outcome !== "denied") return undefined;
-    if (call.cost < entry.result.call.cost || call.limit !== entry.result.call.limit) return undefined;
+    const denied = entry.result.call;
+    if (call.cost < denied.cost || !sameLimits(call, denied)) return undefined;
     // More than the rule can ever grant: Redis says so, with its one-period wait.
-    if (call.cost > (isBucket(call.algorithm) ? call.burst : call.limit)) return undefined;
+    if (call.cost > capacityOf(call)) return undefined;
+    // A larger cost under a sliding window or log: only Redis knows how soon its past requests drain enough.
+    if (call.cost > denied.cost && !isBucket(call.algorithm) && call.algorithm !== "fixed-window")
+      return undefined;
     return entry;
   }
 
@@ -242,7 +260,7 @@ export class DenyCache {
     const now = this.now();
     if (entry === undefined || now >= entry.untilMs) return undefined;
     const given = entry.result;
-    if (given.outcome !== "allowed" || call.cost !== given.call.cost || call.limit !== given.call.limit) {
+    if (given.outcome !== "allowed" || call.cost !== given.call.cost || !sameLimits(call, given.call)) {
       return undefined;
     }
     return answer(entry, call, now);

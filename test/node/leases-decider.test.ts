@@ -286,6 +286,26 @@ describe("a request whose cost its lease cannot cover", () => {
     expect(await counted()).toBe(admitted);
   }, 30_000);
 
+  it.each(["fixed-window", "token-bucket"] as Algorithm[])(
+    "%s: a cost above what the rule can ever grant is Redis's cost-exceeds-capacity, lease or not",
+    async (algorithm) => {
+      const x = ruleCall({ algorithm, rule: `short-over-${algorithm}`, limit, periodMs: 600_000 });
+      await awayFromWindowEdge(600_000, 30_000);
+      const a = isolate();
+      let held = 0;
+      for (let i = 0; i < 40 && held === 0; i++) {
+        const result = (await a.decide([x], requestId())).results[0];
+        if (result?.source === "redis" && result.lease) held = result.lease.units - x.cost;
+      }
+      expect(held, "units leased here").toBeGreaterThan(0);
+      // Sent short, the script would see a cost that fits, and answer an ordinary wait (or, once its window
+      // turned, admit it: 101 units against a limit of 100).
+      const over = await a.decide([{ ...x, cost: limit + 1 }], requestId());
+      expect(over.results[0]).toMatchObject({ outcome: "cost-exceeds-capacity", source: "redis" });
+      expect(over.results[0]?.call.cost).toBe(limit + 1);
+    },
+  );
+
   it("denied by a bucket, says when the WHOLE cost passes: the lease's units may never come back", async () => {
     // 100 ms a unit. The client spends most of the bucket through another isolate, whose writes make the
     // lease's return lapse; the denied request's Retry-After must still be enough on its own.

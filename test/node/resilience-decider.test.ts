@@ -149,6 +149,27 @@ describe("with Redis healthy", () => {
     expect(tooBig.results[0]).toMatchObject({ source: "redis", outcome: "cost-exceeds-capacity" });
   });
 
+  it("answers no call under other limits from a cached denial: tiers of one limit may differ in burst", async () => {
+    const { decider } = setup();
+    // One identity (an address) for a pro and a free client: the pro tier's burst is 50, the rule's 10.
+    const pro = rule({ algorithm: "token-bucket", limit: 10, burst: 50, periodMs: 10_000 });
+    const free = { ...pro, burst: 10 };
+    expect((await decider.decide([{ ...pro, cost: 50 }], "pro")).allowed).toBe(true);
+    expect((await decider.decide([pro], "pro-denied")).allowed).toBe(false);
+    const answer = await decider.decide([free], "free");
+    expect(answer.results[0]).toMatchObject({ source: "redis", outcome: "denied" });
+    expect(answer.results[0]?.retryAfterMs).toBeGreaterThan(30_000); // the free bucket is 40 s over, not 1
+  });
+
+  it("answers a larger cost under a sliding log from Redis: only it knows how soon enough requests drain", async () => {
+    const { decider } = setup();
+    const log = rule({ algorithm: "sliding-log", limit: 2, burst: 2, periodMs: 60_000 });
+    for (let i = 0; i < 2; i++) expect((await decider.decide([log], `l${i}`)).allowed).toBe(true);
+    expect((await decider.decide([log], "denied")).allowed).toBe(false);
+    expect((await decider.decide([log], "same")).results[0]?.source).toBe("deny-cache");
+    expect((await decider.decide([{ ...log, cost: 2 }], "more")).results[0]?.source).toBe("redis");
+  });
+
   it("denies from the deny cache even when other rules match too, giving them the figures Redis gave with the denial", async () => {
     const { decider } = setup();
     const strict = rule({ algorithm: "gcra", limit: 1, burst: 1, periodMs: 5000 });

@@ -212,6 +212,15 @@ describe("deny cache", () => {
     expect(cache.lookup(call())).toBeUndefined();
   });
 
+  it("gives a larger cost a bucket's wait in the script's own whole µs per unit, never a ms short", () => {
+    const cache = new DenyCache(100, clock().now);
+    // 3 a second: 333,334 µs a unit as the script rounds it; three more units are 1,000,002 µs, so 1,001 ms.
+    const bucket = (cost: number) =>
+      call({ algorithm: "token-bucket", limit: 3, periodMs: 1000, burst: 10, cost });
+    cache.remember([denial(bucket(1), 500)]);
+    expect(cache.lookup(bucket(4))?.retryAfterMs).toBe(500 + 1001);
+  });
+
   it("keeps identities and rules apart, and lets a cheaper request, or one above capacity, ask Redis", () => {
     const cache = new DenyCache(100, clock().now);
     const of = (fields: Partial<RuleCall>) => call({ limit: 10, burst: 10, ...fields });
