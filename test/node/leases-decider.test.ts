@@ -62,6 +62,20 @@ function countingRedisCalls() {
   return { isolate: isolate(counted), redisCalls: () => calls };
 }
 
+/** An isolate whose lease calls (decisions asking Redis for a lease) are counted. */
+function countingLeaseCalls() {
+  const inner = createDecider(store, { timeoutMs: 5000 });
+  let calls = 0;
+  const counted: ResilientDecider = {
+    ...inner,
+    decide(rules, id, opts) {
+      if (opts?.lease) calls++;
+      return inner.decide(rules, id, opts);
+    },
+  };
+  return { isolate: isolate(counted), leaseCalls: () => calls };
+}
+
 /** Cost-1 requests of `call` through `decider` (no waitUntil: no background renewal) until one is decided locally. */
 async function untilLocal(
   decider: ReturnType<typeof isolate>,
@@ -478,18 +492,9 @@ it("never asks a lease for a request with a rule that has a delay, and parks no 
     periodMs: 3_600_000,
     identityHash: held.identityHash,
   });
-  const inner = createDecider(store, { timeoutMs: 5000 });
-  let leaseCalls = 0;
-  const watched: ResilientDecider = {
-    ...inner,
-    decide(calls, id, opts) {
-      if (opts?.lease) leaseCalls++;
-      return inner.decide(calls, id, opts);
-    },
-  };
-  const a = isolate(watched);
+  const { isolate: a, leaseCalls } = countingLeaseCalls();
   for (let i = 0; i < 40; i++) expect((await a.decide([held, window], requestId())).allowed).toBe(true);
-  expect(leaseCalls).toBe(0);
+  expect(leaseCalls()).toBe(0);
   expect(await peekRemaining(store, window)).toBe(960);
 });
 
@@ -502,22 +507,13 @@ it("asks no lease while another of the request's rules is cold, and parks no uni
     periodMs: 3_600_000,
     burst: 20,
   });
-  const inner = createDecider(store, { timeoutMs: 5000 });
-  let leaseCalls = 0;
-  const watched: ResilientDecider = {
-    ...inner,
-    decide(calls, id, opts) {
-      if (opts?.lease) leaseCalls++;
-      return inner.decide(calls, id, opts);
-    },
-  };
-  const a = isolate(watched);
+  const { isolate: a, leaseCalls } = countingLeaseCalls();
   let admitted = 0;
   for (let i = 0; i < 30; i++) {
     const address = ruleCall({ algorithm: "fixed-window", rule: "per-ip", limit: 10, periodMs: 60_000 });
     if ((await a.decide([key, address], requestId())).allowed) admitted++;
   }
-  expect(leaseCalls).toBe(0);
+  expect(leaseCalls()).toBe(0);
   expect(admitted).toBe(20); // the whole burst, none of it parked (a unit refills in 36 s)
 });
 
