@@ -49,17 +49,20 @@ export interface ShortSpend {
  * A request going to Redis whose rule (one without a usable lease, `leases[i]` undefined) holds a lease with
  * fewer units than its cost spends them first and asks Redis only for the rest: those units are already
  * counted there. Without this, the isolate's own lease would deny its client until the window's end, though
- * the client has the units. Its results then carry the call Redis decided (`cost` what Redis took).
+ * the client has the units. Only a lease that outlives `answeredBy`, the latest the decision may come back
+ * (so the script runs while the lease lives: its units and the rest count in one window); `undefined` (no
+ * budget known) spends none. Its results then carry the call Redis decided (`cost` what Redis took).
  */
 export function spendShort(
   table: LeaseTable,
   calls: RuleCall[],
   leases: (Lease | undefined)[],
-  at: number,
+  answeredBy: number | undefined,
 ): ShortSpend {
   const taken: { index: number; lease: Lease; units: number }[] = [];
+  if (answeredBy === undefined) return { calls, taken };
   const sent = calls.map((call, index) => {
-    const lease = leases[index] === undefined ? table.short(call, at) : undefined;
+    const lease = leases[index] === undefined ? table.short(call, answeredBy) : undefined;
     // Not for a cost above what the rule can ever grant (Redis answers it, with its one-period wait), nor
     // under an override's limits, whose capacity the edge does not know.
     if (lease === undefined || lease.result.overridden || call.cost > capacityOf(call)) return call;

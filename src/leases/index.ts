@@ -8,7 +8,7 @@
  */
 import { DEFAULTS } from "../engine/defaults";
 import { type DecideOptions, type Decision, holdsSlot, type RuleCall, type WaitUntil } from "../engine/types";
-import type { ResilientDecider } from "../resilience/decider";
+import { GUARD_MS, type ResilientDecider } from "../resilience/decider";
 import { within } from "../util/timer";
 import { answerOf, decideFromLeases, observed, spendShort, take } from "./decisions";
 import type { Flight, Lease } from "./lease";
@@ -167,7 +167,9 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
       : at === startedAt || opts.budgetMs === undefined
         ? opts
         : { ...opts, budgetMs: Math.max(0, opts.budgetMs - (at - startedAt)) };
-    const short = spendShort(table, calls, leases, at);
+    // The latest a Redis answer may come: the budget, then the decider's grace.
+    const answeredBy = budget.budgetMs === undefined ? undefined : at + budget.budgetMs + GUARD_MS;
+    const short = spendShort(table, calls, leases, answeredBy);
     const sent = short.calls;
     // Rules that still hold a lease with room keep it; the others may ask for one, one request at a time,
     // for the requests still waiting behind this one too. None does while another of the request's rules is

@@ -65,13 +65,13 @@ export class LeaseTable {
   }
 
   /**
-   * The live lease of `call` (the current one, else its spare) under the same terms that holds some units
-   * but fewer than its cost, if any: the request may spend them and ask Redis only for the rest.
+   * The lease of `call` (the current one, else its spare) under the same terms, live until `until`, that holds
+   * some units but fewer than its cost, if any: the request may spend them and ask Redis only for the rest.
    */
-  short(call: RuleCall, now: number): Lease | undefined {
+  short(call: RuleCall, until: number): Lease | undefined {
     const key = keyOf(call.rule, call.identityHash);
     for (const lease of [this.leases.get(key), this.spares.get(key)]) {
-      if (lease !== undefined && lease.left > 0 && now < lease.expiresAt && sameTerms(lease.call, call)) {
+      if (lease !== undefined && lease.left > 0 && until < lease.expiresAt && sameTerms(lease.call, call)) {
         return lease;
       }
     }

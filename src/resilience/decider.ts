@@ -37,6 +37,9 @@ export interface DecisionStore {
 }
 
 /** Options of `createDecider`. */
+/** The default grace beyond a decision's budget before the decider stops waiting on the store, ms. */
+export const GUARD_MS = 50;
+
 export interface DeciderOptions {
   /**
    * The decision budget the store enforces (`RATE_LIMIT_TIMEOUT_MS`), ms. The decider gives up itself
@@ -44,7 +47,7 @@ export interface DeciderOptions {
    * @default 200
    */
   timeoutMs?: number;
-  /** Grace beyond `timeoutMs` before the decider stops waiting on the store, ms. @default 50 */
+  /** Grace beyond `timeoutMs` before the decider stops waiting on the store, ms. @default GUARD_MS */
   guardMs?: number;
   /** Circuit breaker tuning (defaults: the README, "When things fail"). */
   breaker?: BreakerOptions;
@@ -96,7 +99,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
   const { endpointName } = options;
   const log = endpointName === undefined ? write : (line: string) => write(`${line} (${endpointName})`);
   const timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
-  const guardMs = options.guardMs ?? 50;
+  const guardMs = options.guardMs ?? GUARD_MS;
   const breaker = new CircuitBreaker(options.breaker, now);
   const denyCache = new DenyCache(options.denyCacheEntries ?? DEFAULT_DENY_CACHE_ENTRIES, now);
   const fallbackEntries = options.fallbackEntries ?? DEFAULT_FALLBACK_ENTRIES;

@@ -15,6 +15,7 @@ import { awayFromWindowEdge } from "../support/window-edge";
 import {
   directRedis,
   peekRemaining,
+  redisNowMs,
   requestId,
   ruleCall,
   sleep,
@@ -213,6 +214,8 @@ it("a leased request's remaining counts what Redis admitted here since the grant
 
 describe("a request whose cost its lease cannot cover", () => {
   const limit = 100;
+  // A short spend needs the decision's budget, which the limiter always passes (`RATE_LIMIT_TIMEOUT_MS`).
+  const AS_THE_LIMITER = { budgetMs: 200 };
   /** One hot client of a fixed window in isolate `a`: cost-1 requests until it holds leased units here. */
   async function hotClient(rule = "short", fields: Partial<RuleCall> = {}, a = isolate()) {
     const x = ruleCall({ algorithm: "fixed-window", rule, limit, periodMs: 3_600_000, ...fields });
@@ -226,7 +229,7 @@ describe("a request whose cost its lease cannot cover", () => {
 
   it("spends what its lease holds and takes only the rest in Redis: the client gets its whole quota", async () => {
     const { a, x, admitted, counted } = await hotClient();
-    const all = await a.decide([{ ...x, cost: limit - admitted }], requestId());
+    const all = await a.decide([{ ...x, cost: limit - admitted }], requestId(), AS_THE_LIMITER);
     expect(all.allowed).toBe(true);
     expect(all.results[0]?.remaining).toBe(0);
     expect(await counted()).toBe(limit);
@@ -236,7 +239,7 @@ describe("a request whose cost its lease cannot cover", () => {
   it("denied, consumes nothing: the lease's units stay to spend, none lost and none twice", async () => {
     const { a, x, admitted, counted } = await hotClient();
     const before = await counted();
-    const tooMuch = await a.decide([{ ...x, cost: limit - admitted + 1 }], requestId());
+    const tooMuch = await a.decide([{ ...x, cost: limit - admitted + 1 }], requestId(), AS_THE_LIMITER);
     expect(tooMuch.allowed).toBe(false);
     expect(await counted()).toBe(before);
     let more = 0;
@@ -248,7 +251,7 @@ describe("a request whose cost its lease cannot cover", () => {
     const { a, x, admitted, counted } = await hotClient("short-a");
     const full = ruleCall({ algorithm: "fixed-window", rule: "short-b", limit: 1, periodMs: 3_600_000 });
     expect((await a.decide([full], requestId())).allowed).toBe(true);
-    const denied = await a.decide([{ ...x, cost: limit - admitted }, full], requestId());
+    const denied = await a.decide([{ ...x, cost: limit - admitted }, full], requestId(), AS_THE_LIMITER);
     expect(denied.allowed).toBe(false);
     expect(denied.results.map((r) => r.outcome)).toEqual(["allowed", "denied"]);
     await returned(a, x);
@@ -260,6 +263,7 @@ describe("a request whose cost its lease cannot cover", () => {
     const wouldDeny = await monitored.a.decide(
       [{ ...monitored.x, cost: limit - monitored.admitted + 1 }],
       requestId(),
+      AS_THE_LIMITER,
     );
     expect(wouldDeny.allowed).toBe(true); // let through, but the script counted nothing of it
     expect(wouldDeny.results[0]?.outcome).toBe("denied");
@@ -290,7 +294,7 @@ describe("a request whose cost its lease cannot cover", () => {
     gate = new Promise<void>((resolve) => {
       open = resolve;
     });
-    const inFlight = a.decide([{ ...x, cost: limit - admitted + 1 }], requestId());
+    const inFlight = a.decide([{ ...x, cost: limit - admitted + 1 }], requestId(), AS_THE_LIMITER);
     await sleep(50); // its call is out; the lease is short and took nothing else since
     gate = undefined;
     await returned(a, x); // the lease expired and was swept meanwhile: it held nothing then
@@ -298,6 +302,54 @@ describe("a request whose cost its lease cannot cover", () => {
     expect((await inFlight).allowed).toBe(false);
     await returned(a, x);
     expect(await counted()).toBe(admitted);
+  }, 30_000);
+
+  it("spends no lease that may end before Redis answers: at a window's edge, its units and the rest would count in two windows", async () => {
+    const periodMs = 4000;
+    const x = ruleCall({ algorithm: "fixed-window", rule: "short-edge", limit, periodMs });
+    const inner = createDecider(store, { timeoutMs: 5000 });
+    let outMs = 0; // a slow way to Redis, for the one request that sets it
+    const slowOut: ResilientDecider = {
+      ...inner,
+      async decide(calls, id, opts) {
+        if (outMs > 0) await sleep(outMs);
+        return inner.decide(calls, id, opts);
+      },
+    };
+    const a = isolate(slowOut);
+    const windowOf = (ms: number) => Math.floor(ms / periodMs);
+    const toEdge = async () => periodMs - ((await redisNowMs(redis)) % periodMs);
+    // Hot 400 ms before an edge (Redis's clock), until a decision leases units beyond its cost.
+    const first = await toEdge();
+    await sleep(first < 600 ? first + periodMs - 400 : first - 400);
+    let held = 0;
+    for (let i = 0; i < 60 && held === 0; i++) {
+      const result = (await a.decide([x], requestId())).results[0];
+      if (result?.source === "redis" && result.lease) held = result.lease.units - x.cost;
+    }
+    expect(held, "units leased here").toBeGreaterThan(0);
+    const leaseWindow = windowOf(await redisNowMs(redis));
+    // 120 ms before the edge, the lease still live: a request of cost held + 1 whose call reaches Redis just
+    // after the edge, well within its budget.
+    const left = await toEdge();
+    if (left > 120) await sleep(left - 120);
+    outMs = (await toEdge()) + 30;
+    const cost = held + 1;
+    const big = await a.decide([{ ...x, cost }], requestId(), { budgetMs: 1000 });
+    outMs = 0;
+    const answeredIn = windowOf(await redisNowMs(redis));
+    expect(big.allowed).toBe(true);
+    expect(answeredIn, "admitted in the next window").toBe(leaseWindow + 1);
+    // In that window the client keeps sending, through both isolates, until neither admits.
+    const b = createDecider(store, { timeoutMs: 5000 });
+    let more = 0;
+    for (let i = 0; i < 2 * limit; i++) {
+      const [fromA, fromB] = [await a.decide([x], requestId()), await b.decide([x], requestId())];
+      more += Number(fromA.allowed) + Number(fromB.allowed);
+      if (!fromA.allowed && !fromB.allowed) break;
+    }
+    expect(windowOf(await redisNowMs(redis)), "still the same window").toBe(answeredIn);
+    expect(cost + more, "admitted in that one window").toBe(limit);
   }, 30_000);
 
   it.each(["fixed-window", "token-bucket"] as Algorithm[])(
@@ -314,7 +366,7 @@ describe("a request whose cost its lease cannot cover", () => {
       expect(held, "units leased here").toBeGreaterThan(0);
       // Sent short, the script would see a cost that fits, and answer an ordinary wait (or, once its window
       // turned, admit it: 101 units against a limit of 100).
-      const over = await a.decide([{ ...x, cost: limit + 1 }], requestId());
+      const over = await a.decide([{ ...x, cost: limit + 1 }], requestId(), AS_THE_LIMITER);
       expect(over.results[0]).toMatchObject({ outcome: "cost-exceeds-capacity", source: "redis" });
       expect(over.results[0]?.call.cost).toBe(limit + 1);
     },
@@ -336,7 +388,7 @@ describe("a request whose cost its lease cannot cover", () => {
     const left = await peekRemaining(store, x);
     expect((await elsewhere.decide([{ ...x, cost: left - 2 }], requestId())).allowed).toBe(true);
     const cost = held + 15; // Redis is asked for 15, has about 2
-    const denied = await a.decide([{ ...x, cost }], requestId());
+    const denied = await a.decide([{ ...x, cost }], requestId(), AS_THE_LIMITER);
     expect(denied.allowed).toBe(false);
     await sleep((denied.results[0]?.retryAfterMs ?? 0) + 20);
     await returned(a, x, 0);
