@@ -174,7 +174,7 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
     // Rules that still hold a lease with room keep it; the others may ask for one, one request at a time,
     // for the requests still waiting behind this one too. None does while another of the request's rules is
     // cold (one key hot, the other new each time: an API key from changing IPs), with no lease and none on
-    // its way: this request's like would go to Redis anyway, and leased units would only be parked.
+    // its way: requests like this one go to Redis anyway, and leased units would only be parked.
     let cold = false;
     const units = sent.map((call, i) => {
       const wanted = Math.max(table.wanted(call, at, maxMs), call.cost * (1 + backlog));

@@ -79,9 +79,9 @@ export class LeaseTable {
   }
 
   /**
-   * Puts back `units` a request took from `lease` before Redis denied it (a denied request consumes nothing):
-   * spent by later requests while it lives, returned by the sweep once it is put aside or expired. Never into
-   * a lease revoked since: its units are not returned.
+   * Puts back `units` a request took from `lease` that the script then did not count (denied, answered 503, a
+   * monitor rule that would deny): spent by later requests while it lives, returned by the sweep once it is
+   * put aside or expired. Never into a lease revoked since: its units are not returned.
    */
   restore(lease: Lease, units: number): void {
     const key = keyOf(lease.call.rule, lease.call.identityHash);
