@@ -7,7 +7,7 @@
 import { type ExecutionContext, Hono } from "hono";
 import { ADMIN_PREFIX, carriesAdminToken, createAdminApp, underAdminPrefix } from "./admin/app";
 import { adminContextOf } from "./admin/context";
-import { ConfigError, type FloodgateConfig, parseEnv } from "./config";
+import { ConfigError, type FloodgateConfig, headersRead, parseEnv } from "./config";
 import type { Env } from "./env";
 import { MisconfiguredError, onError, ProblemError, problemResponse } from "./http/problems";
 import { createProxy } from "./http/proxy";
@@ -93,7 +93,11 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   );
   app.use("*", limiter.middleware);
 
-  const proxy = createProxy({ originUrl: config.originUrl, timeoutMs: config.originTimeoutMs });
+  const proxy = createProxy({
+    originUrl: config.originUrl,
+    timeoutMs: config.originTimeoutMs,
+    counted: headersRead(config.rules),
+  });
   const { adminToken } = config;
   app.all("*", (c) => {
     // The URL, path and client IP the limiter already computed for this request.

@@ -11,7 +11,7 @@ const MAX_DETAIL = 300;
 /** An admin request that cannot be served. */
 export class AdminError extends ProblemError {
   override readonly name = "AdminError";
-  constructor(status: 400 | 401 | 403 | 404 | 503, title: string, detail: string) {
+  constructor(status: 400 | 401 | 403 | 404 | 413 | 503, title: string, detail: string) {
     const headers: Record<string, string> =
       status === 401 ? { "WWW-Authenticate": 'Bearer realm="floodgate-admin"' } : {};
     const cut = detail.length > MAX_DETAIL ? `${detail.slice(0, MAX_DETAIL - 1)}…` : detail;

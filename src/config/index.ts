@@ -27,7 +27,14 @@ export { type RedisEndpoint, restTokenProblem, restUrlProblem } from "./endpoint
 export { ConfigError, collecting } from "./errors";
 export { limitsFor } from "./limits";
 export { MIDDLEWARE_OPTIONS, type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
-export { type KeyPart, parseRules, type RuleConfig, type ShedConfig, type TierLimits } from "./rules";
+export {
+  headersRead,
+  type KeyPart,
+  parseRules,
+  type RuleConfig,
+  type ShedConfig,
+  type TierLimits,
+} from "./rules";
 export { MAX_LEASE_MS, MAX_UNITS } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */

@@ -198,6 +198,21 @@ export function unreadFields(rules: readonly unknown[], label: string): string[]
   return unread;
 }
 
+/**
+ * The request headers the rules read (keys, tiers, costs, shed priorities), lower-case: the proxy sends each
+ * to the origin as the one value that was counted.
+ */
+export function headersRead(rules: readonly RuleConfig[]): string[] {
+  const names = new Set<string>();
+  for (const rule of rules) {
+    const priority = rule.shed?.priority;
+    const parts = [...rule.key, ...(rule.tier ?? []), ...(Array.isArray(priority) ? priority : [])];
+    for (const part of parts) if (part.kind === "header") names.add(part.name);
+    if (rule.cost.kind === "header") names.add(rule.cost.name.toLowerCase());
+  }
+  return [...names];
+}
+
 /** Default sub-keys of a `shed` rule: one per 10 requests of capacity, at most 16 (README: "Priority load shedding"). */
 const defaultShards = (capacity: number): number => Math.max(1, Math.min(16, Math.floor(capacity / 10)));
 

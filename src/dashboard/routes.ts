@@ -10,6 +10,7 @@
  * Every response here carries the dashboard's CSP (csp.ts).
  */
 import type { Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { timingSafeEqual } from "hono/utils/buffer";
 import type { AdminContextResolver, AdminEnv } from "../admin/context";
 import { ADMIN_PREFIX } from "../admin/prefix";
@@ -21,6 +22,9 @@ import { readDashboard } from "./data";
 import { renderDashboard, renderSignIn } from "./render";
 import { createSession, csrfToken, sessionCookieHeader } from "./session";
 import { DASHBOARD_STYLE } from "./style";
+
+/** The largest sign-in body read, bytes: a form with a token of any sensible length fits many times over. */
+const MAX_SIGN_IN_BYTES = 4096;
 
 const FAVICON =
   '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#2b6cb0"/><path d="M3 11h10M3 7h6" stroke="#fff" stroke-width="2"/></svg>';
@@ -65,7 +69,15 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
     return c.html(renderDashboard(data, csrf));
   });
 
-  app.post("/login", async (c) => {
+  // Sign-ins are never rate-limited: a body is read only up to a size no token form comes near, so an
+  // unauthenticated client cannot make the isolate buffer megabytes.
+  const signInBody = bodyLimit({
+    maxSize: MAX_SIGN_IN_BYTES,
+    onError: () => {
+      throw new AdminError(413, "Content Too Large", `A sign-in form is at most ${MAX_SIGN_IN_BYTES} bytes.`);
+    },
+  });
+  app.post("/login", signInBody, async (c) => {
     const token = await adminToken(c);
     if (crossSite(c.req.raw))
       throw new AdminError(403, "Forbidden", "Sign in from the dashboard's own page.");

@@ -30,6 +30,12 @@ export interface ProxyOptions {
   originUrl: URL;
   /** Wait at most this long for the origin's response headers, ms. */
   timeoutMs: number;
+  /**
+   * Request headers the limiter counted by (lower-case): sent on as the one value it read. A client that
+   * sends one twice was counted by both values joined; an origin reading only the first line would
+   * otherwise see an identity that was never counted.
+   */
+  counted?: readonly string[];
 }
 
 /**
@@ -46,12 +52,12 @@ export type OriginProxy = (
 ) => Promise<Response>;
 
 /** The proxy to one origin; what does not depend on the request is computed here, once. */
-export function createProxy({ originUrl, timeoutMs }: ProxyOptions): OriginProxy {
+export function createProxy({ originUrl, timeoutMs, counted = [] }: ProxyOptions): OriginProxy {
   // Scheme, host, port and base path: a parsed request path always starts with `/`, so appending it can
   // only extend the origin's path, never change its host.
   const base = `${originUrl.origin}${originUrl.pathname.replace(/\/+$/, "")}`;
   return (request, url, clientIp, timer) =>
-    forward(request, url, `${base}${url.pathname}${url.search}`, timeoutMs, clientIp, timer);
+    forward(request, url, `${base}${url.pathname}${url.search}`, timeoutMs, clientIp, counted, timer);
 }
 
 /** The same, for a WebSocket handshake: `Upgrade` and `Connection` are what it rides on. */
@@ -75,6 +81,7 @@ async function forward(
   target: string,
   timeoutMs: number,
   clientIp: string | undefined,
+  counted: readonly string[],
   running: RunningTimer | undefined,
 ): Promise<Response> {
   const websocket = request.headers.get("upgrade")?.toLowerCase() === "websocket";
@@ -82,6 +89,10 @@ async function forward(
   const headers = new Headers(request.headers);
   dropHopByHop(headers, websocket);
   headers.delete("host"); // fetch sets Host from the target URL: the origin's host
+  for (const name of counted) {
+    const value = headers.get(name); // several lines read as one, joined by ", "
+    if (value?.includes(",")) headers.set(name, value);
+  }
   if (clientIp !== undefined) headers.set("X-Forwarded-For", clientIp);
   else headers.delete("X-Forwarded-For"); // a client-supplied chain is never passed on as if we vouched for it
   headers.set("X-Forwarded-Proto", url.protocol.slice(0, -1)); // "https:" → "https"

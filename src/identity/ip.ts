@@ -98,8 +98,9 @@ export function clientIpFrom(headers: Headers, trustedHeader: string): string | 
   if (known !== undefined) return known;
   const value = raw.trim();
   if (!value) return undefined;
-  // A chained value (the trusted header is X-Forwarded-For behind a known proxy) names the client first.
-  const ip = canonicalIp(value.split(",")[0] ?? value);
+  // A chained value (the trusted header is X-Forwarded-For behind a known proxy): that proxy appends the
+  // address it saw, last; every entry before it is whatever the client sent.
+  const ip = canonicalIp(value.slice(value.lastIndexOf(",") + 1));
   if (raw.length <= RECENT_IP_MAX_LENGTH) recentIps.set(raw, ip);
   return ip;
 }

@@ -100,8 +100,11 @@ export class RequestIdentity {
         return "global";
       case "header":
         return nonEmpty(this.request.headers.get(part.name));
-      case "query":
-        return nonEmpty(this.url.searchParams.get(part.name));
+      case "query": {
+        // Given twice, it is no one identity: origins read the first (most) or the last (PHP, Rails).
+        const values = this.url.searchParams.getAll(part.name);
+        return values.length === 1 ? nonEmpty(values[0] ?? null) : undefined;
+      }
     }
   }
 

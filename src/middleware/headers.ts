@@ -116,7 +116,7 @@ export function rateLimitHeaders(results: readonly RuleResult[]): Record<string,
  * more than the rule can ever grant, one full period (retrying sooner cannot help; its `retryAfterMs` is when
  * more quota comes, its `t`); a full concurrency rule, 1 s (slots free up as requests finish).
  */
-function deniedForMs(result: RuleResult): number {
+export function deniedForMs(result: RuleResult): number {
   if (result.outcome === "cost-exceeds-capacity") return Math.max(result.periodMs, result.retryAfterMs);
   return result.call.algorithm === "concurrency" ? 1_000 : result.retryAfterMs;
 }

@@ -8,6 +8,7 @@
 
 import type { Decision } from "../engine/types";
 import { showHash } from "../identity/show";
+import { deniedForMs } from "../middleware/headers";
 import { ruleVerdictOf } from "./verdict";
 
 /**
@@ -40,7 +41,8 @@ export function decisionLogLine(
       identity: showHash(r.call.identityHash),
       limit: r.limit,
       remaining: r.remaining,
-      retry_after_ms: r.retryAfterMs,
+      // A denied rule's as its 429 says it (a cost above capacity: one period).
+      retry_after_ms: r.outcome === "allowed" ? r.retryAfterMs : deniedForMs(r),
       ...(r.delayMs ? { delay_ms: r.delayMs } : {}),
       source: r.source,
       ...(r.reason ? { reason: r.reason } : {}),

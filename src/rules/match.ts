@@ -21,7 +21,9 @@ export interface CompiledRule {
 /** Compiles every rule's `match` once (per isolate, or per middleware instance). */
 export function compileRules(rules: readonly RuleConfig[]): CompiledRule[] {
   return rules.map((rule) => {
-    const methods = rule.match.methods ? new Set(rule.match.methods) : undefined;
+    // HEAD runs a GET's handler at most origins (Hono, Express, Go, Rails): a GET rule covers it too.
+    const listed = rule.match.methods;
+    const methods = listed ? new Set(listed.includes("GET") ? [...listed, "HEAD"] : listed) : undefined;
     const path = rule.match.path === undefined ? undefined : compilePath(rule.match.path);
     const host = rule.match.host === undefined ? undefined : compileHost(rule.match.host);
     return {
@@ -49,13 +51,20 @@ export function compilePath(pattern: string): RegExp {
   return new RegExp(`^${source}$`);
 }
 
-/** `api.example.com` (exact, case-insensitive), `*.example.com` (any subdomain); with `:port`, the port must match too. */
+/**
+ * `api.example.com` (exact, case-insensitive), `*.example.com` (any subdomain); with `:port`, the port must
+ * match too. A fully qualified name's trailing dot (`api.example.com.`, the same host) is not another host.
+ */
 function compileHost(pattern: string): (url: URL) => boolean {
   const wanted = pattern.toLowerCase();
   const withPort = wanted.includes(":");
+  const hostOf = (url: URL): string => {
+    const host = withPort ? url.host : url.hostname;
+    return withPort ? host.replace(/\.(?=:\d*$)/, "") : host.endsWith(".") ? host.slice(0, -1) : host;
+  };
   if (wanted.startsWith("*.")) {
     const suffix = wanted.slice(1);
-    return (url) => (withPort ? url.host : url.hostname).endsWith(suffix);
+    return (url) => hostOf(url).endsWith(suffix);
   }
-  return (url) => (withPort ? url.host : url.hostname) === wanted;
+  return (url) => hostOf(url) === wanted;
 }

@@ -165,6 +165,8 @@ function describe(req, url, body) {
     path: url.pathname,
     query,
     headers: req.headers,
+    // As the lines came (Node joins a field sent twice in `headers`): name, value, name, value, …
+    rawHeaders: req.rawHeaders,
     bodyLength: body.length,
     receivedAtMs: Date.now(),
   };
