@@ -18,6 +18,9 @@ export interface CompiledRule {
   matches(method: string, target: RequestTarget): boolean;
 }
 
+/** A segment's `;name=value` parameters, which some origins drop before routing. */
+const PATH_PARAMETERS = /;[^/]*/g;
+
 /** Compiles every rule's `match` once (per isolate, or per middleware instance). */
 export function compileRules(rules: readonly RuleConfig[]): CompiledRule[] {
   return rules.map((rule) => {
@@ -34,7 +37,9 @@ export function compileRules(rules: readonly RuleConfig[]): CompiledRule[] {
         if (path === undefined || path.test(target.path)) return true;
         // The path as sent, too: an origin that keeps `%2F` inside a segment (Hono) routes `/files/a%2Fb` to
         // `/files/:name`, and a pattern written with escapes matches only its own spelling. More is safe.
-        return target.path !== target.url.pathname && path.test(target.url.pathname);
+        if (target.path !== target.url.pathname && path.test(target.url.pathname)) return true;
+        // And without path parameters: Tomcat, Spring and Jetty route `/api;a=1/x` to `/api/x`.
+        return target.path.includes(";") && path.test(target.path.replace(PATH_PARAMETERS, ""));
       },
     };
   });

@@ -68,6 +68,12 @@ describe("a rule matches the request the origin serves", () => {
     expect(matched("POST", "https://x.test/search/a")).not.toContain("get-only");
   });
 
+  it("a path parameter is no way past a path rule (Tomcat, Spring, Jetty route /api;a=1/x to /api/x)", () => {
+    expect(matched("GET", "https://x.test/q;a=1/x")).toContain("query");
+    expect(matched("GET", "https://x.test/q%3bx/x")).toContain("query");
+    expect(matched("GET", "https://x.test/qq;a=1/x")).not.toContain("query");
+  });
+
   it("a host with a trailing dot is the same host, exact or by wildcard", () => {
     expect(matched("GET", "https://api.example.com./x")).toContain("host");
     expect(matched("GET", "https://a.example.org./x")).toContain("any-host");
