@@ -7,7 +7,7 @@
  */
 
 import { BoundedMap } from "../util/bounded-map";
-import { type Algorithm, isBucket } from "./types";
+import { type Algorithm, isBucket, unitUs } from "./types";
 
 const encoder = new TextEncoder();
 
@@ -88,7 +88,7 @@ export interface FenceLimits {
 
 /** A token bucket's capacity under `limits`, µs, as the script works it out: whole µs per unit. */
 export const capacityUs = ({ limit, periodMs, burst }: FenceLimits): number =>
-  burst * Math.ceil((periodMs * 1000) / limit);
+  burst * unitUs(limit, periodMs);
 
 /**
  * How long a reset fence must stand, ms, for state of `algorithm` whose units may have been taken under any

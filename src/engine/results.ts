@@ -7,7 +7,7 @@
  * optimized when a few Redis-decided requests come among thousands decided from leases; results shaped by
  * their source would send that code back to the interpreter each time (`node bench/deopts.mjs` shows it).
  */
-import { type Decision, isBucket, type RefundCall, type RuleResult } from "./types";
+import { type Decision, isBucket, type RefundCall, type RuleResult, unitUs } from "./types";
 
 /**
  * What a result is made from: `periodMs` and `overridden` may be left out for the call's own terms (only a Redis
@@ -86,8 +86,8 @@ export function refundOf(result: RuleResult, units: number): RefundCall {
 export function retryAfterForMore(result: RuleResult, units: number): number {
   const { algorithm } = result.call;
   if (units <= 0 || algorithm === "fixed-window") return result.retryAfterMs;
-  // A unit's time as the script counts it: whole µs, rounded up.
-  const unitUs = Math.ceil((result.periodMs * 1000) / result.limit);
-  if (isBucket(algorithm)) return result.retryAfterMs + Math.ceil((units * unitUs) / 1000);
+  if (isBucket(algorithm)) {
+    return result.retryAfterMs + Math.ceil((units * unitUs(result.limit, result.periodMs)) / 1000);
+  }
   return Math.max(result.retryAfterMs, result.resetAfterMs);
 }

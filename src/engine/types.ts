@@ -36,6 +36,16 @@ export const isBucket = (algorithm: Algorithm): boolean =>
  */
 export const capacityOf = (call: RuleCall): number => (isBucket(call.algorithm) ? call.burst : call.limit);
 
+/** A bucket's time per unit under `limit` a `periodMs`, µs, as the script counts it: whole µs, rounded up. */
+export const unitUs = (limit: number, periodMs: number): number => Math.ceil((periodMs * 1000) / limit);
+
+/**
+ * Whether two calls of one rule and identity run under the same limits: tiers of one limit may differ in
+ * period or burst, and share the identity's state.
+ */
+export const sameLimits = (a: RuleCall, b: RuleCall): boolean =>
+  a.algorithm === b.algorithm && a.limit === b.limit && a.periodMs === b.periodMs && a.burst === b.burst;
+
 /** `on` enforces, `monitor` counts and reports but never denies, `off` is never sent to Redis. */
 export const MODES = ["on", "off", "monitor"] as const;
 export type Mode = (typeof MODES)[number];

@@ -3,7 +3,7 @@
  * (rule, identity), and which requests it may serve; one lease call on its way. The isolate's table of them
  * is src/leases/table.ts.
  */
-import type { LeaseGrant, RuleCall, RuleResult } from "../engine/types";
+import { type LeaseGrant, type RuleCall, type RuleResult, sameLimits } from "../engine/types";
 
 /** One live lease. */
 export interface Lease {
@@ -53,12 +53,5 @@ export const fits = (lease: Lease, call: RuleCall, now: number): boolean =>
 
 /** A lease serves only requests under the terms it was granted under. */
 export function sameTerms(a: RuleCall, b: RuleCall): boolean {
-  return (
-    a.algorithm === b.algorithm &&
-    a.limit === b.limit &&
-    a.periodMs === b.periodMs &&
-    a.burst === b.burst &&
-    a.mode === b.mode &&
-    (a.override ?? true) === (b.override ?? true)
-  );
+  return sameLimits(a, b) && a.mode === b.mode && (a.override ?? true) === (b.override ?? true);
 }

@@ -41,6 +41,7 @@ import {
   isBucket,
   type RuleCall,
   type RuleResult,
+  sameLimits,
 } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 
@@ -102,13 +103,6 @@ export class Refresh {
 }
 
 const keyOf = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
-
-/**
- * Whether two calls of one rule and identity run under the same limits: tiers of one limit may differ in
- * period or burst, and share the identity's state.
- */
-const sameLimits = (a: RuleCall, b: RuleCall): boolean =>
-  a.algorithm === b.algorithm && a.limit === b.limit && a.periodMs === b.periodMs && a.burst === b.burst;
 const entryKey = (call: RuleCall): string => keyOf(call.rule, call.identityHash);
 
 /**
