@@ -1,5 +1,5 @@
 /**
- * Dependencies point one way (README, "Development"): each layer imports only its own layer and the ones
+ * Dependencies point one way (docs/development.md): each layer imports only its own layer and the ones
  * before it. A cycle fails too, type-only imports included (`tsPreCompilationDeps`), so a
  * `import type` cannot smuggle an upward edge past the check. `npm run check` runs this on src/.
  */

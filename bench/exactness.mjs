@@ -36,7 +36,7 @@ export async function hammer(urls, { total, concurrency, headers }) {
         await response.arrayBuffer();
         status = String(response.status);
         const reason = /desc="([^"]+)"/.exec(response.headers.get("server-timing") ?? "")?.[1];
-        // A lease is Redis's decision made ahead of time (README "Leases"), not a degraded one.
+        // A lease is Redis's decision made ahead of time (docs/leases.md), not a degraded one.
         if (reason === "lease" && response.status === 200) leased++;
         else if (reason && response.status === 200) degraded[reason] = (degraded[reason] ?? 0) + 1;
       } catch {

@@ -211,7 +211,8 @@ export async function runOverhead({
         pids: pidsOf(target),
         ...(target.cold && { script: coldScript }),
       });
-      // Upstash bills EVALSHA plus every command the script runs (README "Redis"); INFO itself excluded.
+      // Upstash bills EVALSHA plus every command the script runs (docs/algorithms.md, "What a decision
+      // costs"); INFO itself excluded.
       const after = await commandCalls();
       let billable = 0;
       for (const [name, n] of Object.entries(after)) if (name !== "info") billable += n - (before[name] ?? 0);
@@ -322,7 +323,7 @@ function pairedVsBare(runs) {
   return ` Round by round, (c) vs (b) over ${rounds.length} rounds: req/s ${spread(rps)}, CPU efficiency ${spread(cpu)}.`;
 }
 
-/** The lease goals (README "Leases"), each checked against this run's medians. */
+/** The lease goals (docs/leases.md), each checked against this run's medians. */
 function leaseGoals(byId, runs) {
   const { b, c } = byId;
   const contract = byId["b+"];

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// `npm start`: the whole stack on this machine (README: "Running it locally"). An ephemeral redis-server and the local
-// Upstash-compatible REST server (unless UPSTASH_REDIS_REST_URL/_TOKEN are given), a demo origin (unless
+// `npm start`: the whole stack on this machine (docs/development.md, "Running it locally"). An ephemeral
+// redis-server and the local Upstash-compatible REST server (unless UPSTASH_REDIS_REST_URL/_TOKEN are given), a demo origin (unless
 // ORIGIN_URL is given) and the Worker in `wrangler dev` on 127.0.0.1:PORT. stdout carries only the ready
 // line and a curl loop to try; everything else goes to stderr. SIGINT/SIGTERM/SIGHUP stop every process
 // started; a failure to start stops them too and exits 1 with a message.
@@ -121,13 +121,13 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   cleanups.push(() => rest.close());
   vars.UPSTASH_REDIS_REST_URL = rest.url;
   vars.UPSTASH_REDIS_REST_TOKEN = rest.token;
-  // Keys of different identities live in different hash slots: split such requests (README "Scaling out").
+  // Keys of different identities live in different hash slots: split such requests (docs/scaling-out.md).
   vars.RATE_LIMIT_REDIS_CLUSTER = "on";
   log(
     `Redis Cluster (ephemeral, 3 masters + 3 replicas) at ${cluster.urls.join(", ")}; REST server at ${rest.url}`,
   );
 } else if (redisMode === "databases") {
-  // Three independent databases, each behind its own REST server, one token for all (README "Scaling out").
+  // Three independent databases, each behind its own REST server, one token for all (docs/scaling-out.md).
   const servers = await step("redis-server", () => startRedisServers(3));
   cleanups.push(() => Promise.all(servers.map((server) => server.close())));
   const token = randomBytes(16).toString("hex");

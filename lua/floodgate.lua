@@ -7,8 +7,8 @@ this script touches arrives in KEYS and no key is shared by all identities. Stoc
 the local REST server strips it (and maps the SHA) the way Upstash accepts it.
 
 Upstash bills the EVALSHA plus every command run inside it, so the allowed path of each algorithm is kept
-to the fewest commands (README, "What a decision costs"): no per-call extras, TIME only when some rule needs
-the clock, and an override read only for the identities the caller knows to have one.
+to the fewest commands (docs/algorithms.md, "What a decision costs"): no per-call extras, TIME only when
+some rule needs the clock, and an override read only for the identities the caller knows to have one.
 
 KEYS:
   KEYS[i]      state key of rule i = 1..n   <prefix>:<rule>:{<hash>} (layout per algorithm below)
@@ -252,8 +252,8 @@ Give-back call (ARGV[1] = "5"), for a delayed request whose client went away bef
   written lies behind now, where putting back an earlier one changes nothing (both leave the bucket full),
   and a fence cut to 30 s falls only after STAMP_HORIZON_MS. Returns 1 if given back, else 0.
 
-Re-aim call (ARGV[1] = "6"), by the admin API once it has set or removed an override (README "How soon an
-  override applies"): KEYS[1] a fixed-window rule's state key, ARGV[2] the period now in force (ms). A live
+Re-aim call (ARGV[1] = "6"), by the admin API once it has set or removed an override (docs/operating.md,
+  "How soon an override applies"): KEYS[1] a fixed-window rule's state key, ARGV[2] the period now in force (ms). A live
   counter whose expiry is not the end of that period's current window (it was created under another period)
   is made to expire there, keeping its count. Returns 1 if re-aimed, else 0.
 

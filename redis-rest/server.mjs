@@ -1,5 +1,5 @@
 // The HTTP side of the local Upstash-compatible REST server: routes, auth, bodies, status codes.
-// Behaviour is described in the README's "The local Upstash-compatible REST server (`redis-rest/`)" and follows
+// Behaviour is described in docs/development.md, "The local Upstash-compatible REST server (`redis-rest/`)", and follows
 // what @upstash/redis sends and expects.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";

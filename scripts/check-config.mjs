@@ -123,7 +123,7 @@ try {
       `  not set here, assumed to be secrets (check \`wrangler secret list\`): ${assumed.join(", ")}`,
     );
   }
-  // Admin requests and sign-ins are never rate-limited (README "Operating Floodgate"): only the token's length
+  // Admin requests and sign-ins are never rate-limited (docs/operating.md): only the token's length
   // stands between the admin API and someone guessing it. Its length is named, never the token.
   if (config.adminToken !== undefined && config.adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
     console.warn(

@@ -7,7 +7,7 @@
 export interface Env {
   /** Where allowed requests go: scheme + host [+ port] [+ base path]. */
   ORIGIN_URL?: string;
-  /** The Upstash (or local Upstash-compatible) REST endpoint; several comma-separated (README "Scaling out"). */
+  /** The Upstash (or local Upstash-compatible) REST endpoint; several comma-separated (docs/scaling-out.md). */
   UPSTASH_REDIS_REST_URL?: string;
   /** Secret: the REST token; with several endpoints, one for all or one per URL in the same order. */
   UPSTASH_REDIS_REST_TOKEN?: string;
@@ -19,11 +19,11 @@ export interface Env {
   RATE_LIMIT_FAILURE?: string;
   /** Budget for one request's Redis wait, in ms. @default 200 */
   RATE_LIMIT_TIMEOUT_MS?: string | number;
-  /** `on` | `off`: hot identities decided from leases (README "Leases"). @default "on" */
+  /** `on` | `off`: hot identities decided from leases (docs/leases.md). @default "on" */
   RATE_LIMIT_LEASES?: string;
   /** The longest life of a lease, in ms. @default 1000 */
   RATE_LIMIT_LEASE_MS?: string | number;
-  /** `on` | `off`: the Redis endpoints are Redis Clusters (README "Scaling out"). @default "off" */
+  /** `on` | `off`: the Redis endpoints are Redis Clusters (docs/scaling-out.md). @default "off" */
   RATE_LIMIT_REDIS_CLUSTER?: string;
   /** How long to wait for the origin's response headers, in ms. @default 30000 */
   ORIGIN_TIMEOUT_MS?: string | number;

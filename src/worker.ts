@@ -29,13 +29,13 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     cluster: config.cluster,
   });
   const { stores } = engine;
-  // README "Leases": hot identities decided here from units Redis handed out ahead of time.
+  // docs/leases.md: hot identities decided here from units Redis handed out ahead of time.
   const decider =
     config.leases === "on"
       ? withLeases(engine.decider, { refund: engine.refund, maxMs: config.leaseMs })
       : engine.decider;
   // Keys shared by every identity (live modes, change log, override index, dashboard counts) live on the
-  // first endpoint (README "Scaling out").
+  // first endpoint (docs/scaling-out.md).
   const store = stores[0] as (typeof stores)[0];
   const liveModes = createLiveModes(store.redis, config.prefix, {
     ruleNames: config.rules.map((rule) => rule.name),
@@ -55,7 +55,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     decider,
     liveModes,
     metrics,
-    // Health reports the JWKS as the limiter's verifier last knew it (README "Health").
+    // Health reports the JWKS as the limiter's verifier last knew it (docs/operating.md, "Health").
     jwks: verifyJwt?.jwks,
   });
 

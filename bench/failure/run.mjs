@@ -2,7 +2,7 @@
  * What a Redis failure costs the proxy: requests/s and latency of Floodgate under `workerd serve` with Redis
  * healthy, then killed (the REST server answers 503 at once), then frozen with SIGSTOP (every call would
  * hang until the decision budget), in one run, interleaved: healthy, killed, healthy, frozen, … Goal
- * (README "When things fail"): a dead Redis costs < 10% throughput and no p99 spike once the breaker is open.
+ * (docs/failure-modes.md): a dead Redis costs < 10% throughput and no p99 spike once the breaker is open.
  *
  *   node bench/failure/run.mjs [--seconds 5] [--rounds 3] [--connections 32]
  *

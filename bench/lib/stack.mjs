@@ -1,7 +1,7 @@
 /**
  * The real parts every benchmark runs against, each its own process so its CPU can be read from /proc:
  * an ephemeral redis-server, the project's Upstash-compatible REST server (redis-rest/, through its CLI as
- * the README's "Running it locally" defines it), and a Node origin that answers `200 ok`.
+ * docs/development.md, "Running it locally", defines it), and a Node origin that answers `200 ok`.
  */
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";

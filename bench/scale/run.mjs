@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { pathToFileURL } from "node:url";
 /**
- * Scaling out, side by side in one run (README "Scaling out"):  node bench/scale/run.mjs [--decisions 4000]
+ * Scaling out, side by side in one run (docs/scaling-out.md):  node bench/scale/run.mjs [--decisions 4000]
  *   1. one database vs three (three redis-servers, each behind its own REST server): decisions/s through
  *      the engine the Worker runs (src/resilience/endpoints.ts, bundled as for deploy, driven from Node), and
  *      Redis CPU per decision (INFO cpu of every redis-server, summed) and EVALSHA µs per call;

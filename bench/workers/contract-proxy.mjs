@@ -1,7 +1,7 @@
 /**
- * Target (b+): a bare proxy doing, with nothing decided, the per-request work the README asks of ANY proxy
- * in Floodgate's place: hop-by-hop fields dropped both ways, `X-Forwarded-For/-Proto/-Host` toward the
- * origin, a bound on the wait for the origin's headers (one timer, cleared when they arrive), and the five
+ * Target (b+): a bare proxy doing, with nothing decided, the per-request work docs/configuration.md
+ * ("Responses") asks of ANY proxy in Floodgate's place: hop-by-hop fields dropped both ways,
+ * `X-Forwarded-For/-Proto/-Host` toward the origin, a bound on the wait for the origin's headers (one timer, cleared when they arrive), and the five
  * rate-limit headers plus `Server-Timing` on the answer (fixed values). A request decided from a lease does
  * this and spends its lease: (b+) ÷ (b) is what that contract costs, (c) ÷ (b+) what Floodgate's own code
  * costs on top.

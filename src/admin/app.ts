@@ -1,5 +1,5 @@
 /**
- * The admin API (README: "Operating Floodgate") as its own Hono app, mounted by the Worker at `ADMIN_PREFIX`:
+ * The admin API (docs/operating.md) as its own Hono app, mounted by the Worker at `ADMIN_PREFIX`:
  *
  *   app.route(ADMIN_PREFIX, createAdminApp((c) => adminContextFor(c)));
  *
@@ -39,7 +39,7 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
 
   app.get("/health", async (c) => {
     const admin = await resolve(c);
-    // Never longer than a proxied request waits for Redis (README "Health").
+    // Never longer than a proxied request waits for Redis (docs/operating.md, "Health").
     const report = await healthOfEndpoints(admin.endpoints, admin.scriptSha, admin.endpointHealth(), {
       waitUntil: (probe) => c.executionCtx.waitUntil(probe),
       waitMs: admin.config.timeoutMs,

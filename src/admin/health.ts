@@ -8,7 +8,7 @@
  * probe itself is bounded by the admin client's per-command timeout (the store's `adminTimeoutMs`, 5 s), but
  * a check waits for it at most `waitMs` (the Worker passes the decision budget, `RATE_LIMIT_TIMEOUT_MS`), and
  * not at all while the endpoint's breaker is open: a probe that has not answered by then counts as Redis
- * unreachable, and goes on in the background, so the checks after it get its answer (README "Health").
+ * unreachable, and goes on in the background, so the checks after it get its answer (docs/operating.md, "Health").
  * A load balancer's health check thus never waits longer than a proxied request would.
  */
 import type { Redis } from "@upstash/redis";
@@ -22,12 +22,12 @@ import { within } from "../util/timer";
 /** The health body. */
 export interface HealthReport extends EndpointHealth {
   /**
-   * Only with a JWKS URL: what this isolate last knew of it, never fetched for health (README "Health");
+   * Only with a JWKS URL: what this isolate last knew of it, never fetched for health (docs/operating.md, "Health");
    * `status` is `degraded` while it is `unavailable`.
    */
   jwks?: JwksHealth;
   /**
-   * With several databases (README "Scaling out"): each endpoint's own report, in `UPSTASH_REDIS_REST_URL`'s
+   * With several databases (docs/scaling-out.md): each endpoint's own report, in `UPSTASH_REDIS_REST_URL`'s
    * order (by position, never by URL); the fields above then sum them up (the worst of each).
    */
   endpoints?: Array<EndpointHealth & { endpoint: number }>;
@@ -152,8 +152,8 @@ export async function healthOfEndpoints(
   const report = each.length === 1 ? (each[0] as HealthReport) : summed(each);
   const { jwks } = options;
   if (!jwks) return report;
-  // Meanwhile a token no key fetched before can check is counted by client IP or refused (README "When
-  // things fail").
+  // Meanwhile a token no key fetched before can check is counted by client IP or refused (docs/failure-modes.md,
+  // "JWKS").
   return { ...report, status: jwks.status === "unavailable" ? "degraded" : report.status, jwks };
 }
 

@@ -2,7 +2,7 @@
  * `:identity` in admin paths: the raw value a rule's key extracts (an API key, a client IP, the canonical
  * `ip/64` prefix, a composite `a|b`), URL-decoded exactly once and hashed exactly as the proxy hashes it,
  * or `hash:<hashed form>` to name a hashed identity directly: the 22-character base64url that `hashIdentity`
- * produces and lists show, or the same 16 bytes as 32 hex digits (the README's "Operating Floodgate" says `hash:<hex>`).
+ * produces and lists show, or the same 16 bytes as 32 hex digits (docs/operating.md, "Naming a client", says `hash:<hex>`).
  */
 import type { RuleConfig } from "../config";
 import { hashFromHex, hashIdentity } from "../engine/keys";

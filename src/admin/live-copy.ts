@@ -1,7 +1,7 @@
 /**
  * The live modes an admin view shows (`GET /rules`, the dashboard): read from the first endpoint, or, while its
- * breaker is open or when the read fails, this isolate's own copy, the modes it obeys right now (README "Live
- * mode switch": `liveModesFrom`). A Redis that is down is when operators need these views most.
+ * breaker is open or when the read fails, this isolate's own copy, the modes it obeys right now (docs/operating.md,
+ * "Live mode switch": `liveModesFrom`). A Redis that is down is when operators need these views most.
  */
 import type { WaitUntil } from "../engine/types";
 import { type LiveModes, NO_LIVE_MODES, readLiveModes } from "../live/modes";

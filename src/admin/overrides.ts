@@ -1,5 +1,5 @@
 /**
- * Per-identity overrides in Redis (README "Scaling out"): a hash at `<prefix>:override:<rule>:{<hash>}` with fields
+ * Per-identity overrides in Redis (docs/scaling-out.md): a hash at `<prefix>:override:<rule>:{<hash>}` with fields
  * `limit`, `period` (ms) and `burst`, read by the decision script in the same call as the limit it changes,
  * once the deciding isolate knows it exists (src/live/overrides.ts: the override index, written before the
  * override). Override keys carry no TTL unless the operator gave one: the `ttl` is the

@@ -1,7 +1,7 @@
 import { decodedPath } from "../rules/path";
 
 /**
- * Where the admin API and the dashboard live (README "Operating Floodgate"): every path under it is theirs,
+ * Where the admin API and the dashboard live (docs/operating.md): every path under it is theirs,
  * never rate-limited and never proxied.
  */
 export const ADMIN_PREFIX = "/__floodgate";

@@ -16,7 +16,7 @@ import type { Override, OverrideTarget } from "./overrides";
  * the counter as it is; after a set, a longer window would otherwise lose the count when the shorter one ends.
  * The period in force is the override's, else the rule's own; when some tier of the rule has a period of its
  * own it is not known here (a tier comes from the client's request), and after a removal the counter then
- * keeps its expiry (README "How soon an override applies"). Other algorithms keep no such counter. Past the
+ * keeps its expiry (docs/operating.md, "How soon an override applies"). Other algorithms keep no such counter. Past the
  * `deadline` it is given up like a failed call.
  */
 export async function reaimCounter(

@@ -5,7 +5,7 @@
  * that tier's limits (an unknown tier, like the proxy, gets the rule's own).
  *
  * A `shed` rule's budget for one identity lives in sub-keys `hash(<identity>#<n>)` (src/middleware/shed.ts), each
- * possibly on another endpoint: both routes cover all of them (README "Why is this client blocked? Reset it.").
+ * possibly on another endpoint: both routes cover all of them (docs/operating.md, "Why is this client blocked? Reset it.").
  */
 import type { Hono } from "hono";
 import { type EffectiveLimits, limitsFor } from "../config/limits";

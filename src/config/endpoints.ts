@@ -1,5 +1,5 @@
 /**
- * Several Redis databases (README "Scaling out"): `UPSTASH_REDIS_REST_URL` may list N endpoints separated by
+ * Several Redis databases (docs/scaling-out.md): `UPSTASH_REDIS_REST_URL` may list N endpoints separated by
  * commas, and `UPSTASH_REDIS_REST_TOKEN` then holds one token for all of them or N tokens in the same order,
  * each entry trimmed. One token is taken exactly as given (it may hold a comma). Messages name the binding and the position, and
  * show of a URL only its scheme and host (`shownUrl`), never a token.

@@ -41,17 +41,17 @@ export { MAX_LEASE_MS, MAX_UNITS } from "./schema";
 export interface FloodgateConfig {
   /** `http://origin.invalid` where no proxy is needed (check-config of a library-only setup reports it). */
   originUrl: URL;
-  /** Every endpoint `UPSTASH_REDIS_REST_URL` lists, in its order (README "Scaling out"). */
+  /** Every endpoint `UPSTASH_REDIS_REST_URL` lists, in its order (docs/scaling-out.md). */
   redisEndpoints: RedisEndpoint[];
   rules: RuleConfig[];
   mode: Mode;
   failure: FailurePolicy;
   timeoutMs: number;
-  /** `RATE_LIMIT_LEASES`: `off` = every request decided in Redis (README "Leases"). */
+  /** `RATE_LIMIT_LEASES`: `off` = every request decided in Redis (docs/leases.md). */
   leases: (typeof ON_OFF)[number];
   /** `RATE_LIMIT_LEASE_MS`: the longest life of a lease, ms. */
   leaseMs: number;
-  /** `RATE_LIMIT_REDIS_CLUSTER`: the endpoints are Redis Clusters (README "Scaling out"). */
+  /** `RATE_LIMIT_REDIS_CLUSTER`: the endpoints are Redis Clusters (docs/scaling-out.md). */
   cluster: boolean;
   originTimeoutMs: number;
   prefix: string;

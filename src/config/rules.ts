@@ -23,7 +23,7 @@ export interface TierLimits {
   burst?: number;
 }
 
-/** A `shed` rule's priority classes (README: "Priority load shedding"). */
+/** A `shed` rule's priority classes (docs/algorithms.md, "Priority load shedding"). */
 export interface ShedConfig {
   /** Where a request's class comes from: the method, or the same forms as `key`. */
   priority: "method" | KeyPart[];
@@ -61,7 +61,7 @@ export interface RuleConfig {
   missing: "ip" | "skip" | "deny";
   /** `shed` rules only. */
   shed?: ShedConfig;
-  /** `false`: never decided from a lease (README "Leases"); concurrency rules never are. */
+  /** `false`: never decided from a lease (docs/leases.md); concurrency rules never are. */
   lease: boolean;
 }
 
@@ -213,7 +213,10 @@ export function headersRead(rules: readonly RuleConfig[]): string[] {
   return [...names];
 }
 
-/** Default sub-keys of a `shed` rule: one per 10 requests of capacity, at most 16 (README: "Priority load shedding"). */
+/**
+ * Default sub-keys of a `shed` rule: one per 10 requests of capacity, at most 16 (docs/algorithms.md,
+ * "Priority load shedding").
+ */
 const defaultShards = (capacity: number): number => Math.max(1, Math.min(16, Math.floor(capacity / 10)));
 
 /** A `shed` rule's classes, checked; `undefined` for other rules (which may not use the shed fields). */

@@ -76,7 +76,7 @@ function renderHealth(data: DashboardData): string {
     Object.entries(byReason)
       .map(([reason, n]) => `${escapeHtml(reason)} ${n}`)
       .join(", ") || "none";
-  // Only with a JWKS URL (README "Health").
+  // Only with a JWKS URL (docs/operating.md, "Health").
   const jwks = health.jwks
     ? `<div><dt>JWKS</dt><dd data-field="health.jwks">${escapeHtml(health.jwks.status)}</dd></div>\n`
     : "";

@@ -44,7 +44,7 @@ export interface DashboardData {
   decisions: {
     last5m: number;
     last1h: number;
-    /** Decided in an isolate from a lease, with no Redis call (README "Leases"), last 5 minutes. */
+    /** Decided in an isolate from a lease, with no Redis call (docs/leases.md), last 5 minutes. */
     leased5m: number;
     degraded5m: Record<string, number>;
     degraded1h: Record<string, number>;

@@ -1,5 +1,5 @@
 /**
- * Slot groups (README "Scaling out"): the rule calls of one request that one script call may decide
+ * Slot groups (docs/scaling-out.md): the rule calls of one request that one script call may decide
  * together. Every key of one identity carries its hash as a Redis Cluster hash tag (src/engine/keys.ts), so
  * the calls of one identity share a slot and the calls of different identities (a per-IP and a per-key rule)
  * may not: on a Redis Cluster each identity is a group of its own, decided on the endpoint that holds it;

@@ -1,5 +1,5 @@
 /**
- * Redis key layout (README "Scaling out"): `<prefix>:<rule>:{<hash>}`, overrides at
+ * Redis key layout (docs/scaling-out.md): `<prefix>:<rule>:{<hash>}`, overrides at
  * `<prefix>:override:<rule>:{<hash>}`. The identity hash is a Redis Cluster hash tag: every key of one
  * identity (all its rules, their overrides) lives in one hash slot, so one script call over them never
  * fails with CROSSSLOT on a cluster. Identities are hashed before they reach a key, so raw API keys, tokens

@@ -1,5 +1,5 @@
 /**
- * Which of several Redis databases holds an identity's keys (README "Scaling out"): rendezvous
+ * Which of several Redis databases holds an identity's keys (docs/scaling-out.md): rendezvous
  * (highest-random-weight) hashing. Every endpoint scores the identity hash; the highest score wins. Adding an
  * endpoint moves only the identities it now wins (about 1/N of them), removing one moves only its own, and
  * the order endpoints are listed in does not matter (they are scored by name, not position).

@@ -18,7 +18,7 @@ export class StoreError extends Error {
   }
 }
 
-// Redis errors meaning "cannot answer right now" (README "When things fail": the rule's `failure` applies),
+// Redis errors meaning "cannot answer right now" (docs/failure-modes.md: the rule's `failure` applies),
 // as opposed to a broken script.
 const UNAVAILABLE = /^(BUSY|LOADING|READONLY|OOM|MASTERDOWN|TRYAGAIN|CLUSTERDOWN)\b/;
 // What a REST 401 (or SRH's 400 for a malformed header) says; the SDK hides the status code.

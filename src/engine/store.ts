@@ -37,7 +37,7 @@ export interface StoreOptions {
   adminTimeoutMs?: number;
   /**
    * Whether a split decision's refund can reach this database (a Redis Cluster, or one of several databases:
-   * README "Scaling out"). Only then does a bucket's lease grant or return write its lease mark, which such a
+   * docs/scaling-out.md). Only then does a bucket's lease grant or return write its lease mark, which such a
    * refund reads. `false` only where no store on the database splits a request: `createEngine` sets it for
    * one database that is not a cluster. @default true
    */

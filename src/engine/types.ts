@@ -89,7 +89,7 @@ export interface RuleCall {
   lease?: boolean;
   /**
    * Set by the edge when the call is not the rule's own: `jwks_unavailable` = a `jwt:` part could not be
-   * checked (README "When things fail"), so the identity is the client IP and the tier the rule's own. Every
+   * checked (docs/failure-modes.md), so the identity is the client IP and the tier the rule's own. Every
    * result of the call carries it unless a degraded answer has a reason of its own.
    */
   reason?: DegradedReason;
@@ -128,7 +128,7 @@ export const failsClosed = (call: RuleCall): boolean => call.mode === "on" && ca
 export type Outcome = "allowed" | "denied" | "cost-exceeds-capacity";
 
 /**
- * Where a rule's result came from: `redis` now, or `lease` (units Redis granted ahead of time: README "Leases");
+ * Where a rule's result came from: `redis` now, or `lease` (units Redis granted ahead of time: docs/leases.md);
  * anything else is a degraded answer and says why.
  */
 export type Source = "redis" | "lease" | "deny-cache" | "fallback" | "undecided";

@@ -1,5 +1,5 @@
 /**
- * Forwards an allowed request to `ORIGIN_URL` and streams the answer back (README: "Responses").
+ * Forwards an allowed request to `ORIGIN_URL` and streams the answer back (docs/configuration.md, "Responses").
  * - Only ever `ORIGIN_URL`: the target is built from the origin's scheme/host/port/base path plus the
  *   request's path and query; the client's `Host`, an absolute-form request URL or `//host` paths cannot
  *   change where it goes (no open proxy).

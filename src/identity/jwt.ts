@@ -3,7 +3,7 @@
  * (an unverified claim is forgeable). HS* tokens against `RATE_LIMIT_JWT_SECRET`, everything else against
  * `RATE_LIMIT_JWKS_URL`. Invalid, expired or absent tokens yield `undefined` (the rule's `missing` decides);
  * a token that cannot be checked because the JWKS is unreachable is not the client's fault, and rejects with
- * `JwksUnavailableError` instead (README "When things fail").
+ * `JwksUnavailableError` instead (docs/failure-modes.md).
  */
 import {
   createLocalJWKSet,
@@ -28,7 +28,7 @@ export type JwtVerifier = ((token: string, waitUntil?: WaitUntil) => Promise<JWT
 };
 
 /**
- * The JWKS as this isolate last knew it, without fetching it (README "Health"): `unknown` until a fetch has
+ * The JWKS as this isolate last knew it, without fetching it (docs/operating.md, "Health"): `unknown` until a fetch has
  * ended, then whether the last one brought a key set (`ok`) or not (`unavailable`, until it may be asked
  * again: then `unknown`).
  */
@@ -74,7 +74,7 @@ export interface JwtOptions {
   secret?: string | undefined;
   /**
    * JWKS endpoint for RS*, PS*, ES* and EdDSA; fetched lazily, cached by jose, waited for at most the
-   * middleware's `timeoutMs` (README "When things fail").
+   * middleware's `timeoutMs` (docs/failure-modes.md).
    */
   jwksUrl?: URL | string | undefined;
 }

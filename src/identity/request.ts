@@ -38,7 +38,7 @@ export class RequestIdentity {
   waitUntil?: WaitUntil;
   /**
    * Set once the request's token turned out uncheckable because the JWKS could not be fetched: its `jwt:`
-   * parts are then missing through no fault of the client (README "When things fail").
+   * parts are then missing through no fault of the client (docs/failure-modes.md).
    */
   jwksUnavailable?: JwksUnavailableError;
 

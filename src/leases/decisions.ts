@@ -1,5 +1,5 @@
 /**
- * Between decisions and the isolate's lease table (README: "Leases"): a request decided from its leases
+ * Between decisions and the isolate's lease table (docs/leases.md): a request decided from its leases
  * (`decideFromLeases`), a request sent to Redis with what a lease too short for it holds (`spendShort`), a
  * Redis decision taken in (`take` its grants, `observed` its figures) and made the request's answer
  * (`answerOf`). When each runs is src/leases/index.ts.

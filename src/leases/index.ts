@@ -4,7 +4,7 @@
  * request's cost (lua/floodgate.lua, call "4"); later requests spend them here until they run out or the
  * lease expires; what is left at expiry goes back to Redis (src/leases/returns.ts). A request is decided
  * here only when EVERY one of its rules holds a live lease with room for its cost: otherwise one Redis
- * call decides all of them, as always (all-or-nothing stays). README: "Leases".
+ * call decides all of them, as always (all-or-nothing stays). docs/leases.md.
  */
 import { DEFAULTS } from "../engine/defaults";
 import { type DecideOptions, type Decision, holdsSlot, type RuleCall, type WaitUntil } from "../engine/types";

@@ -1,5 +1,5 @@
 /**
- * The records of leasing (README: "Leases"): one lease, the units a Redis decision took ahead of time for a
+ * The records of leasing (docs/leases.md): one lease, the units a Redis decision took ahead of time for a
  * (rule, identity), and which requests it may serve; one lease call on its way. The isolate's table of them
  * is src/leases/table.ts.
  */

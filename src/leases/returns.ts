@@ -1,7 +1,7 @@
 /**
  * What a lease did not spend goes back to Redis after its expiry (lua/floodgate.lua, call "3"), in the
  * background, sent by the isolate's next request (any identity): no timer keeps a finished request alive
- * for it. README: "Leases".
+ * for it. docs/leases.md.
  */
 import { refundOf } from "../engine/results";
 import { isBucket, type RefundCall, type WaitUntil } from "../engine/types";

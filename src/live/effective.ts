@@ -1,5 +1,5 @@
 /**
- * Which mode a rule is in, and why (README: "Operating Floodgate"): live per-rule > the rule's configured `mode` >
+ * Which mode a rule is in, and why (docs/operating.md): live per-rule > the rule's configured `mode` >
  * live global > `RATE_LIMIT_MODE`.
  */
 import type { Mode } from "../engine/types";

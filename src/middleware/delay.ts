@@ -1,5 +1,5 @@
 /**
- * Delay instead of deny (README: "Delay instead of deny"): a token-bucket/GCRA rule with a `delay` admits a
+ * Delay instead of deny (docs/algorithms.md, "Delay instead of deny"): a token-bucket/GCRA rule with a `delay` admits a
  * request over the rate with a slot the script reserved for it, `delayMs` from now. The request waits here
  * for its slot, holding no Redis call open; several delayed rules wait for the longest (the script reserved
  * all of them or none). A client that goes away while waiting gives its slots back.

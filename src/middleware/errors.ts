@@ -1,5 +1,5 @@
 /**
- * The limiter's request-time outcomes (README: "Rules", "Responses", "When things fail"): 400 for a bad cost, 401 for a missing
+ * The limiter's request-time outcomes (README "Rules", "Responses"; docs/failure-modes.md): 400 for a bad cost, 401 for a missing
  * identity under `missing = "deny"`, 429 when a rule denies, 503 when Redis cannot decide and a rule fails
  * closed. Each is a `ProblemError` (an `HTTPException`): the middleware throws it, and the app's
  * `onError` (or Hono's default) answers with its problem+json. Types are the IANA ones of the RateLimit
@@ -70,7 +70,7 @@ export class QuotaExceededError extends ProblemError {
 }
 
 /**
- * 503: a `shed` rule shed the request to protect the origin (README: "Priority load shedding"). Not a 429:
+ * 503: a `shed` rule shed the request to protect the origin (docs/algorithms.md, "Priority load shedding"). Not a 429:
  * the client did nothing wrong, the origin is near capacity.
  */
 export class LoadShedError extends ProblemError {
@@ -93,7 +93,7 @@ export class LoadShedError extends ProblemError {
 
 /**
  * 503: Redis could not decide (or the JWKS a `jwt:` key needs could not be fetched) and a matched `on` rule fails
- * closed (README: "When things fail").
+ * closed (docs/failure-modes.md).
  */
 export class ReducedCapacityError extends ProblemError {
   override readonly name = "ReducedCapacityError";

@@ -1,5 +1,5 @@
 /**
- * THE serializer of the rate-limit response headers (README: "Responses"). Kept in one module because a later
+ * THE serializer of the rate-limit response headers (docs/configuration.md, "Responses"). Kept in one module because a later
  * revision of the IETF draft (draft-ietf-httpapi-ratelimit-headers) may still rename `r`/`t`: it would change
  * this file only.
  *

@@ -30,7 +30,7 @@ export type { PlannedRule } from "./plan";
 
 /**
  * Rate-limits the requests of a Hono app with Floodgate's engine (one atomic Redis call per request, or none
- * for a hot identity holding a lease: README "Leases").
+ * for a hot identity holding a lease: docs/leases.md).
  * A denied request throws a 429 (`QuotaExceededError`, an `HTTPException`) whose default response is
  * problem+json with `Retry-After`; the decision is on `c.get("rateLimit")`. An invalid option throws a
  * `ConfigError` naming the field (at once for a value, on the first request for a function).
@@ -149,8 +149,8 @@ function engineOf(redis: RedisCredentials, settings: MiddlewareSettings): Decide
   let decider: Decider | undefined;
   const get = () => {
     if (decider) return decider;
-    // One endpoint; with `cluster`, one script call per slot group instead of one per request (README
-    // "Scaling out").
+    // One endpoint; with `cluster`, one script call per slot group instead of one per request
+    // (docs/scaling-out.md).
     const engine = createEngine({ endpoints: [redis], prefix, timeoutMs, cluster });
     decider =
       leases === "on"

@@ -1,6 +1,6 @@
 /**
- * A request whose bearer token could not be checked because the JWKS is unreachable (README "When things
- * fail"): the planner marks the calls of the rules that read it `reason: "jwks_unavailable"`
+ * A request whose bearer token could not be checked because the JWKS is unreachable (docs/failure-modes.md,
+ * "JWKS"): the planner marks the calls of the rules that read it `reason: "jwks_unavailable"`
  * (src/middleware/plan.ts). If one of them enforces and fails closed, the request is not sent to Redis at all:
  * its decision is made here, those rules undecided, and goes through the same verdict (503), `Server-Timing`
  * and log line as one Redis could not decide.

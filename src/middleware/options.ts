@@ -38,7 +38,7 @@ export interface RateLimitInfo {
   /** Its remaining quota. */
   remaining: number | undefined;
   /**
-   * Where its result came from: `redis`, `lease` (README "Leases"), or a degraded source (`deny-cache`,
+   * Where its result came from: `redis`, `lease` (docs/leases.md), or a degraded source (`deny-cache`,
    * `fallback`, `undecided`); without such a rule, where the decision came from.
    */
   source: Source;
@@ -106,7 +106,7 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   failure?: FailurePolicy;
   /** No value for the key: `"ip"` falls back to the client IP, `"skip"` ignores the rule, `"deny"` answers 401. @default "ip" */
   missing?: "ip" | "skip" | "deny";
-  /** `false`: this rule is never decided from a lease (README "Leases"). @default true */
+  /** `false`: this rule is never decided from a lease (docs/leases.md). @default true */
   lease?: boolean;
 }
 
@@ -128,7 +128,7 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   timeoutMs?: number;
   /**
    * `"off"`: every request decided in Redis; `"on"`: hot identities decided from short leases, never one
-   * request too many (README "Leases"). Applies only to the engine built from `redis`. @default "on"
+   * request too many (docs/leases.md). Applies only to the engine built from `redis`. @default "on"
    */
   leases?: "on" | "off";
   /** The longest life of a lease, ms (1–10000). @default 1000 */
@@ -136,7 +136,7 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   /**
    * `redis` is a Redis Cluster behind the REST endpoint (`RATE_LIMIT_REDIS_CLUSTER`): a request whose rules
    * key on different identities is decided one call per identity (one hash slot each) and undone by a refund
-   * when not let through (README "Scaling out"). @default false
+   * when not let through (docs/scaling-out.md). @default false
    */
   cluster?: boolean;
   /** The one header trusted for the client IP. @default "CF-Connecting-IP" */
@@ -148,7 +148,7 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   /**
    * Read per-identity overrides (`<prefix>:override:<rule>:{<hash>}`, written by a Floodgate Worker's admin
    * API on the same Redis and prefix, or by hand) in every decision: one more Redis command per rule, and
-   * none of the script's one-rule fast paths (README "What a decision costs"). `false`: a rule's limits are
+   * none of the script's one-rule fast paths (docs/algorithms.md, "What a decision costs"). `false`: a rule's limits are
    * its own (the package has no admin API to set an override). A `liveModes` that carries an override index
    * (`LiveModes.overrides`) decides instead. @default false
    */

@@ -116,7 +116,7 @@ async function planCallWaiting(
     await request.jwtPayload();
     unchecked = request.jwksUnavailable !== undefined;
   }
-  // Not the client's fault (README "When things fail"): a rule that fails closed answers 503, as when Redis
+  // Not the client's fault (docs/failure-modes.md): a rule that fails closed answers 503, as when Redis
   // cannot decide, and nothing else of it runs (its call, keyed by the client IP, names it in the log line);
   // any other goes on as for a request without a token, but never denies it (401).
   if (unchecked && mode === "on" && (rule.failure ?? context.failure) === "closed") {

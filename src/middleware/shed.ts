@@ -1,5 +1,5 @@
 /**
- * Priority load shedding (README: "Priority load shedding"): a `shed` rule is a budget of requests in flight
+ * Priority load shedding (docs/algorithms.md, "Priority load shedding"): a `shed` rule is a budget of requests in flight
  * for the origin as a whole, split over `shards` sub-keys so that no single Redis key is touched by every
  * request (Upstash locks keys: one hot key would serialize the fleet). A request takes one sub-key at
  * random and may hold a slot there only while fewer than its class's share of that sub-key's capacity is

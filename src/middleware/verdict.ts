@@ -1,5 +1,5 @@
 /**
- * Applies the failure policy and the modes to a `Decision` (README: "Rules", "Responses", "When things fail"): 503 if a matched `on`
+ * Applies the failure policy and the modes to a `Decision` (README "Rules", "Responses"; docs/failure-modes.md): 503 if a matched `on`
  * rule that fails closed could not be decided; 429 if an `on` rule denies; otherwise allowed. Headers
  * are built for the results Redis decided (a fail-open rule that Redis could not decide has no RateLimit
  * member, even when the local fallback limiter judged it).
@@ -18,8 +18,8 @@ export type Verdict =
  * Whether a result has a RateLimit member (and may be the one the X-RateLimit-* headers and
  * `c.get("rateLimit")` describe): only what Redis decided (now, ahead of time: a lease, or recently: the deny
  * cache). An undecided rule has no figures; the approximate fallback limiter's guesses are not advertised as
- * quota (README: "When things fail"); a shed rule is the origin's budget, not the client's quota. A lease's
- * figures are Redis's at the grant minus what this isolate spent since (README "Leases").
+ * quota (docs/failure-modes.md); a shed rule is the origin's budget, not the client's quota. A lease's
+ * figures are Redis's at the grant minus what this isolate spent since (docs/leases.md).
  */
 export const advertised = (r: RuleResult): boolean =>
   r.source !== "undecided" && r.source !== "fallback" && r.call.algorithm !== "shed";

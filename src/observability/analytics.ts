@@ -2,7 +2,7 @@
  * Workers Analytics Engine: one data point per rule decided per request (a decision of N rules writes N), written when the
  * `RATE_LIMIT_ANALYTICS` binding exists (`writeDataPoint` is fire-and-forget: no await, no I/O on the path).
  *
- * Layout (query it with the SQL API; the README has charts):
+ * Layout (query it with the SQL API; docs/operating.md, "Analytics Engine", has queries):
  *   index1  rule name (sampling key)
  *   blob1   rule        blob2 verdict (allowed | denied | would-deny | unavailable; see verdict.ts)
  *   blob3   mode (on | monitor)          blob4 source (redis | lease | deny-cache | fallback | undecided)

@@ -1,5 +1,5 @@
 /**
- * One store call bounded by the request's Redis budget (README "When things fail": the budget), with ONE
+ * One store call bounded by the request's Redis budget (docs/failure-modes.md: the budget), with ONE
  * timer for the whole request (src/util/timer.ts says why one).
  */
 import type { DecideOptions, Decider, Decision, RuleCall } from "../engine/types";

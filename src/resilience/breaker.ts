@@ -1,5 +1,5 @@
 /**
- * Circuit breaker around Redis decisions, one per isolate (README: "When things fail").
+ * Circuit breaker around Redis decisions, one per isolate (docs/failure-modes.md).
  *
  * After `failureThreshold` consecutive failed decisions it opens: no Redis call for `baseOpenMs`, then one
  * probe at a time (half-open). A failed probe reopens it for twice as long, up to `maxOpenMs`; a successful
@@ -15,7 +15,7 @@ export type BreakerState = "closed" | "open" | "half-open";
 /** How bad each state is, for the worst of several endpoints: open > half-open > closed. */
 export const BREAKER_RANK: Readonly<Record<BreakerState, number>> = { closed: 0, "half-open": 1, open: 2 };
 
-/** Tuning of the breaker. Defaults follow the README, "When things fail". */
+/** Tuning of the breaker. Defaults follow the docs/failure-modes.md. */
 export interface BreakerOptions {
   /** Consecutive failed decisions that open the breaker. @default 5 */
   failureThreshold?: number;

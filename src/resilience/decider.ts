@@ -1,6 +1,6 @@
 /**
  * The never-throwing Decider: the store's one Redis call, wrapped so that Redis being slow, down,
- * restarted or misconfigured never becomes the reason the API goes down (README: "When things fail").
+ * restarted or misconfigured never becomes the reason the API goes down (docs/failure-modes.md).
  *
  * Order per decision: the deny cache (a recent Redis denial answers without a call; one just expired is
  * asked about by one request at a time, the others wait for its answer) → the circuit breaker (open: no
@@ -49,7 +49,7 @@ export interface DeciderOptions {
   timeoutMs?: number;
   /** Grace beyond `timeoutMs` before the decider stops waiting on the store, ms. @default GUARD_MS */
   guardMs?: number;
-  /** Circuit breaker tuning (defaults: the README, "When things fail"). */
+  /** Circuit breaker tuning (defaults: the docs/failure-modes.md). */
   breaker?: BreakerOptions;
   /** Most identities held by the deny cache; 0 disables it. @default 10000 */
   denyCacheEntries?: number;

@@ -11,7 +11,7 @@
  * change log (src/live/changes.ts). Not cached: `concurrency` and `shed` (a slot may free at any moment),
  * `cost-exceeds-capacity` (no wait would help), and a denial under limits an override set (the script says
  * so: `RuleResult.overridden`): a `ttl` may end the override before the retry time, and nothing here knows
- * when, so a cached denial would outlive it (README "How soon an override applies": its `ttl` ends it exactly).
+ * when, so a cached denial would outlive it (docs/operating.md, "How soon an override applies": its `ttl` ends it exactly).
  *
  * Once an entry has expired, ONE request per (rule, identity) asks Redis again (`refreshBy`); the requests the
  * expired denial would have answered that arrive meanwhile wait for that call (`refreshing`) instead of each

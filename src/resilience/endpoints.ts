@@ -1,5 +1,5 @@
 /**
- * The engine over one or several Redis endpoints (README "Scaling out"): one store and one resilient decider
+ * The engine over one or several Redis endpoints (docs/scaling-out.md): one store and one resilient decider
  * (its own breaker) per endpoint, identities spread over them by rendezvous hashing, and the sharded decider
  * in front that splits a request into slot groups. With one endpoint: one store and one decider, behind a
  * pass-through for single-identity requests.
@@ -21,7 +21,7 @@ export interface EngineOptions {
   timeoutMs: number;
   /** Budget for one admin command or refund, ms. @default 5000 */
   adminTimeoutMs?: number;
-  /** The endpoints are Redis Clusters: split a request by identity (README "Scaling out"). @default false */
+  /** The endpoints are Redis Clusters: split a request by identity (docs/scaling-out.md). @default false */
   cluster?: boolean;
   /** Options of each endpoint's decider (`timeoutMs` is taken from above). */
   decider?: Omit<DeciderOptions, "timeoutMs">;

@@ -1,5 +1,5 @@
 /**
- * One Decider over several Redis endpoints and slot groups (README "Scaling out"). Each endpoint has its own
+ * One Decider over several Redis endpoints and slot groups (docs/scaling-out.md). Each endpoint has its own
  * resilient decider (breaker, deny cache, fallback): one database down affects only the identities it
  * holds. A request is split into slot groups (src/engine/groups.ts); one group is passed through untouched
  * (one call, as with one database), several are decided in parallel (one round trip of latency) and the request is

@@ -1,5 +1,5 @@
 /**
- * A rule's effective mode (README: "Operating Floodgate"): live per-rule > the rule's configured `mode` > live global >
+ * A rule's effective mode (docs/operating.md): live per-rule > the rule's configured `mode` > live global >
  * the configured global mode (`RATE_LIMIT_MODE`). Live modes come from an isolate-local snapshot
  * (src/live), so resolving them costs no Redis round trip. The precedence itself is defined once, in
  * `explainMode` (src/live/effective.ts), which the admin API also uses to say where a mode came from.

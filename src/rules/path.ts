@@ -1,6 +1,6 @@
 /**
  * The path a rule's `match.path` and the admin prefix are tested against: the request's path as an origin may
- * read it, so that another spelling of the same path cannot slip past a rule (README "Rules"). An origin
+ * read it, so that another spelling of the same path cannot slip past a rule (docs/configuration.md, "Rules"). An origin
  * decodes escapes before it routes (Hono all but `%2F`, nginx all) and nginx merges slashes: `/%64eny/x`,
  * `//deny/x` and `/deny%2Fx` may all reach a route for `/deny/x`, so a rule on `/deny/*` must see them as that.
  * A rule also matches the path as sent (./match.ts): the origin may read that instead.

@@ -2,7 +2,7 @@
  * One deadline for every Redis wait of one admin request (a dashboard read, an override change). Each admin
  * command has its own timeout (the admin client's `adminTimeoutMs`), so steps that run one after the other
  * would each wait it out on a Redis that hangs or answers late. Racing every step against one shared deadline
- * makes the whole request wait at most once (README "When things fail").
+ * makes the whole request wait at most once (docs/failure-modes.md).
  */
 import { deadlineAfter } from "./timer";
 

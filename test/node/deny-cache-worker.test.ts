@@ -2,7 +2,7 @@
 // Miniflare) in front of this file's own redis-server, reached through a relay that holds every command back
 // as a distant Redis would (test/node/frozen-redis.ts): when a cached denial expires, one request of the
 // isolate asks Redis again, and the others arriving meanwhile get that call's answer or, when it let its
-// request through, decide themselves (README "When things fail", ephemeral deny cache).
+// request through, decide themselves (docs/failure-modes.md, ephemeral deny cache).
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashIdentity, stateKey } from "../../src/engine/keys";

@@ -602,7 +602,7 @@ describe("a database down", () => {
       decider: { fallbackEntries: 0, log: (line) => lines.push(line) },
     });
     const identityHash = identityOn(1, "x");
-    // Five failed decisions in a row open the breaker (README "When things fail").
+    // Five failed decisions in a row open the breaker (docs/failure-modes.md).
     for (let i = 0; i < 5; i++)
       await engine.decider.decide([ruleCall({ algorithm: "fixed-window", identityHash })], requestId());
     expect(lines.filter((line) => line.includes("circuit breaker open"))).toEqual([

@@ -1,7 +1,7 @@
 // The Worker bundled as for deploy and run by `workerd serve --verbose` (bench/lib/workerd.mjs), whose log the
 // test reads: a response held by a `concurrency` rule whose origin resets its connection mid-body leaves no
 // unhandled rejection in the log, and its slot goes back. And what a client that sends a request and closes its
-// connection at once gets from a local workerd (README "Known limitations"): workerd never tells the Worker.
+// connection at once gets from a local workerd (docs/limitations.md): workerd never tells the Worker.
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startWorker } from "../../bench/lib/workerd.mjs";
@@ -10,7 +10,7 @@ import { waitUntilRestReachesRedis } from "../support/rest-ready";
 
 const RULES = [
   { name: "one-at-a-time", match: { path: "/slot/*" }, key: "ip", algorithm: "concurrency", limit: 1 },
-  // The README's "Delay instead of deny" example: one at once, then one a second, held up to 3 s.
+  // The example of docs/algorithms.md, "Delay instead of deny": one at once, then one a second, held up to 3 s.
   {
     name: "queued",
     match: { path: "/delay/*" },
@@ -119,7 +119,7 @@ describe("a concurrency-limited response whose origin resets mid-body", () => {
 
     // No unhandled rejection ("Uncaught (in promise)", what wrangler dev prints as "✘ [ERROR] Uncaught").
     // workerd itself logs one info line for any piped body whose source fails, even a bare
-    // `body.pipeThrough(new IdentityTransformStream())` with no promise of ours (README "Known limitations").
+    // `body.pipeThrough(new IdentityTransformStream())` with no promise of ours (docs/limitations.md).
     const piped =
       /info: uncaught exception; exception = \S+ disconnected: jsg\.Error: Network connection lost\.$/;
     const uncaught = log
@@ -131,16 +131,16 @@ describe("a concurrency-limited response whose origin resets mid-body", () => {
 });
 
 // These two pin what the local workerd does today (it never aborts request.signal for a client that closes), which
-// the README's "Known limitations" states. Should a workerd release start aborting it, they fail: then the
-// README's promise holds locally too, and these become tests of it.
+// docs/limitations.md states. Should a workerd release start aborting it, they fail: then the
+// documented promise holds locally too, and these become tests of it.
 describe("a client that sends its request and closes its connection at once (local workerd)", () => {
   it("is still proxied when its delay ends: workerd never aborts request.signal", async () => {
     const ip = "198.51.100.8";
     await Promise.all([1, 2, 3, 4].map((i) => sendAndClose(`/delay/x?req=${i}`, ip, 300)));
     await sleep(3_500); // the last one is held 3 s
     // The first went through at once; the other three were held 1, 2 and 3 s, their clients gone after
-    // 0.3 s, and each still reached the origin. Where request.signal aborts (README "Delay instead of
-    // deny"), only the first would.
+    // 0.3 s, and each still reached the origin. Where request.signal aborts (docs/algorithms.md,
+    // "Delay instead of deny"), only the first would.
     expect(received.filter((line) => line.startsWith("GET /delay/x")).length).toBe(4);
   });
 

@@ -1,6 +1,6 @@
 // The decider against the real store, the real REST server and this file's own redis-server, which the
 // tests kill, freeze (SIGSTOP), flush and restart: decisions never throw, never hang past the budget,
-// never count twice, and the breaker, deny cache and fallback do what the README's "When things fail" says.
+// never count twice, and the breaker, deny cache and fallback do what docs/failure-modes.md says.
 import { createServer, request as httpRequest } from "node:http";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -245,8 +245,8 @@ describe("script cache loss", () => {
 describe("deny cache", () => {
   it("answers a denied client without calling Redis until Retry-After, with the same headers, then lets it in", async () => {
     await recover();
-    // Leases of earlier tests expire within a second and are returned by the next request (README
-    // "Leases"): let that happen first, so that only this test's decisions are counted below.
+    // Leases of earlier tests expire within a second and are returned by the next request (docs/leases.md):
+    // let that happen first, so that only this test's decisions are counted below.
     await sleep(1100);
     await send(worker, "/open/sweep", freshIp());
     await sleep(300);

@@ -132,7 +132,7 @@ describe("three databases", () => {
     }
     expect(remaining).toBe(2);
     // Another client with the same key: Redis has room for it. This isolate's cached denial of the key
-    // answers for a second at most (README "When things fail"), never the rest of the hour.
+    // answers for a second at most (docs/failure-modes.md), never the rest of the hour.
     const landedMs = Date.now();
     let status = 429;
     while (status === 429 && Date.now() - landedMs < 3000) {

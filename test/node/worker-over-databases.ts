@@ -1,7 +1,7 @@
 /**
  * The real Worker (bundled as for deploy, run in Miniflare/workerd) over several databases: one redis-server
  * each, each behind its own REST server, all listed in UPSTASH_REDIS_REST_URL, and an echo origin. For the
- * tests of how identities spread over databases (README "Scaling out").
+ * tests of how identities spread over databases (docs/scaling-out.md).
  */
 import { Redis as IORedis } from "ioredis";
 import {

@@ -1,4 +1,4 @@
-// The deny cache as a client sees it through the Worker (README "When things fail"): what a 429 answered from
+// The deny cache as a client sees it through the Worker (docs/failure-modes.md): what a 429 answered from
 // isolate memory carries, and what it never outlives.
 import { type Item, parseList } from "structured-headers";
 import { describe, expect, it } from "vitest";

@@ -1,0 +1,138 @@
+// The README is a page and docs/ a shelf: every relative link and `#anchor` in README.md and docs/*.md must
+// land on a file that exists and a heading that is there, as GitHub renders it, and the README stays a page.
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+const README_MAX_LINES = 400;
+
+/** README.md and every Markdown page under docs/. */
+const pages = (): string[] => [
+  join(ROOT, "README.md"),
+  ...readdirSync(join(ROOT, "docs"))
+    .filter((name) => name.endsWith(".md"))
+    .map((name) => join(ROOT, "docs", name)),
+];
+
+/** The lines of a Markdown file outside fenced code blocks, with their 1-based numbers. */
+function proseLines(text: string): { line: string; n: number }[] {
+  const out: { line: string; n: number }[] = [];
+  let fence: string | undefined;
+  text.split("\n").forEach((line, i) => {
+    const marker = /^ {0,3}(`{3,}|~{3,})/.exec(line)?.[1];
+    if (fence === undefined && marker !== undefined) fence = marker[0];
+    else if (fence !== undefined && marker?.[0] === fence) fence = undefined;
+    else if (fence === undefined) out.push({ line, n: i + 1 });
+  });
+  return out;
+}
+
+/** GitHub's anchor for a heading's text: formatting dropped, lower case, punctuation gone, spaces to `-`. */
+function slug(heading: string): string {
+  return heading
+    .replace(/!?\[([^\]]*)\]\([^)]*\)/g, "$1")
+    .replace(/[`*]/g, "")
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, "")
+    .replace(/ /g, "-");
+}
+
+/** Every anchor a page offers: its headings (numbered `-1`, `-2` when repeated) and explicit `id`/`name`s. */
+function anchorsOf(file: string): Set<string> {
+  const anchors = new Set<string>();
+  const seen = new Map<string, number>();
+  for (const { line } of proseLines(readFileSync(file, "utf8"))) {
+    const heading = /^ {0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$/.exec(line)?.[1];
+    if (heading !== undefined) {
+      const base = slug(heading);
+      const count = seen.get(base) ?? 0;
+      seen.set(base, count + 1);
+      anchors.add(count === 0 ? base : `${base}-${count}`);
+    }
+    for (const m of line.matchAll(/<a\s[^>]*(?:id|name)="([^"]+)"/g)) anchors.add(m[1] as string);
+  }
+  return anchors;
+}
+
+/** Every link target of a page with the line it is on: inline links, images, reference definitions, HTML. */
+function linksOf(file: string): { target: string; n: number }[] {
+  const links: { target: string; n: number }[] = [];
+  for (const { line, n } of proseLines(readFileSync(file, "utf8"))) {
+    // A code span is text, not a link, but link text may hold one: drop spans outside link brackets only.
+    const prose = line.replace(/(?<!\[)`[^`]*`(?!\])/g, "``");
+    for (const m of prose.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) {
+      links.push({ target: m[1] as string, n });
+    }
+    const definition = /^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s.*)?$/.exec(prose)?.[1];
+    if (definition !== undefined) links.push({ target: definition, n });
+    for (const m of prose.matchAll(/<(?:a|img)\s[^>]*(?:href|src)="([^"]+)"/g)) {
+      links.push({ target: m[1] as string, n });
+    }
+  }
+  return links;
+}
+
+/** What is wrong with one link of `file`, or undefined when it resolves. */
+function brokenLink(file: string, target: string): string | undefined {
+  if (/^[a-z][a-z0-9+.-]*:/i.test(target)) return undefined; // https:, mailto:: not this test's business
+  const hash = target.indexOf("#");
+  const path = decodeURIComponent((hash < 0 ? target : target.slice(0, hash)).replace(/\?.*$/, ""));
+  const anchor = hash < 0 ? undefined : decodeURIComponent(target.slice(hash + 1));
+  const resolved = path === "" ? file : resolve(dirname(file), path);
+  if (!existsSync(resolved)) return `${target}: no such file`;
+  if (anchor === undefined || anchor === "") return undefined;
+  if (!resolved.endsWith(".md")) return `${target}: an anchor into a file that is not Markdown`;
+  return anchorsOf(resolved).has(anchor) ? undefined : `${target}: no heading "#${anchor}" there`;
+}
+
+describe("the README and docs/", () => {
+  it("makes GitHub's anchors from headings", () => {
+    expect(slug("Why is this client blocked? Reset it.")).toBe("why-is-this-client-blocked-reset-it");
+    expect(slug("The local Upstash-compatible REST server (`redis-rest/`)")).toBe(
+      "the-local-upstash-compatible-rest-server-redis-rest",
+    );
+    expect(slug('With `missing = "ip"`, a key value equal to an IP')).toBe(
+      "with-missing--ip-a-key-value-equal-to-an-ip",
+    );
+    expect(slug("Live mode switch: roll out in `monitor`, turn a rule off")).toBe(
+      "live-mode-switch-roll-out-in-monitor-turn-a-rule-off",
+    );
+  });
+
+  it("has no relative link or #anchor that leads nowhere", () => {
+    const broken: string[] = [];
+    let checked = 0;
+    for (const file of pages()) {
+      for (const { target, n } of linksOf(file)) {
+        checked += 1;
+        const problem = brokenLink(file, target);
+        if (problem !== undefined) broken.push(`${relative(ROOT, file)}:${n}: ${problem}`);
+      }
+    }
+    expect(broken).toEqual([]);
+    // The pages really link to each other: a parser that found nothing would pass the check above.
+    expect(checked).toBeGreaterThan(50);
+  });
+
+  it(`keeps the README a page: at most ${README_MAX_LINES} lines`, () => {
+    const lines = readFileSync(join(ROOT, "README.md"), "utf8").split("\n").length;
+    expect(lines).toBeLessThanOrEqual(README_MAX_LINES);
+  });
+
+  it("links the README to every page of docs/ it names", () => {
+    const readme = join(ROOT, "README.md");
+    const targets = new Set(linksOf(readme).map(({ target }) => resolve(ROOT, target.replace(/#.*$/, ""))));
+    for (const page of [
+      "configuration",
+      "algorithms",
+      "leases",
+      "failure-modes",
+      "operating",
+      "limitations",
+    ]) {
+      expect(targets, `README links docs/${page}.md`).toContain(join(ROOT, "docs", `${page}.md`));
+    }
+  });
+});
