@@ -115,7 +115,7 @@ it("a denied request leases nothing, and a concurrency rule is never leased", as
 });
 
 it("a bucket with a delay is never leased, even when asked (its give-backs and refunds compare TATs)", async () => {
-  const held = ruleCall({ algorithm: "gcra", rule: "held", limit: 100, periodMs: 1000, delayMs: 5000 });
+  const held = ruleCall({ algorithm: "gcra", rule: "held", limit: 100, periodMs: 600_000, delayMs: 5000 });
   const plain = { ...held, rule: "plain", delayMs: 0 };
   const decision = await store.decide([held, plain], requestId(), {
     lease: { units: [20, 20], maxMs: 1000 },
