@@ -1,5 +1,6 @@
 // The README is a page and docs/ a shelf: every relative link and `#anchor` in README.md and docs/*.md must
-// land on a file that exists and a heading that is there, as GitHub renders it, and the README stays a page.
+// land on a file that exists and a heading that is there, as GitHub renders it; every section a code comment
+// cites by name (`README "Rules"`, `docs/leases.md, "Measured"`) must be where it says; the README stays a page.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -74,6 +75,68 @@ function linksOf(file: string): { target: string; n: number }[] {
   return links;
 }
 
+/** A page's named paragraphs (`**Key layout.**`, `How it runs:`), which comments cite like headings. */
+function paragraphLeadsOf(file: string): string[] {
+  return proseLines(readFileSync(file, "utf8")).flatMap(({ line }) => {
+    const lead = /^\*\*([^*]+?)[.:]?\*\*/.exec(line)?.[1] ?? /^([A-Z][^:.`]{2,60}):\s/.exec(line)?.[1];
+    return lead === undefined ? [] : [slug(lead)];
+  });
+}
+
+/** The files whose comments cite the README or a page of docs/ by section. */
+const CITING = ["src", "lua", "scripts", "local", "redis-rest", "test", "bench"];
+const CITING_FILES = ["wrangler.toml", ".dev.vars.example", ".dependency-cruiser.cjs"];
+
+/** The source and config files under `dir`, recursively (no dependencies, no benchmark results). */
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory())
+      return entry.name === "node_modules" || entry.name === "results" ? [] : sourceFiles(path);
+    return /\.(ts|mjs|cjs|js|lua|toml)$/.test(entry.name) ? [path] : [];
+  });
+}
+
+/** What a line of code becomes in `commentText`: a citation never runs across it. */
+const CODE = "¶";
+
+/**
+ * A file's comments as one text, wrapped lines joined, code left out (a citation may wrap; a string in code
+ * is not a comment). A Lua file's header is a block comment whose lines carry no marker: all of it counts.
+ */
+function commentText(file: string): string {
+  const text = readFileSync(file, "utf8");
+  if (file.endsWith(".lua")) return text.replace(/^\s*(?:--)?\s*/gm, "").replace(/\n/g, " ");
+  return text
+    .split("\n")
+    .map((line) => {
+      const comment = /^\s*(?:\/\/|\/\*\*?|\*|#)\s?(.*)$/.exec(line)?.[1] ?? /\s\/\/\s(.*)$/.exec(line)?.[1];
+      return comment ?? CODE;
+    })
+    .join(" ");
+}
+
+/** Every section a comment cites by name: `README "Rules"`, `docs/leases.md, "Measured"`, `README.md#rules`. */
+function citationsOf(file: string): { page: string; section: string }[] {
+  const text = commentText(file);
+  const out: { page: string; section: string }[] = [];
+  const named = /((?:[\w.-]+\/)*[\w.-]*\.md|README)(?:'s)?[:,]?\s+\(?"([^"¶]+)"((?:,\s+"[^"¶]+")*)/g;
+  for (const m of text.matchAll(named)) {
+    const page = m[1] === "README" ? "README.md" : (m[1] as string);
+    for (const section of [
+      m[2] as string,
+      ...[...(m[3] ?? "").matchAll(/"([^"]+)"/g)].map((s) => s[1] as string),
+    ]) {
+      out.push({ page, section });
+    }
+  }
+  for (const m of text.matchAll(/\bdocs\/[\w-]+\.md\b/g)) out.push({ page: m[0], section: "" });
+  for (const m of text.matchAll(/((?:[\w.-]+\/)*[\w.-]+\.md)#([\w-]+)/g)) {
+    out.push({ page: m[1] as string, section: `#${m[2]}` });
+  }
+  return out;
+}
+
 /** What is wrong with one link of `file`, or undefined when it resolves. */
 function brokenLink(file: string, target: string): string | undefined {
   if (/^[a-z][a-z0-9+.-]*:/i.test(target)) return undefined; // https:, mailto:: not this test's business
@@ -116,12 +179,40 @@ describe("the README and docs/", () => {
     expect(checked).toBeGreaterThan(50);
   });
 
+  it("has every section a code comment cites, on the page the comment names", () => {
+    const files = [
+      ...CITING.flatMap((dir) => sourceFiles(join(ROOT, dir))),
+      ...CITING_FILES.map((f) => join(ROOT, f)),
+    ];
+    const stale: string[] = [];
+    let checked = 0;
+    for (const file of files) {
+      for (const { page, section } of citationsOf(file)) {
+        const target = join(ROOT, page);
+        checked += 1;
+        if (!existsSync(target)) {
+          stale.push(`${relative(ROOT, file)}: ${page} does not exist`);
+          continue;
+        }
+        if (section === "") continue;
+        const anchors = [...anchorsOf(target), ...paragraphLeadsOf(target)];
+        const wanted = section.startsWith("#") ? section.slice(1) : slug(section);
+        // A citation may shorten a heading ("Live mode switch" for "Live mode switch: roll out in ...").
+        if (!anchors.some((a) => a === wanted || a.startsWith(`${wanted}-`))) {
+          stale.push(`${relative(ROOT, file)}: ${page} has no section "${section}"`);
+        }
+      }
+    }
+    expect(stale).toEqual([]);
+    expect(checked).toBeGreaterThan(20);
+  });
+
   it(`keeps the README a page: at most ${README_MAX_LINES} lines`, () => {
-    const lines = readFileSync(join(ROOT, "README.md"), "utf8").split("\n").length;
+    const lines = readFileSync(join(ROOT, "README.md"), "utf8").trimEnd().split("\n").length;
     expect(lines).toBeLessThanOrEqual(README_MAX_LINES);
   });
 
-  it("links the README to every page of docs/ it names", () => {
+  it("links the README to the pages of docs/ a reader goes on to", () => {
     const readme = join(ROOT, "README.md");
     const targets = new Set(linksOf(readme).map(({ target }) => resolve(ROOT, target.replace(/#.*$/, ""))));
     for (const page of [
@@ -131,6 +222,10 @@ describe("the README and docs/", () => {
       "failure-modes",
       "operating",
       "limitations",
+      "scaling-out",
+      "middleware",
+      "benchmarks",
+      "development",
     ]) {
       expect(targets, `README links docs/${page}.md`).toContain(join(ROOT, "docs", `${page}.md`));
     }
