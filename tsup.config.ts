@@ -17,6 +17,6 @@ export default defineConfig({
   splitting: false,
   treeshake: true,
   // Dependencies stay imports; hono is the consumer's own (a peer dependency).
-  external: ["hono", "@upstash/redis", "jose", "structured-headers", "valibot"],
+  external: ["hono", "jose", "structured-headers", "valibot"],
   loader: { ".lua": "text" },
 });

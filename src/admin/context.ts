@@ -3,12 +3,12 @@
  * (the config is parsed once per isolate; the store and decider are per isolate too).
  */
 
-import type { Redis } from "@upstash/redis";
 import type { Context } from "hono";
 import type { FloodgateConfig } from "../config";
 import type { RuleConfig } from "../config/rules";
 import { DEFAULTS } from "../engine/defaults";
 import { stateKey } from "../engine/keys";
+import type { RedisPort } from "../engine/redis";
 import { scriptSha } from "../engine/script";
 import type { Store } from "../engine/store";
 import type { Decision, RuleCall } from "../engine/types";
@@ -23,14 +23,14 @@ export interface AdminContext {
   /** The configuration; `timeoutMs` (the decision budget) also bounds how long health waits for Redis. */
   config: Pick<FloodgateConfig, "rules" | "prefix" | "adminToken" | "mode" | "failure" | "timeoutMs">;
   /**
-   * A client for admin reads and writes (not bound by the decision budget) on the FIRST endpoint, which holds
+   * The port for admin reads and writes (not bound by the decision budget) on the FIRST endpoint, which holds
    * the keys shared by all identities: live modes, the change log, the override index, dashboard counts.
    */
-  redis: Redis;
-  /** The client of the endpoint holding one identity's keys (its state and overrides). */
-  redisOf(identityHash: string): Redis;
-  /** Every endpoint's client, in `UPSTASH_REDIS_REST_URL`'s order (one entry with one database). */
-  endpoints: readonly Redis[];
+  redis: RedisPort;
+  /** The port of the endpoint holding one identity's keys (its state and overrides). */
+  redisOf(identityHash: string): RedisPort;
+  /** Every endpoint's port, in `UPSTASH_REDIS_REST_URL`'s order (one entry with one database). */
+  endpoints: readonly RedisPort[];
   /** Evaluates `calls` without writing anything (the store's peek), so a look never costs the client quota. */
   peek(calls: RuleCall[]): Promise<Decision>;
   /** Every Redis key holding one identity's counters under one rule (the engine's layout, suffixes included). */
@@ -48,7 +48,7 @@ export interface AdminContext {
   /** This isolate's dashboard counts (src/observability/metrics.ts): flushed before the dashboard reads. */
   metrics?: Pick<MetricsAggregator, "flush">;
   /**
-   * The admin client's timeout per command (the store's `adminTimeoutMs`), ms: also the longest the dashboard
+   * The admin timeout per command (the store's `adminTimeoutMs`), ms: also the longest the dashboard
    * waits for Redis in all, its flush and its reads together.
    */
   adminTimeoutMs: number;
@@ -78,7 +78,7 @@ export function findRule(context: AdminContext, name: string): RuleConfig {
 /** The per-isolate parts the admin context is made of. */
 export interface AdminParts {
   config: AdminContext["config"];
-  /** The engine's stores, one per endpoint (`createEngine`): their admin clients and their peek. */
+  /** The engine's stores, one per endpoint (`createEngine`): their ports and their peek. */
   stores: readonly Pick<Store, "redis" | "decide">[];
   /** The endpoint (index into `stores`) holding an identity. @default every identity on the first */
   shardOf?: (identityHash: string) => number;

@@ -8,12 +8,11 @@
  * one period; RESET_FENCE_MAX_MS at most), except after an override set on a bucket rule: RESET_FENCE_MAX_MS
  * then (see `fenceReturns`).
  */
-import type { Redis } from "@upstash/redis";
 import { limitsFor } from "../config/limits";
 import type { RuleConfig } from "../config/rules";
 import { type FenceLimits, overrideKey, RESET_FENCE_MAX_MS, resetFenceMs } from "../engine/keys";
-import { fenceArguments } from "../engine/script";
-import { runScript } from "../engine/store";
+import type { RedisPort } from "../engine/redis";
+import { FLOODGATE_SCRIPT, fenceArguments } from "../engine/script";
 import { type Algorithm, isBucket } from "../engine/types";
 import { type Deadline, NO_DEADLINE } from "../util/deadline";
 import { getOverride, type Override, type OverrideTarget } from "./overrides";
@@ -43,7 +42,7 @@ export async function fenceMsOf(
   target: OverrideTarget,
   algorithm: Algorithm,
   own: readonly FenceLimits[],
-  redis: Redis,
+  redis: RedisPort,
   deadline: Deadline = NO_DEADLINE,
 ): Promise<number> {
   const key = overrideKey(target.prefix, target.rule, target.identityHash);
@@ -59,13 +58,13 @@ export async function fenceMsOf(
 export async function raiseFence(
   target: OverrideTarget,
   ms: number,
-  redis: Redis,
+  redis: RedisPort,
   deadline: Deadline = NO_DEADLINE,
   reset?: { stateKeys: readonly string[]; bucket: boolean },
 ): Promise<number> {
   const { prefix, rule, identityHash } = target;
   const { keys, args } = fenceArguments(prefix, rule, identityHash, ms, reset?.stateKeys, reset?.bucket);
-  return Number(await deadline.within(() => runScript(redis, keys, args)));
+  return Number(await deadline.within(() => redis.runScript(FLOODGATE_SCRIPT, keys, args)));
 }
 
 /**
@@ -86,7 +85,7 @@ export async function fenceReturns(
   algorithm: Algorithm,
   own: readonly FenceLimits[],
   setting: Override | undefined,
-  redis: Redis,
+  redis: RedisPort,
   deadline: Deadline = NO_DEADLINE,
 ): Promise<void> {
   const replaced = await fenceMsOf(target, algorithm, own, redis, deadline);

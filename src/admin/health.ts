@@ -5,14 +5,14 @@
  * command), only states. The Redis probe (one pipelined PING + SCRIPT EXISTS) is shared by every check
  * that arrives while it is in flight and then cached per isolate for `PROBE_CACHE_MS`, so an
  * unauthenticated caller cannot turn health checks into load on Redis, not even while Redis is slow. The
- * probe itself is bounded by the admin client's per-command timeout (the store's `adminTimeoutMs`, 5 s), but
+ * probe itself is bounded by the admin timeout per command (the store's `adminTimeoutMs`, 5 s), but
  * a check waits for it at most `waitMs` (the Worker passes the decision budget, `RATE_LIMIT_TIMEOUT_MS`), and
  * not at all while the endpoint's breaker is open: a probe that has not answered by then counts as Redis
  * unreachable, and goes on in the background, so the checks after it get its answer (docs/operating.md, "Health").
  * A load balancer's health check thus never waits longer than a proxied request would.
  */
-import type { Redis } from "@upstash/redis";
-import { toStoreError } from "../engine/store";
+import type { RedisPort } from "../engine/redis";
+import { StoreError } from "../engine/store";
 import type { WaitUntil } from "../engine/types";
 import type { JwksHealth } from "../identity";
 import { BREAKER_RANK, type BreakerState } from "../resilience/breaker";
@@ -55,24 +55,24 @@ interface Probe {
 
 /** How long one Redis probe answers health checks of this isolate, ms. */
 const PROBE_CACHE_MS = 1000;
-/** A probe unsettled after this long is presumed lost and shared no more, ms (the admin client gives up after 5 s). */
+/** A probe unsettled after this long is presumed lost and shared no more, ms (an admin command gives up after 5 s). */
 const PROBE_LOST_MS = 10_000;
 
-/** The latest probe of one Redis client: in flight, or settled (`done`). */
+/** The latest probe of one Redis port: in flight, or settled (`done`). */
 interface ProbeEntry {
   probe: Promise<Probe>;
   startedMs: number;
   done?: Probe;
 }
 
-// Per Redis client (one per isolate in production; tests may build several).
+// Per Redis port (one per isolate in production; tests may build several).
 const probes = new WeakMap<object, ProbeEntry>();
 
 /**
  * The probe in flight, or the last one while it is fresh, or a new one. A new one is handed to `waitUntil`:
  * other requests may be awaiting it, so it must finish even if the request that started it is cancelled.
  */
-function sharedProbe(redis: Redis, scriptSha: () => Promise<string>, waitUntil?: WaitUntil) {
+function sharedProbe(redis: RedisPort, scriptSha: () => Promise<string>, waitUntil?: WaitUntil) {
   const now = Date.now();
   const last = probes.get(redis);
   if (last && (last.done ? now - last.done.atMs < PROBE_CACHE_MS : now - last.startedMs < PROBE_LOST_MS)) {
@@ -99,7 +99,7 @@ export interface HealthOptions {
   waitUntil?: WaitUntil;
   /**
    * The longest wait for the probe, ms; an open breaker waits not at all. A probe not in by then reads as
-   * Redis unreachable. @default as long as the probe takes (the admin client's timeout)
+   * Redis unreachable. @default as long as the probe takes (the admin timeout)
    */
   waitMs?: number;
   /** The isolate's JWKS as it last knew it (src/identity/jwt.ts), when one is configured. */
@@ -108,7 +108,7 @@ export interface HealthOptions {
 
 /** Builds one endpoint's health report from a (shared or cached) Redis probe and the decider's own view. */
 async function healthReport(
-  redis: Redis,
+  redis: RedisPort,
   scriptSha: () => Promise<string>,
   decider: DeciderHealth,
   options: HealthOptions,
@@ -139,7 +139,7 @@ async function healthReport(
  * most `options.waitMs`.
  */
 export async function healthOfEndpoints(
-  endpoints: readonly Redis[],
+  endpoints: readonly RedisPort[],
   scriptSha: () => Promise<string>,
   deciders: readonly DeciderHealth[],
   options: HealthOptions = {},
@@ -179,17 +179,17 @@ function summed(each: HealthReport[]): HealthReport {
   };
 }
 
-async function probe(redis: Redis, scriptSha: () => Promise<string>): Promise<Probe> {
+async function probe(redis: RedisPort, scriptSha: () => Promise<string>): Promise<Probe> {
   const startedMs = performance.now();
   try {
     const sha = await scriptSha();
-    const [, exists] = (await redis.pipeline().ping().scriptExists(sha).exec()) as [unknown, unknown];
-    const loaded = Array.isArray(exists) ? Number(exists[0]) === 1 : Number(exists) === 1;
+    const [, exists] = await redis.pipeline([["ping"], ["script", "exists", sha]]);
+    const loaded = Array.isArray(exists) && Number(exists[0]) === 1;
     const latencyMs = Math.round(performance.now() - startedMs);
     return { reachable: true, credentials: "accepted", latencyMs, scriptLoaded: loaded, atMs: Date.now() };
   } catch (error) {
-    // Only the kind of failure is kept (the decider's own reading of it); the message may quote the command.
-    return unanswered(toStoreError(error).kind === "auth");
+    // Only the kind of failure is kept (as the decider reads it); the message may name a key.
+    return unanswered(error instanceof StoreError && error.kind === "auth");
   }
 }
 

@@ -5,8 +5,8 @@
  * override). Override keys carry no TTL unless the operator gave one: the `ttl` is the
  * override's own lifetime, independent of the rule's period.
  */
-import type { Redis } from "@upstash/redis";
 import { identityHashOf, overrideKey, overrideKeyPrefix } from "../engine/keys";
+import type { RedisCommand, RedisPort } from "../engine/redis";
 import { fieldMap } from "../live/modes";
 import { overrideIndexKey, overrideIndexMember } from "../live/overrides";
 import { type Deadline, NO_DEADLINE } from "../util/deadline";
@@ -45,25 +45,34 @@ export async function putOverride(
   target: OverrideTarget,
   override: Override,
   ttlSeconds: number | undefined,
-  redis: Redis,
-  indexRedis: Redis = redis,
+  redis: RedisPort,
+  indexRedis: RedisPort = redis,
   deadline: Deadline = NO_DEADLINE,
 ) {
   const key = overrideKey(target.prefix, target.rule, target.identityHash);
-  const fields: Record<string, number> = { limit: override.limit, burst: override.burst };
-  if (override.periodMs !== undefined) fields.period = override.periodMs;
+  const fields: RedisCommand = ["limit", override.limit, "burst", override.burst];
+  const period: RedisCommand = override.periodMs === undefined ? [] : ["period", override.periodMs];
   await deadline.within(() =>
-    indexRedis.sadd(overrideIndexKey(target.prefix), overrideIndexMember(target.rule, target.identityHash)),
+    indexRedis.send([
+      "sadd",
+      overrideIndexKey(target.prefix),
+      overrideIndexMember(target.rule, target.identityHash),
+    ]),
   );
-  const tx = redis.multi().del(key).hset(key, fields);
-  if (ttlSeconds !== undefined) tx.expire(key, ttlSeconds);
-  await deadline.within(() => tx.exec());
+  const tx: RedisCommand[] = [
+    ["del", key],
+    ["hset", key, ...fields, ...period],
+  ];
+  if (ttlSeconds !== undefined) tx.push(["expire", key, ttlSeconds]);
+  await deadline.within(() => redis.multi(tx));
 }
 
 /** Reads one override, or `null` when there is none. */
-export async function getOverride(key: string, redis: Redis): Promise<StoredOverride | null> {
-  const pipeline = redis.pipeline().hgetall(key).ttl(key);
-  const [fields, ttl] = (await pipeline.exec()) as [unknown, number];
+export async function getOverride(key: string, redis: RedisPort): Promise<StoredOverride | null> {
+  const [fields, ttl] = await redis.pipeline([
+    ["hgetall", key],
+    ["ttl", key],
+  ]);
   return toStoredOverride(fieldMap(fields), Number(ttl));
 }
 
@@ -74,14 +83,18 @@ export async function getOverride(key: string, redis: Redis): Promise<StoredOver
  */
 export async function deleteOverride(
   target: OverrideTarget,
-  redis: Redis,
-  indexRedis: Redis = redis,
+  redis: RedisPort,
+  indexRedis: RedisPort = redis,
   deadline: Deadline = NO_DEADLINE,
 ): Promise<boolean> {
   const key = overrideKey(target.prefix, target.rule, target.identityHash);
-  const deleted = await deadline.within(() => redis.del(key));
+  const deleted = await deadline.within(() => redis.send(["del", key]));
   await deadline.within(() =>
-    indexRedis.srem(overrideIndexKey(target.prefix), overrideIndexMember(target.rule, target.identityHash)),
+    indexRedis.send([
+      "srem",
+      overrideIndexKey(target.prefix),
+      overrideIndexMember(target.rule, target.identityHash),
+    ]),
   );
   return Number(deleted) > 0;
 }
@@ -108,7 +121,7 @@ const MAX_SCANS_PER_PAGE = 50;
  * may not be.
  */
 export async function listOverrides(
-  redis: Redis,
+  redis: RedisPort,
   prefix: string,
   rule: string,
   cursor: string,
@@ -120,7 +133,10 @@ export async function listOverrides(
   let count = SCAN_COUNT;
   const keys: string[] = [];
   for (let scans = 0; scans < MAX_SCANS_PER_PAGE; scans++) {
-    const [next, batch] = await redis.scan(scanCursor, { match, count });
+    const [next, batch] = (await redis.send(["scan", scanCursor, "match", match, "count", count])) as [
+      unknown,
+      unknown[],
+    ];
     if (keys.length + batch.length > pageSize) {
       // COUNT bounds the keys SCAN visits (matching or not, whole hash buckets): ask the same cursor for
       // fewer. Only a page smaller than one bucket's matches takes a batch that overflows it.
@@ -155,19 +171,19 @@ export function isCursor(cursor: string, endpointCount: number): boolean {
  * cursor itself, as {@link listOverrides} gives it.
  */
 export async function listOverridesOf(
-  endpoints: readonly Redis[],
+  endpoints: readonly RedisPort[],
   prefix: string,
   rule: string,
   cursor: string,
   pageSize: number,
 ): Promise<OverridePage> {
-  if (endpoints.length === 1) return listOverrides(endpoints[0] as Redis, prefix, rule, cursor, pageSize);
+  if (endpoints.length === 1) return listOverrides(endpoints[0] as RedisPort, prefix, rule, cursor, pageSize);
   const dash = cursor.indexOf("-");
   let at = dash < 0 ? 0 : Number(cursor.slice(0, dash));
   let scan = dash < 0 ? cursor : cursor.slice(dash + 1);
   const items: OverridePage["items"] = [];
   while (at < endpoints.length) {
-    const page = await listOverrides(endpoints[at] as Redis, prefix, rule, scan, pageSize - items.length);
+    const page = await listOverrides(endpoints[at] as RedisPort, prefix, rule, scan, pageSize - items.length);
     items.push(...page.items);
     if (page.nextCursor !== null) return { items, nextCursor: `${at}-${page.nextCursor}` };
     at++;
@@ -177,11 +193,14 @@ export async function listOverridesOf(
   return { items, nextCursor: at < endpoints.length ? `${at}-0` : null };
 }
 
-async function details(redis: Redis, keys: string[]): Promise<OverridePage["items"]> {
+async function details(redis: RedisPort, keys: string[]): Promise<OverridePage["items"]> {
   if (keys.length === 0) return [];
-  const pipeline = redis.pipeline();
-  for (const key of keys) pipeline.hgetall(key).ttl(key);
-  const replies = (await pipeline.exec()) as unknown[];
+  const replies = await redis.pipeline(
+    keys.flatMap((key) => [
+      ["hgetall", key],
+      ["ttl", key],
+    ]),
+  );
   const items: OverridePage["items"] = [];
   keys.forEach((key, i) => {
     const stored = toStoredOverride(fieldMap(replies[2 * i]), Number(replies[2 * i + 1]));

@@ -2,10 +2,9 @@
  * Keeping a fixed-window counter on the window in force when an override changes it (lua/floodgate.lua's
  * header, "Re-aim call"): the admin API's step after each override set or removal.
  */
-import type { Redis } from "@upstash/redis";
 import type { RuleConfig } from "../config/rules";
-import { reaimArguments } from "../engine/script";
-import { runScript } from "../engine/store";
+import type { RedisPort } from "../engine/redis";
+import { FLOODGATE_SCRIPT, reaimArguments } from "../engine/script";
 import { type Deadline, NO_DEADLINE } from "../util/deadline";
 import type { Override, OverrideTarget } from "./overrides";
 
@@ -23,7 +22,7 @@ export async function reaimCounter(
   target: OverrideTarget,
   rule: RuleConfig,
   override: Override | undefined,
-  redis: Redis,
+  redis: RedisPort,
   deadline: Deadline = NO_DEADLINE,
 ): Promise<void> {
   if (rule.algorithm !== "fixed-window") return;
@@ -32,7 +31,7 @@ export async function reaimCounter(
   if (periodMs === undefined) return;
   const { keys, args } = reaimArguments(target.prefix, target.rule, target.identityHash, periodMs);
   try {
-    await deadline.within(() => runScript(redis, keys, args));
+    await deadline.within(() => redis.runScript(FLOODGATE_SCRIPT, keys, args));
   } catch {
     // The override itself is written: the answer must say so. The counter only keeps its expiry, until
     // its window ends (or, after a set, until a decision that reads the override re-aims it).

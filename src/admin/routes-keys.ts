@@ -90,9 +90,9 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       // nor remembered by a deny cache (src/resilience/deny-cache.ts), so Redis is all there is to reset.
       const budget = await shedBudget({ ...rule, shed: rule.shed }, named);
       const deleted = await Promise.all(
-        budget.subKeys.map((hash) => admin.redisOf(hash).del(...admin.stateKeys(rule, hash))),
+        budget.subKeys.map((hash) => admin.redisOf(hash).send(["del", ...admin.stateKeys(rule, hash)])),
       );
-      const reset = deleted.some((n) => n > 0);
+      const reset = deleted.some((n) => Number(n) > 0);
       return c.json({ rule: rule.name, identity: showHash(budget.identityHash), reset });
     }
     const identityHash = await resolveIdentityHash(rule, named);

@@ -5,6 +5,7 @@
  * show of a URL only its scheme and host (`shownUrl`), never a token.
  */
 import * as v from "valibot";
+import { REST_URL_SHAPE } from "../engine/redis";
 import { ConfigError, shownUrl } from "./errors";
 
 /** One Redis REST endpoint. */
@@ -19,15 +20,10 @@ const TOKEN_BINDING = "UPSTASH_REDIS_REST_TOKEN";
 /** The URL binding split into its endpoints (one entry when it has no comma), each trimmed. */
 const splitUrls = (value: string): string[] => value.split(",").map((u) => u.trim());
 
-/**
- * The URLs `@upstash/redis` accepts (a trailing `/` removed): it throws on any other, the URL in its message,
- * so nothing else may reach it.
- */
-const REST_URL = /^https?:\/\/[^\s#$./?].\S*$/;
-
 /** Why `url` cannot be a Redis REST endpoint, in a message naming `name`; `undefined` when it can. */
 export function restUrlProblem(name: string, url: string): string | undefined {
-  if (REST_URL.test(url.replace(/\/$/, ""))) return undefined;
+  // The port refuses any other (src/engine/redis.ts): none may reach it.
+  if (REST_URL_SHAPE.test(url.replace(/\/$/, ""))) return undefined;
   return `${name}: ${shownUrl(url)} is not an http(s) URL (the database's REST URL, e.g. https://<name>.upstash.io)`;
 }
 

@@ -49,7 +49,7 @@ async function readWithin(
   const breakerOpen = firstBreakerOpen(admin);
   if (admin.metrics && !breakerOpen) {
     const flush = admin.metrics.flush();
-    // Cut short, it still lands when Redis answers in time for the admin client (counts are best effort).
+    // Cut short, it still lands when Redis answers within the admin timeout (counts are best effort).
     waitUntil(flush);
     await deadline.within(() => flush).catch(() => {});
   }
@@ -61,7 +61,7 @@ async function readWithin(
   const reads: Read[] = minutes.map((minute) => ({
     key: metricsKeys(prefix, minute).counts,
     minute,
-    send: (p, key) => p.hgetall(key),
+    command: (key) => ["hgetall", key],
   }));
   for (const rule of rules) {
     for (const minute of recent) {
@@ -70,12 +70,12 @@ async function readWithin(
         {
           key: keys.denied(rule.name),
           minute,
-          send: (p, key) => p.zrange(key, 0, LISTED - 1, { rev: true, withScores: true }),
+          command: (key) => ["zrange", key, 0, LISTED - 1, "rev", "withscores"],
         },
         {
           key: keys.near(rule.name),
           minute,
-          send: (p, key) => p.zrange(key, 0, LISTED - 1, { withScores: true }),
+          command: (key) => ["zrange", key, 0, LISTED - 1, "withscores"],
         },
       );
     }

@@ -1,14 +1,13 @@
 /**
  * The dashboard's reads of per-minute metrics keys, with a per-isolate cache for minutes that have settled.
  */
-import type { Redis } from "@upstash/redis";
+import type { RedisCommand, RedisPort } from "../engine/redis";
 
-type Pipeline = ReturnType<Redis["pipeline"]>;
 /** One key to read, the minute it belongs to, and the command that reads it. */
 export interface Read {
   key: string;
   minute: number;
-  send: (pipeline: Pipeline, key: string) => void;
+  command: (key: string) => RedisCommand;
 }
 
 /**
@@ -25,7 +24,7 @@ const settledReplies = new WeakMap<object, Map<string, { reply: unknown; minute:
  * Cached minutes older than `horizonMinutes` are dropped.
  */
 export async function readSettled(
-  redis: Redis,
+  redis: RedisPort,
   reads: Read[],
   nowMinute: number,
   horizonMinutes: number,
@@ -42,17 +41,17 @@ export async function readSettled(
   }
   const replies: unknown[] = new Array(reads.length);
   const missing: number[] = [];
-  const pipeline = redis.pipeline();
+  const pipeline: RedisCommand[] = [];
   reads.forEach((read, i) => {
     const hit = cache.get(read.key);
     if (hit) replies[i] = hit.reply;
     else {
-      read.send(pipeline, read.key);
+      pipeline.push(read.command(read.key));
       missing.push(i);
     }
   });
   if (missing.length === 0) return replies;
-  const fetched = (await pipeline.exec()) as unknown[];
+  const fetched = await redis.pipeline(pipeline);
   missing.forEach((i, j) => {
     const read = reads[i] as Read;
     replies[i] = fetched[j];

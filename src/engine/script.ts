@@ -12,6 +12,7 @@ import {
   resetFenceKey,
   stateKey,
 } from "./keys";
+import type { RedisScript } from "./redis";
 import type { Algorithm, RefundCall, Reservation, RuleCall } from "./types";
 
 /** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
@@ -42,6 +43,9 @@ export function scriptSha(): Promise<string> {
   });
   return shaPromise;
 }
+
+/** The script as the Redis port runs it (src/engine/redis.ts): every call kind below goes through it. */
+export const FLOODGATE_SCRIPT: RedisScript = { name: "floodgate", source: SCRIPT_SOURCE, sha: scriptSha };
 
 /** Options of one script call. */
 export interface CallOptions {

@@ -1,27 +1,25 @@
 /**
- * The store: a request's rules decided in ONE `EVALSHA` through Upstash's REST API, within one time budget.
- * It throws a small typed {@link StoreError} when Redis cannot answer; the resilience layer turns that
- * into a never-throwing `Decider` (failure policies, breaker, fallback).
+ * The store: a request's rules decided in ONE script call through the Redis port (src/engine/redis.ts), within
+ * one time budget. It throws a small typed {@link StoreError} when Redis cannot answer; the resilience layer
+ * turns that into a never-throwing `Decider` (failure policies, breaker, fallback).
  */
-import { Redis } from "@upstash/redis/cloudflare";
 import { DEFAULTS } from "./defaults";
 import { capacityUs, resetFenceMs, stateKey } from "./keys";
+import { createRedisPort, type RedisPort } from "./redis";
 import { decodeRefund, decodeReply } from "./reply";
-import { restCommand, restEndpoint } from "./rest";
 import { decisionOf } from "./results";
 import {
   type CallOptions,
+  FLOODGATE_SCRIPT,
   giveBackArguments,
   refundArguments,
-  SCRIPT_SOURCE,
   scriptArguments,
-  scriptSha,
 } from "./script";
-import { StoreError, toStoreError } from "./store-error";
+import { StoreError } from "./store-error";
 import type { DecideOptions, Decision, RefundCall, Reservation, RuleCall } from "./types";
 
-/** The store's error, its kinds and the mapping to it (src/engine/store-error.ts), named with the store. */
-export { StoreError, type StoreErrorKind, toStoreError } from "./store-error";
+/** The store's error and its kinds (src/engine/store-error.ts), named with the store. */
+export { StoreError, type StoreErrorKind } from "./store-error";
 
 /** Options of {@link createStore}. */
 export interface StoreOptions {
@@ -48,8 +46,8 @@ export interface StoreOptions {
 export interface Store {
   /** The key prefix in use. */
   readonly prefix: string;
-  /** A client for admin commands (no retries, no auto-pipelining, `adminTimeoutMs` per command). */
-  readonly redis: Redis;
+  /** The port for admin commands and reads (`adminTimeoutMs` per request unless a call says otherwise). */
+  readonly redis: RedisPort;
   /**
    * Decides all `calls` in one atomic script call: allowed only if every `on` rule allows, and then every
    * allowing rule is counted; otherwise nothing is. With `peek`, evaluates but writes nothing.
@@ -104,22 +102,13 @@ function withinFence(call: RuleCall, { tatUs, writtenAtUs }: Reservation): boole
   return tatUs > 0 && writtenAtUs > 0 && tatUs - writtenAtUs <= reachUs;
 }
 
-const isNoScript = (error: unknown): boolean =>
-  error instanceof Error && error.message.startsWith("NOSCRIPT");
-
-/**
- * Runs the script through an admin client (not bound by a decision's budget): `EVALSHA`, and on `NOSCRIPT`
- * (Redis restarted or flushed its scripts) `EVAL`, which caches it again. Errors as the client throws them.
- */
-export async function runScript(
-  redis: Pick<Redis, "evalsha" | "eval">,
-  keys: string[],
-  args: string[],
-): Promise<unknown> {
-  return redis.evalsha(await scriptSha(), keys, args).catch((error: unknown) => {
-    if (!isNoScript(error)) throw error;
-    return redis.eval(SCRIPT_SOURCE, keys, args);
-  });
+/** A reply the decoder cannot read: the script's fault, not Redis's absence. */
+function decodedBy<T>(decode: () => T): T {
+  try {
+    return decode();
+  } catch (error) {
+    throw new StoreError("script", (error as Error).message, { cause: error });
+  }
 }
 
 /**
@@ -140,25 +129,7 @@ export function createStore(options: StoreOptions): Store {
   if (!url || !token) throw new Error("createStore: `url` and `token` are required");
   if (!(timeoutMs > 0)) throw new Error("createStore: `timeoutMs` must be a positive number of milliseconds");
 
-  const clientOptions = {
-    url,
-    token,
-    // `retry: false` still makes two fetches; a decision must never be sent twice.
-    retry: { retries: 0 },
-    enableTelemetry: false,
-    enableAutoPipelining: false,
-    // The script returns integers only; nothing to decode.
-    responseEncoding: false,
-    automaticDeserialization: false,
-    readYourWrites: false,
-  } as const;
-
-  // A signal given as a FUNCTION: a plain signal that is already aborted makes the client invent a result.
-  const redis = new Redis({ ...clientOptions, signal: () => AbortSignal.timeout(adminTimeoutMs) });
-  // Decisions skip the SDK: one plain fetch per command (rest.ts), its headers built here once.
-  const endpoint = restEndpoint(url, token);
-  // The script's SHA once known: the decision's path then awaits only its fetch.
-  let sha: string | undefined;
+  const redis = createRedisPort({ url, token, timeoutMs: adminTimeoutMs });
 
   async function decide(
     calls: RuleCall[],
@@ -168,47 +139,24 @@ export function createStore(options: StoreOptions): Store {
     const startedAt = Date.now();
     if (calls.length === 0) return decisionOf(true, [], 0);
     const deadline = startedAt + Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
-    // Every fetch of this decision, the NOSCRIPT reload included, shares its deadline.
-    const signal = () => opts.signal ?? AbortSignal.timeout(Math.max(1, deadline - Date.now()));
     const { keys, args } = scriptArguments(prefix, calls, requestId, opts, splitRefunds);
-    let raw: unknown;
-    try {
-      try {
-        sha ??= await scriptSha();
-        raw = await restCommand(endpoint, ["evalsha", sha, keys.length, ...keys, ...args], signal());
-      } catch (error) {
-        if (!isNoScript(error)) throw error;
-        // Redis restarted or flushed its scripts: EVAL runs it once and caches it again.
-        if (Date.now() >= deadline) throw new StoreError("timeout", "the Redis decision exceeded its budget");
-        raw = await restCommand(endpoint, ["eval", SCRIPT_SOURCE, keys.length, ...keys, ...args], signal());
-      }
-    } catch (error) {
-      throw toStoreError(error);
-    }
-    let decoded: ReturnType<typeof decodeReply>;
-    try {
-      decoded = decodeReply(raw, calls);
-    } catch (error) {
-      throw new StoreError("script", (error as Error).message, { cause: error });
-    }
+    // The one budget covers the whole decision, a NOSCRIPT reload included.
+    const raw = await redis.runScript(FLOODGATE_SCRIPT, keys, args, { deadline, signal: opts.signal });
+    const decoded = decodedBy(() => decodeReply(raw, calls));
     return decisionOf(decoded.allowed, decoded.results, Date.now() - startedAt);
   }
 
   async function release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
-    try {
-      // Only a rule with a delay gets give-backs (lua/floodgate.lua's header, REFUND: a split refund may
-      // have moved another bucket since), and only within what a reset's fence covers.
-      if (reservation && (call.delayMs ?? 0) > 0 && withinFence(call, reservation)) {
-        const { keys, args } = giveBackArguments(prefix, call, reservation);
-        await runScript(redis, keys, args);
-        return;
-      }
-      // Only concurrency and shed slots are held past the decision.
-      if (call.algorithm !== "concurrency" && call.algorithm !== "shed") return;
-      await redis.zrem(stateKey(prefix, call.rule, call.identityHash), requestId);
-    } catch (error) {
-      throw toStoreError(error);
+    // Only a rule with a delay gets give-backs (lua/floodgate.lua's header, REFUND: a split refund may
+    // have moved another bucket since), and only within what a reset's fence covers.
+    if (reservation && (call.delayMs ?? 0) > 0 && withinFence(call, reservation)) {
+      const { keys, args } = giveBackArguments(prefix, call, reservation);
+      await redis.runScript(FLOODGATE_SCRIPT, keys, args);
+      return;
     }
+    // Only concurrency and shed slots are held past the decision.
+    if (call.algorithm !== "concurrency" && call.algorithm !== "shed") return;
+    await redis.send(["zrem", stateKey(prefix, call.rule, call.identityHash), requestId]);
   }
 
   async function refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]> {
@@ -221,23 +169,8 @@ export function createStore(options: StoreOptions): Store {
     }
     if (calls.length === 0) return [];
     const { keys, args } = refundArguments(prefix, calls, requestId, whenUs, splitRefunds);
-    const signal = () => AbortSignal.timeout(adminTimeoutMs);
-    let raw: unknown;
-    try {
-      try {
-        raw = await restCommand(
-          endpoint,
-          ["evalsha", await scriptSha(), keys.length, ...keys, ...args],
-          signal(),
-        );
-      } catch (error) {
-        if (!isNoScript(error)) throw error;
-        raw = await restCommand(endpoint, ["eval", SCRIPT_SOURCE, keys.length, ...keys, ...args], signal());
-      }
-      return decodeRefund(raw, calls);
-    } catch (error) {
-      throw toStoreError(error);
-    }
+    const raw = await redis.runScript(FLOODGATE_SCRIPT, keys, args);
+    return decodedBy(() => decodeRefund(raw, calls));
   }
 
   return { prefix, redis, decide, release, refund };

@@ -10,7 +10,7 @@
  * those denials run out on their own, as without the log, and the isolate reads the override index
  * (overrides.ts) again, since it may have missed a new override.
  */
-import type { Redis } from "@upstash/redis";
+import type { RedisPort } from "../engine/redis";
 import { EPOCH_FIELD, hashValues, liveModeKey } from "./modes";
 
 /** Slots in the ring of recent changes. */
@@ -31,18 +31,17 @@ const OVERRIDE_REMOVED = "o0";
 
 /** Records that an operator changed one identity's state (reset, override set or removed). */
 export async function recordChange(
-  redis: Redis,
+  redis: RedisPort,
   prefix: string,
   change: AdminChange,
   ring = CHANGE_RING,
 ): Promise<void> {
-  const epoch = Number(await redis.hincrby(liveModeKey(prefix), EPOCH_FIELD, 1));
+  const epoch = Number(await redis.send(["hincrby", liveModeKey(prefix), EPOCH_FIELD, 1]));
   // Written after the increment: a reader that sees the new epoch before this slot finds an older entry
   // there (its number does not match), stops, and tries again on its next read; one never written (this
   // writer failed here) it skips after a while (LOST_CHANGE_AFTER_MS, index.ts).
-  await redis.hset(liveModeKey(prefix), {
-    [slotField(epoch, ring)]: `${epoch}|${change.rule}|${change.identityHash}${overridePart(change)}`,
-  });
+  const entry = `${epoch}|${change.rule}|${change.identityHash}${overridePart(change)}`;
+  await redis.send(["hset", liveModeKey(prefix), slotField(epoch, ring), entry]);
 }
 
 /**
@@ -50,7 +49,7 @@ export async function recordChange(
  * already written; `epoch` itself when all were).
  */
 export async function readChanges(
-  redis: Redis,
+  redis: RedisPort,
   prefix: string,
   seenEpoch: number,
   epoch: number,
@@ -60,7 +59,7 @@ export async function readChanges(
   const first = Math.max(seenEpoch + 1, epoch - ring + 1);
   const epochs = Array.from({ length: epoch - first + 1 }, (_, i) => first + i);
   const fields = epochs.map((n) => slotField(n, ring));
-  const values = hashValues(await redis.hmget(liveModeKey(prefix), ...fields), fields);
+  const values = hashValues(await redis.send(["hmget", liveModeKey(prefix), ...fields]), fields);
   const changes: AdminChange[] = [];
   let readUpTo = first - 1;
   for (const [i, n] of epochs.entries()) {

@@ -1,7 +1,7 @@
 /**
  * Live modes: switched with `PUT /__floodgate/mode`, stored in Redis, copied into each isolate.
  */
-import type { Redis } from "@upstash/redis";
+import type { RedisPort } from "../engine/redis";
 import { LiveModeCache } from "./cache";
 import { type AdminChange, CHANGE_RING, readChanges } from "./changes";
 import { decodeLiveModes, type LiveModes, liveModeFields, liveModeKey } from "./modes";
@@ -52,7 +52,7 @@ export const LOST_CHANGE_AFTER_MS = 15_000;
  * });
  * const live = await liveModes.current((p) => c.executionCtx.waitUntil(p));
  */
-export function createLiveModes(redis: Redis, prefix: string, options: LiveModesOptions): LiveModeCache {
+export function createLiveModes(redis: RedisPort, prefix: string, options: LiveModesOptions): LiveModeCache {
   const { ruleNames, forget, lostChangeAfterMs = LOST_CHANGE_AFTER_MS, ...timing } = options;
   const now = timing.now ?? Date.now;
   const overrides = new OverrideIndex();
@@ -61,13 +61,10 @@ export function createLiveModes(redis: Redis, prefix: string, options: LiveModes
   const fields = liveModeFields(ruleNames);
   return new LiveModeCache({
     load: async (): Promise<LiveModes> => {
-      if (overrides.loaded) return decodeLiveModes(fields, await redis.hmget(liveModeKey(prefix), ...fields));
+      const modesRead = ["hmget", liveModeKey(prefix), ...fields];
+      if (overrides.loaded) return decodeLiveModes(fields, await redis.send(modesRead));
       // The epoch is read before the index: every change after it is replayed from the log (catchUp).
-      const [modes, members] = (await redis
-        .pipeline()
-        .hmget(liveModeKey(prefix), ...fields)
-        .smembers(overrideIndexKey(prefix))
-        .exec()) as [unknown, unknown[]];
+      const [modes, members] = await redis.pipeline([modesRead, ["smembers", overrideIndexKey(prefix)]]);
       overrides.replace(Array.isArray(members) ? members : []);
       return decodeLiveModes(fields, modes);
     },

@@ -4,7 +4,7 @@
  * `[A-Za-z0-9_-]`, so the two kinds of field can never collide. The same hash carries the admin change
  * log (`epoch`, `change:<n>`; see changes.ts), so one read per second tells an isolate both.
  */
-import type { Redis } from "@upstash/redis";
+import type { RedisPort } from "../engine/redis";
 import type { Mode } from "../engine/types";
 import { MODES } from "../engine/types";
 import type { OverrideIndex } from "./overrides";
@@ -36,8 +36,8 @@ export const liveModeKey = (prefix: string): string => `${prefix}:mode`;
 export const isMode = (value: unknown): value is Mode => MODES.includes(value as Mode);
 
 /**
- * A hash reply as field → value, whatever the client's settings: with `automaticDeserialization: false`
- * (the store's admin client) HGETALL comes back as the flat `[field, value, …]` array Redis sends.
+ * A hash reply as field → value: HGETALL comes back as the flat `[field, value, …]` array Redis sends (an
+ * object, as some clients make of it, is taken as it is).
  */
 export function fieldMap(reply: unknown): Record<string, unknown> {
   if (!reply) return {};
@@ -47,7 +47,7 @@ export function fieldMap(reply: unknown): Record<string, unknown> {
   return fields;
 }
 
-/** The values of `fields` from an HMGET reply, whatever the client's settings (array, object or null). */
+/** The values of `fields` from an HMGET reply (an array as Redis sends it; an object or null taken too). */
 export function hashValues(reply: unknown, fields: readonly string[]): unknown[] {
   if (Array.isArray(reply)) return fields.map((_, i) => reply[i] ?? null);
   const map = (reply ?? {}) as Record<string, unknown>;
@@ -60,15 +60,15 @@ export function hashValues(reply: unknown, fields: readonly string[]): unknown[]
  * Unknown fields or values (written by hand) are ignored, never obeyed.
  */
 export async function readLiveModes(
-  redis: Redis,
+  redis: RedisPort,
   prefix: string,
   ruleNames?: readonly string[],
 ): Promise<LiveModes> {
   if (ruleNames) {
     const names = liveModeFields(ruleNames);
-    return decodeLiveModes(names, await redis.hmget(liveModeKey(prefix), ...names));
+    return decodeLiveModes(names, await redis.send(["hmget", liveModeKey(prefix), ...names]));
   }
-  return parseLiveModes(fieldMap(await redis.hgetall(liveModeKey(prefix))));
+  return parseLiveModes(fieldMap(await redis.send(["hgetall", liveModeKey(prefix)])));
 }
 
 /** The fields of the live-mode hash that matter for these rules (what `readLiveModes` asks for). */
@@ -100,12 +100,12 @@ function parseLiveModes(fields: Record<string, unknown>): LiveModes {
  * The hash never gets a TTL: a live switch lasts until it is cleared.
  */
 export async function writeLiveMode(
-  redis: Redis,
+  redis: RedisPort,
   prefix: string,
   rule: string | undefined,
   mode: Mode | null,
 ): Promise<void> {
   const field = rule === undefined ? GLOBAL_FIELD : `${RULE_FIELD_PREFIX}${rule}`;
-  if (mode === null) await redis.hdel(liveModeKey(prefix), field);
-  else await redis.hset(liveModeKey(prefix), { [field]: mode });
+  if (mode === null) await redis.send(["hdel", liveModeKey(prefix), field]);
+  else await redis.send(["hset", liveModeKey(prefix), field, mode]);
 }

@@ -14,7 +14,7 @@
  * Only hashed identities are kept (never a raw identity, IP or token). Counting is best effort: a flush
  * that fails is dropped, never retried on the request path.
  */
-import type { Redis } from "@upstash/redis";
+import type { RedisCommand, RedisPort } from "../engine/redis";
 import type { Decision, WaitUntil } from "../engine/types";
 import { ruleVerdictOf } from "./verdict";
 
@@ -53,7 +53,7 @@ export class MetricsAggregator {
   private expiring = new Set<string>();
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisPort,
     private readonly prefix: string,
     private readonly intervalMs = METRICS_FLUSH_INTERVAL_MS,
   ) {}
@@ -97,50 +97,42 @@ export class MetricsAggregator {
     this.lastFlushMs = Date.now();
     const buckets = this.buckets;
     this.buckets = new Map();
-    const pipeline = this.redis.pipeline();
+    const pipeline: RedisCommand[] = [];
     const fresh: string[] = [];
-    let commands = 0;
     const expire = (key: string) => {
       if (this.expiring.has(key)) return;
-      pipeline.expire(key, METRICS_TTL_SECONDS);
+      pipeline.push(["expire", key, METRICS_TTL_SECONDS]);
       fresh.push(key);
-      commands++;
     };
     for (const [minute, bucket] of buckets) {
       const keys = metricsKeys(this.prefix, minute);
       for (const [field, count] of bucket.counts) {
-        pipeline.hincrby(keys.counts, field, count);
-        commands++;
+        pipeline.push(["hincrby", keys.counts, field, count]);
       }
       expire(keys.counts);
       for (const [rule, identities] of bucket.denied) {
         for (const [identity, count] of top(identities, (a, b) => b - a)) {
-          pipeline.zincrby(keys.denied(rule), count, identity);
-          commands++;
+          pipeline.push(["zincrby", keys.denied(rule), count, identity]);
         }
         expire(keys.denied(rule));
       }
       for (const [rule, identities] of bucket.near) {
-        const [first, ...rest] = top(identities, (a, b) => a - b).map(([member, score]) => ({
-          score,
-          member,
-        }));
-        if (!first) continue;
+        const members = top(identities, (a, b) => a - b).flatMap(([member, score]) => [score, member]);
+        if (members.length === 0) continue;
         // LT keeps each identity's lowest remaining across isolates; one ZADD carries every member.
-        pipeline.zadd(keys.near(rule), { lt: true }, first, ...rest);
-        commands++;
+        pipeline.push(["zadd", keys.near(rule), "lt", ...members]);
         expire(keys.near(rule));
       }
     }
     try {
-      await pipeline.exec();
+      await this.redis.pipeline(pipeline);
       // Only now: a key whose EXPIRE was lost with a failed pipeline gets another next time.
       if (this.expiring.size > 10_000) this.expiring.clear();
       for (const key of fresh) this.expiring.add(key);
     } catch {
       // Best effort: the dashboard shows a gap rather than a request paying for a retry.
     }
-    return commands;
+    return pipeline.length;
   }
 
   private bucket(minute: number): Bucket {

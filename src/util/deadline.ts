@@ -1,6 +1,6 @@
 /**
  * One deadline for every Redis wait of one admin request (a dashboard read, an override change). Each admin
- * command has its own timeout (the admin client's `adminTimeoutMs`), so steps that run one after the other
+ * command has its own timeout (the store's `adminTimeoutMs`), so steps that run one after the other
  * would each wait it out on a Redis that hangs or answers late. Racing every step against one shared deadline
  * makes the whole request wait at most once (docs/failure-modes.md).
  */
@@ -10,7 +10,7 @@ import { deadlineAfter } from "./timer";
 export class DeadlineError extends Error {
   constructor() {
     super("the wait for Redis ran out");
-    // What the admin client's own timeout throws, so the log line reads the same.
+    // Named as an aborted fetch's timeout is, so a log line reads the same whichever ran out first.
     this.name = "TimeoutError";
   }
 }
@@ -45,7 +45,7 @@ export function deadlineIn(ms: number): Deadline {
   };
 }
 
-/** No deadline: each step waits as long as the admin client's own timeout lets it (callers outside a route). */
+/** No deadline: each step waits as long as its own admin timeout lets it (callers outside a route). */
 export const NO_DEADLINE: Deadline = {
   within: (start) => start(),
   remainingMs: () => Number.POSITIVE_INFINITY,

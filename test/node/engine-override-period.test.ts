@@ -7,8 +7,8 @@
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { overrideKey, stateKey } from "../../src/engine/keys";
-import { reaimArguments, scriptArguments } from "../../src/engine/script";
-import { runScript, type Store } from "../../src/engine/store";
+import { FLOODGATE_SCRIPT, reaimArguments, scriptArguments } from "../../src/engine/script";
+import type { Store } from "../../src/engine/store";
 import type { RuleCall } from "../../src/engine/types";
 import { awayFromWindowEdge } from "../support/window-edge";
 import { directRedis, redisNowMs, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
@@ -35,7 +35,7 @@ async function hit(call: RuleCall, opts: Parameters<Store["decide"]>[2] = {}) {
 /** The script's raw reply to a plain decision of `calls`, as the Worker sends it. */
 async function rawReply(calls: RuleCall[]): Promise<unknown[]> {
   const { keys, args } = scriptArguments(prefix, calls, requestId());
-  return (await runScript(store.redis, keys, args)) as unknown[];
+  return (await store.redis.runScript(FLOODGATE_SCRIPT, keys, args)) as unknown[];
 }
 
 const counterOf = (call: RuleCall) => stateKey(prefix, call.rule, call.identityHash);
@@ -163,7 +163,7 @@ describe("a fixed-window counter under an override's period", () => {
     await redis.del(overrideOf(call));
     const reaim = (periodMs: number) => {
       const { keys, args } = reaimArguments(prefix, call.rule, call.identityHash, periodMs);
-      return runScript(store.redis, keys, args);
+      return store.redis.runScript(FLOODGATE_SCRIPT, keys, args);
     };
 
     expect(Number(await reaim(RULE_MS))).toBe(1);
@@ -183,7 +183,7 @@ describe("a fixed-window counter under an override's period", () => {
     // No counter: nothing to re-aim, and nothing created.
     const fresh = ruleCall({ algorithm: "fixed-window", limit: 2, periodMs: RULE_MS });
     const { keys, args } = reaimArguments(prefix, fresh.rule, fresh.identityHash, RULE_MS);
-    expect(Number(await runScript(store.redis, keys, args))).toBe(0);
+    expect(Number(await store.redis.runScript(FLOODGATE_SCRIPT, keys, args))).toBe(0);
     expect(await redis.exists(counterOf(fresh))).toBe(0);
   });
 });

@@ -12,8 +12,8 @@ import { DEFAULTS } from "../../src/engine/defaults";
 import { consumedCalls } from "../../src/engine/groups";
 import { overrideKey, resetFenceKey, stateKey } from "../../src/engine/keys";
 import { refundOf } from "../../src/engine/results";
-import { reaimArguments } from "../../src/engine/script";
-import { runScript, type Store } from "../../src/engine/store";
+import { FLOODGATE_SCRIPT, reaimArguments } from "../../src/engine/script";
+import type { Store } from "../../src/engine/store";
 import {
   type Decision,
   isBucket,
@@ -50,7 +50,7 @@ const overrideOf = (call: RuleCall) => overrideKey(prefix, call.rule, call.ident
 /** The admin API's step after an override set or removal (src/admin/reaim.ts). */
 async function reaim(call: RuleCall, periodMs: number): Promise<number> {
   const { keys, args } = reaimArguments(prefix, call.rule, call.identityHash, periodMs);
-  return Number(await runScript(store.redis, keys, args));
+  return Number(await store.redis.runScript(FLOODGATE_SCRIPT, keys, args));
 }
 
 /** An override set or removed as the admin API does it (src/admin/routes-overrides.ts), period in ms or none. */

@@ -29,7 +29,7 @@ describe("the script", () => {
     const store = testStore(uniquePrefix("sha"));
     const fileSha = createHash("sha1").update(readFileSync("lua/floodgate.lua")).digest("hex");
     expect(await scriptSha()).toBe(fileSha);
-    expect(await store.redis.scriptLoad(SCRIPT_SOURCE)).toBe(fileSha);
+    expect(await store.redis.send(["script", "load", SCRIPT_SOURCE])).toBe(fileSha);
   });
 
   it("survives SCRIPT FLUSH: NOSCRIPT is answered by loading it and retrying once", async () => {
@@ -38,7 +38,7 @@ describe("the script", () => {
     expect((await store.decide([call], requestId())).results[0]?.remaining).toBe(2);
     await redis.script("FLUSH");
     expect((await store.decide([call], requestId())).results[0]?.remaining).toBe(1);
-    expect(await store.redis.scriptExists(await scriptSha())).toEqual([1]);
+    expect(await store.redis.send(["script", "exists", await scriptSha()])).toEqual([1]);
   });
 });
 

@@ -6,6 +6,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Redis } from "@upstash/redis/cloudflare";
+import { createRedisPort } from "../../src/engine/redis";
 import type { Env } from "../../src/env";
 import worker from "../../src/worker";
 
@@ -23,6 +24,13 @@ export const redis = new Redis({
   token: baseEnv.UPSTASH_REDIS_REST_TOKEN,
   enableTelemetry: false,
   enableAutoPipelining: false,
+});
+
+/** The Worker's own Redis port on the same REST server, for calling its domain stores (live modes, change log). */
+export const port = createRedisPort({
+  url: baseEnv.UPSTASH_REDIS_REST_URL,
+  token: baseEnv.UPSTASH_REDIS_REST_TOKEN,
+  timeoutMs: 5000,
 });
 
 /**

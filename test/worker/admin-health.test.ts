@@ -1,6 +1,6 @@
-import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, it, vi } from "vitest";
 import { healthOfEndpoints } from "../../src/admin/health";
+import { createRedisPort } from "../../src/engine/redis";
 import { scriptSha } from "../../src/engine/script";
 import type { DeciderHealth } from "../../src/resilience/decider";
 import { ADMIN_TOKEN, baseEnv, call, makeEnv } from "./admin-harness";
@@ -67,12 +67,11 @@ describe("GET /__floodgate/health", () => {
   });
 
   it("sends one probe for checks that arrive while it is in flight, however many there are", async () => {
-    // A client of its own: the probe cache is per client, as it is per isolate in production.
-    const client = new Redis({
+    // A port of its own: the probe cache is per port, as it is per isolate in production.
+    const client = createRedisPort({
       url: baseEnv.UPSTASH_REDIS_REST_URL,
       token: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-      enableTelemetry: false,
-      enableAutoPipelining: false,
+      timeoutMs: 5000,
     });
     const probes = vi.spyOn(client, "pipeline"); // the probe is one pipeline: PING + SCRIPT EXISTS
     const decider: DeciderHealth = {

@@ -3,7 +3,7 @@ import { hashIdentity } from "../../src/engine/keys";
 import { createLiveModes, LOST_CHANGE_AFTER_MS } from "../../src/live";
 import { CHANGE_RING, readChanges, recordChange } from "../../src/live/changes";
 import { liveModeKey } from "../../src/live/modes";
-import { call, makeEnv, redis, send, uniquePrefix } from "./admin-harness";
+import { call, makeEnv, port, redis, send, uniquePrefix } from "./admin-harness";
 
 const RULES = [{ name: "api", key: "header:x-api-key", algorithm: "fixed-window", limit: 2, period: "1h" }];
 /**
@@ -66,15 +66,15 @@ describe("admin changes reach every isolate", () => {
   it("keeps the change log bounded, and a reader stops at a slot not yet written", async () => {
     const prefix = uniquePrefix("admin-isolates-ring");
     const hashes = await Promise.all([1, 2, 3].map((i) => hashIdentity(`ring-${i}`)));
-    for (const identityHash of hashes) await recordChange(redis, prefix, { rule: "api", identityHash });
-    expect(await readChanges(redis, prefix, 0, 3)).toEqual({
+    for (const identityHash of hashes) await recordChange(port, prefix, { rule: "api", identityHash });
+    expect(await readChanges(port, prefix, 0, 3)).toEqual({
       changes: hashes.map((identityHash) => ({ rule: "api", identityHash })),
       readUpTo: 3,
     });
-    expect((await readChanges(redis, prefix, 2, 3)).changes).toHaveLength(1);
+    expect((await readChanges(port, prefix, 2, 3)).changes).toHaveLength(1);
     // Epoch 4 announced, its slot not written yet: read up to 3, try 4 again later.
     await redis.hincrby(liveModeKey(prefix), "epoch", 1);
-    expect((await readChanges(redis, prefix, 2, 4)).readUpTo).toBe(3);
+    expect((await readChanges(port, prefix, 2, 4)).readUpTo).toBe(3);
 
     // However many changes are recorded, the hash holds at most the ring plus its counter (a small ring
     // here, to keep the test short; production uses CHANGE_RING).
@@ -82,13 +82,13 @@ describe("admin changes reach every isolate", () => {
     const ringPrefix = `${prefix}-small`;
     await Promise.all(
       Array.from({ length: 50 }, (_, n) =>
-        recordChange(redis, ringPrefix, { rule: "api", identityHash: `h${n}` }, ring),
+        recordChange(port, ringPrefix, { rule: "api", identityHash: `h${n}` }, ring),
       ),
     );
     expect(await redis.hget(liveModeKey(ringPrefix), "epoch")).toBe(50);
     expect(await redis.hlen(liveModeKey(ringPrefix))).toBe(ring + 1);
     // A reader that fell more than a ring behind reads only the last ring's worth.
-    const behind = await readChanges(redis, ringPrefix, 0, 50, ring);
+    const behind = await readChanges(port, ringPrefix, 0, 50, ring);
     expect(behind.readUpTo).toBe(50);
     expect(behind.changes).toHaveLength(ring);
     expect(CHANGE_RING).toBeGreaterThanOrEqual(1000);
@@ -98,7 +98,7 @@ describe("admin changes reach every isolate", () => {
     const prefix = uniquePrefix("admin-isolates-lost");
     let clockMs = 0;
     const forgotten: string[] = [];
-    const live = createLiveModes(redis, prefix, {
+    const live = createLiveModes(port, prefix, {
       ruleNames: ["api"],
       forget: (_rule, identityHash) => forgotten.push(identityHash),
       now: () => clockMs,
@@ -114,7 +114,7 @@ describe("admin changes reach every isolate", () => {
 
     // A writer between its two commands: epoch 1 taken, its slot written 5 s later.
     await redis.hincrby(liveModeKey(prefix), "epoch", 1);
-    await recordChange(redis, prefix, { rule: "api", identityHash: "second" });
+    await recordChange(port, prefix, { rule: "api", identityHash: "second" });
     await refreshAfter(1000);
     expect(forgotten).toEqual([]);
     await redis.hset(liveModeKey(prefix), { "change:1": "1|api|first" });
@@ -123,7 +123,7 @@ describe("admin changes reach every isolate", () => {
 
     // A writer that died between them: epoch 3 is never written; the change after it still arrives.
     await redis.hincrby(liveModeKey(prefix), "epoch", 1);
-    await recordChange(redis, prefix, { rule: "api", identityHash: "fourth" });
+    await recordChange(port, prefix, { rule: "api", identityHash: "fourth" });
     await refreshAfter(1000);
     await refreshAfter(LOST_CHANGE_AFTER_MS - 1000);
     expect(forgotten).toEqual(["first", "second"]);

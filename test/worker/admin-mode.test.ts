@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { readLiveModes } from "../../src/live/modes";
-import { call, makeEnv, redis, send, uniquePrefix } from "./admin-harness";
+import { call, makeEnv, port, redis, send, uniquePrefix } from "./admin-harness";
 
 const RULES = [
   { name: "api", key: "header:x-api-key", algorithm: "token-bucket", limit: 100, period: "1m", burst: 20 },
@@ -74,7 +74,7 @@ describe("live mode switch and effective rules", () => {
     body = await rules(testEnv);
     expect(body.mode.source).toBe("binding");
     expect(ruleNamed(body, "pinned")?.mode.source).toBe("rule");
-    expect(await readLiveModes(redis, prefix)).toEqual({ rules: {} });
+    expect(await readLiveModes(port, prefix)).toEqual({ rules: {} });
   });
 
   it("keeps the switch in Redis with no expiry", async () => {
@@ -105,7 +105,7 @@ describe("live mode switch and effective rules", () => {
       expect([400, 404]).toContain(response.status);
       expect((await response.text()).length).toBeLessThan(1000);
     }
-    expect(await readLiveModes(redis, prefix)).toEqual({ rules: {} });
+    expect(await readLiveModes(port, prefix)).toEqual({ rules: {} });
   });
 
   it("needs the token for /mode and /rules", async () => {
@@ -115,6 +115,6 @@ describe("live mode switch and effective rules", () => {
       const put = await call(testEnv, "/__floodgate/mode", { method: "PUT", token, body: '{"mode":"off"}' });
       expect(put.status).toBe(401);
     }
-    expect(await readLiveModes(redis, prefix)).toEqual({ rules: {} });
+    expect(await readLiveModes(port, prefix)).toEqual({ rules: {} });
   });
 });

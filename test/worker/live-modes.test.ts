@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { LiveModeCache } from "../../src/live/cache";
 import { readLiveModes, writeLiveMode } from "../../src/live/modes";
-import { redis, uniquePrefix } from "./admin-harness";
+import { port, redis, uniquePrefix } from "./admin-harness";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -12,7 +12,7 @@ function cacheFor(prefix: string, refreshIntervalMs = 1000) {
   const cache = new LiveModeCache({
     load: () => {
       reads++;
-      return readLiveModes(redis, prefix);
+      return readLiveModes(port, prefix);
     },
     refreshIntervalMs,
   });
@@ -23,25 +23,25 @@ function cacheFor(prefix: string, refreshIntervalMs = 1000) {
 describe("live modes", () => {
   it("stores a global and a per-rule switch in one hash without a TTL, and clears them with null", async () => {
     const prefix = uniquePrefix("live-store");
-    await writeLiveMode(redis, prefix, undefined, "monitor");
-    await writeLiveMode(redis, prefix, "api", "off");
-    expect(await readLiveModes(redis, prefix)).toEqual({ global: "monitor", rules: { api: "off" } });
+    await writeLiveMode(port, prefix, undefined, "monitor");
+    await writeLiveMode(port, prefix, "api", "off");
+    expect(await readLiveModes(port, prefix)).toEqual({ global: "monitor", rules: { api: "off" } });
     expect(await redis.ttl(`${prefix}:mode`)).toBe(-1);
-    await writeLiveMode(redis, prefix, undefined, null);
-    expect(await readLiveModes(redis, prefix)).toEqual({ rules: { api: "off" } });
-    await writeLiveMode(redis, prefix, "api", null);
-    expect(await readLiveModes(redis, prefix)).toEqual({ rules: {} });
+    await writeLiveMode(port, prefix, undefined, null);
+    expect(await readLiveModes(port, prefix)).toEqual({ rules: { api: "off" } });
+    await writeLiveMode(port, prefix, "api", null);
+    expect(await readLiveModes(port, prefix)).toEqual({ rules: {} });
   });
 
   it("ignores values written by hand that are not modes", async () => {
     const prefix = uniquePrefix("live-junk");
     await redis.hset(`${prefix}:mode`, { global: "sometimes", "rule:api": "monitor", other: "on" });
-    expect(await readLiveModes(redis, prefix)).toEqual({ rules: { api: "monitor" } });
+    expect(await readLiveModes(port, prefix)).toEqual({ rules: { api: "monitor" } });
   });
 
   it("makes a fresh isolate's first request wait for the live modes, so an old switch is never ignored", async () => {
     const prefix = uniquePrefix("live-cold");
-    await writeLiveMode(redis, prefix, undefined, "off");
+    await writeLiveMode(port, prefix, undefined, "off");
     const { current, reads } = cacheFor(prefix);
     expect(await current()).toEqual({ global: "off", rules: {} });
     expect(reads()).toBe(1);
@@ -67,7 +67,7 @@ describe("live modes", () => {
     const prefix = uniquePrefix("live-switch");
     const { current, background } = cacheFor(prefix, 300);
     expect((await current()).global).toBeUndefined();
-    await writeLiveMode(redis, prefix, undefined, "monitor");
+    await writeLiveMode(port, prefix, undefined, "monitor");
     // Until the interval has passed, the isolate still uses its copy.
     expect((await current()).global).toBeUndefined();
     await sleep(320);
