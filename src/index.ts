@@ -24,6 +24,7 @@ export {
   type ShedConfig,
   type TierLimits,
 } from "./config";
+export type { CallBudget, RedisArg, RedisCommand, RedisPort, RedisScript } from "./engine/redis";
 export type { CallOptions } from "./engine/script";
 export { createStore, type Store, type StoreErrorKind, type StoreOptions } from "./engine/store";
 export type {
