@@ -40,7 +40,18 @@ export interface ShedConfig {
 /** A validated rule with every default applied. */
 export interface RuleConfig {
   name: string;
-  match: { methods?: string[]; path?: string; host?: string };
+  /** As written: which requests the rule applies to, and how they are read (docs/matching.md). */
+  match: {
+    methods?: string[];
+    path?: string;
+    host?: string;
+    /** A trailing slash makes another path (by default `/login/` is `/login`). */
+    strict_slash?: boolean;
+    /** The path's ASCII letters match in either case. */
+    case_insensitive?: boolean;
+    /** `false`: a request counts under its own method only, never the method it tunnels (src/rules/method.ts). */
+    method_override?: boolean;
+  };
   /** The key's parts; more than one = a composite identity. */
   key: KeyPart[];
   /** The key as written (`"header:x-api-key"`, `"ip|jwt:sub"`), for messages. */
@@ -171,9 +182,9 @@ function ruleConfig(
 }
 
 /**
- * Fields of valid rules that their algorithm never reads: a `burst` (the rule's or a tier's) on a rule that
- * is neither token-bucket nor gcra, a `cost` on a concurrency or shed rule (one slot per request). Not
- * errors, as the contract's rule syntax allows them; check-config warns of each.
+ * Fields of valid rules that are never read: a `burst` (the rule's or a tier's) on a rule that is neither
+ * token-bucket nor gcra, a `cost` on a concurrency or shed rule (one slot per request), a path option with no
+ * path, `method_override` with no methods. Not errors, as the rule syntax allows them; check-config warns of each.
  */
 export function unreadFields(rules: readonly unknown[], label: string): string[] {
   const unread: string[] = [];
@@ -183,8 +194,18 @@ export function unreadFields(rules: readonly unknown[], label: string): string[]
       burst?: unknown;
       cost?: unknown;
       tiers?: Record<string, object>;
+      match?: Record<string, unknown>;
     };
     const at = `${label}[${index}]`;
+    const match = rule.match ?? {};
+    for (const field of ["strict_slash", "case_insensitive"]) {
+      if (match[field] !== undefined && match.path === undefined) {
+        unread.push(`${at}.match.${field}: ignored, the rule has no path`);
+      }
+    }
+    if (match.method_override !== undefined && match.methods === undefined) {
+      unread.push(`${at}.match.method_override: ignored, the rule names no methods`);
+    }
     if (rule.algorithm !== "token-bucket" && rule.algorithm !== "gcra") {
       const tiers = Object.entries(rule.tiers ?? {}).filter(([, limits]) => "burst" in limits);
       for (const where of [...(rule.burst === undefined ? [] : [""]), ...tiers.map(([t]) => `.tiers.${t}`)]) {

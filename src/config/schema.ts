@@ -134,6 +134,22 @@ const unknownField = (i: v.BaseIssue<unknown>) =>
       ? "required"
       : `expected a table of fields, not ${show(i.input)}`;
 
+/** A `true` / `false` field. */
+const flag = v.boolean((i) => `${show(i.input)} is not true or false`);
+
+/**
+ * Why a path pattern can never match a request's path, or `undefined`. A request's path has no query or
+ * fragment, and its `.` and `..` segments are resolved before any rule sees it (src/rules/path.ts).
+ */
+function neverMatchingPath(pattern: string): string | undefined {
+  if (pattern.includes("?")) return `contains "?": the query is not part of the path (%3F is a literal "?")`;
+  if (pattern.includes("#"))
+    return `contains "#": the fragment never reaches the server (%23 is a literal "#")`;
+  const dots = pattern.split("/").find((segment) => segment === "." || segment === "..");
+  if (dots !== undefined) return `has a "${dots}" segment: a request's path is resolved before it is matched`;
+  return undefined;
+}
+
 const matchSchema = v.strictObject(
   {
     methods: v.optional(
@@ -144,6 +160,7 @@ const matchSchema = v.strictObject(
             v.regex(/^[A-Za-z]+$/, (i) => `${show(i.input)} is not a method`),
           ),
         ),
+        v.minLength(1, "an empty list matches no request (leave methods out to match every method)"),
         v.transform((methods) => methods.map((m) => m.toUpperCase())),
       ),
     ),
@@ -151,6 +168,10 @@ const matchSchema = v.strictObject(
       v.pipe(
         v.string("a path is a string"),
         v.startsWith("/", (i) => `${show(i.input)} does not start with "/"`),
+        v.rawCheck(({ dataset, addIssue }) => {
+          const why = dataset.typed ? neverMatchingPath(dataset.value) : undefined;
+          if (why !== undefined) addIssue({ message: `${show(dataset.value)} never matches: it ${why}` });
+        }),
       ),
     ),
     host: v.optional(
@@ -159,6 +180,9 @@ const matchSchema = v.strictObject(
         v.regex(/^(\*\.)?[A-Za-z0-9.-]+(:\d+)?$/, (i) => `${show(i.input)} is not a host`),
       ),
     ),
+    strict_slash: v.optional(flag),
+    case_insensitive: v.optional(flag),
+    method_override: v.optional(flag),
   },
   unknownField,
 );
@@ -211,7 +235,7 @@ export const ruleSchema = v.strictObject(
     mode: v.optional(picklist(MODES)),
     failure: v.optional(picklist(FAILURES)),
     missing: v.optional(picklist(["ip", "skip", "deny"] as const)),
-    lease: v.optional(v.boolean((i) => `${show(i.input)} is not true or false`)),
+    lease: v.optional(flag),
   },
   unknownField,
 );

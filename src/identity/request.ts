@@ -5,6 +5,7 @@
 import type { JWTPayload } from "jose";
 import type { KeyPart } from "../config";
 import type { WaitUntil } from "../engine/types";
+import { methodOverrides } from "../rules/method";
 import { canonicalPath } from "../rules/path";
 import { ProblemError } from "../util/problem";
 import type { RunningTimer } from "../util/timer";
@@ -31,6 +32,7 @@ export class RequestIdentity {
   private ip?: string | null;
   private uuid?: string;
   private canonical?: string;
+  private overrides?: readonly string[];
   readonly url: URL;
   /** A timer already running for this request (the decision budget's), for a later wait to hang its own on. */
   timer?: RunningTimer;
@@ -54,6 +56,12 @@ export class RequestIdentity {
   get path(): string {
     if (this.canonical === undefined) this.canonical = canonicalPath(this.url.pathname);
     return this.canonical;
+  }
+
+  /** The methods the request tunnels through a header or `_method` (src/rules/method.ts): read once, when a rule asks. */
+  get methodOverrides(): readonly string[] {
+    this.overrides ??= methodOverrides(this.request.headers, this.url);
+    return this.overrides;
   }
 
   /** The canonical client IP, or `unknown` (one shared bucket) when the trusted header is absent. */

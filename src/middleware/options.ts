@@ -69,8 +69,21 @@ export type Period = `${number}${"s" | "m" | "h" | "d"}` | number;
 export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   /** `[A-Za-z0-9_-]{1,64}`, unique; appears in headers and Redis keys. */
   name: string;
-  /** Which requests the rule applies to; absent = every request. `*` spans `/`; `:name` is one segment. */
-  match?: { methods?: string[]; path?: string; host?: string };
+  /** Which requests the rule applies to; absent = every request (docs/matching.md). */
+  match?: {
+    /** The request's method, or one it tunnels (`X-HTTP-Method-Override`, `_method`, …); GET covers HEAD. @default every method */
+    methods?: string[];
+    /** `*` spans `/`; `:name` is one segment; matched canonical and as sent. @default every path */
+    path?: string;
+    /** `api.example.com` or `*.example.com`, optionally with `:port`. @default every host */
+    host?: string;
+    /** `true`: `/login/` is another path than `/login`. @default false */
+    strict_slash?: boolean;
+    /** `true`: the path's ASCII letters match in either case. @default false */
+    case_insensitive?: boolean;
+    /** `false`: a request counts under its own method only, never one it tunnels. @default true */
+    method_override?: boolean;
+  };
   /** Whose quota a request uses: a source, a composite (array), or a function. */
   key: KeySource | KeySource[] | KeyFunction<E>;
   algorithm: Algorithm;

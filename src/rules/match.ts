@@ -1,15 +1,23 @@
 /**
  * Which rules apply to a request: `match.methods`, `match.path` and `match.host`, compiled once into
- * predicates. Path patterns: `*` matches any characters including `/`; `:name` matches one segment. A rule
- * matches a path in its canonical form (./path.ts) or as sent: whatever spelling the client chose, an origin
- * that reads it either way is covered.
+ * predicates (docs/matching.md). Path patterns: `*` matches any characters including `/`; `:name` matches one
+ * segment (./pattern.ts, linear in the path). A rule matches a path in its canonical form (./path.ts) or as
+ * sent, with or without one trailing slash: whatever spelling the client chose, an origin that reads it either
+ * way is covered.
  */
 import type { RuleConfig } from "../config";
+import { compilePath, type PathMatcher } from "./pattern";
 
-/** What a rule is matched against: the request's parsed URL, and its path in canonical form (./path.ts). */
+export { compilePath, type PathMatcher } from "./pattern";
+
+/**
+ * What a rule is matched against: the request's parsed URL, its path in canonical form (./path.ts), and the
+ * methods it names besides its own (./method.ts).
+ */
 export interface RequestTarget {
   readonly url: URL;
   readonly path: string;
+  readonly methodOverrides: readonly string[];
 }
 
 /** A rule with its match compiled. */
@@ -27,12 +35,15 @@ export function compileRules(rules: readonly RuleConfig[]): CompiledRule[] {
     // HEAD runs a GET's handler at most origins (Hono, Express, Go, Rails): a GET rule covers it too.
     const listed = rule.match.methods;
     const methods = listed ? new Set(listed.includes("GET") ? [...listed, "HEAD"] : listed) : undefined;
-    const path = rule.match.path === undefined ? undefined : compilePath(rule.match.path);
+    const overridable = rule.match.method_override !== false;
+    const path = rule.match.path === undefined ? undefined : compilePathRule(rule.match);
     const host = rule.match.host === undefined ? undefined : compileHost(rule.match.host);
     return {
       rule,
       matches(method, target) {
-        if (methods && !methods.has(method)) return false;
+        if (methods && !methods.has(method)) {
+          if (!overridable || !target.methodOverrides.some((named) => methods.has(named))) return false;
+        }
         if (host && !host(target.url)) return false;
         if (path === undefined || path.test(target.path)) return true;
         // The path as sent, too: an origin that keeps `%2F` inside a segment (Hono) routes `/files/a%2Fb` to
@@ -45,15 +56,16 @@ export function compileRules(rules: readonly RuleConfig[]): CompiledRule[] {
   });
 }
 
-/** `/api/*` → `^/api/.*$`, `/users/:id` → `^/users/[^/]+$`; everything else is literal. */
-export function compilePath(pattern: string): RegExp {
-  let source = "";
-  for (const token of pattern.split(/(\*|:[A-Za-z_][A-Za-z0-9_]*)/)) {
-    if (token === "*") source += ".*";
-    else if (token.startsWith(":") && token.length > 1) source += "[^/]+";
-    else source += token.replace(/[.+?^${}()|[\]\\]/g, "\\$&");
-  }
-  return new RegExp(`^${source}$`);
+/**
+ * A rule's path pattern with its options. Unless `strict_slash`, one trailing slash is no other path, on
+ * either side: Express, ASP.NET Core and Rails route `/login/` to the handler of `/login`, so the pattern
+ * `/login` (or `/login/`) matches both.
+ */
+function compilePathRule(match: RuleConfig["match"]): PathMatcher {
+  return compilePath(match.path as string, {
+    caseInsensitive: match.case_insensitive === true,
+    optionalTrailingSlash: match.strict_slash !== true,
+  });
 }
 
 /**

@@ -173,6 +173,50 @@ period = "1 fortnight"
     expect(out).not.toContain("RATE_LIMIT_RULES[2]");
   });
 
+  it("refuses a match that could never apply, and warns of a match option with nothing to apply to", async () => {
+    const toml = `${valid}
+[[vars.RATE_LIMIT_RULES]]
+name = "never"
+match = { methods = [], path = "/search?q=*" }
+key = "ip"
+algorithm = "fixed-window"
+limit = 1
+period = "1m"
+`;
+    const { code, out } = await checkConfig(toml);
+    expect(code).toBe(1);
+    expect(out).toContain("RATE_LIMIT_RULES[1].match.methods: an empty list matches no request");
+    expect(out).toContain('RATE_LIMIT_RULES[1].match.path: "/search?q=*" never matches: it contains "?"');
+    const unread = await checkConfig(valid, [], {
+      RATE_LIMIT_RULES: JSON.stringify([
+        {
+          name: "w",
+          key: "ip",
+          algorithm: "fixed-window",
+          limit: 10,
+          period: "1s",
+          match: { strict_slash: true },
+        },
+        {
+          name: "x",
+          key: "ip",
+          algorithm: "fixed-window",
+          limit: 10,
+          period: "1s",
+          match: { path: "/Login", case_insensitive: true, method_override: false },
+        },
+      ]),
+    });
+    expect(unread.code).toBe(0);
+    expect(unread.out).toContain(
+      "warning: RATE_LIMIT_RULES[0].match.strict_slash: ignored, the rule has no path",
+    );
+    expect(unread.out).toContain(
+      "warning: RATE_LIMIT_RULES[1].match.method_override: ignored, the rule names no methods",
+    );
+    expect(unread.out).not.toContain("case_insensitive");
+  });
+
   it("checks one environment with --env (vars are not inherited)", async () => {
     const toml = `${valid}
 [env.staging.vars]

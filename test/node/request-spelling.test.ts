@@ -59,7 +59,7 @@ describe("a rule matches the request the origin serves", () => {
   const matched = (method: string, address: string) => {
     const url = new URL(address);
     return compiled
-      .filter((r) => r.matches(method, { url, path: canonicalPath(url.pathname) }))
+      .filter((r) => r.matches(method, { url, path: canonicalPath(url.pathname), methodOverrides: [] }))
       .map((r) => r.rule.name);
   };
 
