@@ -8,6 +8,7 @@
  *
  *   node bench/path-match.mjs [--baseline 4852d23] [--rounds 15] [--iterations 200000] [--skip-old]
  */
+import { rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -47,7 +48,9 @@ export { RequestIdentity } from "./src/identity/request.ts";`,
 }
 
 const now = await matchingOf(join(dirname(fileURLToPath(import.meta.url)), ".."));
-const before = await matchingOf(extractBaseline(args.baseline));
+const baselineDir = extractBaseline(args.baseline);
+const before = await matchingOf(baselineDir);
+rmSync(baselineDir, { recursive: true, force: true }); // bundled in memory; a stale copy would only mislead greps and tests
 
 /** Ordinary rules and the paths requests bring: some match, most do not. */
 const PATTERNS = [
