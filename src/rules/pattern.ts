@@ -156,33 +156,33 @@ function automaton(middle: Atom[]): MiddleTest {
     };
   }
 
-  // More than 32 states: the same steps, a carry between words. The scratch words are reused: a test runs
-  // to its end without yielding, so no two tests of one matcher ever interleave.
+  // More than 32 states: the same steps, word by word, each passing its top bits on to the next (a word's new
+  // value depends only on its old value and the carries from the word below, so it is overwritten in place).
+  // The words are reused: a test runs to its end without yielding, so no two tests of one matcher interleave.
   const d = new Int32Array(words);
-  const next = new Int32Array(words);
+  const loops = new Int32Array(2 * words); // on "/", then on any other character
+  loops.set(loopOnSlash, 0);
+  loops.set(loopOnOther, words);
   return (path, from, to) => {
     d.fill(0);
     d[0] = start;
     for (let i = from; i < to; i++) {
       const c = path.charCodeAt(i);
       const row = Math.min(c, 128) * words;
-      const loop = c === SLASH ? loopOnSlash : loopOnOther;
+      const loop = c === SLASH ? 0 : words;
       let carry = 0;
-      for (let w = 0; w < words; w++) {
-        const dw = d[w] as number;
-        const moved = dw & (advance[row + w] as number);
-        next[w] = (moved << 1) | carry | (dw & (loop[w] as number));
-        carry = moved >>> 31;
-      }
       let epsilonCarry = 0;
       let alive = 0;
       for (let w = 0; w < words; w++) {
-        const nw = next[w] as number;
-        const skipped = nw & (epsilon[w] as number);
-        const dw = nw | (skipped << 1) | epsilonCarry;
+        const dw = d[w] as number;
+        const moved = dw & (advance[row + w] as number);
+        const stepped = (moved << 1) | carry | (dw & (loops[loop + w] as number));
+        carry = moved >>> 31;
+        const skipped = stepped & (epsilon[w] as number);
+        const closed = stepped | (skipped << 1) | epsilonCarry;
         epsilonCarry = skipped >>> 31;
-        d[w] = dw;
-        alive |= dw;
+        d[w] = closed;
+        alive |= closed;
       }
       if (alive === 0) return false;
     }
