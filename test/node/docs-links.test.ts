@@ -92,7 +92,10 @@ function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
     if (entry.isDirectory())
-      return entry.name === "node_modules" || entry.name === "results" ? [] : sourceFiles(path);
+      // Dependencies, benchmark results and dot folders (bench/.baseline: an old revision) cite nothing of ours.
+      return entry.name === "node_modules" || entry.name === "results" || entry.name.startsWith(".")
+        ? []
+        : sourceFiles(path);
     return /\.(ts|mjs|cjs|js|lua|toml)$/.test(entry.name) ? [path] : [];
   });
 }
