@@ -10,7 +10,7 @@
  */
 import { DEFAULTS } from "../engine/defaults";
 import type { WaitUntil } from "../engine/types";
-import { deadlineAfter } from "../util/timer";
+import { deadlineAfter, within } from "../util/timer";
 import { type LiveModes, NO_LIVE_MODES } from "./modes";
 import type { OverrideIndex } from "./overrides";
 
@@ -51,6 +51,8 @@ export class LiveModeCache {
   private snapshot: LiveModes | undefined;
   private loadedAt = Number.NEGATIVE_INFINITY;
   private refreshStartedAt: number | undefined;
+  /** The fresh isolate's one read on its way, which its other first requests wait for; cleared once in. */
+  private coldRead: { modes: Promise<LiveModes>; untilMs: number } | undefined;
   private seenEpoch: number | undefined;
   private readonly catchUp: LiveModeCacheOptions["catchUp"];
   private readonly load: () => Promise<LiveModes>;
@@ -95,7 +97,28 @@ export class LiveModeCache {
     this.loadedAt = this.now();
   }
 
+  /**
+   * The first requests of a fresh isolate share ONE read: a burst into a new isolate would otherwise send a read
+   * per request, and the reads' queue would spend the budget its decisions need. Each waits within its own
+   * bound (the read runs in the first request's context, which may be cancelled and take it along).
+   */
   private async coldLoad(): Promise<LiveModes> {
+    const now = this.now();
+    const shared = this.coldRead;
+    // Past its own bound it was lost with its request: the next request reads again.
+    if (shared === undefined || now >= shared.untilMs) {
+      const read = { modes: this.firstRead(), untilMs: now + this.coldLoadTimeoutMs };
+      this.coldRead = read;
+      void read.modes.finally(() => {
+        if (this.coldRead === read) this.coldRead = undefined;
+      });
+      return read.modes;
+    }
+    const modes = await within(shared.modes, shared.untilMs - now);
+    return modes ?? this.snapshot ?? this.withOverrides(NO_LIVE_MODES);
+  }
+
+  private async firstRead(): Promise<LiveModes> {
     this.stats.coldLoads++;
     const modes = await this.read(this.coldLoadTimeoutMs);
     if (modes) {
