@@ -45,7 +45,10 @@ function bytePipe(): BytePipe {
 
 const NO_SLOTS: readonly RuleResult[] = [];
 
-/** Concurrency slots this request holds (or may hold: a timed-out call may still have been counted). */
+/**
+ * Concurrency slots this request holds (or may hold: a timed-out call may still have been counted), in Redis or
+ * in the fallback limiter's count of requests in flight.
+ */
 export function heldSlots(decision: Decision): readonly RuleResult[] {
   // Most requests have no slot rule: no copy.
   if (!decision.results.some((r) => holdsSlot(r.call.algorithm))) return NO_SLOTS;
@@ -53,6 +56,6 @@ export function heldSlots(decision: Decision): readonly RuleResult[] {
     (r) =>
       holdsSlot(r.call.algorithm) &&
       r.outcome === "allowed" &&
-      (r.source === "redis" || r.source === "undecided"),
+      (r.source === "redis" || r.source === "undecided" || r.source === "fallback"),
   );
 }

@@ -24,7 +24,7 @@ import { decideWithin } from "./bounded";
 import { type BreakerOptions, CircuitBreaker } from "./breaker";
 import { DEFAULT_DENY_CACHE_ENTRIES, DenyCache, type RefreshOutcome } from "./deny-cache";
 import { classifyFailure, FAILURE_TEXT } from "./failure";
-import { DEFAULT_FALLBACK_ENTRIES, FallbackLimiter } from "./fallback";
+import { DEFAULT_FALLBACK_ENTRIES, FallbackLimiter, type SentCalls } from "./fallback";
 import { type DeciderHealth, HealthTracker } from "./health";
 
 export type { DeciderHealth } from "./health";
@@ -108,6 +108,12 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
   const tracker = new HealthTracker(log, now);
   /** When Redis last answered a decision, ms: a shortened call's timeout counts only once it has been silent. */
   let lastAnsweredAt = Number.NEGATIVE_INFINITY;
+  /**
+   * Whether the last failed decision timed out: Redis is then taken for alive but slow (it may still count what
+   * it was sent, and admit other requests), and the fallback admits only its share (src/resilience/fallback.ts).
+   * The breaker's open time keeps the kind of the failures that opened it.
+   */
+  let slow = false;
 
   function undecided(call: RuleCall, reason: DegradedReason): RuleResult {
     const retryAfterMs = Math.max(1000, breaker.remainingOpenMs());
@@ -136,15 +142,26 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       besideDenial,
     );
 
-  /** Redis could not be asked or could not answer: fallback for fail-open `on` rules, undecided otherwise. */
-  function degraded(calls: RuleCall[], reason: DegradedReason): RuleResult[] {
-    const results = calls.map((call) => {
+  /**
+   * Redis could not be asked or could not answer: fallback for fail-open `on` rules, undecided otherwise.
+   * `sent`: the request's own calls to Redis, which an admission here now stands for.
+   */
+  function degraded(
+    calls: RuleCall[],
+    reason: DegradedReason,
+    requestId: string,
+    sent: SentCalls,
+  ): RuleResult[] {
+    const slowNow = reason === "timeout" || (reason === "breaker_open" && slow);
+    const results = calls.map((call, i) => {
       if (call.mode !== "on" || call.failure !== "open" || fallbackEntries <= 0)
         return undecided(call, reason);
-      return ruleResult({ ...fallback.judge(call), source: "fallback", reason });
+      return ruleResult({ ...fallback.judge(call, slowNow, sent[i]), source: "fallback", reason });
     });
     if (results.every((r) => r.source !== "fallback" || r.outcome === "allowed")) {
-      for (const r of results) if (r.source === "fallback") fallback.commit(r.call);
+      results.forEach((r, i) => {
+        if (r.source === "fallback") fallback.commit(r.call, requestId, sent[i]);
+      });
     }
     return results;
   }
@@ -160,6 +177,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
   function recordFailure(error: unknown, probe: boolean, shortened: boolean): DegradedReason {
     const failure = classifyFailure(error);
     tracker.failed(failure);
+    slow = failure.reason === "timeout";
     const answeredLately = now() - lastAnsweredAt < timeoutMs;
     if (shortened && !probe && failure.reason === "timeout" && answeredLately) return failure.reason;
     if (breaker.failure(probe)) {
@@ -190,8 +208,8 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       const landed = await within(refreshing.landed, budgetMs);
       // Not landed within this request's budget: its failure policy, as after a call of its own that timed
       // out (the breaker counts the refreshing call's outcome, once).
-      if (landed === undefined) return degradedDecision(calls, "timeout", finish);
-      if (landed !== "answered") return degradedDecision(calls, landed, finish);
+      if (landed === undefined) return degradedDecision(calls, "timeout", finish, requestId);
+      if (landed !== "answered") return degradedDecision(calls, landed, finish, requestId);
       const deniedAgain = cachedDenialOf(calls);
       if (deniedAgain) return finish(false, deniedAgain);
       // Let through (on a unit of its own, not ours), or denied in a way that does not answer this request.
@@ -201,14 +219,15 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     // another request sent, a refresh above): a call now would still be counted by Redis, its answer heard or
     // not as a 0 ms abort timer happens to allow, and a negative budget throws in `AbortSignal.timeout`. Redis
     // did not fail: no breaker failure, and, asked before the breaker, no probe taken and left unanswered.
-    if (!(budgetMs > 0)) return degradedDecision(calls, "timeout", finish);
+    if (!(budgetMs > 0)) return degradedDecision(calls, "timeout", finish, requestId);
 
     const admission = breaker.admit();
-    if (admission === "skip") return degradedDecision(calls, "breaker_open", finish);
+    if (admission === "skip") return degradedDecision(calls, "breaker_open", finish, requestId);
 
     const refresh = denyCache.refreshBy(calls, now() + budgetMs + guardMs);
     if (refresh) opts.waitUntil?.(refresh.landed);
     let outcome: RefreshOutcome = "answered";
+    const sent = fallback.sent(calls, opts.lease?.units);
     try {
       const decision = await decideWithin(
         store,
@@ -223,11 +242,14 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
       breaker.success();
       tracker.succeeded();
       lastAnsweredAt = now();
+      fallback.heard(decision.results, sent);
       if (!decision.allowed) denyCache.remember(decision.results);
       return decision;
     } catch (error) {
       outcome = recordFailure(error, admission === "probe", budgetMs < timeoutMs);
-      return degradedDecision(calls, outcome, finish);
+      // Refused or unreachable: not counted. A timeout may have been: its units weigh on the fallback.
+      if (outcome !== "timeout") fallback.lost(calls, sent);
+      return degradedDecision(calls, outcome, finish, requestId, sent);
     } finally {
       // After the answer is in the cache: the requests waiting for it look there first.
       if (refresh) denyCache.settle(refresh, outcome);
@@ -238,8 +260,10 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     calls: RuleCall[],
     reason: DegradedReason,
     finish: (allowed: boolean, results: RuleResult[]) => Decision,
+    requestId: string,
+    sent: SentCalls = [],
   ): Decision {
-    const results = degraded(calls, reason);
+    const results = degraded(calls, reason, requestId, sent);
     const denied = results.some(
       (r) => r.call.mode === "on" && r.source === "fallback" && r.outcome !== "allowed",
     );
@@ -249,6 +273,7 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
   return {
     decide,
     async release(call, requestId, reservation) {
+      fallback.release(call, requestId);
       // A slot we cannot free now is freed by its lease in Redis; releases never touch the breaker.
       if (breaker.state === "open") return;
       try {

@@ -220,7 +220,8 @@ describe("with Redis healthy", () => {
     // The request already waited on Redis for as long as it may (a fresh isolate's live-mode read, a lease
     // call another request sent). A call now would still be counted by Redis, its answer thrown away.
     const { decider } = setup({ breaker: { failureThreshold: 1 } });
-    const open = rule();
+    // A limit large enough that the fallback's share of it while Redis is slow admits both requests.
+    const open = rule({ limit: 100, burst: 100 });
     const closed = rule({ failure: "closed" });
     const callsBefore = await scriptCalls();
     for (const budgetMs of [0, -5]) {
@@ -513,7 +514,8 @@ describe("when Redis is killed", () => {
     const { decider } = setup();
     const open = rule({ limit: 3, burst: 3 });
     const closed = rule({ failure: "closed", limit: 100, burst: 100 });
-    await decider.decide([open, closed], "warm");
+    // Warm (the script loaded) with other identities: Redis has said nothing about `open`'s.
+    await decider.decide([rule(), rule({ failure: "closed" })], "warm");
     await redis.kill();
     let reopened = false;
     try {

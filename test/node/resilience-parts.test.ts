@@ -345,7 +345,7 @@ describe("fallback limiter (approximate, per isolate)", () => {
     const outcomes: string[] = [];
     for (let i = 0; i < 5; i++) {
       const r = f.judge(call());
-      if (r.outcome === "allowed") f.commit(call());
+      if (r.outcome === "allowed") f.commit(call(), `q${i}`);
       outcomes.push(r.outcome);
     }
     expect(outcomes).toEqual(["allowed", "allowed", "allowed", "denied", "denied"]);
@@ -358,24 +358,106 @@ describe("fallback limiter (approximate, per isolate)", () => {
   it("counts cost units and says when a cost can never fit", () => {
     const f = new FallbackLimiter(100, clock().now);
     expect(f.judge(call({ cost: 2 }))).toMatchObject({ outcome: "allowed", remaining: 1 });
-    f.commit(call({ cost: 2 }));
+    f.commit(call({ cost: 2 }), "q");
     expect(f.judge(call({ cost: 2 })).outcome).toBe("denied");
     expect(f.judge(call({ cost: 4 })).outcome).toBe("cost-exceeds-capacity");
   });
 
-  it("does not limit concurrency rules (their slots live in Redis)", () => {
-    const f = new FallbackLimiter(100, clock().now);
-    const c = call({ algorithm: "concurrency", limit: 1 });
-    for (let i = 0; i < 5; i++) {
-      expect(f.judge(c).outcome).toBe("allowed");
-      f.commit(c);
+  /** Redis's answer to `c`: allowed with `remaining` left, whole again in `resetAfterMs`. */
+  const answered = (c: RuleCall, remaining: number, resetAfterMs: number): RuleResult => ({
+    ...figures(c, remaining, 0),
+    resetAfterMs,
+  });
+
+  it("starts from what Redis last said: its remaining, then the whole limit once Redis said it would be whole", () => {
+    const t = clock();
+    const f = new FallbackLimiter(100, t.now);
+    const c = call({ limit: 10, burst: 10 });
+    const sent = f.sent([c]);
+    f.heard([answered(c, 2, 5000)], sent);
+    const outcomes: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = f.judge(c);
+      if (r.outcome === "allowed") f.commit(c, `q${i}`);
+      outcomes.push(r.outcome);
     }
-    expect(f.size).toBe(0);
+    expect(outcomes).toEqual(["allowed", "allowed", "denied", "denied"]);
+    expect(f.judge(c)).toMatchObject({ remaining: 0, retryAfterMs: 5000 });
+    t.ms += 5000;
+    expect(f.judge(c)).toMatchObject({ outcome: "allowed", remaining: 9 });
+  });
+
+  it("admits nothing for an identity Redis denied, until the denial is over", () => {
+    const t = clock();
+    const f = new FallbackLimiter(100, t.now);
+    const c = call();
+    f.heard([denial(c, 4000)], f.sent([c]));
+    expect(f.judge(c)).toMatchObject({ outcome: "denied", remaining: 0 });
+    t.ms += 5000; // denial's reset: 4000 + 1000
+    expect(f.judge(c).outcome).toBe("allowed");
+  });
+
+  it("refills a bucket Redis emptied at its rate", () => {
+    const t = clock();
+    const f = new FallbackLimiter(100, t.now);
+    const c = call({ algorithm: "gcra", limit: 10, burst: 10 }); // one unit a second
+    f.heard([{ ...denial(c, 1000), resetAfterMs: 10_000 }], f.sent([c]));
+    expect(f.judge(c).outcome).toBe("denied");
+    t.ms += 1000;
+    expect(f.judge(c)).toMatchObject({ outcome: "allowed", remaining: 0 });
+  });
+
+  it("takes away the units of calls never answered (for a request whose own call was not, those sent before it)", () => {
+    const t = clock();
+    const f = new FallbackLimiter(100, t.now);
+    const c = call({ limit: 10, burst: 10 });
+    f.heard([answered(c, 4, 5000)], f.sent([c]));
+    const lost = f.sent([c]); // timed out: Redis may have counted it
+    const leaseCall = f.sent([c], [2]); // a lease call for 2 units, timed out too
+    expect(f.judge(c)).toMatchObject({ outcome: "allowed", remaining: 0 }); // 4 - 1 - 2 = 1 left
+    // A request whose own call timed out: Redis took the calls sent before it first, and admitting it stands
+    // for its own.
+    expect(f.judge(c, false, lost[0])).toMatchObject({ outcome: "allowed", remaining: 3 });
+    expect(f.judge(c, false, leaseCall[0])).toMatchObject({ outcome: "allowed", remaining: 2 });
+    f.commit(c, "own", lost[0]);
+    expect(f.judge(c)).toMatchObject({ outcome: "allowed", remaining: 0 });
+    // A later answer covers what was sent before its call.
+    t.ms += 1;
+    const later = f.sent([c]);
+    f.heard([answered(c, 3, 5000)], later);
+    expect(f.judge(c)).toMatchObject({ outcome: "allowed", remaining: 1 }); // 3 - the one admitted here - 1
+  });
+
+  it("admits only its share of the limit while Redis is slow", () => {
+    const f = new FallbackLimiter(100, clock().now);
+    const c = call({ limit: 50, burst: 50 });
+    const outcomes = Array.from({ length: 7 }, (_, i) => {
+      const r = f.judge(c, true);
+      if (r.outcome === "allowed") f.commit(c, `q${i}`);
+      return r.outcome;
+    });
+    expect(outcomes).toEqual([...Array(5).fill("allowed"), "denied", "denied"]);
+  });
+
+  it("keeps a concurrency rule's requests in flight here within its slots, and frees them on release", () => {
+    const f = new FallbackLimiter(100, clock().now);
+    const c = call({ algorithm: "concurrency", limit: 2 });
+    for (const id of ["a", "b"]) {
+      expect(f.judge(c).outcome).toBe("allowed");
+      f.commit(c, id);
+    }
+    expect(f.judge(c)).toMatchObject({ outcome: "denied", remaining: 0 });
+    f.release(c, "a");
+    expect(f.judge(c).outcome).toBe("allowed");
+    // While Redis is slow: its share, one slot.
+    f.release(c, "b");
+    f.commit(c, "c");
+    expect(f.judge(c, true).outcome).toBe("denied");
   });
 
   it("holds at most its bound of windows", () => {
     const f = new FallbackLimiter(50, clock().now);
-    for (let i = 0; i < 1000; i++) f.commit(call({ identityHash: `id-${i}` }));
+    for (let i = 0; i < 1000; i++) f.commit(call({ identityHash: `id-${i}` }), "q");
     expect(f.size).toBe(50);
   });
 });
