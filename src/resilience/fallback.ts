@@ -153,8 +153,10 @@ export class FallbackLimiter {
     const now = this.now();
     const ledger = this.ledger(call, now);
     takeBack(ledger, sent, holdsSlot(call.algorithm) ? 1 : call.cost);
-    if (holdsSlot(call.algorithm)) ledger.held.add(requestId);
-    else {
+    if (holdsSlot(call.algorithm)) {
+      ledger.held ??= new Set();
+      ledger.held.add(requestId);
+    } else {
       if (ledger.used === 0) ledger.usedSinceMs = now;
       ledger.used += call.cost;
     }
@@ -162,7 +164,7 @@ export class FallbackLimiter {
 
   /** Frees the slot `requestId` holds here under `call`'s rule, if any. */
   release(call: RuleCall, requestId: string): void {
-    this.ledgers.get(keyOf(call))?.held.delete(requestId);
+    this.ledgers.get(keyOf(call))?.held?.delete(requestId);
   }
 
   private ledger(call: RuleCall, now: number): Ledger {

@@ -37,8 +37,8 @@ export interface Ledger {
   usedSinceMs: number;
   /** Calls sent and never answered, oldest first: Redis may have counted them. */
   unheard: Sent[];
-  /** Slot rules: the requests admitted here and still in flight. */
-  held: Set<string>;
+  /** Slot rules: the requests admitted here and still in flight (made on the first). */
+  held: Set<string> | undefined;
 }
 
 /** Most unanswered calls kept apart; older ones are merged (their units kept, dated by the later one). */
@@ -53,7 +53,7 @@ export function ledgerAt(ledger: Ledger | undefined, call: RuleCall, now: number
     used: 0,
     usedSinceMs: now,
     unheard: [],
-    held: new Set<string>(),
+    held: undefined,
   };
   if (out.heard !== undefined && now >= out.heard.wholeAtMs) {
     // Whole again: what was admitted here before counts no more either.
@@ -101,7 +101,7 @@ export function allowanceOf(
   for (const sent of ledger.unheard) {
     if (own === undefined || sent.seq < own.seq) unheard += sent.units;
   }
-  const mine = holdsSlot(call.algorithm) ? ledger.held.size : ledger.used;
+  const mine = holdsSlot(call.algorithm) ? (ledger.held?.size ?? 0) : ledger.used;
   return Math.min(base, share) - unheard - mine;
 }
 
