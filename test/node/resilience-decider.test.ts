@@ -558,6 +558,51 @@ describe("when Redis is killed", () => {
   });
 });
 
+describe("the fallback limiter, through the decider", () => {
+  it("starts from what Redis last said of an identity: nothing for one it denied, its remaining for another", async () => {
+    // Redis through a forwarder this test then closes: every later call is refused at once (Redis down).
+    const forwarder = await startForwarder();
+    // No deny cache: the fallback's own answer to the identity Redis denied.
+    const { decider } = setup(
+      { denyCacheEntries: 0 },
+      createStore({ url: forwarder.url, token: rest.token, timeoutMs: ROOMY_TIMEOUT_MS }),
+    );
+    const denied = rule({ limit: 2, burst: 2 });
+    const counted = rule({ limit: 10, burst: 10 });
+    for (let i = 0; i < 3; i++) await decider.decide([denied], `d${i}`);
+    for (let i = 0; i < 7; i++) await decider.decide([counted], `c${i}`);
+    await forwarder.close();
+    const outcomes = async (call: RuleCall, n: number) => {
+      const out: string[] = [];
+      for (let i = 0; i < n; i++) {
+        const decision = await decider.decide([call], `x${i}`);
+        expect(decision.results[0]?.source).toBe("fallback");
+        out.push(decision.allowed ? "allowed" : "denied");
+      }
+      return out;
+    };
+    expect(await outcomes(denied, 2)).toEqual(["denied", "denied"]);
+    // Redis left 3 of 10: not the whole limit again.
+    expect(await outcomes(counted, 4)).toEqual(["allowed", "allowed", "allowed", "denied"]);
+  });
+
+  it("keeps a concurrency rule's requests in flight within its slots while Redis cannot answer, freed on release", async () => {
+    const dead = createStore({ url: "http://127.0.0.1:9", token: "t", timeoutMs: ROOMY_TIMEOUT_MS });
+    const { decider } = setup({}, dead);
+    const slots = rule({ algorithm: "concurrency", limit: 2, periodMs: 60_000 });
+    const first = await decider.decide([slots], "s1");
+    const second = await decider.decide([slots], "s2");
+    const third = await decider.decide([slots], "s3");
+    expect([first, second, third].map((d) => [d.results[0]?.source, d.allowed])).toEqual([
+      ["fallback", true],
+      ["fallback", true],
+      ["fallback", false],
+    ]);
+    await decider.release(slots, "s1");
+    expect((await decider.decide([slots], "s4")).allowed).toBe(true);
+  });
+});
+
 describe("with a wrong token", () => {
   it("logs the problem once without the token, reports it in health and applies the failure policy", async () => {
     const token = "wrong-token-3f9a1c7e5b";
