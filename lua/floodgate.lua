@@ -321,6 +321,9 @@ local STAMP_HORIZON_MS = 30000
 local REAIM_SLACK_MS = 100
 -- Algorithm codes, compared as the strings they arrive as (cheaper than tonumber).
 local FIXED, SLIDING, LOG, BUCKET, GCRA, CONCURRENCY, SHED = "1", "2", "3", "4", "5", "6", "7"
+-- Every code above (src/engine/algorithms.ts holds the same, and a test compares them).
+local KNOWN = { [FIXED] = true, [SLIDING] = true, [LOG] = true, [BUCKET] = true, [GCRA] = true,
+  [CONCURRENCY] = true, [SHED] = true }
 
 -- Give-back call (see the header): compare-and-set of a delayed request's reservation.
 if ARGV[1] == "5" then
@@ -693,8 +696,13 @@ end
 for i = 1, n do
   local at = first + (i - 1) * PER_RULE
   local mode = ARGV[at + MODE]
-  if ARGV[at + ALGORITHM] ~= FIXED or mode == "3" or mode == "2" then
+  local algorithm = ARGV[at + ALGORITHM]
+  if algorithm ~= FIXED or mode == "3" or mode == "2" then
     clock = true -- every other algorithm works from now; an override may change the period
+  end
+  if not KNOWN[algorithm] then
+    -- A code this script does not know: an error before anything is written, never a silent verdict.
+    return redis.error_reply("ERR unknown algorithm code " .. tostring(algorithm))
   end
 end
 if clock and not now_us then

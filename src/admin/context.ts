@@ -6,6 +6,7 @@
 import type { Context } from "hono";
 import type { FloodgateConfig } from "../config";
 import type { RuleConfig } from "../config/rules";
+import { traitsOf } from "../engine/algorithms";
 import { DEFAULTS } from "../engine/defaults";
 import { stateKey } from "../engine/keys";
 import type { RedisPort } from "../engine/redis";
@@ -113,10 +114,10 @@ export function adminContextOf(parts: AdminParts): AdminContext {
     endpoints: stores.map((store) => store.redis),
     // A peek never writes, so the id it runs under is never stored. The admin API peeks at one identity.
     // It reads every override, whatever this isolate's override index says: a look is rare and must be right.
-    // A shed sub-key has none to read: its limit is its class's share, as in the proxy (src/middleware/plan.ts).
+    // Not where none applies (a shed sub-key: its limit is its class's share), as in the proxy (src/middleware/plan.ts).
     peek: (calls) =>
       storeOf(calls[0]?.identityHash ?? "").decide(
-        calls.map((call) => ({ ...call, override: call.algorithm !== "shed" })),
+        calls.map((call) => ({ ...call, override: traitsOf(call.algorithm).readsOverride })),
         "admin-peek",
         { peek: true },
       ),

@@ -10,10 +10,10 @@
  */
 import { limitsFor } from "../config/limits";
 import type { RuleConfig } from "../config/rules";
+import { type Algorithm, traitsOf } from "../engine/algorithms";
 import { type FenceLimits, overrideKey, RESET_FENCE_MAX_MS, resetFenceMs } from "../engine/keys";
 import type { RedisPort } from "../engine/redis";
 import { FLOODGATE_SCRIPT, fenceArguments } from "../engine/script";
-import { type Algorithm, isBucket } from "../engine/types";
 import { type Deadline, NO_DEADLINE } from "../util/deadline";
 import { getOverride, type Override, type OverrideTarget } from "./overrides";
 
@@ -91,7 +91,7 @@ export async function fenceReturns(
   const replaced = await fenceMsOf(target, algorithm, own, redis, deadline);
   const setFor = !setting
     ? 0
-    : isBucket(algorithm)
+    : traitsOf(algorithm).shape === "bucket"
       ? RESET_FENCE_MAX_MS
       : resetFenceMs(algorithm, underOverride(own, setting));
   const ms = Math.max(replaced, setFor);

@@ -3,6 +3,7 @@
  * header, "Re-aim call"): the admin API's step after each override set or removal.
  */
 import type { RuleConfig } from "../config/rules";
+import { traitsOf } from "../engine/algorithms";
 import type { RedisPort } from "../engine/redis";
 import { FLOODGATE_SCRIPT, reaimArguments } from "../engine/script";
 import { type Deadline, NO_DEADLINE } from "../util/deadline";
@@ -25,7 +26,7 @@ export async function reaimCounter(
   redis: RedisPort,
   deadline: Deadline = NO_DEADLINE,
 ): Promise<void> {
-  if (rule.algorithm !== "fixed-window") return;
+  if (!traitsOf(rule.algorithm).reaimsOnOverride) return;
   const tiered = Object.values(rule.tiers).some((tier) => tier.periodMs !== undefined);
   const periodMs = override?.periodMs ?? (tiered ? undefined : rule.periodMs);
   if (periodMs === undefined) return;

@@ -11,8 +11,9 @@ import type { Hono } from "hono";
 import { type EffectiveLimits, limitsFor } from "../config/limits";
 import type { RuleConfig, ShedConfig } from "../config/rules";
 import { MAX_UNITS } from "../config/schema";
+import { traitsOf } from "../engine/algorithms";
 import { hashIdentity, overrideKey } from "../engine/keys";
-import { isBucket, type RuleCall } from "../engine/types";
+import type { RuleCall } from "../engine/types";
 import { canonicalIdentity } from "../identity";
 import { HASH_PREFIX } from "../identity/show";
 import { retryAfterSeconds } from "../middleware/headers";
@@ -105,7 +106,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
     const deleted = await withDeadline(admin.adminTimeoutMs, async (deadline) => {
       const fenceMs = await fenceMsOf(target, rule.algorithm, ruleLimits(rule), redis, deadline);
-      const bucket = isBucket(rule.algorithm);
+      const bucket = traitsOf(rule.algorithm).shape === "bucket";
       const count =
         keys.length > 0 ? await raiseFence(target, fenceMs, redis, deadline, { stateKeys: keys, bucket }) : 0;
       admin.forget(rule.name, identityHash);

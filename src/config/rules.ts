@@ -3,6 +3,7 @@
  * into the `RuleConfig` every later stage reads. Nothing here runs per request.
  */
 import * as v from "valibot";
+import { isAlgorithm, namesWith, traitsOf } from "../engine/algorithms";
 import type { Algorithm, FailurePolicy, Mode } from "../engine/types";
 import { ConfigError, collecting, configErrorFrom } from "./errors";
 import { ruleSchema } from "./schema";
@@ -141,13 +142,14 @@ function ruleConfig(
   if ((rule.tiers === undefined) !== (rule.tier === undefined)) {
     problems.push(`${at}.${rule.tier === undefined ? "tiers" : "tier"}: "tier" and "tiers" go together`);
   }
+  const traits = traitsOf(rule.algorithm);
   const shed = collecting(problems, () => shedConfig(rule, at));
-  if (rule.period === undefined && rule.algorithm !== "concurrency" && rule.algorithm !== "shed") {
+  if (rule.period === undefined && traits.needsPeriod) {
     problems.push(`${at}.period: required for ${rule.algorithm} (e.g. "1m")`);
   }
-  if (rule.delay !== undefined && rule.algorithm !== "token-bucket" && rule.algorithm !== "gcra") {
+  if (rule.delay !== undefined && !traits.takesDelay) {
     problems.push(
-      `${at}.delay: only token-bucket and gcra rules can delay a request (this one is ${rule.algorithm})`,
+      `${at}.delay: only ${namesWith("takesDelay")} rules can delay a request (this one is ${rule.algorithm})`,
     );
   }
   if (problems.length > 0) throw new ConfigError(problems);
@@ -176,15 +178,15 @@ function ruleConfig(
     failure: rule.failure,
     missing: rule.missing ?? "ip",
     ...(shed ? { shed } : {}),
-    // A delayed request waits for a slot reserved in Redis, and a shed slot is held: neither fits a lease.
-    lease: (rule.lease ?? true) && rule.delay === undefined && !shed,
+    // A delayed request waits for a slot reserved in Redis, and a held slot is no unit: neither fits a lease.
+    lease: (rule.lease ?? true) && rule.delay === undefined && traits.leasable,
   } satisfies RuleConfig;
 }
 
 /**
- * Fields of valid rules that are never read: a `burst` (the rule's or a tier's) on a rule that is neither
- * token-bucket nor gcra, a `cost` on a concurrency or shed rule (one slot per request), a path option with no
- * path, `method_override` with no methods. Not errors, as the rule syntax allows them; check-config warns of each.
+ * Fields of valid rules that are never read: a `burst` (the rule's or a tier's) where the algorithm takes none,
+ * a `cost` on a rule of one slot per request (`AlgorithmTraits`), a path option with no path,
+ * `method_override` with no methods. Not errors, as the rule syntax allows them; check-config warns of each.
  */
 export function unreadFields(rules: readonly unknown[], label: string): string[] {
   const unread: string[] = [];
@@ -206,13 +208,14 @@ export function unreadFields(rules: readonly unknown[], label: string): string[]
     if (match.method_override !== undefined && match.methods === undefined) {
       unread.push(`${at}.match.method_override: ignored, the rule names no methods`);
     }
-    if (rule.algorithm !== "token-bucket" && rule.algorithm !== "gcra") {
+    const traits = isAlgorithm(rule.algorithm) ? traitsOf(rule.algorithm) : undefined;
+    if (traits && !traits.takesBurst) {
       const tiers = Object.entries(rule.tiers ?? {}).filter(([, limits]) => "burst" in limits);
       for (const where of [...(rule.burst === undefined ? [] : [""]), ...tiers.map(([t]) => `.tiers.${t}`)]) {
-        unread.push(`${at}${where}.burst: ignored, only token-bucket and gcra rules have a burst`);
+        unread.push(`${at}${where}.burst: ignored, only ${namesWith("takesBurst")} rules have a burst`);
       }
     }
-    if ((rule.algorithm === "concurrency" || rule.algorithm === "shed") && rule.cost !== undefined) {
+    if (traits && !traits.takesCost && rule.cost !== undefined) {
       unread.push(`${at}.cost: ignored, a ${rule.algorithm} rule holds one slot per request`);
     }
   });
@@ -242,12 +245,14 @@ const defaultShards = (capacity: number): number => Math.max(1, Math.min(16, Mat
 
 /** A `shed` rule's classes, checked; `undefined` for other rules (which may not use the shed fields). */
 function shedConfig(rule: v.InferOutput<typeof ruleSchema>, at: string): ShedConfig | undefined {
-  if (rule.algorithm !== "shed") {
+  if (!traitsOf(rule.algorithm).takesPriorities) {
     const foreign = (["priority", "priorities", "shards"] as const).filter(
       (field) => rule[field] !== undefined,
     );
     if (foreign.length > 0) {
-      throw new ConfigError(foreign.map((field) => `${at}.${field}: only shed rules have ${field}`));
+      throw new ConfigError(
+        foreign.map((field) => `${at}.${field}: only ${namesWith("takesPriorities")} rules have ${field}`),
+      );
     }
     return undefined;
   }

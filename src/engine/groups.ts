@@ -6,15 +6,9 @@
  * elsewhere one Redis takes keys of any slot, so each endpoint is one group. A request whose rules all key on
  * one identity (the common case) is exactly one group, in the caller's order.
  */
+import { traitsOf } from "./algorithms";
 import { decisionOf, refundOf } from "./results";
-import {
-  type Decision,
-  failsClosed,
-  holdsSlot,
-  type RefundCall,
-  type RuleCall,
-  type RuleResult,
-} from "./types";
+import { type Decision, failsClosed, type RefundCall, type RuleCall, type RuleResult } from "./types";
 
 /** The calls of one identity (on a Redis Cluster) or of one endpoint, decided by one script call on it. */
 export interface CallGroup {
@@ -107,7 +101,7 @@ export function consumedCalls(decision: Decision): RefundCall[] {
   if (!decision.allowed) return [];
   const consumed: RefundCall[] = [];
   for (const r of decision.results) {
-    if (r.source === "redis" && r.outcome === "allowed" && !holdsSlot(r.call.algorithm)) {
+    if (r.source === "redis" && r.outcome === "allowed" && !traitsOf(r.call.algorithm).holdsSlot) {
       consumed.push(refundOf(r, r.call.cost));
     }
   }

@@ -7,7 +7,11 @@
  */
 
 import { BoundedMap } from "../util/bounded-map";
-import { type Algorithm, isBucket, unitUs } from "./types";
+import { type Algorithm, traitsOf } from "./algorithms";
+import type { FenceLimits } from "./algorithms/logic";
+
+export type { FenceLimits } from "./algorithms/logic";
+export { capacityUs } from "./algorithms/token-bucket";
 
 const encoder = new TextEncoder();
 
@@ -77,44 +81,17 @@ export const leaseMarkKey = (prefix: string, rule: string, identityHash: string)
  */
 export const RESET_FENCE_MAX_MS = 30_000;
 
-/** One set of limits units may have been taken under (a rule's own, a tier's, an override's). */
-export interface FenceLimits {
-  limit: number;
-  periodMs: number;
-  burst: number;
-  /** A token-bucket/GCRA rule's `delay`, ms: how long it may hold a request. */
-  delayMs?: number | undefined;
-}
-
-/** A token bucket's capacity under `limits`, µs, as the script works it out: whole µs per unit. */
-export const capacityUs = ({ limit, periodMs, burst }: FenceLimits): number =>
-  burst * unitUs(limit, periodMs);
-
 /**
  * How long a reset fence must stand, ms, for state of `algorithm` whose units may have been taken under any
- * of `limits`; 0 = no fence needed. After that, lua/floodgate.lua's header ("Why a reset's fence may be short")
- * shows that no refund of units taken before the reset can reach the fresh state:
- * - fixed-window, sliding-window: one period (a refund lands only within the window its `when` falls in);
- * - token-bucket, gcra: the capacity plus the longest lease (a quarter of it) plus the delay: a lease's
- *   return lands only while the TAT it wrote lies ahead, a split refund's or give-back's only while the
- *   TAT its decision wrote does, and those TATs lay at most so far ahead of their grant or decision;
- * - sliding-log, concurrency, shed: 0 (a refund removes members by name, and a reset removed them).
+ * of `limits`; 0 = no fence needed: the longest its module asks for (`AlgorithmLogic.resetFenceMs`,
+ * src/engine/algorithms/). After that, lua/floodgate.lua's header ("Why a reset's fence may be short") shows
+ * that no refund of units taken before the reset can reach the fresh state.
  * Never more than {@link RESET_FENCE_MAX_MS}. So the fence never outlives its window by more than one period.
  */
 export function resetFenceMs(algorithm: Algorithm, limits: readonly FenceLimits[]): number {
+  const { logic } = traitsOf(algorithm);
   let longest = 0;
-  for (const each of limits) {
-    let ms = 0;
-    if (algorithm === "fixed-window" || algorithm === "sliding-window") {
-      ms = each.periodMs;
-    } else if (isBucket(algorithm) && each.limit > 0) {
-      // A lease lives at most a quarter of the capacity, in whole ms. +1: Redis counts a PX from the reset's
-      // whole ms, while the TAT counts from its µs.
-      const us = capacityUs(each);
-      ms = Math.ceil(us / 1000) + Math.floor(us / 4000) + (each.delayMs ?? 0) + 1;
-    }
-    longest = Math.max(longest, ms);
-  }
+  for (const each of limits) longest = Math.max(longest, logic.resetFenceMs(each));
   return Math.min(longest, RESET_FENCE_MAX_MS);
 }
 

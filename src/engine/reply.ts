@@ -2,6 +2,7 @@
  * The Lua script's reply, defined once: its layout and codes, and the one decoder that turns the integer reply
  * into typed results (the calls' KEYS/ARGV are in script.ts; lua/floodgate.lua's header is the contract).
  */
+import { traitsOf } from "./algorithms";
 import { ruleResult } from "./results";
 import type { Outcome, Reservation, RuleCall, RuleResult } from "./types";
 
@@ -198,7 +199,7 @@ function shortReply(raw: unknown, call: RuleCall): RuleResult {
   const [remaining, resetAfterMs, retryAfterMs] = Array.isArray(raw)
     ? raw.map(at)
     : [at(raw, 0), WINDOW_END, WINDOW_END];
-  if (!Array.isArray(raw) && call.algorithm !== "fixed-window") {
+  if (!Array.isArray(raw) && !traitsOf(call.algorithm).integerReply) {
     throw new ReplyShapeError(`an integer reply for a ${call.algorithm} rule`);
   }
   const now = Date.now();
@@ -221,6 +222,7 @@ function shortReply(raw: unknown, call: RuleCall): RuleResult {
  */
 function orWindowEnd(ms: number, call: RuleCall, now: number): number {
   if (ms >= 0) return ms;
-  if (ms === WINDOW_END && call.algorithm === "fixed-window") return call.periodMs - (now % call.periodMs);
+  if (ms === WINDOW_END && traitsOf(call.algorithm).integerReply)
+    return call.periodMs - (now % call.periodMs);
   return 0;
 }

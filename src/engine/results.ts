@@ -7,7 +7,8 @@
  * optimized when a few Redis-decided requests come among thousands decided from leases; results shaped by
  * their source would send that code back to the interpreter each time (`node bench/deopts.mjs` shows it).
  */
-import { type Decision, isBucket, type RefundCall, type RuleResult, unitUs } from "./types";
+import { traitsOf } from "./algorithms";
+import type { Decision, RefundCall, RuleResult } from "./types";
 
 /**
  * What a result is made from: `periodMs` and `overridden` may be left out for the call's own terms (only a Redis
@@ -68,26 +69,21 @@ export const refusedDecision = (d: Decision): Decision =>
  */
 export function refundOf(result: RuleResult, units: number): RefundCall {
   const { call, limit, periodMs } = result;
-  const { algorithm } = call;
-  const bucket = isBucket(algorithm);
-  const overridden =
-    result.overridden && (bucket || (algorithm === "fixed-window" && periodMs !== call.periodMs));
+  const { shape, logic } = traitsOf(call.algorithm);
+  const overridden = result.overridden && logic.refundNeedsOverride(periodMs, call.periodMs);
   // A split decision's stamp (a lease's return compares the TAT its lease wrote instead: `when`).
-  const stamp = bucket && !result.lease ? result.reservation : undefined;
+  const stamp = shape === "bucket" && !result.lease ? result.reservation : undefined;
   return { ...call, cost: units, override: false, pricedAt: { limit, periodMs, overridden, stamp } };
 }
 
 /**
- * The wait of a request costing `units` more than the one `result` denied: a bucket refills them at its rate;
- * a sliding window or log drains by its past requests, so at worst until it is empty (`resetAfterMs`, which
- * may be much later than needed); a fixed window's end does not depend on the cost. Never earlier than the
- * truth.
+ * The wait of a request costing `units` more than the one `result` denied: as its algorithm's module works it
+ * out (`AlgorithmLogic.waitForMore`: a bucket refills them at its rate; a fixed window's end does not depend on
+ * the cost), or where only Redis knows (a sliding window or log drains by its past requests) at worst until the
+ * rule is fully reset (`resetAfterMs`, which may be much later than needed). Never earlier than the truth.
  */
 export function retryAfterForMore(result: RuleResult, units: number): number {
-  const { algorithm } = result.call;
-  if (units <= 0 || algorithm === "fixed-window") return result.retryAfterMs;
-  if (isBucket(algorithm)) {
-    return result.retryAfterMs + Math.ceil((units * unitUs(result.limit, result.periodMs)) / 1000);
-  }
-  return Math.max(result.retryAfterMs, result.resetAfterMs);
+  if (units <= 0) return result.retryAfterMs;
+  const exact = traitsOf(result.call.algorithm).logic.waitForMore(result, units);
+  return exact ?? Math.max(result.retryAfterMs, result.resetAfterMs);
 }

@@ -4,6 +4,7 @@
  * `lua/floodgate.lua`.
  */
 import source from "../../lua/floodgate.lua";
+import { traitsOf } from "./algorithms";
 import {
   leaseMarkKey,
   overrideKey,
@@ -13,21 +14,10 @@ import {
   stateKey,
 } from "./keys";
 import type { RedisScript } from "./redis";
-import type { Algorithm, RefundCall, Reservation, RuleCall } from "./types";
+import type { RefundCall, Reservation, RuleCall } from "./types";
 
 /** The script text exactly as sent with `EVAL` (Upstash's `allow-key-locking` shebang included). */
 export const SCRIPT_SOURCE: string = source;
-
-/** Algorithm codes as the script reads them (ARGV per rule, position 1). */
-export const ALGORITHM_CODE: Readonly<Record<Algorithm, number>> = {
-  "fixed-window": 1,
-  "sliding-window": 2,
-  "sliding-log": 3,
-  "token-bucket": 4,
-  gcra: 5,
-  concurrency: 6,
-  shed: 7,
-};
 
 let shaPromise: Promise<string> | undefined;
 
@@ -64,9 +54,6 @@ export interface CallOptions {
    */
   stamps?: boolean;
 }
-
-/** Algorithms whose state stores the request id (ARGV[2]): their slots are released by it. */
-export const HOLDS_REQUEST_ID: ReadonlySet<Algorithm> = new Set(["sliding-log", "concurrency", "shed"]);
 
 /** ARGV[1]: which per-call slots follow (lua/floodgate.lua's header). */
 const CALL = {
@@ -177,7 +164,7 @@ export function scriptArguments(
   } else if (opts.peek || offsetMs !== 0 || stamped) {
     args[0] = CALL.withOptions;
     args.push(requestId, opts.peek ? "1" : stamped ? "2" : "0", String(offsetMs));
-  } else if (calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))) {
+  } else if (calls.some((call) => traitsOf(call.algorithm).storesRequestId)) {
     args[0] = CALL.withRequestId;
     args.push(requestId);
   }
@@ -189,7 +176,7 @@ export function scriptArguments(
       mode = call.mode === "on" ? MODE_CODE.onWithOverride : MODE_CODE.monitorWithOverride;
     }
     args.push(
-      String(ALGORITHM_CODE[call.algorithm]),
+      String(traitsOf(call.algorithm).code),
       mode,
       String(call.limit),
       String(call.periodMs),

@@ -3,6 +3,7 @@
  * one time budget. It throws a small typed {@link StoreError} when Redis cannot answer; the resilience layer
  * turns that into a never-throwing `Decider` (failure policies, breaker, fallback).
  */
+import { traitsOf } from "./algorithms";
 import { DEFAULTS } from "./defaults";
 import { capacityUs, resetFenceMs, stateKey } from "./keys";
 import { createRedisPort, type RedisPort } from "./redis";
@@ -154,8 +155,8 @@ export function createStore(options: StoreOptions): Store {
       await redis.runScript(FLOODGATE_SCRIPT, keys, args);
       return;
     }
-    // Only concurrency and shed slots are held past the decision.
-    if (call.algorithm !== "concurrency" && call.algorithm !== "shed") return;
+    // Only slots (concurrency, shed) are held past the decision.
+    if (!traitsOf(call.algorithm).holdsSlot) return;
     await redis.send(["zrem", stateKey(prefix, call.rule, call.identityHash), requestId]);
   }
 

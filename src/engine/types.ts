@@ -3,41 +3,17 @@
  * The limiting logic itself lives in `lua/floodgate.lua`; these types only describe its inputs and outputs.
  */
 import type { RunningTimer } from "../util/timer";
+import { type Algorithm, traitsOf } from "./algorithms";
 
-/**
- * Every algorithm the script implements; `shed` is priority load shedding, a concurrency budget whose `limit`
- * the edge sets per priority class.
- */
-export const ALGORITHMS = [
-  "fixed-window",
-  "sliding-window",
-  "sliding-log",
-  "token-bucket",
-  "gcra",
-  "concurrency",
-  "shed",
-] as const;
-export type Algorithm = (typeof ALGORITHMS)[number];
-
-/**
- * Algorithms whose request holds a slot until it finishes (released then, never refunded, never cached or
- * guessed locally): `concurrency` and `shed`.
- */
-export const holdsSlot = (algorithm: Algorithm): boolean =>
-  algorithm === "concurrency" || algorithm === "shed";
-
-/** Algorithms whose state is one TAT (theoretical arrival time): `token-bucket` and `gcra`. */
-export const isBucket = (algorithm: Algorithm): boolean =>
-  algorithm === "token-bucket" || algorithm === "gcra";
+/** The algorithms, their names and traits: src/engine/algorithms.ts. */
+export { ALGORITHMS, type Algorithm } from "./algorithms";
 
 /**
  * The most one request of `call` can ever be granted under its own limits: a bucket's burst, a window's limit.
  * A larger cost is `cost-exceeds-capacity`, and only the script says so.
  */
-export const capacityOf = (call: RuleCall): number => (isBucket(call.algorithm) ? call.burst : call.limit);
-
-/** A bucket's time per unit under `limit` a `periodMs`, µs, as the script counts it: whole µs, rounded up. */
-export const unitUs = (limit: number, periodMs: number): number => Math.ceil((periodMs * 1000) / limit);
+export const capacityOf = (call: RuleCall): number =>
+  traitsOf(call.algorithm).takesBurst ? call.burst : call.limit;
 
 /**
  * Whether two calls of one rule and identity run under the same limits: tiers of one limit may differ in

@@ -6,8 +6,10 @@
  * here only when EVERY one of its rules holds a live lease with room for its cost: otherwise one Redis
  * call decides all of them, as always (all-or-nothing stays). docs/leases.md.
  */
+
+import { traitsOf } from "../engine/algorithms";
 import { DEFAULTS } from "../engine/defaults";
-import { type DecideOptions, type Decision, holdsSlot, type RuleCall, type WaitUntil } from "../engine/types";
+import type { DecideOptions, Decision, RuleCall, WaitUntil } from "../engine/types";
 import { GUARD_MS, type ResilientDecider } from "../resilience/decider";
 import { within } from "../util/timer";
 import { answerOf, decideFromLeases, observed, spendShort, take } from "./decisions";
@@ -42,11 +44,12 @@ const MAX_WAITS = 3;
 const TRACKED_PAIRS = 10_000;
 
 /**
- * Whether a call may ever be leased: never a held slot (concurrency, shed), never a rule with `lease = false`,
- * never a rule with a `delay` (the script refuses it one: its give-backs and refunds compare TATs).
+ * Whether a call may ever be leased: only a leasable algorithm's (never a held slot: concurrency, shed), never
+ * a rule with `lease = false`, never a rule with a `delay` (the script refuses it one: its give-backs and
+ * refunds compare TATs).
  */
 const leasable = (call: RuleCall): boolean =>
-  !holdsSlot(call.algorithm) && call.lease !== false && !((call.delayMs ?? 0) > 0);
+  traitsOf(call.algorithm).leasable && call.lease !== false && !((call.delayMs ?? 0) > 0);
 
 /**
  * Wraps `decider` so that hot identities are decided from leases.
@@ -212,8 +215,11 @@ export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}
   async function renewal(calls: RuleCall[], wanted: number[], requestId: string): Promise<void> {
     const at = Date.now();
     const renewing = calls.map((call) => ({ ...call, cost: 0 }));
-    // Sliding-log members are named after the lease's id: a renewal must not reuse the request's.
-    const leaseId = calls.some((call) => call.algorithm === "sliding-log") ? `${requestId}:r` : requestId;
+    // State that stores ids (a sliding log's members) names them after the lease's: a renewal must not reuse
+    // the request's.
+    const leaseId = calls.some((call) => traitsOf(call.algorithm).storesRequestId)
+      ? `${requestId}:r`
+      : requestId;
     const landed = decider.decide(renewing, leaseId, { lease: { units: wanted, maxMs } }).then((decision) => {
       if (decision.allowed) return take(table, decision, leaseId, at);
       observed(table, decision); // nothing leased, but what Redis says is left still bounds the current lease

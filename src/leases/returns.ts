@@ -3,8 +3,10 @@
  * background, sent by the isolate's next request (any identity): no timer keeps a finished request alive
  * for it. docs/leases.md.
  */
+
+import { traitsOf } from "../engine/algorithms";
 import { refundOf } from "../engine/results";
-import { isBucket, type RefundCall, type WaitUntil } from "../engine/types";
+import type { RefundCall, WaitUntil } from "../engine/types";
 import type { Lease } from "./lease";
 import type { LeaseTable } from "./table";
 
@@ -53,11 +55,5 @@ export function createSweep(
   };
 }
 
-/** The refund's `when` (lua/floodgate.lua's header, REFUND): per algorithm. */
-function whenOf(lease: Lease): number {
-  const { algorithm } = lease.call;
-  if (algorithm === "sliding-log") return lease.grant.whenUs + lease.grant.lifeMs * 1000;
-  // A bucket gives back only while the TAT is still the one the lease wrote.
-  if (isBucket(algorithm)) return lease.grant.tatUs;
-  return lease.grant.whenUs;
-}
+/** The refund's `when` (lua/floodgate.lua's header, REFUND), as the algorithm's module says. */
+const whenOf = (lease: Lease): number => traitsOf(lease.call.algorithm).logic.leaseReturnWhenUs(lease.grant);

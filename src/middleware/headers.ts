@@ -9,6 +9,7 @@
  *   rule is fully reset (window end or bucket full), never a timestamp.
  */
 import { serializeInteger, serializeString } from "structured-headers";
+import { traitsOf } from "../engine/algorithms";
 import type { RuleResult } from "../engine/types";
 
 /** Whole seconds, rounded up: the draft has no sub-second precision and a client must never retry early. */
@@ -35,8 +36,8 @@ function quoted(rule: string): string {
 const policies = new Map<string, { limit: number; periodMs: number; algorithm: string; text: string }>();
 
 /**
- * The quota a result reports, with the limit and window in force (an override may change both);
- * concurrency counts requests in flight and has no window.
+ * The quota a result reports, with the limit and window in force (an override may change both); requests in
+ * flight (concurrency: `AlgorithmTraits.rateLimitMember`) have no window.
  */
 function policyItem(result: RuleResult): string {
   const { rule, algorithm } = result.call;
@@ -45,7 +46,7 @@ function policyItem(result: RuleResult): string {
   if (last?.limit === limit && last.periodMs === periodMs && last.algorithm === algorithm) return last.text;
   const head = `${quoted(rule)};q=${serializeInteger(limit)}`;
   const text =
-    algorithm === "concurrency"
+    traitsOf(algorithm).rateLimitMember === "concurrent-requests"
       ? `${head};qu="concurrent-requests"`
       : `${head};w=${serializeInteger(Math.max(1, ceilSeconds(periodMs)))}`;
   policies.set(rule, { limit, periodMs, algorithm, text });
@@ -53,13 +54,13 @@ function policyItem(result: RuleResult): string {
 }
 
 /**
- * `r` = available quota; `t` = seconds until more is available (0 when full); no `t` for concurrency.
+ * `r` = available quota; `t` = seconds until more is available (0 when full); no `t` for requests in flight.
  * A request this rule held for its reserved slot also carries `delay-ms`, how long it waited (an extension
  * parameter: the draft lets a client ignore parameters it does not know).
  */
 function limitItem(result: RuleResult): string {
   const head = `${quoted(result.call.rule)};r=${serializeInteger(Math.max(0, Math.floor(result.remaining)))}`;
-  if (result.call.algorithm === "concurrency") return head;
+  if (traitsOf(result.call.algorithm).rateLimitMember === "concurrent-requests") return head;
   const item = `${head};t=${serializeInteger(ceilSeconds(result.retryAfterMs))}`;
   return result.delayMs && result.call.mode === "on"
     ? `${item};delay-ms=${serializeInteger(result.delayMs)}`
@@ -114,11 +115,14 @@ export function rateLimitHeaders(results: readonly RuleResult[]): Record<string,
 /**
  * How long a denied rule tells its client to wait, ms: when the same request would fit (`retryAfterMs`); a cost
  * more than the rule can ever grant, one full period (retrying sooner cannot help; its `retryAfterMs` is when
- * more quota comes, its `t`); a full concurrency rule, 1 s (slots free up as requests finish).
+ * more quota comes, its `t`); a full rule of requests in flight (concurrency), 1 s (slots free up as requests
+ * finish).
  */
 export function deniedForMs(result: RuleResult): number {
   if (result.outcome === "cost-exceeds-capacity") return Math.max(result.periodMs, result.retryAfterMs);
-  return result.call.algorithm === "concurrency" ? 1_000 : result.retryAfterMs;
+  return traitsOf(result.call.algorithm).rateLimitMember === "concurrent-requests"
+    ? 1_000
+    : result.retryAfterMs;
 }
 
 /** `Retry-After` for a 429, in whole seconds ≥ 1 and never earlier than any violated rule's `t`. */

@@ -6,7 +6,7 @@
  * Per request: match → plan → ONE engine call → a 429/503 thrown, or on to the handler with headers added.
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { HOLDS_REQUEST_ID } from "../engine/script";
+import { traitsOf } from "../engine/algorithms";
 import type { Decider, FailurePolicy, Mode, WaitUntil } from "../engine/types";
 import { type JwtVerifier, RequestIdentity } from "../identity";
 import { compileRules } from "../rules/match";
@@ -65,7 +65,7 @@ export interface Limiter {
 /** Where the request facts travel on `c.var`. */
 const REQUEST_VAR = "floodgateRequest";
 
-const NO_REQUEST_ID = "-"; // the script stores the request id only for HOLDS_REQUEST_ID; others need no UUID
+const NO_REQUEST_ID = "-"; // the script stores the request id only where the algorithm says so; others need no UUID
 
 /** Builds the limiter of `rules`. Nothing here runs per request. */
 export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps): Limiter {
@@ -121,7 +121,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const calls = plan instanceof Promise ? await plan : plan;
     if (calls.length === 0) return next(); // every matched rule is off or skipped: no headers, no Redis call
 
-    const requestId = calls.some((call) => HOLDS_REQUEST_ID.has(call.algorithm))
+    const requestId = calls.some((call) => traitsOf(call.algorithm).storesRequestId)
       ? request.id()
       : NO_REQUEST_ID;
     // A rule that fails closed and could not be keyed (the JWKS is unreachable) answers 503 without Redis; a

@@ -8,8 +8,9 @@
  */
 import type { Context } from "hono";
 import { limitsFor, type RuleConfig } from "../config";
+import { traitsOf } from "../engine/algorithms";
 import { hashIdentity, recentHash } from "../engine/keys";
-import { type FailurePolicy, holdsSlot, type Mode, type RuleCall } from "../engine/types";
+import type { FailurePolicy, Mode, RuleCall } from "../engine/types";
 import {
   identityOf,
   needsVerification,
@@ -97,7 +98,7 @@ function planCall(
   if (resolved.kind === "skip") return undefined;
   if (resolved.kind === "deny") throw new MissingIdentityError(rule.name, rule.keyText);
   const tierName = plainTierOf(rule, request);
-  const cost = holdsSlot(rule.algorithm) ? 1 : headerCost(c, rule);
+  const cost = traitsOf(rule.algorithm).takesCost ? headerCost(c, rule) : 1;
   const hash = recentHash(resolved.identity);
   if (hash !== undefined) return callOf(rule, tierName, hash, cost, mode, context);
   return hashIdentity(resolved.identity).then((h) => callOf(rule, tierName, h, cost, mode, context));
@@ -150,8 +151,8 @@ async function planCallWaiting(
     identity = shardIdentity(identity, plan.shard);
   }
   const identityHash = await hashIdentity(identity);
-  // A concurrency or shed rule holds one slot per request, whatever the cost.
-  const cost = holdsSlot(rule.algorithm) ? 1 : await costOf(c, rule, costFn);
+  // A rule that takes no cost (a concurrency or shed rule: one slot per request) counts one, whatever it is.
+  const cost = traitsOf(rule.algorithm).takesCost ? await costOf(c, rule, costFn) : 1;
   const call = callOf(rule, tierName, identityHash, cost, mode, context, share);
   return unchecked ? uncheckedCall(call) : call;
 }
@@ -195,9 +196,11 @@ function callOf(
     mode,
     failure: rule.failure ?? context.failure,
     identityHash,
-    // Only an identity the isolate knows to have an override costs the script an override read (a shed
-    // sub-key has none: its limit is the class's share).
-    override: !rule.shed && (context.live.overrides?.has(rule.name, identityHash) ?? context.overrides),
+    // Only an identity the isolate knows to have an override costs the script an override read (never where
+    // none applies: a shed sub-key's limit is the class's share).
+    override:
+      traitsOf(rule.algorithm).readsOverride &&
+      (context.live.overrides?.has(rule.name, identityHash) ?? context.overrides),
     lease: rule.lease,
   };
   if (share !== undefined) call.priorityClass = share.priorityClass;

@@ -5,7 +5,8 @@
  * src/middleware/limiter.ts gives its slot back at once.)
  * The release runs in the background (`waitUntil`), never before the client's response.
  */
-import { type Decision, holdsSlot, type RuleResult, type WaitUntil } from "../engine/types";
+import { traitsOf } from "../engine/algorithms";
+import type { Decision, RuleResult, WaitUntil } from "../engine/types";
 
 /**
  * Returns a response whose body, once fully written, cancelled by the client or failed, calls `release`.
@@ -51,10 +52,10 @@ const NO_SLOTS: readonly RuleResult[] = [];
  */
 export function heldSlots(decision: Decision): readonly RuleResult[] {
   // Most requests have no slot rule: no copy.
-  if (!decision.results.some((r) => holdsSlot(r.call.algorithm))) return NO_SLOTS;
+  if (!decision.results.some((r) => traitsOf(r.call.algorithm).holdsSlot)) return NO_SLOTS;
   return decision.results.filter(
     (r) =>
-      holdsSlot(r.call.algorithm) &&
+      traitsOf(r.call.algorithm).holdsSlot &&
       r.outcome === "allowed" &&
       (r.source === "redis" || r.source === "undecided" || r.source === "fallback"),
   );

@@ -4,6 +4,7 @@
  * are built for the results Redis decided (a fail-open rule that Redis could not decide has no RateLimit
  * member, even when the local fallback limiter judged it).
  */
+import { traitsOf } from "../engine/algorithms";
 import type { Decision, RuleResult } from "../engine/types";
 import { delayOf } from "./delay";
 import { LoadShedError, QuotaExceededError, ReducedCapacityError } from "./errors";
@@ -18,11 +19,14 @@ export type Verdict =
  * Whether a result has a RateLimit member (and may be the one the X-RateLimit-* headers and
  * `c.get("rateLimit")` describe): only what Redis decided (now, ahead of time: a lease, or recently: the deny
  * cache). An undecided rule has no figures; the approximate fallback limiter's guesses are not advertised as
- * quota (docs/failure-modes.md); a shed rule is the origin's budget, not the client's quota. A lease's
- * figures are Redis's at the grant minus what this isolate spent since (docs/leases.md).
+ * quota (docs/failure-modes.md); a rule whose algorithm has no member (shed: the origin's budget, not the
+ * client's quota) has none. A lease's figures are Redis's at the grant minus what this isolate spent since
+ * (docs/leases.md).
  */
 export const advertised = (r: RuleResult): boolean =>
-  r.source !== "undecided" && r.source !== "fallback" && r.call.algorithm !== "shed";
+  r.source !== "undecided" &&
+  r.source !== "fallback" &&
+  traitsOf(r.call.algorithm).rateLimitMember !== "none";
 
 /** Whether a decided result denies the request: an `on` rule over its limit (`monitor` only watches). */
 const denies = (r: RuleResult): boolean => r.call.mode === "on" && r.outcome !== "allowed";
@@ -62,7 +66,7 @@ export function verdictOf(decision: Decision): Verdict {
   const headers = rateLimitHeaders(members);
   if (denied.length === 0) return { allowed: true, headers };
   // Over its own quota, a client hears 429 (its to fix); shed alone, 503 (the origin's load, not its fault).
-  const violated = denied.filter((r) => r.call.algorithm !== "shed");
+  const violated = denied.filter((r) => traitsOf(r.call.algorithm).denial === "quota");
   if (violated.length === 0) {
     const shedBy = denied[0] as RuleResult;
     return {

@@ -33,16 +33,9 @@
  * be less than what is left). Kept only for the same rule, identity, limit and cost, allowed, not holding a
  * slot and under the rule's own limits (as for denials); any other rule is left undecided, with no member.
  */
+import { traitsOf } from "../engine/algorithms";
 import { retryAfterForMore, ruleResult } from "../engine/results";
-import {
-  capacityOf,
-  type DegradedReason,
-  holdsSlot,
-  isBucket,
-  type RuleCall,
-  type RuleResult,
-  sameLimits,
-} from "../engine/types";
+import { capacityOf, type DegradedReason, type RuleCall, type RuleResult, sameLimits } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 
 /** Most entries kept; the oldest is dropped first. @default 10000 */
@@ -113,13 +106,13 @@ const keptDenial = (result: RuleResult): boolean =>
   result.outcome === "denied" &&
   result.call.mode === "on" &&
   result.call.cost > 0 &&
-  !holdsSlot(result.call.algorithm) &&
+  !traitsOf(result.call.algorithm).holdsSlot &&
   result.retryAfterMs > 0 &&
   !result.overridden;
 
 /** Figures kept beside a denial: an allowed rule that holds no slot, under the rule's own limits. */
 const keptFigures = (result: RuleResult): boolean =>
-  result.outcome === "allowed" && !holdsSlot(result.call.algorithm) && !result.overridden;
+  result.outcome === "allowed" && !traitsOf(result.call.algorithm).holdsSlot && !result.overridden;
 
 /** The cache. Plain values only (workerd: nothing request-bound survives a request). */
 export class DenyCache {
@@ -231,15 +224,16 @@ export class DenyCache {
    * matching only their rule asks Redis.
    */
   private denialFor(call: RuleCall): Entry | undefined {
-    if (call.mode !== "on" || holdsSlot(call.algorithm)) return undefined;
+    if (call.mode !== "on" || traitsOf(call.algorithm).holdsSlot) return undefined;
     const entry = this.entries.get(entryKey(call));
     if (entry === undefined || entry.result.outcome !== "denied") return undefined;
     const denied = entry.result.call;
     if (call.cost < denied.cost || !sameLimits(call, denied)) return undefined;
     // More than the rule can ever grant: Redis says so, with its one-period wait.
     if (call.cost > capacityOf(call)) return undefined;
-    // A larger cost under a sliding window or log: only Redis knows how soon its past requests drain enough.
-    if (call.cost > denied.cost && !isBucket(call.algorithm) && call.algorithm !== "fixed-window")
+    // A larger cost whose wait only Redis knows (a sliding window's or log's past requests draining enough).
+    const more = call.cost - denied.cost;
+    if (more > 0 && traitsOf(call.algorithm).logic.waitForMore(entry.result, more) === undefined)
       return undefined;
     return entry;
   }
@@ -249,7 +243,7 @@ export class DenyCache {
    * the request), times counted down to now, or `undefined`.
    */
   figures(call: RuleCall): RuleResult | undefined {
-    if (holdsSlot(call.algorithm)) return undefined;
+    if (traitsOf(call.algorithm).holdsSlot) return undefined;
     const entry = this.entries.get(entryKey(call));
     const now = this.now();
     if (entry === undefined || now >= entry.untilMs) return undefined;

@@ -17,7 +17,8 @@
  * Memory is bounded: at most `maxEntries` identities, the least recently used dropped first.
  */
 import type { RuleResultInput } from "../engine/results";
-import { capacityOf, holdsSlot, type RuleCall, type RuleResult } from "../engine/types";
+import { traitsOf } from "../engine/algorithms";
+import { capacityOf, type RuleCall, type RuleResult } from "../engine/types";
 import { BoundedMap } from "../util/bounded-map";
 import { allowanceOf, type Ledger, ledgerAt, type Sent, takeBack } from "./ledger";
 
@@ -84,7 +85,7 @@ export class FallbackLimiter {
         left: Math.max(0, result.remaining - leased),
         limit: result.limit,
         atMs,
-        wholeAtMs: atMs + (holdsSlot(result.call.algorithm) ? result.periodMs : result.resetAfterMs),
+        wholeAtMs: atMs + (traitsOf(result.call.algorithm).holdsSlot ? result.periodMs : result.resetAfterMs),
       };
     });
   }
@@ -109,7 +110,7 @@ export class FallbackLimiter {
     const share = slow ? Math.ceil(limit * FALLBACK_SHARE) : limit;
     const allowance = allowanceOf(ledger, call, now, share, sent);
     const resetAfterMs = Math.max(0, (ledger.heard?.wholeAtMs ?? ledger.windowEndMs) - now);
-    if (holdsSlot(call.algorithm)) {
+    if (traitsOf(call.algorithm).holdsSlot) {
       const allowed = allowance >= 1;
       return {
         call,
@@ -152,8 +153,8 @@ export class FallbackLimiter {
     if (this.ledgers.capacity <= 0) return;
     const now = this.now();
     const ledger = this.ledger(call, now);
-    takeBack(ledger, sent, holdsSlot(call.algorithm) ? 1 : call.cost);
-    if (holdsSlot(call.algorithm)) {
+    takeBack(ledger, sent, traitsOf(call.algorithm).holdsSlot ? 1 : call.cost);
+    if (traitsOf(call.algorithm).holdsSlot) {
       ledger.held ??= new Set();
       ledger.held.add(requestId);
     } else {

@@ -3,7 +3,8 @@
  * Redis last said is left, what the isolate admitted on its own, the calls whose answer it never heard, and
  * the slots it holds. Plain values only.
  */
-import { holdsSlot, isBucket, type RuleCall } from "../engine/types";
+import { traitsOf } from "../engine/algorithms";
+import type { RuleCall } from "../engine/types";
 
 /** A call sent to Redis for one rule: its units may be counted there until its answer is heard. */
 export interface Sent {
@@ -62,7 +63,7 @@ export function ledgerAt(ledger: Ledger | undefined, call: RuleCall, now: number
   }
   if (out.heard === undefined && now >= out.windowEndMs) {
     out.windowEndMs = now - (now % periodMs) + periodMs;
-    if (!holdsSlot(call.algorithm)) out.used = 0;
+    if (!traitsOf(call.algorithm).holdsSlot) out.used = 0;
   }
   // A period after the first unit admitted here, everything admitted with it has left any window.
   if (out.used > 0 && now - out.usedSinceMs >= periodMs) out.used = 0;
@@ -93,7 +94,7 @@ export function allowanceOf(
 ): number {
   const { heard } = ledger;
   let base = heard === undefined ? call.limit : heard.left;
-  if (heard !== undefined && isBucket(call.algorithm)) {
+  if (heard !== undefined && traitsOf(call.algorithm).shape === "bucket") {
     // A bucket refills evenly: one unit per period / limit.
     base = Math.min(heard.limit, base + Math.floor((heard.limit * (now - heard.atMs)) / call.periodMs));
   }
@@ -101,7 +102,7 @@ export function allowanceOf(
   for (const sent of ledger.unheard) {
     if (own === undefined || sent.seq < own.seq) unheard += sent.units;
   }
-  const mine = holdsSlot(call.algorithm) ? (ledger.held?.size ?? 0) : ledger.used;
+  const mine = traitsOf(call.algorithm).holdsSlot ? (ledger.held?.size ?? 0) : ledger.used;
   return Math.min(base, share) - unheard - mine;
 }
 

@@ -8,17 +8,11 @@
  * may under-admit for a moment, never over-admit (a refund gives back only what it can prove still owed: a
  * window's what its window still counts, a bucket's what its stamps prove; lua/floodgate.lua's header, REFUND).
  */
+import { traitsOf } from "../engine/algorithms";
 import { DEFAULTS } from "../engine/defaults";
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
 import { decisionOf, refusedDecision, ruleResult } from "../engine/results";
-import {
-  type DecideOptions,
-  type Decision,
-  isBucket,
-  type RefundCall,
-  type RuleCall,
-  type RuleResult,
-} from "../engine/types";
+import type { DecideOptions, Decision, RefundCall, RuleCall, RuleResult } from "../engine/types";
 import { BREAKER_RANK } from "./breaker";
 import { type DeciderHealth, deniedFromCache, type ResilientDecider } from "./decider";
 
@@ -116,7 +110,7 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
         deciderOf(group.shard).decide(
           group.calls,
           requestId,
-          group.calls.some((call) => isBucket(call.algorithm)) ? stamped : groupOpts,
+          group.calls.some((call) => traitsOf(call.algorithm).shape === "bucket") ? stamped : groupOpts,
         ),
       ),
     );

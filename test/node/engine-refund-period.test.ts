@@ -8,19 +8,14 @@
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { fenceMsOf, fenceReturns, raiseFence } from "../../src/admin/fence";
+import { traitsOf } from "../../src/engine/algorithms";
 import { DEFAULTS } from "../../src/engine/defaults";
 import { consumedCalls } from "../../src/engine/groups";
 import { overrideKey, resetFenceKey, stateKey } from "../../src/engine/keys";
 import { refundOf } from "../../src/engine/results";
 import { FLOODGATE_SCRIPT, reaimArguments } from "../../src/engine/script";
 import type { Store } from "../../src/engine/store";
-import {
-  type Decision,
-  isBucket,
-  type LeaseGrant,
-  type RuleCall,
-  type RuleResult,
-} from "../../src/engine/types";
+import type { Decision, LeaseGrant, RuleCall, RuleResult } from "../../src/engine/types";
 import { giveBack as giveBackHeld } from "../../src/middleware/delay";
 import { createDecider } from "../../src/resilience/decider";
 import { awayFromWindowEdge } from "../support/window-edge";
@@ -83,7 +78,10 @@ async function reset(call: RuleCall, configured: RuleCall = call): Promise<void>
   const target = { prefix, rule: call.rule, identityHash: call.identityHash };
   const fenceMs = await fenceMsOf(target, call.algorithm, [configured], store.redis);
   const stateKeys = [counterOf(call)];
-  await raiseFence(target, fenceMs, store.redis, undefined, { stateKeys, bucket: isBucket(call.algorithm) });
+  await raiseFence(target, fenceMs, store.redis, undefined, {
+    stateKeys,
+    bucket: traitsOf(call.algorithm).shape === "bucket",
+  });
 }
 
 /** Waits until Redis's clock is within the first `withinMs` of a window of `periodMs`. */

@@ -6,10 +6,11 @@
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { raiseFence } from "../../src/admin/fence";
+import { traitsOf } from "../../src/engine/algorithms";
 import { consumedCalls } from "../../src/engine/groups";
 import { resetFenceKey, resetFenceMs, stateKey } from "../../src/engine/keys";
 import type { Store } from "../../src/engine/store";
-import { type Algorithm, isBucket, type RuleCall } from "../../src/engine/types";
+import type { Algorithm, RuleCall } from "../../src/engine/types";
 import { awayFromWindowEdge } from "../support/window-edge";
 import {
   directRedis,
@@ -37,7 +38,7 @@ const remaining = (call: RuleCall) => peekRemaining(store, call);
 async function reset(call: RuleCall): Promise<void> {
   const target = { prefix, rule: call.rule, identityHash: call.identityHash };
   const stateKeys = [stateKey(prefix, call.rule, call.identityHash)];
-  const bucket = isBucket(call.algorithm);
+  const bucket = traitsOf(call.algorithm).shape === "bucket";
   await raiseFence(target, resetFenceMs(call.algorithm, [call]), store.redis, undefined, {
     stateKeys,
     bucket,
