@@ -35,6 +35,14 @@ module.exports = {
       to: { circular: true },
     },
     {
+      name: "no-admin-to-dashboard",
+      comment:
+        "The dashboard is a user interface over the admin API: it imports the admin API, never the reverse (the Worker hands it to createAdminApp).",
+      severity: "error",
+      from: { path: "^src/admin/" },
+      to: { path: "^src/dashboard/" },
+    },
+    {
       name: "in-a-layer",
       comment: "Every source file belongs to a layer; add a new folder to LAYERS in .dependency-cruiser.cjs.",
       severity: "error",

@@ -6,6 +6,7 @@
  */
 import { type ExecutionContext, Hono } from "hono";
 import { ADMIN_PREFIX, carriesAdminToken, createAdminApp, underAdminPrefix } from "./admin/app";
+import { dashboard } from "./dashboard/routes";
 import { adminContextOf } from "./admin/context";
 import { ConfigError, type FloodgateConfig, headersRead, parseEnv } from "./config";
 import type { Env } from "./env";
@@ -73,7 +74,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   // prefix itself (unknown ones with 401/404), so none falls through to the proxy.
   app.route(
     ADMIN_PREFIX,
-    createAdminApp(() => admin),
+    createAdminApp(() => admin, dashboard),
   );
 
   const limiter = createLimiter(

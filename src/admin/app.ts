@@ -4,13 +4,13 @@
  *   app.route(ADMIN_PREFIX, createAdminApp((c) => adminContextFor(c)));
  *
  * `/health` is always served; everything else needs `RATE_LIMIT_ADMIN_TOKEN` (404 without it), and all but
- * the dashboard's page, sign-in and assets (src/dashboard/routes.ts) need `Authorization: Bearer <token>` or
+ * the user interface's public routes (the dashboard's page, sign-in and assets: src/dashboard/routes.ts, which
+ * the Worker hands in as `ui`; the admin API never imports it) need `Authorization: Bearer <token>` or
  * the dashboard's session cookie (401 otherwise, checked before routing, so an unknown admin path is 401
  * before it is 404). Requests here are never rate-limited and never proxied.
  */
 import { Hono } from "hono";
 import { ConfigError } from "../config/errors";
-import { dashboardHeaders, dashboardPublicRoutes, dashboardRoutes } from "../dashboard/routes";
 import { onError } from "../http/problems";
 import { UnparseableUrlError } from "../identity";
 import { ProblemError } from "../util/problem";
@@ -26,8 +26,21 @@ export { carriesAdminToken } from "./auth";
 export type { AdminEnv } from "./context";
 export { ADMIN_PREFIX, underAdminPrefix } from "./prefix";
 
-/** Builds the admin app; `resolve` gives it the Worker's config, Redis client, store and decider. */
-export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
+/** A user interface served by the admin app (the dashboard): its middleware and routes, each where it goes. */
+export interface AdminUi {
+  /** Middleware for every response of the admin app (security headers). */
+  headers(app: Hono<AdminEnv>): void;
+  /** Routes served before the admin gate (a page that signs in). */
+  publicRoutes(app: Hono<AdminEnv>, resolve: AdminContextResolver): void;
+  /** Routes behind the admin gate. */
+  routes(app: Hono<AdminEnv>): void;
+}
+
+/**
+ * Builds the admin app; `resolve` gives it the Worker's config, Redis client, store and decider; `ui`, the
+ * dashboard (absent: the API alone).
+ */
+export function createAdminApp(resolve: AdminContextResolver, ui?: AdminUi): Hono<AdminEnv> {
   const app = new Hono<AdminEnv>();
   // Every route below reads the URL: one the runtime passed on unparseable (a `Host` with a space) is the
   // client's 400 before anything else, not a 503 from deep inside.
@@ -35,7 +48,7 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
     if (!URL.canParse(c.req.url)) throw new UnparseableUrlError();
     await next();
   });
-  dashboardHeaders(app);
+  ui?.headers(app);
 
   app.get("/health", async (c) => {
     const admin = await resolve(c);
@@ -49,7 +62,7 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
   });
 
   // The dashboard's page, sign-in and assets answer without a session (the page shows the sign-in form).
-  dashboardPublicRoutes(app, resolve);
+  ui?.publicRoutes(app, resolve);
 
   app.use("*", async function adminGate(c, next) {
     const admin = await resolve(c);
@@ -59,7 +72,7 @@ export function createAdminApp(resolve: AdminContextResolver): Hono<AdminEnv> {
     c.header("Cache-Control", "no-store");
   });
 
-  dashboardRoutes(app);
+  ui?.routes(app);
   liveRoutes(app);
   keyRoutes(app);
   overrideRoutes(app);

@@ -1,12 +1,12 @@
 /**
  * The admin API's gate: off (404) without `RATE_LIMIT_ADMIN_TOKEN`, otherwise `Authorization: Bearer <token>`
- * compared in constant time, or the dashboard's session cookie (src/dashboard/csrf.ts: a change made with
+ * compared in constant time, or the dashboard's session cookie (src/admin/csrf.ts: a change made with
  * the cookie must come from the dashboard's own origin and carry its CSRF token). It runs before routing
  * to a handler, so with a token set an unknown admin path is 401 before it is 404 (nothing about which
  * paths exist leaks to a caller without the token).
  */
 import { timingSafeEqual } from "hono/utils/buffer";
-import { checkStateChange, sessionOf } from "../dashboard/csrf";
+import { checkStateChange, sessionOf } from "./csrf";
 import { AdminError, notFound } from "./problem";
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;

@@ -6,7 +6,7 @@
  * token, saying on the page what each one did.
  */
 import { ADMIN_PREFIX } from "../admin/prefix";
-import { CSRF_HEADER } from "./csrf";
+import { CSRF_HEADER } from "../admin/csrf";
 
 /** The script's text, served as `/__floodgate/dashboard.js`. */
 export const DASHBOARD_SCRIPT = `"use strict";

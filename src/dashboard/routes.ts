@@ -13,14 +13,15 @@ import type { Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { timingSafeEqual } from "hono/utils/buffer";
 import type { AdminContextResolver, AdminEnv } from "../admin/context";
+import type { AdminUi } from "../admin/app";
+import { crossSite, sessionOf } from "../admin/csrf";
 import { ADMIN_PREFIX } from "../admin/prefix";
 import { AdminError, notFound } from "../admin/problem";
+import { createSession, csrfToken, sessionCookieHeader } from "../admin/session";
 import { DASHBOARD_SCRIPT } from "./client";
 import { DASHBOARD_HEADERS } from "./csp";
-import { crossSite, sessionOf } from "./csrf";
 import { readDashboard } from "./data";
 import { renderDashboard, renderSignIn } from "./render";
-import { createSession, csrfToken, sessionCookieHeader } from "./session";
 import { DASHBOARD_STYLE } from "./style";
 
 /** The largest sign-in body read, bytes: a form with a token of any sensible length fits many times over. */
@@ -120,3 +121,10 @@ export function dashboardRoutes(app: Hono<AdminEnv>): void {
     c.json(await readDashboard(c.get("admin"), (p) => c.executionCtx.waitUntil(p))),
   );
 }
+
+/** The dashboard as the admin app mounts it (src/worker.ts hands it to `createAdminApp`). */
+export const dashboard: AdminUi = {
+  headers: dashboardHeaders,
+  publicRoutes: dashboardPublicRoutes,
+  routes: dashboardRoutes,
+};

@@ -67,6 +67,17 @@ describe("dependency rules (npm run check)", () => {
     expect(output).toContain("no-cycle");
   }, 60_000);
 
+  it("fail when the admin API imports the dashboard (the dashboard is a user interface over it)", async () => {
+    const dir = await tree({
+      "src/admin/app.ts": 'import { page } from "../dashboard/routes";\nexport const app = page;\n',
+      "src/dashboard/routes.ts": "export const page = 1;\n",
+    });
+    dirs.push(dir);
+    const { code, output } = await depcruise(dir);
+    expect(code).not.toBe(0);
+    expect(output).toContain("no-admin-to-dashboard: src/admin/app.ts → src/dashboard/routes.ts");
+  }, 60_000);
+
   it("fail on a source folder that belongs to no layer", async () => {
     const dir = await tree({
       "src/misc/helper.ts": 'import { x } from "../util/x";\nexport const y = x;\n',

@@ -3,7 +3,7 @@
 // inline scripts; no page carries a secret, a raw identity or a raw IP.
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { createSession, SESSION_TTL_MS } from "../../src/dashboard/session";
+import { createSession, SESSION_TTL_MS } from "../../src/admin/session";
 import worker from "../../src/worker";
 import { ADMIN_TOKEN, baseEnv, call, makeEnv } from "./admin-harness";
 

@@ -4,7 +4,7 @@
  * OPTIONS) must also prove it comes from the dashboard itself: its `Origin` (or, without one, its
  * `Sec-Fetch-Site`) is this origin, and it carries the session's CSRF token in `X-Floodgate-CSRF`.
  */
-import { AdminError } from "../admin/problem";
+import { AdminError } from "./problem";
 import { type Session, sessionCookieOf, validCsrf, verifySession } from "./session";
 
 /** The header the page sends its CSRF token in. */
