@@ -36,11 +36,11 @@ export interface AlgorithmTraits {
   readonly takesBurst: boolean;
   /** Reads `cost`; without it a request counts one (one slot per request). */
   readonly takesCost: boolean;
-  /** Accepts `delay` (hold a request over the rate for its reserved slot, README "Delay instead of deny"). */
+  /** Accepts `delay` (hold a request over the rate for its reserved slot, docs/algorithms.md, "Delay instead of deny"). */
   readonly takesDelay: boolean;
-  /** Takes priority classes (`priority`, `priorities`, `shards`: README "Priority load shedding"). */
+  /** Takes priority classes (`priority`, `priorities`, `shards`: docs/algorithms.md, "Priority load shedding"). */
   readonly takesPriorities: boolean;
-  /** May be decided from a lease (README "Leases"). */
+  /** May be decided from a lease (docs/leases.md). */
   readonly leasable: boolean;
   /** An identity's override (admin API) applies: the script reads it in the decision. */
   readonly readsOverride: boolean;
