@@ -112,8 +112,25 @@ const SLOTS = {
   logic: concurrency,
 } as const;
 
+/**
+ * Every algorithm, by the name a rule's `algorithm` field spells (the rule schema's picklist), in the table's
+ * order. A name here without its row below does not compile.
+ */
+export const ALGORITHMS = [
+  "fixed-window",
+  "sliding-window",
+  "sliding-log",
+  "token-bucket",
+  "gcra",
+  "concurrency",
+  "shed",
+] as const;
+
+/** An algorithm's name. */
+export type Algorithm = (typeof ALGORITHMS)[number];
+
 /** THE table. Codes are the script's: never renumber one (a deployed script reads them). */
-export const ALGORITHM_TRAITS = {
+export const ALGORITHM_TRAITS: Readonly<Record<Algorithm, AlgorithmTraits>> = {
   "fixed-window": { ...WINDOW, code: 1, reaimsOnOverride: true, integerReply: true, logic: fixedWindow },
   "sliding-window": { ...WINDOW, code: 2, logic: slidingWindow },
   "sliding-log": { ...WINDOW, code: 3, storesRequestId: true, logic: slidingLog },
@@ -130,13 +147,7 @@ export const ALGORITHM_TRAITS = {
     rateLimitMember: "none",
     denial: "load",
   },
-} as const satisfies Record<string, AlgorithmTraits>;
-
-/** An algorithm's name, as a rule's `algorithm` field spells it. */
-export type Algorithm = keyof typeof ALGORITHM_TRAITS;
-
-/** Every algorithm, in the table's order (the rule schema's picklist). */
-export const ALGORITHMS = Object.keys(ALGORITHM_TRAITS) as [Algorithm, ...Algorithm[]];
+};
 
 /** Whether `name` is an algorithm of the table. */
 export const isAlgorithm = (name: unknown): name is Algorithm =>
