@@ -172,10 +172,12 @@ describe.each(ALGORITHMS)("%s: consumers follow its row", (algorithm) => {
     expect(larger !== undefined).toBe(!t.holdsSlot && exact);
   });
 
-  it(`fallback limiter: ${t.holdsSlot ? "never guesses a slot" : "counts locally"}`, () => {
+  it(`fallback limiter: ${t.holdsSlot ? "a slot held until released" : "units counted for the window"}`, () => {
     const fallback = new FallbackLimiter(100, () => 1_000_000);
     const one = call(algorithm, { limit: 1, burst: 1 });
-    fallback.commit(one);
+    fallback.commit(one, "first");
+    expect(fallback.judge(one).outcome).toBe("denied");
+    fallback.release(one, "first");
     expect(fallback.judge(one).outcome).toBe(t.holdsSlot ? "allowed" : "denied");
   });
 
