@@ -4,6 +4,8 @@
  * (capacity, cost, slots, request ids, stamps, delay, leases, the short reply), and a code no row has is an
  * error. Whatever files the script is assembled from, a row whose code or traits disagree with it fails here.
  */
+import { readdirSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ALGORITHM_TRAITS, ALGORITHMS, traitsOf } from "../../src/engine/algorithms";
@@ -30,6 +32,7 @@ beforeAll(() => {
 afterAll(() => redis.quit());
 
 const PERIOD = 60_000;
+const ROOT = resolve(import.meta.dirname, "../..");
 
 /** One call's result, decided `timeOffsetMs` into the script's clock (a window's start: no edge mid-test). */
 async function decideOne(call: RuleCall, id = requestId(), opts: Parameters<Store["decide"]>[2] = {}) {
@@ -132,10 +135,36 @@ describe.each(ALGORITHMS)("%s (table row → script)", (algorithm) => {
   );
 });
 
+/** Every Lua source under lua/ (one script, or fragments assembled per call kind), concatenated. */
+function luaSources(dir = join(ROOT, "lua")): string {
+  return readdirSync(dir, { withFileTypes: true })
+    .map((entry) => {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) return luaSources(path);
+      return entry.name.endsWith(".lua") ? readFileSync(path, "utf8") : "";
+    })
+    .join("\n");
+}
+
 describe("the script's algorithm codes", () => {
   it("are the table's, each row its own", () => {
     const codes = ALGORITHMS.map((a) => ALGORITHM_TRAITS[a].code);
     expect(new Set(codes).size).toBe(codes.length);
+  });
+
+  it("are the ones the Lua sources define and document, whatever files they are split into", () => {
+    const lua = luaSources();
+    // The line naming the codes, `local FIXED, SLIDING, … = "1", "2", …`: exactly the table's codes.
+    const line = /^local ((?:[A-Z_]+, )*[A-Z_]+) = ((?:"\d+", )*"\d+")\s*$/m.exec(lua);
+    expect(line, "a line of algorithm codes in lua/").not.toBeNull();
+    const defined = [...(line?.[2] ?? "").matchAll(/"(\d+)"/g)].map((m) => Number(m[1]));
+    expect(defined.sort((a, b) => a - b)).toEqual(
+      ALGORITHMS.map((a) => traitsOf(a).code).sort((a, b) => a - b),
+    );
+    // The slot's documentation (`1 fixed-window | 2 sliding-window | …`) names each row's code.
+    for (const algorithm of ALGORITHMS) {
+      expect(lua).toMatch(new RegExp(`(^|[\\s|])${traitsOf(algorithm).code} ${algorithm}\\b`, "m"));
+    }
   });
 
   it.each([0, Math.max(...ALGORITHMS.map((a) => traitsOf(a).code)) + 1, 99])(
