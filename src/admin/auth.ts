@@ -12,18 +12,64 @@ import { AdminError, notFound } from "./problem";
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 /**
- * Whether a request sent to the proxy carries the admin token as its bearer token: such a request is never
+ * Whether a request sent to the proxy carries the admin token anywhere in its `Authorization` header: in any
+ * scheme (`Bearer`, `Token`, …), quoted, in a list, or inside `Basic` credentials. Such a request is never
  * forwarded (src/worker.ts), whatever its path, so the token never reaches the origin by a spelling of the
- * admin prefix no check foresaw (`/__floodgate;a/…`, double escapes). Synchronous, as it runs on every
- * proxied request with an `Authorization` header: a length check first (most bearer tokens differ in length),
- * then every character compared, matching or not, so the time tells nothing of a prefix.
+ * admin prefix or of the header that no check foresaw (docs/security.md). It runs on every proxied request
+ * with an `Authorization` header at least as long as the token, in one pass whose time does not depend on
+ * how much of the token a header matches (see `containsAt`).
  */
 export function carriesAdminToken(authorization: string | null, adminToken: string): boolean {
-  if (authorization === null || authorization.length < adminToken.length + 7) return false;
-  const presented = BEARER.exec(authorization)?.[1];
-  if (presented === undefined || presented.length !== adminToken.length) return false;
+  if (authorization === null || adminToken === "" || authorization.length < adminToken.length) return false;
+  if (contains(authorization, adminToken)) return true;
+  // `Basic base64(user:password)`, wherever it stands in a list: the token may be either half.
+  for (const item of authorization.split(/[\s,]+/)) {
+    if (item.length < adminToken.length || !/^[A-Za-z0-9+/]+=*$/.test(item)) continue;
+    let decoded: string;
+    try {
+      decoded = atob(item);
+    } catch {
+      continue;
+    }
+    if (contains(decoded, adminToken)) return true;
+  }
+  return false;
+}
+
+/** A prime above every UTF-16 code unit, and a base: the rolling hash below stays an exact double. */
+const HASH_MODULUS = 1_000_000_007;
+const HASH_BASE = 131;
+
+/**
+ * Whether `needle` occurs in `text`: a rolling hash of every window of the needle's length, each compared in
+ * full only when its hash matches (a match, or a rare collision). A naive search stops at the first differing
+ * character of each window, which would let response times tell how much of a guess is right.
+ */
+function contains(text: string, needle: string): boolean {
+  const length = needle.length;
+  if (text.length < length) return false;
+  let target = 0;
+  let hash = 0;
+  let lead = 1; // HASH_BASE ** (length - 1), for taking the first character of a window out
+  for (let i = 0; i < length; i++) {
+    target = (target * HASH_BASE + needle.charCodeAt(i)) % HASH_MODULUS;
+    hash = (hash * HASH_BASE + text.charCodeAt(i)) % HASH_MODULUS;
+    if (i > 0) lead = (lead * HASH_BASE) % HASH_MODULUS;
+  }
+  let found = false;
+  for (let start = 0; ; start++) {
+    if (hash === target && containsAt(text, start, needle)) found = true;
+    const next = start + length;
+    if (next >= text.length) return found;
+    const out = (text.charCodeAt(start) * lead) % HASH_MODULUS;
+    hash = (((hash - out + HASH_MODULUS) % HASH_MODULUS) * HASH_BASE + text.charCodeAt(next)) % HASH_MODULUS;
+  }
+}
+
+/** Whether `needle` stands in `text` at `start`, every character compared whatever the first difference. */
+function containsAt(text: string, start: number, needle: string): boolean {
   let difference = 0;
-  for (let i = 0; i < presented.length; i++) difference |= presented.charCodeAt(i) ^ adminToken.charCodeAt(i);
+  for (let i = 0; i < needle.length; i++) difference |= text.charCodeAt(start + i) ^ needle.charCodeAt(i);
   return difference === 0;
 }
 

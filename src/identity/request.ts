@@ -134,8 +134,14 @@ export class RequestIdentity {
   }
 }
 
-const nonEmpty = (value: string | null): string | undefined =>
-  value === null || value.trim() === "" ? undefined : value;
+/**
+ * A value trimmed, or `undefined` when nothing is left. Header values arrive trimmed (fetch strips their
+ * whitespace); a query value is trimmed here alike, so `?key=Q1%20` is not a bucket apart from `?key=Q1`.
+ */
+const nonEmpty = (value: string | null): string | undefined => {
+  const trimmed = value?.trim();
+  return trimmed === "" ? undefined : trimmed;
+};
 
 /** 400: a request URL the runtime passed on unparseable (`Host: a b` through `workerd serve`). */
 export class UnparseableUrlError extends ProblemError {
