@@ -19,6 +19,8 @@ export const BINDINGS = [
   "RATE_LIMIT_CLIENT_IP_HEADER",
   "RATE_LIMIT_JWT_SECRET",
   "RATE_LIMIT_JWKS_URL",
+  "RATE_LIMIT_JWT_AUDIENCE",
+  "RATE_LIMIT_JWT_ISSUER",
 ];
 
 /** The bindings that are secrets (README "Configuration"): set with `wrangler secret put`, never in wrangler.toml. */

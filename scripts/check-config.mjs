@@ -90,7 +90,7 @@ const bundle = await build({
   write: false,
   logLevel: "silent",
 });
-const { parseEnv, unreadRuleFields } = await import(
+const { clientChosenSources, parseEnv, unreadRuleFields } = await import(
   `data:text/javascript;base64,${Buffer.from(bundle.outputFiles[0].text).toString("base64")}`
 );
 
@@ -118,16 +118,17 @@ try {
     `  mode ${config.mode}, failure ${config.failure}, origin ${config.originUrl.origin}, prefix ${config.prefix}`,
   );
   for (const unread of unreadRuleFields(env)) console.warn(`check-config: warning: ${unread}`);
+  for (const chosen of clientChosenSources(config.rules)) console.warn(`check-config: warning: ${chosen}`);
   if (assumed.length > 0) {
     console.log(
       `  not set here, assumed to be secrets (check \`wrangler secret list\`): ${assumed.join(", ")}`,
     );
   }
-  // Admin requests and sign-ins are never rate-limited (docs/operating.md): only the token's length
+  // Wrong admin tokens are throttled per client and per isolate only (docs/security.md): the token's length
   // stands between the admin API and someone guessing it. Its length is named, never the token.
   if (config.adminToken !== undefined && config.adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
     console.warn(
-      `check-config: warning: RATE_LIMIT_ADMIN_TOKEN is ${config.adminToken.length} characters long: admin requests are never rate-limited, so use at least ${MIN_ADMIN_TOKEN_LENGTH} random ones (\`openssl rand -hex 32\`)`,
+      `check-config: warning: RATE_LIMIT_ADMIN_TOKEN is ${config.adminToken.length} characters long: wrong tokens are throttled only per client, so use at least ${MIN_ADMIN_TOKEN_LENGTH} random ones (\`openssl rand -hex 32\`)`,
     );
   }
 } catch (error) {

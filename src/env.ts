@@ -37,6 +37,10 @@ export interface Env {
   RATE_LIMIT_JWT_SECRET?: string;
   /** JWKS URL for `jwt:<claim>` keys signed with RS*, ES* or EdDSA. */
   RATE_LIMIT_JWKS_URL?: string;
+  /** The `aud` a JWT must carry for its claims to count: one value, or several comma-separated. @default any */
+  RATE_LIMIT_JWT_AUDIENCE?: string | string[];
+  /** The `iss` a JWT must carry for its claims to count: one value, or several comma-separated. @default any */
+  RATE_LIMIT_JWT_ISSUER?: string | string[];
   /** Optional Analytics Engine dataset: one data point per decision (src/observability). */
   RATE_LIMIT_ANALYTICS?: {
     writeDataPoint(point: { indexes: string[]; blobs: string[]; doubles: number[] }): void;

@@ -46,7 +46,12 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   // Counted only for the dashboard, which needs the admin token: without it, no Redis command is spent on it.
   const metrics = config.adminToken ? new MetricsAggregator(store.redis, config.prefix) : undefined;
   const verifyJwt = createJwtVerifier(
-    { secret: config.jwtSecret, jwksUrl: config.jwksUrl },
+    {
+      secret: config.jwtSecret,
+      jwksUrl: config.jwksUrl,
+      audience: config.jwtAudience,
+      issuer: config.jwtIssuer,
+    },
     { timeoutMs: config.timeoutMs },
   );
   const admin = adminContextOf({

@@ -13,6 +13,7 @@ import { parseRules, type RuleConfig, unreadFields } from "./rules";
 import { MAX_LEASE_MS, ON_OFF } from "./schema";
 import {
   bearerSecret,
+  claimValues,
   headerName,
   httpUrl,
   keyPrefix,
@@ -28,6 +29,7 @@ export { ConfigError, collecting } from "./errors";
 export { limitsFor } from "./limits";
 export { MIDDLEWARE_OPTIONS, type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
 export {
+  clientChosenSources,
   headersRead,
   type KeyPart,
   parseRules,
@@ -59,6 +61,10 @@ export interface FloodgateConfig {
   clientIpHeader: string;
   jwtSecret?: string;
   jwksUrl?: URL;
+  /** `RATE_LIMIT_JWT_AUDIENCE`: the `aud` a token must carry (any one of these). */
+  jwtAudience?: string[];
+  /** `RATE_LIMIT_JWT_ISSUER`: the `iss` a token must carry (any one of these). */
+  jwtIssuer?: string[];
 }
 
 /** The Redis endpoint bindings, also checked on their own: their pairing needs both valid. */
@@ -83,6 +89,8 @@ const bindingsSchema = v.object({
   RATE_LIMIT_CLIENT_IP_HEADER: v.optional(headerName("RATE_LIMIT_CLIENT_IP_HEADER"), DEFAULTS.clientIpHeader),
   RATE_LIMIT_JWT_SECRET: v.optional(v.string("RATE_LIMIT_JWT_SECRET: expected a string")),
   RATE_LIMIT_JWKS_URL: v.optional(httpUrl("RATE_LIMIT_JWKS_URL")),
+  RATE_LIMIT_JWT_AUDIENCE: v.optional(claimValues("RATE_LIMIT_JWT_AUDIENCE")),
+  RATE_LIMIT_JWT_ISSUER: v.optional(claimValues("RATE_LIMIT_JWT_ISSUER")),
 });
 
 /** Empty strings (an unset `.dev.vars` line) count as unset. */
@@ -138,6 +146,8 @@ export function parseEnv(
     clientIpHeader: b.RATE_LIMIT_CLIENT_IP_HEADER,
     jwtSecret: b.RATE_LIMIT_JWT_SECRET,
     jwksUrl: b.RATE_LIMIT_JWKS_URL === undefined ? undefined : new URL(b.RATE_LIMIT_JWKS_URL),
+    jwtAudience: b.RATE_LIMIT_JWT_AUDIENCE,
+    jwtIssuer: b.RATE_LIMIT_JWT_ISSUER,
   };
 }
 

@@ -7,7 +7,16 @@ import { DEFAULTS } from "../engine/defaults";
 import { FAILURES, MODES } from "../engine/types";
 import { ConfigError, configErrorFrom } from "./errors";
 import { MAX_LEASE_MS, ON_OFF } from "./schema";
-import { headerName, httpUrl, keyPrefix, MAX_TIMEOUT_MS, oneOf, stripPath, wholeMs } from "./settings";
+import {
+  claimValues,
+  headerName,
+  httpUrl,
+  keyPrefix,
+  MAX_TIMEOUT_MS,
+  oneOf,
+  stripPath,
+  wholeMs,
+} from "./settings";
 
 /**
  * Every option `rateLimit()` takes: the keys of `RateLimitOptions` (src/middleware/options.ts), which
@@ -65,7 +74,14 @@ const middlewareSettingsSchema = v.object({
   overrides: v.optional(v.boolean("overrides: expected true or false"), false),
   // `secret` is any string, as `RATE_LIMIT_JWT_SECRET` is; it is read from the options where it is used.
   jwt: v.optional(
-    v.looseObject({ jwksUrl: v.optional(jwksUrl) }, "jwt: expected an object ({ secret?, jwksUrl? })"),
+    v.looseObject(
+      {
+        jwksUrl: v.optional(jwksUrl),
+        audience: v.optional(claimValues("jwt.audience")),
+        issuer: v.optional(claimValues("jwt.issuer")),
+      },
+      "jwt: expected an object ({ secret?, jwksUrl?, audience?, issuer? })",
+    ),
   ),
 });
 

@@ -104,6 +104,7 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
     const at = `${label}[${index}]`;
     const result = v.safeParse(ruleSchema, raw);
     if (!result.success) problems.push(...configErrorFrom(at, result.issues).problems);
+    problems.push(...reservedNames(raw, at));
     const name = (raw as { name?: unknown } | null)?.name;
     const first = typeof name === "string" ? seen.get(name) : undefined;
     if (first !== undefined) problems.push(`${at}.name: "${name}" is already used by ${label}[${first}]`);
@@ -114,6 +115,38 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
   });
   if (problems.length > 0) throw new ConfigError(problems);
   return rules as RuleConfig[];
+}
+
+/**
+ * Names every object already has (`constructor`, `__proto__`, `toString`, …, and `prototype`): the schema
+ * drops some of them without a word, and a lookup by such a name would read the object's own member, so a
+ * tier or priority class named so would never apply. Refused, naming the field. A JavaScript object literal's
+ * `__proto__: {…}` sets the prototype instead of a key, and is refused the same.
+ */
+const RESERVED_NAMES: ReadonlySet<string> = new Set([
+  ...Object.getOwnPropertyNames(Object.prototype),
+  "prototype",
+]);
+
+function reservedNames(raw: unknown, at: string): string[] {
+  const problems: string[] = [];
+  for (const [field, what] of [
+    ["tiers", "a tier"],
+    ["priorities", "a priority class"],
+  ] as const) {
+    const names = (raw as Record<string, unknown> | null)?.[field];
+    if (!names || typeof names !== "object") continue;
+    const prototype = Object.getPrototypeOf(names);
+    const found = Object.keys(names).filter((name) => RESERVED_NAMES.has(name));
+    if (prototype !== Object.prototype && prototype !== null && !Array.isArray(names))
+      found.push("__proto__");
+    for (const name of new Set(found)) {
+      problems.push(
+        `${at}.${field}.${name}: "${name}" cannot name ${what} (every object has a member of that name): choose another`,
+      );
+    }
+  }
+  return problems;
 }
 
 /** One rule, its schema checked: its fields checked against each other, defaults applied. */
@@ -220,6 +253,30 @@ export function unreadFields(rules: readonly unknown[], label: string): string[]
     }
   });
   return unread;
+}
+
+/**
+ * Where a rule lets the client choose what it gets: a `tier` or a shed `priority` read from a header or a query
+ * parameter, which any client sets to whatever it likes (the best tier, the class never shed). Valid, as a
+ * trusted upstream may set them; check-config warns of each, and the limiter logs each once
+ * (docs/security.md: take them from a verified `jwt:` claim).
+ */
+export function clientChosenSources(rules: readonly RuleConfig[]): string[] {
+  const notes: string[] = [];
+  for (const rule of rules) {
+    const priority = rule.shed?.priority;
+    for (const [field, parts, gets] of [
+      ["tier", rule.tier ?? [], "its own tier"],
+      ["priority", Array.isArray(priority) ? priority : [], "its own priority class, one never shed"],
+    ] as const) {
+      const chosen = parts.find((part) => part.kind === "header" || part.kind === "query");
+      if (chosen === undefined || (chosen.kind !== "header" && chosen.kind !== "query")) continue;
+      notes.push(
+        `rule "${rule.name}" takes its ${field} from "${chosen.kind}:${chosen.name}", which the client sends: any client can pick ${gets}, unless a proxy you trust sets it (take it from a verified jwt:<claim> instead; docs/security.md)`,
+      );
+    }
+  }
+  return notes;
 }
 
 /**

@@ -66,10 +66,13 @@ export const headerName = (name: string) =>
     v.regex(HEADER_NAME, (i) => `${name}: ${show(i.input)} is not a header name`),
   );
 
+/** The shortest admin token accepted: 16 random characters are beyond guessing at any throttled rate. */
+export const MIN_SECRET_LENGTH = 16;
+
 /**
  * A secret a client sends as `Authorization: Bearer <token>` (the admin token): visible ASCII without spaces,
  * the only tokens a Bearer header can carry whole, once the whitespace at its ends is trimmed (a secret piped
- * in with its newline). A message never shows the value.
+ * in with its newline), of at least `MIN_SECRET_LENGTH` characters. A message never shows the value.
  */
 export const bearerSecret = (name: string) =>
   v.pipe(
@@ -79,6 +82,29 @@ export const bearerSecret = (name: string) =>
       /^[\x21-\x7E]*$/, // empty: no admin token, the admin API off
       `${name}: cannot be sent as \`Authorization: Bearer <token>\` (it holds a space, a control character, a line break or a non-ASCII character; its value is not shown): use visible ASCII only, e.g. \`openssl rand -base64 32\``,
     ),
+
+    // Admin requests are throttled only per client (docs/security.md): a short token is guessed across many.
+    v.check(
+      (value) => value === "" || value.length >= MIN_SECRET_LENGTH,
+      (i) =>
+        `${name}: ${String(i.input).length} characters, fewer than ${MIN_SECRET_LENGTH} (its value is not shown): use a long random one, e.g. \`openssl rand -hex 32\``,
+    ),
+  );
+
+/**
+ * One or more values a JWT claim may take (`aud`, `iss`): a comma-separated string (a binding), or an array of
+ * strings (TOML, or the middleware's options). Blank entries are dropped; none left = unset.
+ */
+export const claimValues = (name: string) =>
+  v.pipe(
+    v.union(
+      [v.string(), v.array(v.string())],
+      `${name}: expected a string or an array of strings (e.g. "api.example.com", or several comma-separated)`,
+    ),
+    v.transform((value) =>
+      (typeof value === "string" ? value.split(",") : value).map((item) => item.trim()).filter(Boolean),
+    ),
+    v.transform((values) => (values.length === 0 ? undefined : values)),
   );
 
 /** Messages already start with the setting's name; drop valibot's path so it is not repeated. */

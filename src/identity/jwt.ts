@@ -1,7 +1,8 @@
 /**
  * `jwt:<claim>` keys: the bearer token's signature is verified with `jose` before any claim is trusted
  * (an unverified claim is forgeable). HS* tokens against `RATE_LIMIT_JWT_SECRET`, everything else against
- * `RATE_LIMIT_JWKS_URL`. Invalid, expired or absent tokens yield `undefined` (the rule's `missing` decides);
+ * `RATE_LIMIT_JWKS_URL`; `aud`/`iss` against `RATE_LIMIT_JWT_AUDIENCE`/`_ISSUER` when set. Invalid, expired, foreign or
+ * absent tokens yield `undefined` (the rule's `missing` decides);
  * a token that cannot be checked because the JWKS is unreachable is not the client's fault, and rejects with
  * `JwksUnavailableError` instead (docs/failure-modes.md).
  */
@@ -77,6 +78,13 @@ export interface JwtOptions {
    * middleware's `timeoutMs` (docs/failure-modes.md).
    */
   jwksUrl?: URL | string | undefined;
+  /**
+   * The `aud` a token must carry (one of these): a token minted for another service of the same issuer is then
+   * no identity here. Unset = any audience (docs/security.md).
+   */
+  audience?: string | string[] | undefined;
+  /** The `iss` a token must carry (one of these). Unset = any issuer the key verifies. */
+  issuer?: string | string[] | undefined;
 }
 
 /**
@@ -86,21 +94,28 @@ export interface JwtOptions {
  *   the middleware's `timeoutMs`); the fetch itself may take jose's 5 s, and then serves the requests after
  */
 export function createJwtVerifier(
-  { secret, jwksUrl }: JwtOptions,
+  { secret, jwksUrl, audience, issuer }: JwtOptions,
   { timeoutMs }: { timeoutMs: number },
 ): JwtVerifier | undefined {
   if (!secret && !jwksUrl) return undefined;
   const hmacKey = secret === undefined ? undefined : new TextEncoder().encode(secret);
   const jwks = jwksUrl === undefined ? undefined : remoteKeys(new URL(jwksUrl), timeoutMs);
+  // jose checks `exp`/`nbf` always, and `aud`/`iss` when given (a token without them then fails).
+  const claims = {
+    ...(audience === undefined ? {} : { audience }),
+    ...(issuer === undefined ? {} : { issuer }),
+  };
   const verify: JwtVerifier = async (token, waitUntil) => {
     try {
       const { alg } = decodeProtectedHeader(token);
       if (alg !== undefined && HMAC_ALGORITHMS.includes(alg)) {
         if (!hmacKey) return undefined;
-        return (await jwtVerify(token, hmacKey, { algorithms: HMAC_ALGORITHMS })).payload;
+        return (await jwtVerify(token, hmacKey, { algorithms: HMAC_ALGORITHMS, ...claims })).payload;
       }
       if (!jwks) return undefined;
-      return (await jwtVerify(token, jwks.keysFor(waitUntil), { algorithms: ASYMMETRIC_ALGORITHMS })).payload;
+      return (
+        await jwtVerify(token, jwks.keysFor(waitUntil), { algorithms: ASYMMETRIC_ALGORITHMS, ...claims })
+      ).payload;
     } catch (error) {
       if (error instanceof JwksUnavailableError) throw error;
       // Malformed, badly signed, expired, not yet valid, or no key of the JWKS fits: not an identity.

@@ -83,7 +83,12 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
     timeoutMs: settings.timeoutMs,
     clientIpHeader: settings.clientIpHeader,
     verifyJwt: createJwtVerifier(
-      { secret: options.jwt?.secret, jwksUrl: settings.jwt?.jwksUrl },
+      {
+        secret: options.jwt?.secret,
+        jwksUrl: settings.jwt?.jwksUrl,
+        audience: settings.jwt?.audience,
+        issuer: settings.jwt?.issuer,
+      },
       { timeoutMs: settings.timeoutMs },
     ),
     liveModes: options.liveModes as

@@ -6,6 +6,7 @@
  * Per request: match → plan → ONE engine call → a 429/503 thrown, or on to the handler with headers added.
  */
 import type { Context, MiddlewareHandler } from "hono";
+import { clientChosenSources } from "../config";
 import { traitsOf } from "../engine/algorithms";
 import type { Decider, FailurePolicy, Mode, WaitUntil } from "../engine/types";
 import { type JwtVerifier, RequestIdentity } from "../identity";
@@ -72,6 +73,9 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
   const compiled = compileRules(rules.map((p) => p.rule));
   const planned = new Map(rules.map((p) => [p.rule, p]));
   const { decider, mode, failure, timeoutMs, overrides = true } = deps;
+
+  // Said once, where the limiter is built (check-config says it before deploy).
+  for (const note of clientChosenSources(rules.map((p) => p.rule))) console.warn(`floodgate: ${note}`);
 
   let warnedUnknownIp = false;
   const identityOptions = {

@@ -292,9 +292,14 @@ ORIGIN_URL = "https://staging.example.com"
   });
 
   it("warns about a short admin token, naming its length and never printing it, and still passes", async () => {
-    const short = await checkConfig(valid, [], {}, { ".dev.vars": "RATE_LIMIT_ADMIN_TOKEN=hunter2\n" });
+    const short = await checkConfig(
+      valid,
+      [],
+      {},
+      { ".dev.vars": "RATE_LIMIT_ADMIN_TOKEN=hunter2-hunter2-7\n" },
+    );
     expect(short.code).toBe(0);
-    expect(short.out).toMatch(/warning: RATE_LIMIT_ADMIN_TOKEN is 7 characters long/);
+    expect(short.out).toMatch(/warning: RATE_LIMIT_ADMIN_TOKEN is 17 characters long/);
     expect(short.out).not.toContain("hunter2");
     const long = await checkConfig(
       valid,
@@ -303,6 +308,52 @@ ORIGIN_URL = "https://staging.example.com"
       { ".dev.vars": `RATE_LIMIT_ADMIN_TOKEN=${"a1".repeat(16)}\n` },
     );
     expect(long.out).not.toContain("warning");
+  });
+
+  it("refuses an admin token shorter than 16 characters, naming its length and never printing it", async () => {
+    const { code, out } = await checkConfig(valid, [], {}, { ".dev.vars": "RATE_LIMIT_ADMIN_TOKEN=abc\n" });
+    expect(code).toBe(1);
+    expect(out).toMatch(/RATE_LIMIT_ADMIN_TOKEN: 3 characters, fewer than 16/);
+    expect(out).not.toMatch(/\babc\b/);
+  });
+
+  it("warns when a tier or a shed priority is one the client sends itself, and still passes", async () => {
+    const rules = `
+[[vars.RATE_LIMIT_RULES]]
+name = "api"
+key = "header:x-api-key"
+algorithm = "fixed-window"
+limit = 2
+period = "1m"
+tier = "header:x-plan"
+tiers = { pro = { limit = 1000 } }
+[[vars.RATE_LIMIT_RULES]]
+name = "budget"
+key = "global"
+algorithm = "shed"
+limit = 100
+priority = ["ip", "query:priority"]
+priorities = { critical = 1.0, low = 0.5 }
+[[vars.RATE_LIMIT_RULES]]
+name = "verified"
+key = "ip"
+algorithm = "fixed-window"
+limit = 2
+period = "1m"
+tier = "jwt:plan"
+tiers = { pro = { limit = 1000 } }
+`;
+    const { code, out } = await checkConfig(
+      `[vars]\nORIGIN_URL = "https://origin.example.com"\n${rules}`,
+      [],
+      { RATE_LIMIT_JWT_SECRET: "jwt-secret-for-the-test" },
+    );
+    expect(code).toBe(0);
+    expect(out).toMatch(/warning: rule "api" takes its tier from "header:x-plan", which the client sends/);
+    expect(out).toMatch(
+      /warning: rule "budget" takes its priority from "query:priority", which the client sends/,
+    );
+    expect(out).not.toMatch(/rule "verified"/);
   });
 
   it("rejects a Redis token that cannot be sent as a header value, never printing it", async () => {

@@ -164,7 +164,7 @@ describe("Redis endpoints in the bindings", () => {
     }
     expect(withAdmin("Adm1n-t0ken_~+/=").call(undefined).adminToken).toBe("Adm1n-t0ken_~+/=");
     // Piped in with its newline (`echo … | wrangler secret put`): the token is what the operator sends.
-    expect(withAdmin(" admin-token\n").call(undefined).adminToken).toBe("admin-token");
+    expect(withAdmin(" admin-token-0123456\n").call(undefined).adminToken).toBe("admin-token-0123456");
     expect(withAdmin("").call(undefined).adminToken).toBeFalsy(); // unset: the admin API is off
   });
 });

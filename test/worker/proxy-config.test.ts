@@ -51,7 +51,7 @@ describe("configuration", () => {
   it("never echoes a secret in a configuration error", async () => {
     const env = makeEnv([{ ...good, period: "nope" }], {
       RATE_LIMIT_JWT_SECRET: "sup3r-s3cret-value",
-      RATE_LIMIT_ADMIN_TOKEN: "adm1n-t0ken",
+      RATE_LIMIT_ADMIN_TOKEN: "adm1n-t0ken-0123456",
     });
     const sent = await send(env, "/", { ip: "192.0.2.3" });
     expect(sent.status).toBe(500);
