@@ -36,6 +36,7 @@ export const MIDDLEWARE_OPTIONS = [
   "leaseMs",
   "cluster",
   "clientIpHeader",
+  "getConnInfo",
   "jwt",
   "liveModes",
   "overrides",
@@ -67,7 +68,11 @@ const middlewareSettingsSchema = v.object({
   failure: v.optional(oneOf("failure", FAILURES), DEFAULTS.failure),
   timeoutMs: v.optional(wholeMs("timeoutMs", MAX_TIMEOUT_MS), DEFAULTS.timeoutMs),
   prefix: v.optional(keyPrefix("prefix"), DEFAULTS.prefix),
-  clientIpHeader: v.optional(headerName("clientIpHeader"), DEFAULTS.clientIpHeader),
+  // No default: on Cloudflare Workers `CF-Connecting-IP`, elsewhere none (src/middleware/conninfo.ts).
+  clientIpHeader: v.optional(headerName("clientIpHeader")),
+  getConnInfo: v.optional(
+    v.function("getConnInfo: expected a function (Hono's getConnInfo of your runtime)"),
+  ),
   leases: v.optional(oneOf("leases", ON_OFF), DEFAULTS.leases),
   leaseMs: v.optional(wholeMs("leaseMs", MAX_LEASE_MS), DEFAULTS.leaseMs),
   cluster: v.optional(v.boolean("cluster: expected true or false"), false),

@@ -9,13 +9,16 @@ import { methodOverrides } from "../rules/method";
 import { canonicalPath } from "../rules/path";
 import { ProblemError } from "../util/problem";
 import type { RunningTimer } from "../util/timer";
-import { clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
+import { canonicalIp, clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
 import { bearerToken, claimValue, JwksUnavailableError, type JwtVerifier } from "./jwt";
 
 /** What identity resolution needs besides the request; built once per isolate or middleware. */
 export interface IdentityOptions {
-  /** The one header trusted for the client IP. */
-  clientIpHeader: string;
+  /**
+   * The one header trusted for the client IP; absent = none (the middleware off Cloudflare): the IP is the
+   * connection's address, from the request's `connectionAddress`.
+   */
+  clientIpHeader?: string | undefined;
   /** Verifies bearer tokens for `jwt:` parts (absent = such parts are always missing). */
   verifyJwt?: JwtVerifier | undefined;
   /** Called the first time a request arrives without the trusted IP header (log once per isolate). */
@@ -44,10 +47,15 @@ export class RequestIdentity {
    */
   jwksUnavailable?: JwksUnavailableError;
 
+  /**
+   * @param connectionAddress the address of the connection the request came on, read when no header is
+   *   trusted (`IdentityOptions.clientIpHeader` absent)
+   */
   constructor(
     readonly request: Request,
     private readonly options: IdentityOptions,
     url?: URL,
+    private readonly connectionAddress?: () => string | undefined,
   ) {
     this.url = url ?? parseUrl(request.url);
   }
@@ -64,7 +72,7 @@ export class RequestIdentity {
     return this.overrides;
   }
 
-  /** The canonical client IP, or `unknown` (one shared bucket) when the trusted header is absent. */
+  /** The canonical client IP, or `unknown` (one shared bucket) when the trusted header (or address) is absent. */
   clientIp(): string {
     const ip = this.trustedIp();
     if (ip === undefined) this.options.onUnknownIp?.();
@@ -72,13 +80,22 @@ export class RequestIdentity {
   }
 
   /**
-   * The canonical IP from the trusted header (its trimmed text when that is not an IP), or `undefined` when
-   * the header is absent.
+   * The canonical IP from the trusted header (its trimmed text when that is not an IP), or without one the
+   * connection's address; `undefined` when there is neither.
    */
   trustedIp(): string | undefined {
-    if (this.ip === undefined)
-      this.ip = clientIpFrom(this.request.headers, this.options.clientIpHeader) ?? null;
+    if (this.ip === undefined) {
+      const header = this.options.clientIpHeader;
+      const ip = header === undefined ? this.addressIp() : clientIpFrom(this.request.headers, header);
+      this.ip = ip ?? null;
+    }
     return this.ip ?? undefined;
+  }
+
+  /** The connection's address, canonical (`::ffff:127.0.0.1` from Node is the IPv4 client it carries). */
+  private addressIp(): string | undefined {
+    const address = this.connectionAddress?.();
+    return address === undefined ? undefined : canonicalIp(address);
   }
 
   /**

@@ -15,10 +15,12 @@ import {
   restTokenProblem,
   restUrlProblem,
 } from "../config";
+import { DEFAULTS } from "../engine/defaults";
 import type { Decider } from "../engine/types";
 import { createJwtVerifier } from "../identity";
 import { withLeases } from "../leases";
 import { createEngine } from "../resilience/endpoints";
+import { connectionAddressOf, type GetConnInfo, onCloudflareWorkers } from "./conninfo";
 import { createLimiter, type Limiter } from "./limiter";
 import type { RateLimitOptions } from "./options";
 import type { PlannedRule } from "./plan";
@@ -81,7 +83,9 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
     mode: settings.mode,
     failure: settings.failure,
     timeoutMs: settings.timeoutMs,
-    clientIpHeader: settings.clientIpHeader,
+    // Off Cloudflare no header is the client's address unless the app says so (src/middleware/conninfo.ts).
+    clientIpHeader: settings.clientIpHeader ?? (onCloudflareWorkers() ? DEFAULTS.clientIpHeader : undefined),
+    connectionAddress: connectionAddressOf(options.getConnInfo as GetConnInfo | undefined),
     verifyJwt: createJwtVerifier(
       {
         secret: options.jwt?.secret,

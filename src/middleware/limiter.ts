@@ -30,8 +30,13 @@ export interface LimiterDeps {
   failure: FailurePolicy;
   /** Budget for one whole Redis decision (the live-mode read of a fresh isolate included), ms. */
   timeoutMs: number;
-  /** The one header trusted for the client IP. */
-  clientIpHeader: string;
+  /**
+   * The one header trusted for the client IP; absent = none: the IP is `connectionAddress`'s (the middleware
+   * off Cloudflare, src/middleware/conninfo.ts).
+   */
+  clientIpHeader?: string | undefined;
+  /** The address of the connection a request came on, read when no header is trusted. */
+  connectionAddress?: ((c: Context) => string | undefined) | undefined;
   /** Verifies bearer tokens for `jwt:` keys; absent = such keys are always missing. */
   verifyJwt?: JwtVerifier | undefined;
   /**
@@ -85,16 +90,24 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       if (warnedUnknownIp) return;
       warnedUnknownIp = true;
       console.warn(
-        `floodgate: a request arrived without the ${deps.clientIpHeader} header; its IP identity is "unknown" (one shared bucket). Set RATE_LIMIT_CLIENT_IP_HEADER (Worker) / clientIpHeader (middleware) if your platform uses another header.`,
+        deps.clientIpHeader === undefined
+          ? `floodgate: a rule keys on the client IP, but this request came with no connection address the middleware can read; such requests share one "unknown" bucket. Pass getConnInfo from your runtime's Hono adapter (hono/bun, hono/deno, @hono/node-server/conninfo), or clientIpHeader when a proxy you trust sets one (docs/security.md).`
+          : `floodgate: a request arrived without the ${deps.clientIpHeader} header; its IP identity is "unknown" (one shared bucket). Set RATE_LIMIT_CLIENT_IP_HEADER (Worker) / clientIpHeader (middleware) if your platform uses another header.`,
       );
     },
   };
+  const { connectionAddress } = deps;
 
   function requestOf(c: Context): RequestIdentity {
     const vars = c as unknown as Context<{ Variables: { [REQUEST_VAR]?: RequestIdentity } }>;
     let request = vars.get(REQUEST_VAR);
     if (request === undefined) {
-      request = new RequestIdentity(c.req.raw, identityOptions);
+      request = new RequestIdentity(
+        c.req.raw,
+        identityOptions,
+        undefined,
+        connectionAddress && (() => connectionAddress(c)),
+      );
       vars.set(REQUEST_VAR, request);
     }
     return request;

@@ -152,8 +152,18 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    * when not let through (docs/scaling-out.md). @default false
    */
   cluster?: boolean;
-  /** The one header trusted for the client IP. @default "CF-Connecting-IP" */
+  /**
+   * The one header trusted for the client IP: name one only when a proxy you trust sets it (and overwrites a
+   * client's). @default "CF-Connecting-IP" on Cloudflare Workers; elsewhere none: `ip` keys read the
+   * connection's address (`getConnInfo`), since any client can send any header (docs/security.md)
+   */
   clientIpHeader?: string;
+  /**
+   * Reads the connection's address where no header is trusted: Hono's `getConnInfo` of your runtime
+   * (`hono/bun`, `hono/deno`, `@hono/node-server/conninfo`, …). @default @hono/node-server's `env.incoming`,
+   * Bun's `requestIP` and Deno's `remoteAddr`, read without it; none found = the `unknown` bucket, logged once
+   */
+  getConnInfo?: (c: Context<E>) => { remote: { address?: string | undefined } };
   /** How `jwt:<claim>` keys are verified; required by rules that use them. */
   jwt?: JwtOptions;
   /** The live mode switches in force (the Worker reads them from the admin API's isolate copy). @default none */

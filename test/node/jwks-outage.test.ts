@@ -277,6 +277,8 @@ describe("an unreachable JWKS", () => {
         redis: { url: inject("redisRestUrl"), token: inject("redisRestToken") },
         prefix: `jwks-mw-${crypto.randomUUID().slice(0, 8)}`,
         timeoutMs: BUDGET_MS,
+        // `app.request` has no connection: the test names its client the way a trusted proxy would.
+        clientIpHeader: "CF-Connecting-IP",
         jwt: { jwksUrl: `${jwksBase}/hang/other/jwks.json` },
         rules: [{ name: "per-user", key: "jwt:sub", algorithm: "fixed-window", limit: 5, period: "1h" }],
       }),
