@@ -11,16 +11,18 @@
  */
 import { Hono } from "hono";
 import { ConfigError } from "../config/errors";
+import { sessionEpochOf } from "./csrf";
 import { onError } from "../http/problems";
 import { UnparseableUrlError } from "../identity";
 import { ProblemError } from "../util/problem";
 import { authorize } from "./auth";
 import type { AdminContextResolver, AdminEnv } from "./context";
 import { healthOfEndpoints } from "./health";
-import { AdminError, notFound } from "./problem";
+import { AdminError, notFound, WrongCredentialsError } from "./problem";
 import { keyRoutes } from "./routes-keys";
 import { liveRoutes } from "./routes-live";
 import { overrideRoutes } from "./routes-overrides";
+import { AdminThrottle } from "./throttle";
 
 export { carriesAdminToken } from "./auth";
 export type { AdminEnv } from "./context";
@@ -30,8 +32,11 @@ export { ADMIN_PREFIX, underAdminPrefix } from "./prefix";
 export interface AdminUi {
   /** Middleware for every response of the admin app (security headers). */
   headers(app: Hono<AdminEnv>): void;
-  /** Routes served before the admin gate (a page that signs in). */
-  publicRoutes(app: Hono<AdminEnv>, resolve: AdminContextResolver): void;
+  /**
+   * Routes served before the admin gate (a page that signs in); `throttle` counts its wrong sign-ins with the
+   * gate's wrong tokens (throttle.ts).
+   */
+  publicRoutes(app: Hono<AdminEnv>, resolve: AdminContextResolver, throttle: AdminThrottle): void;
   /** Routes behind the admin gate. */
   routes(app: Hono<AdminEnv>): void;
 }
@@ -61,12 +66,21 @@ export function createAdminApp(resolve: AdminContextResolver, ui?: AdminUi): Hon
     return c.json(report, 200, { "Cache-Control": "no-store" });
   });
 
+  // Wrong tokens, sign-ins and session cookies, counted per client in this isolate (throttle.ts).
+  const throttle = new AdminThrottle();
   // The dashboard's page, sign-in and assets answer without a session (the page shows the sign-in form).
-  ui?.publicRoutes(app, resolve);
+  ui?.publicRoutes(app, resolve, throttle);
 
   app.use("*", async function adminGate(c, next) {
     const admin = await resolve(c);
-    await authorize(c.req.raw, admin.config.adminToken);
+    const client = AdminThrottle.clientOf(c.req.raw, admin.config.clientIpHeader);
+    throttle.check(client);
+    try {
+      await authorize(c.req.raw, admin.config.adminToken, () => sessionEpochOf(admin));
+    } catch (error) {
+      if (error instanceof WrongCredentialsError) throttle.failed(client);
+      throw error;
+    }
     c.set("admin", admin);
     await next();
     c.header("Cache-Control", "no-store");

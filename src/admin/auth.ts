@@ -7,7 +7,7 @@
  */
 import { timingSafeEqual } from "hono/utils/buffer";
 import { checkStateChange, sessionOf } from "./csrf";
-import { AdminError, notFound } from "./problem";
+import { AdminError, notFound, WrongCredentialsError } from "./problem";
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
@@ -74,15 +74,20 @@ function containsAt(text: string, start: number, needle: string): boolean {
 }
 
 /**
- * Checks one request against the admin token; throws the `AdminError` to answer with (404 when the API is
+ * Checks one request against the admin token (`sessionEpoch`: the dashboard's current sign-out count, asked
+ * only for a request with a session cookie); throws the `AdminError` to answer with (404 when the API is
  * off, 401 when the token or session is missing or wrong, 403 for a cross-site change made with the cookie).
  */
-export async function authorize(request: Request, adminToken: string | undefined): Promise<void> {
+export async function authorize(
+  request: Request,
+  adminToken: string | undefined,
+  sessionEpoch: () => Promise<number>,
+): Promise<void> {
   if (!adminToken)
     throw notFound("The admin API is off: set the RATE_LIMIT_ADMIN_TOKEN secret to enable it.");
   const authorization = request.headers.get("Authorization");
   if (!authorization) {
-    const session = await sessionOf(request, adminToken);
+    const session = await sessionOf(request, adminToken, sessionEpoch);
     if (session) return checkStateChange(request, adminToken, session);
   }
   const presented = authorization ? BEARER.exec(authorization)?.[1] : undefined;
@@ -91,6 +96,6 @@ export async function authorize(request: Request, adminToken: string | undefined
   }
   // Both sides are hashed before comparing, so neither the length nor a prefix of the token leaks by timing.
   if (!(await timingSafeEqual(presented, adminToken))) {
-    throw new AdminError(401, "Unauthorized", "The admin token is wrong.");
+    throw new WrongCredentialsError("The admin token is wrong.");
   }
 }

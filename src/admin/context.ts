@@ -21,8 +21,14 @@ import { notFound } from "./problem";
 
 /** The admin API's view of the Worker. */
 export interface AdminContext {
-  /** The configuration; `timeoutMs` (the decision budget) also bounds how long health waits for Redis. */
-  config: Pick<FloodgateConfig, "rules" | "prefix" | "adminToken" | "mode" | "failure" | "timeoutMs">;
+  /**
+   * The configuration; `timeoutMs` (the decision budget) also bounds how long health waits for Redis;
+   * `clientIpHeader` names who a wrong token counts against (throttle.ts).
+   */
+  config: Pick<
+    FloodgateConfig,
+    "rules" | "prefix" | "adminToken" | "mode" | "failure" | "timeoutMs" | "clientIpHeader"
+  >;
   /**
    * The port for admin reads and writes (not bound by the decision budget) on the FIRST endpoint, which holds
    * the keys shared by all identities: live modes, the change log, the override index, dashboard counts.

@@ -4,7 +4,8 @@
  * OPTIONS) must also prove it comes from the dashboard itself: its `Origin` (or, without one, its
  * `Sec-Fetch-Site`) is this origin, and it carries the session's CSRF token in `X-Floodgate-CSRF`.
  */
-import { AdminError } from "./problem";
+import type { AdminContext } from "./context";
+import { AdminError, WrongCredentialsError } from "./problem";
 import { type Session, sessionCookieOf, validCsrf, verifySession } from "./session";
 
 /** The header the page sends its CSRF token in. */
@@ -14,16 +15,31 @@ const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 /**
  * The request's verified session; `undefined` when it carries no session cookie; throws 401 when the
- * cookie is forged or expired.
+ * cookie is forged, expired or signed out of. `sessionEpoch` (the current sign-out count) is asked only when
+ * there is a cookie to check.
  */
-export async function sessionOf(request: Request, adminToken: string): Promise<Session | undefined> {
+export async function sessionOf(
+  request: Request,
+  adminToken: string,
+  sessionEpoch: () => Promise<number>,
+): Promise<Session | undefined> {
   const value = sessionCookieOf(request.headers.get("Cookie"));
   if (value === undefined) return undefined;
-  const session = await verifySession(adminToken, value);
+  const session = await verifySession(adminToken, value, Date.now(), await sessionEpoch());
   if (!session) {
-    throw new AdminError(401, "Unauthorized", "The dashboard session is invalid or expired: sign in again.");
+    throw new WrongCredentialsError(
+      "The dashboard session is invalid, expired or signed out of: sign in again.",
+    );
   }
   return session;
+}
+
+/**
+ * The current sign-out count, as this isolate's live copy has it, read again first when older than a second
+ * (an idle isolate's copy may be minutes old); the last count read while Redis does not answer, 0 before any.
+ */
+export async function sessionEpochOf(admin: AdminContext): Promise<number> {
+  return (await admin.liveModes?.fresh())?.sessionEpoch ?? 0;
 }
 
 /**

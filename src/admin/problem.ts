@@ -11,11 +11,28 @@ const MAX_DETAIL = 300;
 /** An admin request that cannot be served. */
 export class AdminError extends ProblemError {
   override readonly name = "AdminError";
-  constructor(status: 400 | 401 | 403 | 404 | 413 | 503, title: string, detail: string) {
+  constructor(
+    status: 400 | 401 | 403 | 404 | 413 | 429 | 503,
+    title: string,
+    detail: string,
+    extraHeaders: Record<string, string> = {},
+  ) {
     const headers: Record<string, string> =
-      status === 401 ? { "WWW-Authenticate": 'Bearer realm="floodgate-admin"' } : {};
+      status === 401
+        ? { "WWW-Authenticate": 'Bearer realm="floodgate-admin"', ...extraHeaders }
+        : extraHeaders;
     const cut = detail.length > MAX_DETAIL ? `${detail.slice(0, MAX_DETAIL - 1)}…` : detail;
     super(status, "about:blank", title, cut, headers);
+  }
+}
+
+/**
+ * 401 for an admin token or a session cookie that was presented and is wrong: a guess, which the throttle
+ * counts (throttle.ts). A request that presents nothing gets a plain `AdminError` 401.
+ */
+export class WrongCredentialsError extends AdminError {
+  constructor(detail: string) {
+    super(401, "Unauthorized", detail);
   }
 }
 

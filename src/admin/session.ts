@@ -1,6 +1,8 @@
 /**
  * The dashboard's sign-in session: a stateless cookie `<expires>.<nonce>.<signature>` signed with HMAC-SHA-256
- * under a key derived from `RATE_LIMIT_ADMIN_TOKEN`, so rotating the token ends every session at once. The
+ * under a key derived from `RATE_LIMIT_ADMIN_TOKEN` and the sign-out count (`LiveModes.sessionEpoch`), so
+ * rotating the token ends every session at once, and so does signing out: every isolate reads the new count
+ * within about a second, and a cookie signed under the old one no longer verifies (docs/security.md). The
  * cookie is `HttpOnly; SameSite=Strict; Path=/__floodgate` (+ `Secure` over https) and lasts 12 hours. A
  * state-changing request made with it must also carry the session's CSRF token (an HMAC of its nonce) and
  * come from the dashboard's own origin (csrf.ts).
@@ -21,22 +23,27 @@ export interface Session {
   /** Random, per sign-in; the CSRF token is derived from it. */
   nonce: string;
   expiresAtMs: number;
+  /** The sign-out count it was issued under (its key's). */
+  epoch: number;
 }
 
 /** WebCrypto's key type, named without the DOM/Workers-only global `CryptoKey` (the library builds on Node too). */
 type HmacKey = Awaited<ReturnType<typeof crypto.subtle.importKey>>;
 
-// One derived key per token per isolate (deriving costs two WebCrypto calls). Finished keys only.
+// One derived key per token and sign-out count per isolate (deriving costs two WebCrypto calls). Finished keys only.
 const keys = new Map<string, HmacKey>();
 
-async function sessionKey(adminToken: string): Promise<HmacKey> {
-  const cached = keys.get(adminToken);
+async function sessionKey(adminToken: string, epoch: number): Promise<HmacKey> {
+  const id = `${epoch}\n${adminToken}`;
+  const cached = keys.get(id);
   if (cached) return cached;
   const tokenKey = await hmacKey(encoder.encode(adminToken));
-  const derived = await crypto.subtle.sign("HMAC", tokenKey, encoder.encode(KEY_LABEL));
+  // Before any sign-out, the label of old: cookies issued before sign-outs revoked sessions stay valid.
+  const label = epoch === 0 ? KEY_LABEL : `${KEY_LABEL} epoch ${epoch}`;
+  const derived = await crypto.subtle.sign("HMAC", tokenKey, encoder.encode(label));
   const key = await hmacKey(new Uint8Array(derived));
   if (keys.size > 4) keys.clear();
-  keys.set(adminToken, key);
+  keys.set(id, key);
   return key;
 }
 
@@ -59,23 +66,28 @@ function fromBase64url(text: string): Uint8Array | undefined {
   }
 }
 
-async function sign(adminToken: string, payload: string): Promise<string> {
-  const signature = await crypto.subtle.sign("HMAC", await sessionKey(adminToken), encoder.encode(payload));
+async function sign(adminToken: string, epoch: number, payload: string): Promise<string> {
+  const key = await sessionKey(adminToken, epoch);
+  const signature = await crypto.subtle.sign("HMAC", key, encoder.encode(payload));
   return base64url(new Uint8Array(signature));
 }
 
-/** A new session cookie value, valid from `nowMs` for `SESSION_TTL_MS`. */
-export async function createSession(adminToken: string, nowMs = Date.now()): Promise<string> {
+/** A new session cookie value, valid from `nowMs` for `SESSION_TTL_MS` or until the next sign-out (`epoch`). */
+export async function createSession(adminToken: string, nowMs = Date.now(), epoch = 0): Promise<string> {
   const nonce = base64url(crypto.getRandomValues(new Uint8Array(16)));
   const payload = `${nowMs + SESSION_TTL_MS}.${nonce}`;
-  return `${payload}.${await sign(adminToken, payload)}`;
+  return `${payload}.${await sign(adminToken, epoch, payload)}`;
 }
 
-/** The session a cookie value carries, or `undefined` when it is malformed, forged, or expired. */
+/**
+ * The session a cookie value carries, or `undefined` when it is malformed, forged, expired, or was issued
+ * before the latest sign-out (`epoch`, the current count).
+ */
 export async function verifySession(
   adminToken: string,
   value: string,
   nowMs = Date.now(),
+  epoch = 0,
 ): Promise<Session | undefined> {
   const [expires, nonce, signature, extra] = value.split(".");
   if (!expires || !nonce || !signature || extra !== undefined || !/^\d{1,15}$/.test(expires))
@@ -85,18 +97,18 @@ export async function verifySession(
   // `verify` compares in constant time.
   const valid = await crypto.subtle.verify(
     "HMAC",
-    await sessionKey(adminToken),
+    await sessionKey(adminToken, epoch),
     signatureBytes,
     encoder.encode(`${expires}.${nonce}`),
   );
   const expiresAtMs = Number(expires);
   if (!valid || expiresAtMs <= nowMs) return undefined;
-  return { nonce, expiresAtMs };
+  return { nonce, expiresAtMs, epoch };
 }
 
 /** The CSRF token of a session: the page sends it back in `X-Floodgate-CSRF` with every change. */
 export const csrfToken = (adminToken: string, session: Session): Promise<string> =>
-  sign(adminToken, `csrf.${session.nonce}`);
+  sign(adminToken, session.epoch, `csrf.${session.nonce}`);
 
 /** Whether `presented` is the session's CSRF token (compared in constant time). */
 export async function validCsrf(

@@ -12,12 +12,14 @@
 import type { Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { timingSafeEqual } from "hono/utils/buffer";
-import type { AdminContextResolver, AdminEnv } from "../admin/context";
 import type { AdminUi } from "../admin/app";
-import { crossSite, sessionOf } from "../admin/csrf";
+import type { AdminContext, AdminContextResolver, AdminEnv } from "../admin/context";
+import { crossSite, sessionEpochOf, sessionOf } from "../admin/csrf";
 import { ADMIN_PREFIX } from "../admin/prefix";
 import { AdminError, notFound } from "../admin/problem";
 import { createSession, csrfToken, sessionCookieHeader } from "../admin/session";
+import { AdminThrottle } from "../admin/throttle";
+import { bumpSessionEpoch, readLiveModes } from "../live/modes";
 import { DASHBOARD_SCRIPT } from "./client";
 import { DASHBOARD_HEADERS } from "./csp";
 import { readDashboard } from "./data";
@@ -43,7 +45,11 @@ export function dashboardHeaders(app: Hono<AdminEnv>): void {
 }
 
 /** The routes served before the admin gate: the page itself, sign-in, sign-out, the script and the stylesheet. */
-export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContextResolver): void {
+export function dashboardPublicRoutes(
+  app: Hono<AdminEnv>,
+  resolve: AdminContextResolver,
+  throttle: AdminThrottle,
+): void {
   const adminToken = async (c: Context): Promise<string> => {
     const token = (await resolve(c)).config.adminToken;
     if (!token) throw notFound("The dashboard is off: set the RATE_LIMIT_ADMIN_TOKEN secret to enable it.");
@@ -58,7 +64,7 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
     const admin = await resolve(c);
     const token = await adminToken(c);
     // A forged or expired cookie gets the sign-in form, like no cookie at all.
-    const session = await sessionOf(c.req.raw, token).catch((error) => {
+    const session = await sessionOf(c.req.raw, token, () => sessionEpochOf(admin)).catch((error) => {
       if (error instanceof AdminError) return undefined;
       throw error;
     });
@@ -70,8 +76,9 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
     return c.html(renderDashboard(data, csrf));
   });
 
-  // Sign-ins are never rate-limited: a body is read only up to a size no token form comes near, so an
-  // unauthenticated client cannot make the isolate buffer megabytes.
+  // Sign-ins are never rate-limited (wrong ones are throttled per client: src/admin/throttle.ts): a body is
+  // read only up to a size no token form comes near, so an unauthenticated client cannot make the isolate
+  // buffer megabytes.
   const signInBody = bodyLimit({
     maxSize: MAX_SIGN_IN_BYTES,
     onError: () => {
@@ -82,18 +89,29 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
     const token = await adminToken(c);
     if (crossSite(c.req.raw))
       throw new AdminError(403, "Forbidden", "Sign in from the dashboard's own page.");
+    const client = AdminThrottle.clientOf(c.req.raw, (await resolve(c)).config.clientIpHeader);
+    throttle.check(client);
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const presented = typeof form.token === "string" ? form.token : "";
     // Hashes both sides before comparing: constant time whatever the lengths.
-    if (!presented || !(await timingSafeEqual(presented, token))) return c.html(renderSignIn(true), 401);
-    c.header("Set-Cookie", sessionCookieHeader(await createSession(token), secure(c), ADMIN_PREFIX));
+    if (!presented || !(await timingSafeEqual(presented, token))) {
+      throttle.failed(client);
+      return c.html(renderSignIn(true), 401);
+    }
+    const session = await createSession(token, Date.now(), await sessionEpochOf(await resolve(c)));
+    c.header("Set-Cookie", sessionCookieHeader(session, secure(c), ADMIN_PREFIX));
     return c.redirect(`${ADMIN_PREFIX}/`, 303);
   });
 
   app.post("/logout", async (c) => {
-    await adminToken(c);
+    const token = await adminToken(c);
     if (crossSite(c.req.raw))
       throw new AdminError(403, "Forbidden", "Sign out from the dashboard's own page.");
+    const admin = await resolve(c);
+    // Only a live session ends every session (docs/security.md): anyone else just gets a cleared cookie, so no
+    // stranger can keep signing operators out.
+    const session = await sessionOf(c.req.raw, token, () => sessionEpochOf(admin)).catch(() => undefined);
+    if (session) await endEverySession(admin);
     c.header("Set-Cookie", sessionCookieHeader(undefined, secure(c), ADMIN_PREFIX));
     return c.redirect(`${ADMIN_PREFIX}/`, 303);
   });
@@ -113,6 +131,28 @@ export function dashboardPublicRoutes(app: Hono<AdminEnv>, resolve: AdminContext
     await adminToken(c);
     return c.body(DASHBOARD_STYLE, 200, { "Content-Type": "text/css; charset=utf-8" });
   });
+}
+
+/**
+ * Moves the sign-out count on, so every cookie issued so far stops verifying: here at once, in every other
+ * isolate with its next read of the live modes (about a second). A Redis that does not answer is a 503: the
+ * browser keeps its cookie, and its owner knows the sign-out did not take.
+ */
+async function endEverySession(admin: AdminContext): Promise<void> {
+  const names = admin.config.rules.map((rule) => rule.name);
+  try {
+    await bumpSessionEpoch(admin.redis, admin.config.prefix);
+    admin.liveModes?.replace(await readLiveModes(admin.redis, admin.config.prefix, names));
+  } catch (error) {
+    console.error(
+      JSON.stringify({ event: "sign_out_failed", error: error instanceof Error ? error.name : "error" }),
+    );
+    throw new AdminError(
+      503,
+      "Service Unavailable",
+      "The sign-out could not be recorded (Redis did not answer), so this session would stay valid: try again.",
+    );
+  }
 }
 
 /** The routes behind the admin gate (Bearer token or session cookie). */

@@ -91,6 +91,23 @@ export class LiveModeCache {
     return this.snapshot;
   }
 
+  /**
+   * The live modes as read at most `maxAgeMs` ago: an older copy is read again first (within the cold-load
+   * budget; a failed read leaves the copy as it was). For the rare caller that must not act on a copy an idle
+   * isolate kept for minutes (the dashboard's session check): requests go on with `current`.
+   */
+  async fresh(maxAgeMs = this.refreshIntervalMs): Promise<LiveModes> {
+    if (this.snapshot !== undefined && this.now() - this.loadedAt < maxAgeMs) return this.snapshot;
+    if (this.snapshot === undefined) return this.coldLoad();
+    const modes = await this.read(this.coldLoadTimeoutMs);
+    // The admin changes since the last read are caught up with by the next background refresh.
+    if (modes) {
+      this.snapshot = this.withOverrides(modes);
+      this.loadedAt = this.now();
+    }
+    return this.snapshot;
+  }
+
   /** Takes modes just read from Redis (after a switch made by this isolate), so its next request obeys them. */
   replace(modes: LiveModes): void {
     this.snapshot = this.withOverrides(modes);

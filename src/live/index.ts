@@ -10,7 +10,15 @@ import { OverrideIndex, overrideIndexKey } from "./overrides";
 export { LiveModeCache, type LiveModeCacheOptions, type LiveModeCacheStats } from "./cache";
 export { type AdminChange, CHANGE_RING, readChanges, recordChange } from "./changes";
 export { explainMode, type ModeSource } from "./effective";
-export { isMode, type LiveModes, liveModeKey, NO_LIVE_MODES, readLiveModes, writeLiveMode } from "./modes";
+export {
+  bumpSessionEpoch,
+  isMode,
+  type LiveModes,
+  liveModeKey,
+  NO_LIVE_MODES,
+  readLiveModes,
+  writeLiveMode,
+} from "./modes";
 export { OverrideIndex, overrideIndexKey, overrideIndexMember } from "./overrides";
 
 /** What `createLiveModes` needs besides Redis. */

@@ -17,6 +17,11 @@ export interface LiveModes {
   rules: Record<string, Mode>;
   /** How many admin changes (resets, overrides) were ever recorded; absent = none. */
   epoch?: number;
+  /**
+   * How many times the dashboard was signed out of: a session cookie is signed under the epoch it was issued
+   * in, so a sign-out ends every session (src/dashboard/session.ts). Absent = never (0).
+   */
+  sessionEpoch?: number;
   /** Which identities have an override (overrides.ts); absent = unknown, every decision reads its override. */
   overrides?: OverrideIndex;
 }
@@ -28,6 +33,8 @@ const GLOBAL_FIELD = "global";
 const RULE_FIELD_PREFIX = "rule:";
 /** The field counting admin changes (changes.ts). */
 export const EPOCH_FIELD = "epoch";
+/** The field counting dashboard sign-outs (`LiveModes.sessionEpoch`). */
+const SESSION_EPOCH_FIELD = "session_epoch";
 
 /** The Redis key of the live-mode hash. */
 export const liveModeKey = (prefix: string): string => `${prefix}:mode`;
@@ -75,6 +82,7 @@ export async function readLiveModes(
 export const liveModeFields = (ruleNames: readonly string[]): string[] => [
   GLOBAL_FIELD,
   EPOCH_FIELD,
+  SESSION_EPOCH_FIELD,
   ...ruleNames.map((name) => `${RULE_FIELD_PREFIX}${name}`),
 ];
 
@@ -88,6 +96,8 @@ function parseLiveModes(fields: Record<string, unknown>): LiveModes {
   const modes: LiveModes = { rules: {} };
   for (const [field, value] of Object.entries(fields)) {
     if (field === EPOCH_FIELD && value !== null && value !== undefined) modes.epoch = Number(value);
+    if (field === SESSION_EPOCH_FIELD && value !== null && value !== undefined)
+      modes.sessionEpoch = Number(value);
     if (!isMode(value)) continue;
     if (field === GLOBAL_FIELD) modes.global = value;
     else if (field.startsWith(RULE_FIELD_PREFIX)) modes.rules[field.slice(RULE_FIELD_PREFIX.length)] = value;
@@ -108,4 +118,12 @@ export async function writeLiveMode(
   const field = rule === undefined ? GLOBAL_FIELD : `${RULE_FIELD_PREFIX}${rule}`;
   if (mode === null) await redis.send(["hdel", liveModeKey(prefix), field]);
   else await redis.send(["hset", liveModeKey(prefix), field, mode]);
+}
+
+/**
+ * Ends every dashboard session: the sign-out count moves on, and every isolate reads it with its live modes
+ * (within about a second; src/dashboard/session.ts). Returns the new count.
+ */
+export async function bumpSessionEpoch(redis: RedisPort, prefix: string): Promise<number> {
+  return Number(await redis.send(["hincrby", liveModeKey(prefix), SESSION_EPOCH_FIELD, 1]));
 }
