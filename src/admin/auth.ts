@@ -23,6 +23,7 @@ export function carriesAdminToken(authorization: string | null, adminToken: stri
   if (authorization === null || adminToken === "" || authorization.length < adminToken.length) return false;
   if (contains(authorization, adminToken)) return true;
   // `Basic base64(user:password)`, wherever it stands in a list: the token may be either half.
+  if (!/basic/i.test(authorization)) return false;
   for (const item of authorization.split(/[\s,]+/)) {
     if (item.length < adminToken.length || !/^[A-Za-z0-9+/]+=*$/.test(item)) continue;
     let decoded: string;
@@ -36,14 +37,14 @@ export function carriesAdminToken(authorization: string | null, adminToken: stri
   return false;
 }
 
-/** A prime above every UTF-16 code unit, and a base: the rolling hash below stays an exact double. */
-const HASH_MODULUS = 1_000_000_007;
-const HASH_BASE = 131;
+/** The rolling hash's base; arithmetic wraps at 32 bits (`Math.imul`), exact and allocation-free. */
+const HASH_BASE = 0x01000193;
 
 /**
  * Whether `needle` occurs in `text`: a rolling hash of every window of the needle's length, each compared in
- * full only when its hash matches (a match, or a rare collision). A naive search stops at the first differing
- * character of each window, which would let response times tell how much of a guess is right.
+ * full only when its hash matches (a match, or a rare collision a client cannot aim at without the token). A
+ * naive search stops at the first differing character of each window, which would let response times tell
+ * how much of a guess is right.
  */
 function contains(text: string, needle: string): boolean {
   const length = needle.length;
@@ -52,17 +53,16 @@ function contains(text: string, needle: string): boolean {
   let hash = 0;
   let lead = 1; // HASH_BASE ** (length - 1), for taking the first character of a window out
   for (let i = 0; i < length; i++) {
-    target = (target * HASH_BASE + needle.charCodeAt(i)) % HASH_MODULUS;
-    hash = (hash * HASH_BASE + text.charCodeAt(i)) % HASH_MODULUS;
-    if (i > 0) lead = (lead * HASH_BASE) % HASH_MODULUS;
+    target = (Math.imul(target, HASH_BASE) + needle.charCodeAt(i)) | 0;
+    hash = (Math.imul(hash, HASH_BASE) + text.charCodeAt(i)) | 0;
+    if (i > 0) lead = Math.imul(lead, HASH_BASE);
   }
   let found = false;
   for (let start = 0; ; start++) {
     if (hash === target && containsAt(text, start, needle)) found = true;
     const next = start + length;
     if (next >= text.length) return found;
-    const out = (text.charCodeAt(start) * lead) % HASH_MODULUS;
-    hash = (((hash - out + HASH_MODULUS) % HASH_MODULUS) * HASH_BASE + text.charCodeAt(next)) % HASH_MODULUS;
+    hash = (Math.imul(hash - Math.imul(text.charCodeAt(start), lead), HASH_BASE) + text.charCodeAt(next)) | 0;
   }
 }
 
