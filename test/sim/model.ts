@@ -1,0 +1,240 @@
+/**
+ * The reference model: what each algorithm may admit, a few lines each, no Redis, and the invariants a
+ * simulated history must keep (docs/exactness.md).
+ *
+ * A history is what the clients saw: per (rule, identity), each admission's units and the instant it was
+ * admitted. The simulator cannot know that instant exactly (the script runs somewhere between the call's send
+ * and its reply; Redis and the isolates read the same system clock), so every instant is an interval, and a
+ * check counts an admission only where it lies whichever point of its interval was the true one. A check
+ * therefore never blames the engine for an interleaving that could have been correct: every violation it
+ * reports is one no choice of instants explains.
+ */
+
+/** An instant known to lie within [from, to], ms on the system clock (Redis's TIME reads the same clock). */
+export interface Instant {
+  from: number;
+  to: number;
+}
+
+/** One (rule, identity)'s limits, as a rule call carries them. */
+export interface Limits {
+  algorithm: "fixed-window" | "sliding-window" | "sliding-log" | "token-bucket" | "gcra" | "concurrency";
+  limit: number;
+  periodMs: number;
+  burst: number;
+}
+
+/** Units a client was let through with, and when; a concurrency slot also says when it was given back. */
+export interface Admission {
+  units: number;
+  at: Instant;
+  /** Concurrency: when the release call went out (absent: never released, held until its slot expires). */
+  releasedFrom?: number;
+  /** Which operation of the run admitted it (for the report). */
+  op: number;
+}
+
+/** A broken invariant: which, where, and the admissions that break it. */
+export interface Violation {
+  invariant: string;
+  detail: string;
+  ops: number[];
+}
+
+/** µs per unit of a bucket, as the script counts it: whole µs, rounded up. */
+const intervalUs = ({ limit, periodMs }: Limits): number => Math.ceil((periodMs * 1000) / limit);
+
+// ---- The algorithms' admission rules, exactly timed (what one Redis alone would do) -----------------------
+
+/** Fixed window: at most `limit` units per epoch-aligned window of `periodMs`. */
+export const fixedWindowAdmits = (l: Limits, countedInWindow: number, cost: number): boolean =>
+  countedInWindow + cost <= l.limit;
+
+/** Sliding window: the previous window's count weighted by how much of it is still in view, plus this one's. */
+export const slidingWindowAdmits = (l: Limits, prev: number, cur: number, t: number, cost: number): boolean =>
+  prev * (1 - (t % l.periodMs) / l.periodMs) + cur + cost <= l.limit + 1e-9;
+
+/** Sliding log: at most `limit` units in any `periodMs` ending now. */
+export const slidingLogAdmits = (l: Limits, inLastPeriod: number, cost: number): boolean =>
+  inLastPeriod + cost <= l.limit;
+
+/** Token bucket / GCRA: one TAT; `cost` fits when it ends no later than one capacity ahead of now. */
+export const bucketAdmits = (l: Limits, tatUs: number, tUs: number, cost: number): boolean =>
+  Math.max(tatUs, tUs) + cost * intervalUs(l) <= tUs + l.burst * intervalUs(l);
+
+/** Concurrency: fewer than `limit` slots held now. */
+export const concurrencyAdmits = (l: Limits, held: number): boolean => held < l.limit;
+
+// ---- The invariants over a history --------------------------------------------------------------------
+
+const window = (t: number, periodMs: number): number => Math.floor(t / periodMs);
+
+/**
+ * At most `limit` units admitted in any window. Admissions certainly inside one window count there; one whose
+ * interval straddles an edge may count in either, and the check puts it where it fits best (filling the
+ * earlier window first is optimal on a chain of windows), so only a history no placement explains fails.
+ */
+export function checkFixedWindow(l: Limits, history: readonly Admission[]): Violation[] {
+  const definite = new Map<number, { units: number; ops: number[] }>();
+  const straddling = new Map<number, { units: number; ops: number[] }>(); // by the window it starts in
+  for (const a of history) {
+    const from = window(a.at.from, l.periodMs);
+    const to = window(a.at.to, l.periodMs);
+    if (to - from > 1) continue; // longer than a period: it could be anywhere
+    const into = from === to ? definite : straddling;
+    const entry = into.get(from) ?? { units: 0, ops: [] };
+    entry.units += a.units;
+    entry.ops.push(a.op);
+    into.set(from, entry);
+  }
+  const windows = [...new Set([...definite.keys(), ...straddling.keys()].flatMap((k) => [k, k + 1]))].sort(
+    (a, b) => a - b,
+  );
+  const out: Violation[] = [];
+  let carry = 0;
+  let carryOps: number[] = [];
+  let last = Number.NEGATIVE_INFINITY;
+  for (const k of windows) {
+    if (k !== last + 1) {
+      carry = 0;
+      carryOps = [];
+    }
+    last = k;
+    const here = definite.get(k) ?? { units: 0, ops: [] };
+    const load = here.units + carry;
+    if (load > l.limit) {
+      out.push({
+        invariant: "fixed-window: units admitted in one window <= limit",
+        detail: `window ${k} (${k * l.periodMs}..${(k + 1) * l.periodMs} ms): ${load} units > limit ${l.limit}`,
+        ops: [...here.ops, ...carryOps],
+      });
+    }
+    const edge = straddling.get(k) ?? { units: 0, ops: [] };
+    const room = Math.max(0, l.limit - load);
+    carry = Math.max(0, edge.units - room);
+    carryOps = carry > 0 ? edge.ops : [];
+  }
+  return out;
+}
+
+/**
+ * The sliding window's bound is its estimate, not an exact count: at every admission, the units admitted
+ * before it in its window (and its own) plus the previous window's weighted by what is still in view stay
+ * within the limit. Counted: what certainly lies in each window and certainly came first; weighted at the
+ * latest instant the admission can have had (the smallest weight).
+ */
+export function checkSlidingWindow(l: Limits, history: readonly Admission[]): Violation[] {
+  const out: Violation[] = [];
+  const inWindow = (a: Admission, k: number) =>
+    window(a.at.from, l.periodMs) === k && window(a.at.to, l.periodMs) === k;
+  for (const a of history) {
+    const k = window(a.at.from, l.periodMs);
+    if (!inWindow(a, k)) continue;
+    const before = history.filter((b) => b !== a && inWindow(b, k) && b.at.to < a.at.from);
+    const prevOnes = history.filter((b) => inWindow(b, k - 1));
+    const cur = before.reduce((n, b) => n + b.units, 0);
+    const prev = prevOnes.reduce((n, b) => n + b.units, 0);
+    const t = a.at.to;
+    if (!slidingWindowAdmits(l, prev, cur, t, a.units)) {
+      out.push({
+        invariant: "sliding-window: estimate (previous window weighted + this window) <= limit",
+        detail: `at ${t} ms: prev ${prev} weighted ${(1 - (t % l.periodMs) / l.periodMs).toFixed(4)} + cur ${cur} + ${a.units} > limit ${l.limit}`,
+        ops: [...prevOnes.map((b) => b.op), ...before.map((b) => b.op), a.op],
+      });
+    }
+  }
+  return out;
+}
+
+/** At most `limit` units admitted in any `periodMs`: counted, the admissions certainly within one. */
+export function checkSlidingLog(l: Limits, history: readonly Admission[]): Violation[] {
+  const out: Violation[] = [];
+  for (const a of history) {
+    // Certainly within (T - period, T] for a's true instant T.
+    const inside = history.filter(
+      (b) => b === a || (b.at.to <= a.at.from && b.at.from > a.at.to - l.periodMs),
+    );
+    const units = inside.reduce((n, b) => n + b.units, 0);
+    if (!slidingLogAdmits(l, units - a.units, a.units)) {
+      out.push({
+        invariant: "sliding-log: units admitted in any period <= limit",
+        detail: `${units} units > limit ${l.limit} within ${l.periodMs} ms ending ${a.at.from}..${a.at.to}`,
+        ops: inside.map((b) => b.op),
+      });
+    }
+  }
+  return out;
+}
+
+/**
+ * Token bucket / GCRA: in any interval of length L, at most burst + L / interval units (the bucket starts at
+ * most full and refills one unit per interval). Counted, for every pair of admissions, those certainly between
+ * the first one's earliest and the last one's latest instant.
+ */
+export function checkBucket(l: Limits, history: readonly Admission[]): Violation[] {
+  const out: Violation[] = [];
+  const sorted = [...history].sort((a, b) => a.at.from - b.at.from);
+  const iUs = intervalUs(l);
+  for (let i = 0; i < sorted.length; i++) {
+    const first = sorted[i] as Admission;
+    for (let j = i; j < sorted.length; j++) {
+      const last = sorted[j] as Admission;
+      if (last.at.to < first.at.from) continue;
+      const inside = sorted.filter((b) => b.at.from >= first.at.from && b.at.to <= last.at.to);
+      const units = inside.reduce((n, b) => n + b.units, 0);
+      const spanUs = (last.at.to - first.at.from) * 1000;
+      const bound = l.burst + spanUs / iUs;
+      if (units > bound + 1e-9) {
+        out.push({
+          invariant: "bucket: units admitted in any interval L <= burst + L / interval",
+          detail: `${units} units in ${(spanUs / 1000).toFixed(1)} ms > ${bound.toFixed(2)} (burst ${l.burst}, ${iUs} µs/unit)`,
+          ops: inside.map((b) => b.op),
+        });
+        return out; // one is enough: the shrinker does the rest
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * Concurrency: at every admission, fewer than `limit` other slots certainly held: admitted before it, not yet
+ * released when it was, and not yet expired (a slot lasts `periodMs` from its admission).
+ */
+export function checkConcurrency(l: Limits, history: readonly Admission[]): Violation[] {
+  const out: Violation[] = [];
+  for (const a of history) {
+    const held = history.filter(
+      (b) =>
+        b !== a &&
+        b.at.to <= a.at.from &&
+        (b.releasedFrom === undefined || b.releasedFrom > a.at.to) &&
+        b.at.from + l.periodMs > a.at.to,
+    );
+    if (!concurrencyAdmits(l, held.length)) {
+      out.push({
+        invariant: "concurrency: slots held at once <= limit",
+        detail: `${held.length + 1} slots held > limit ${l.limit}`,
+        ops: [...held.map((b) => b.op), a.op],
+      });
+    }
+  }
+  return out;
+}
+
+/** Every invariant of one (rule, identity)'s history under `limits`. */
+export function checkHistory(l: Limits, history: readonly Admission[]): Violation[] {
+  switch (l.algorithm) {
+    case "fixed-window":
+      return checkFixedWindow(l, history);
+    case "sliding-window":
+      return checkSlidingWindow(l, history);
+    case "sliding-log":
+      return checkSlidingLog(l, history);
+    case "token-bucket":
+    case "gcra":
+      return checkBucket(l, history);
+    case "concurrency":
+      return checkConcurrency(l, history);
+  }
+}

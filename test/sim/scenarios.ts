@@ -1,0 +1,136 @@
+/**
+ * Random scenarios for the simulator (test/sim/system.ts), as fast-check arbitraries: small limits and short
+ * periods so that window edges, refills, lease expiries and returns all fall inside a run of about a second,
+ * and a long period beside them where a window's count must end up exactly what was admitted.
+ */
+import fc from "fast-check";
+import type { Fault } from "./network";
+import type { Op, Scenario, SimCall, SimRule } from "./system";
+
+/** How big a scenario gets: the fast profile's, or the long run's. */
+export interface Size {
+  /** Most operations in one run. */
+  maxOps: number;
+  /** The latest an operation starts, ms after the run's start. */
+  spanMs: number;
+}
+
+export const FAST: Size = { maxOps: 24, spanMs: 1200 };
+export const LONG: Size = { maxOps: 60, spanMs: 2500 };
+
+const rule: fc.Arbitrary<SimRule> = fc
+  .record({
+    algorithm: fc.constantFrom(
+      "fixed-window",
+      "fixed-window",
+      "sliding-window",
+      "sliding-log",
+      "token-bucket",
+      "gcra",
+      "concurrency",
+    ) as fc.Arbitrary<SimRule["algorithm"]>,
+    limit: fc.oneof(fc.integer({ min: 2, max: 12 }), fc.integer({ min: 20, max: 80 })),
+    periodMs: fc.constantFrom(250, 400, 1000, 3_600_000),
+    burstShare: fc.double({ min: 0.1, max: 1, noNaN: true }),
+    delayMs: fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 50, max: 300 })),
+  })
+  .map(({ algorithm, limit, periodMs, burstShare, delayMs }) => {
+    const bucket = algorithm === "token-bucket" || algorithm === "gcra";
+    return {
+      algorithm,
+      limit,
+      // A bucket's long period would refill nothing within a run: a second instead.
+      periodMs: algorithm === "concurrency" ? 1000 : bucket && periodMs > 1000 ? 1000 : periodMs,
+      burst: bucket ? Math.max(1, Math.round(limit * burstShare)) : limit,
+      delayMs: bucket ? delayMs : 0,
+    };
+  });
+
+const fault: fc.Arbitrary<Fault> = fc.oneof(
+  fc.record({ kind: fc.constant("slow-in" as const), ms: fc.integer({ min: 5, max: 150 }) }),
+  fc.record({ kind: fc.constant("slow-out" as const), ms: fc.integer({ min: 5, max: 300 }) }),
+  fc.record({ kind: fc.constant("error" as const) }),
+  fc.record({ kind: fc.constant("lost" as const) }),
+);
+
+function ops(rules: SimRule[], isolates: number, size: Size, edgeMs: number): fc.Arbitrary<Op[]> {
+  // Anywhere in the run, or just around one of the window edges it crosses (`at` counts from the first one).
+  const edges = Math.max(0, Math.floor(size.spanMs / edgeMs));
+  const at = fc.oneof(
+    fc.integer({ min: -edgeMs, max: size.spanMs }),
+    fc
+      .tuple(fc.integer({ min: 0, max: edges }), fc.integer({ min: -80, max: 40 }))
+      .map(([k, d]) => k * edgeMs + d),
+  );
+  const isolate = fc.integer({ min: 0, max: isolates - 1 });
+  const call = (r: number): fc.Arbitrary<SimCall> => {
+    const { algorithm, limit, burst } = rules[r] as SimRule;
+    const capacity = algorithm === "token-bucket" || algorithm === "gcra" ? burst : limit;
+    return fc.record({
+      rule: fc.constant(r),
+      identity: fc.constantFrom(0, 0, 0, 1),
+      // Mostly small, sometimes the whole capacity or one more (cost-exceeds-capacity).
+      cost: fc.oneof(
+        fc.integer({ min: 1, max: Math.min(3, capacity) }),
+        fc.integer({ min: 1, max: capacity + 1 }),
+      ),
+    });
+  };
+  const calls = fc
+    .uniqueArray(fc.integer({ min: 0, max: rules.length - 1 }), { minLength: 1, maxLength: 2 })
+    .chain((picked) => fc.tuple(...picked.map(call)));
+  const request: fc.Arbitrary<Op> = fc.record({
+    kind: fc.constant("request" as const),
+    at,
+    isolate,
+    calls,
+    abortAfterMs: fc.option(fc.integer({ min: 0, max: 250 }), { nil: undefined }),
+    holdMs: fc.integer({ min: 0, max: 300 }),
+    fault: fc.oneof({ arbitrary: fc.constant(undefined), weight: 3 }, { arbitrary: fault, weight: 1 }),
+  });
+  const burst: fc.Arbitrary<Op> = fc.record({
+    kind: fc.constant("burst" as const),
+    at,
+    isolate,
+    call: fc
+      .integer({ min: 0, max: rules.length - 1 })
+      .chain(call)
+      .map((c) => ({ ...c, cost: 1 })),
+    n: fc.integer({ min: 2, max: 40 }),
+  });
+  const reset: fc.Arbitrary<Op> = fc.record({
+    kind: fc.constant("reset" as const),
+    at,
+    rule: fc.integer({ min: 0, max: rules.length - 1 }),
+    identity: fc.integer({ min: 0, max: 1 }),
+  });
+  const faultOp: fc.Arbitrary<Op> = fc.record({ kind: fc.constant("fault" as const), at, fault });
+  return fc.array(
+    fc.oneof(
+      { arbitrary: request, weight: 10 },
+      { arbitrary: burst, weight: 6 },
+      { arbitrary: reset, weight: 1 },
+      { arbitrary: faultOp, weight: 3 },
+    ),
+    { minLength: 1, maxLength: size.maxOps },
+  );
+}
+
+/** A whole scenario: rules, isolates, endpoints, lease life, and its operations. */
+export function scenario(size: Size): fc.Arbitrary<Scenario> {
+  return fc
+    .record({
+      rules: fc.array(rule, { minLength: 1, maxLength: 3 }),
+      isolates: fc.integer({ min: 1, max: 3 }),
+      endpoints: fc.integer({ min: 1, max: 2 }),
+      cluster: fc.boolean(),
+      leaseMs: fc.constantFrom(200, 500, 1000),
+    })
+    .chain((s) => {
+      // The edges the operations gather around: the first rule's window (a second for a long one).
+      const edgeMs = Math.min((s.rules[0] as SimRule).periodMs, 1000);
+      return ops(s.rules, s.isolates, size, edgeMs).map(
+        (o): Scenario => ({ ...s, timeoutMs: 200, edgeMs, ops: o }),
+      );
+    });
+}

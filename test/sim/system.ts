@@ -1,0 +1,348 @@
+/**
+ * The simulated system: several isolates (each the Worker's own stack: `createEngine` → `withLeases`, as
+ * src/worker.ts builds it) sharing one real Redis through the simulated network (test/sim/network.ts), driven
+ * by a scenario of timed operations that run concurrently: requests of random cost over one or two rules
+ * (split decisions and their refunds when two identities fall in different slot groups), bursts that make an
+ * identity hot (leases, their short spends and returns), delay holds whose clients may go away (give-backs),
+ * concurrency slots held and released, admin resets, and network faults (slow ways in and out, errors, lost
+ * replies). Each request is judged as the limiter judges it (`verdictOf`, `delayOf`, `giveBack`); what clients
+ * were let through is recorded, and the model (test/sim/model.ts) checks it.
+ */
+import type { Redis as IORedis } from "ioredis";
+import { raiseFence } from "../../src/admin/fence";
+import { resetFenceMs, stateKey } from "../../src/engine/keys";
+import { HOLDS_REQUEST_ID } from "../../src/engine/script";
+import type { Decision, RuleCall, WaitUntil } from "../../src/engine/types";
+import { holdsSlot, isBucket } from "../../src/engine/types";
+import { type LeasingDecider, withLeases } from "../../src/leases";
+import { delayOf, giveBack } from "../../src/middleware/delay";
+import { verdictOf } from "../../src/middleware/verdict";
+import { createEngine, type Engine } from "../../src/resilience/endpoints";
+import { type Admission, checkHistory, type Limits, type Violation } from "./model";
+import type { Fault, Network } from "./network";
+
+/** One rule of a scenario (mode `on`, failure `closed`: every admission is Redis's or a lease's). */
+export interface SimRule extends Limits {
+  /** Token-bucket/GCRA: the longest hold, ms; 0 = deny. */
+  delayMs: number;
+}
+
+/** One call of a request: which rule, which identity (0 or 1), what cost. */
+export interface SimCall {
+  rule: number;
+  identity: number;
+  cost: number;
+}
+
+/** What a scenario does, each at `at` ms after its start. */
+export type Op =
+  | {
+      kind: "request";
+      at: number;
+      isolate: number;
+      calls: SimCall[];
+      /** A delayed request's client goes away this long after its answer (before its slot: a give-back). */
+      abortAfterMs?: number;
+      /** A concurrency slot is held this long before it is released. */
+      holdMs: number;
+      /** What happens to its own call to Redis, if it makes one. */
+      fault?: Fault;
+    }
+  | { kind: "burst"; at: number; isolate: number; call: SimCall; n: number }
+  | { kind: "reset"; at: number; rule: number; identity: number }
+  | { kind: "fault"; at: number; fault: Fault };
+
+export interface Scenario {
+  rules: SimRule[];
+  isolates: number;
+  /** Simulated databases (several: split decisions across them). */
+  endpoints: number;
+  /** Split by identity as on a Redis Cluster. */
+  cluster: boolean;
+  leaseMs: number;
+  timeoutMs: number;
+  /**
+   * Operations' `at` counts from the first edge of a window of this length after the run starts (negative:
+   * before it), so that edges are hit on purpose.
+   */
+  edgeMs: number;
+  ops: Op[];
+}
+
+/** What one run found. */
+export interface RunReport {
+  violations: Violation[];
+  /** Operations executed: every request (a burst's each), reset and fault. */
+  operations: number;
+  admitted: number;
+  /** Requests decided from leases alone. */
+  fromLeases: number;
+  /** Requests that spent a lease too short for them and sent Redis the rest. */
+  shortSpends: number;
+  /** Requests held for a reserved slot (a delay), and those whose client went away first (a give-back). */
+  delayed: number;
+  givenBack: number;
+}
+
+let runs = 0;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const identityOf = (identity: number) => `sim-id-${identity}`;
+const ruleName = (rule: number) => `r${rule}`;
+
+function ruleCall(scenario: Scenario, c: SimCall): RuleCall {
+  const rule = scenario.rules[c.rule] as SimRule;
+  return {
+    rule: ruleName(c.rule),
+    algorithm: rule.algorithm,
+    limit: rule.limit,
+    periodMs: rule.periodMs,
+    burst: rule.burst,
+    cost: rule.algorithm === "concurrency" ? 1 : c.cost,
+    delayMs: rule.delayMs,
+    mode: "on",
+    failure: "closed",
+    identityHash: identityOf(c.identity),
+    override: false,
+  };
+}
+
+/** Background work of every isolate (`waitUntil`), awaited until none is left. */
+class Background {
+  private readonly pending = new Set<Promise<unknown>>();
+  readonly waitUntil: WaitUntil = (promise) => {
+    const p = promise.catch(() => undefined);
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+  };
+  async settle(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all([...this.pending]);
+  }
+}
+
+/** Runs `scenario` against Redis through `network`; `redis` (direct) reads the state left at the end. */
+export async function runScenario(
+  scenario: Scenario,
+  network: Network,
+  token: string,
+  redis: IORedis,
+): Promise<RunReport> {
+  const prefix = `sim-${process.pid}-${runs++}-${Date.now().toString(36)}`;
+  const endpoints = Array.from({ length: scenario.endpoints }, (_, i) => ({
+    url: network.endpoint(`e${i}`),
+    token,
+  }));
+  const engines: Engine[] = [];
+  const isolates: LeasingDecider[] = [];
+  for (let i = 0; i < scenario.isolates; i++) {
+    const engine = createEngine({
+      endpoints,
+      prefix,
+      timeoutMs: scenario.timeoutMs,
+      adminTimeoutMs: 1000,
+      cluster: scenario.cluster,
+      decider: { log: () => undefined },
+    });
+    engines.push(engine);
+    isolates.push(withLeases(engine.decider, { refund: engine.refund, maxMs: scenario.leaseMs }));
+  }
+  const background = new Background();
+  const histories = new Map<string, Admission[]>();
+  const resets = new Map<string, { from: number; to: number }[]>();
+  const keyOf = (rule: string, identityHash: string) => `${rule} ${identityHash}`;
+  let operations = 0;
+  let admitted = 0;
+  let fromLeases = 0;
+  let shortSpends = 0;
+  let delayed = 0;
+  let givenBack = 0;
+  let requestIds = 0;
+
+  /** One request through isolate `k`, judged as the limiter judges it; records what it let through. */
+  async function request(
+    op: number,
+    k: number,
+    calls: RuleCall[],
+    { abortAfterMs, holdMs = 0, fault }: { abortAfterMs?: number; holdMs?: number; fault?: Fault } = {},
+  ) {
+    operations++;
+    const isolate = isolates[k] as LeasingDecider;
+    const id = calls.some((c) => HOLDS_REQUEST_ID.has(c.algorithm)) ? `q${op}-${requestIds++}` : "-";
+    const sentAt = Date.now();
+    let decision: Decision | undefined = isolate.decideNow(calls, id, background.waitUntil);
+    if (decision === undefined) {
+      if (fault) network.inject(fault);
+      decision = await isolate.decide(calls, id, {
+        budgetMs: scenario.timeoutMs,
+        waitUntil: background.waitUntil,
+      });
+    }
+    const repliedAt = Date.now() + 1; // Date.now() is whole ms: the true instant may lie up to 1 ms past it
+    const slots = decision.results.filter(
+      (r) => holdsSlot(r.call.algorithm) && r.outcome === "allowed" && r.source === "redis",
+    );
+    const release = () => background.waitUntil(Promise.all(slots.map((r) => isolate.release(r.call, id))));
+    if (!verdictOf(decision).allowed) {
+      if (slots.length > 0) release();
+      return;
+    }
+    const waitMs = delayOf(decision);
+    if (waitMs > 0) delayed++;
+    if (waitMs > 0 && abortAfterMs !== undefined && abortAfterMs < waitMs) {
+      givenBack++;
+      await sleep(abortAfterMs);
+      background.waitUntil(giveBack(isolate, decision, id));
+      if (slots.length > 0) release();
+      return;
+    }
+    if (waitMs > 0) await sleep(waitMs);
+    admitted++;
+    if (decision.results.every((r) => r.source === "lease")) fromLeases++;
+    if (decision.results.some((r, i) => r.call.cost !== calls[i]?.cost)) shortSpends++;
+    // A held request passes at its slot: `waitMs` after the script ran, less up to 1 ms of rounding.
+    const at =
+      waitMs > 0 ? { from: sentAt + waitMs - 1, to: repliedAt + waitMs } : { from: sentAt, to: repliedAt };
+    const records: Admission[] = [];
+    for (const r of decision.results) {
+      if (r.source !== "redis" && r.source !== "lease") continue;
+      const key = keyOf(r.call.rule, r.call.identityHash);
+      const record: Admission = { units: r.call.cost, at, op };
+      // The result's call is what Redis took; the request's own cost is what the client got.
+      const asked = calls.find((c) => c.rule === r.call.rule);
+      record.units = asked?.cost ?? r.call.cost;
+      histories.set(key, [...(histories.get(key) ?? []), record]);
+      records.push(record);
+    }
+    if (slots.length > 0) {
+      await sleep(holdMs);
+      const releasedFrom = Date.now();
+      for (const record of records) record.releasedFrom = releasedFrom;
+      release();
+    }
+  }
+
+  async function reset(rule: number, identity: number) {
+    operations++;
+    const r = scenario.rules[rule] as SimRule;
+    const identityHash = identityOf(identity);
+    const engine = engines[0] as Engine;
+    const from = Date.now();
+    const ms = resetFenceMs(r.algorithm, [r]);
+    await raiseFence(
+      { prefix, rule: ruleName(rule), identityHash },
+      ms,
+      engine.storeOf(identityHash).redis,
+      undefined,
+      { stateKeys: [stateKey(prefix, ruleName(rule), identityHash)], bucket: isBucket(r.algorithm) },
+    ).catch(() => undefined);
+    // Every isolate hears of it (the change log), leases revoked and cached denials dropped.
+    for (const isolate of isolates) isolate.forget(ruleName(rule), identityHash);
+    const key = keyOf(ruleName(rule), identityHash);
+    resets.set(key, [...(resets.get(key) ?? []), { from, to: Date.now() + 1 }]);
+  }
+
+  const now = Date.now();
+  const firstEdge = now - (now % scenario.edgeMs) + scenario.edgeMs;
+  const running = scenario.ops.map(async (o, op) => {
+    await sleep(Math.max(0, firstEdge + o.at - Date.now()));
+    switch (o.kind) {
+      case "request":
+        return request(
+          op,
+          o.isolate,
+          o.calls.map((c) => ruleCall(scenario, c)),
+          o,
+        );
+      case "burst":
+        for (let i = 0; i < o.n; i++) await request(op, o.isolate, [ruleCall(scenario, o.call)]);
+        return;
+      case "reset":
+        return reset(o.rule, o.identity);
+      case "fault":
+        operations++;
+        network.inject(o.fault);
+        return;
+    }
+  });
+  await Promise.all(running);
+  network.clear();
+  await background.settle();
+
+  // Every lease expires; each isolate's next request sweeps it and returns what it did not spend.
+  await sleep(scenario.leaseMs + 150);
+  const sweeper = ruleCall(scenario, { rule: 0, identity: 99, cost: 1 });
+  for (const isolate of isolates) isolate.decideNow([sweeper], "-", background.waitUntil); // sweeps first
+  await background.settle();
+
+  const violations: Violation[] = [];
+  for (const [key, history] of histories) {
+    const [rule] = key.split(" ");
+    const limits = scenario.rules[Number(rule?.slice(1))] as SimRule;
+    // A reset starts a fresh quota: each epoch between resets is checked alone; an admission that may lie
+    // on either side of one is left out.
+    const cuts = resets.get(key) ?? [];
+    const epochs: Admission[][] = [[]];
+    const bounds = [Number.NEGATIVE_INFINITY, ...cuts.map((c) => c.from), Number.POSITIVE_INFINITY];
+    for (let e = 0; e < bounds.length - 1; e++) epochs[e] = [];
+    for (const a of history) {
+      if (cuts.some((c) => a.at.to >= c.from && a.at.from <= c.to)) continue;
+      const e = bounds.findIndex((b, i) => a.at.from >= b && a.at.to < (bounds[i + 1] as number));
+      if (e >= 0) epochs[e]?.push(a);
+    }
+    for (const epoch of epochs) {
+      for (const v of checkHistory(limits, epoch)) violations.push({ ...v, detail: `${key}: ${v.detail}` });
+    }
+  }
+  violations.push(...(await checkState(scenario, redis, prefix, histories, resets)));
+  return { violations, operations, admitted, fromLeases, shortSpends, delayed, givenBack };
+}
+
+/**
+ * What Redis holds at the end, every lease returned and every refund landed: never a negative count, and for a
+ * window that no edge crossed (a long period) exactly the units its clients were let through with, when no
+ * fault or reset could have lost units on the way (a grant whose reply was lost, a lease revoked).
+ */
+async function checkState(
+  scenario: Scenario,
+  redis: IORedis,
+  prefix: string,
+  histories: Map<string, Admission[]>,
+  resets: Map<string, unknown[]>,
+): Promise<Violation[]> {
+  const out: Violation[] = [];
+  const faulty = scenario.ops.some((o) => o.kind === "fault");
+  for (const [key, history] of histories) {
+    const [rule = "", identityHash = ""] = key.split(" ");
+    const limits = scenario.rules[Number(rule.slice(1))] as SimRule;
+    const state = stateKey(prefix, rule, identityHash);
+    const units = history.reduce((n, a) => n + a.units, 0);
+    const exact = !faulty && !resets.has(key) && limits.periodMs >= 60_000;
+    if (limits.algorithm === "fixed-window") {
+      const counted = Number((await redis.get(state)) ?? 0);
+      if (counted < 0) {
+        out.push({ invariant: "never a negative count", detail: `${key}: counter ${counted}`, ops: [] });
+      }
+      if (exact && counted !== units) {
+        out.push({
+          invariant: "counter = units admitted, every lease returned and refund landed",
+          detail: `${key}: counter ${counted}, admitted ${units}`,
+          ops: history.map((a) => a.op),
+        });
+      }
+    } else if (limits.algorithm === "sliding-log" && exact) {
+      const counted = await redis.zcard(state);
+      if (counted !== units) {
+        out.push({
+          invariant: "log entries = units admitted, every lease returned and refund landed",
+          detail: `${key}: ${counted} entries, admitted ${units}`,
+          ops: history.map((a) => a.op),
+        });
+      }
+    } else if (limits.algorithm === "sliding-window") {
+      const raw = await redis.get(state);
+      if (raw && raw.split(":").some((n) => Number(n) < 0)) {
+        out.push({ invariant: "never a negative count", detail: `${key}: state ${raw}`, ops: [] });
+      }
+    }
+  }
+  return out;
+}
