@@ -339,7 +339,7 @@ async function checkState(
       }
     } else if (limits.algorithm === "sliding-window") {
       const raw = await redis.get(state);
-      if (raw && raw.split(":").some((n) => Number(n) < 0)) {
+      if (raw?.split(":").some((n) => Number(n) < 0)) {
         out.push({ invariant: "never a negative count", detail: `${key}: state ${raw}`, ops: [] });
       }
     }
