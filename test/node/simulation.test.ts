@@ -4,8 +4,7 @@
 // runs the same property for N minutes (SIM_MINUTES), and SIM_SEED / SIM_PATH replay a reported failure.
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
-import { startNetwork, type Network } from "../sim/network";
-import { simulate } from "../sim/profile";
+import { simulateLanes } from "../sim/profile";
 import { FAST, LONG } from "../sim/scenarios";
 import { directRedis } from "./lua-support";
 
@@ -13,14 +12,11 @@ const minutes = Number(process.env.SIM_MINUTES ?? 0);
 const seed = process.env.SIM_SEED === undefined ? undefined : Number(process.env.SIM_SEED);
 const path = process.env.SIM_PATH;
 
-let network: Network;
 let redis: IORedis;
-beforeAll(async () => {
-  network = await startNetwork(inject("redisRestUrl"));
+beforeAll(() => {
   redis = directRedis();
 });
 afterAll(async () => {
-  await network.close();
   await redis.quit();
 });
 
@@ -29,13 +25,20 @@ it(
     ? `keeps every invariant for ${minutes} minute(s) of random scenarios`
     : "keeps every invariant over random scenarios (fast profile)",
   async () => {
-    const setup = { network, token: inject("redisRestToken"), redis };
-    const stats = await simulate(setup, minutes > 0 ? LONG : FAST, {
-      numRuns: minutes > 0 ? 1_000_000 : 18,
-      ...(minutes > 0 && { untilMs: Date.now() + minutes * 60_000 }),
-      ...(seed !== undefined && { seed }),
-      ...(path !== undefined && { path }),
-    });
+    const stats = await simulateLanes(
+      inject("redisRestUrl"),
+      inject("redisRestToken"),
+      redis,
+      minutes > 0 ? LONG : FAST,
+      {
+        lanes: Number(process.env.SIM_LANES ?? 4),
+        numRuns: Number(process.env.SIM_RUNS ?? (minutes > 0 ? 1_000_000 : 6)),
+        shrinkMs: minutes > 0 ? 600_000 : 70_000,
+        untilMs: Date.now() + (minutes > 0 ? minutes * 60_000 : Number(process.env.SIM_FAST_MS ?? 30_000)),
+        ...(seed !== undefined && { seed }),
+        ...(path !== undefined && { path }),
+      },
+    );
     const perSecond = (stats.operations / stats.elapsedMs) * 1000;
     console.log(
       `simulation: ${stats.runs} runs, ${stats.operations} operations (${stats.admitted} admitted, ` +
@@ -45,5 +48,6 @@ it(
     );
     expect(stats.runs).toBeGreaterThan(0);
   },
-  minutes > 0 ? minutes * 60_000 + 600_000 : 120_000,
+  // Room for the runs and for shrinking a failure (both bounded above), then for the report.
+  (minutes > 0 ? minutes * 60_000 + 600_000 : Number(process.env.SIM_FAST_MS ?? 30_000) + 70_000) + 60_000,
 );

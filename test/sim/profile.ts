@@ -5,7 +5,7 @@
  */
 import fc from "fast-check";
 import type { Redis as IORedis } from "ioredis";
-import type { Network } from "./network";
+import { type Network, startNetwork } from "./network";
 import { scenario, type Size } from "./scenarios";
 import { runScenario, type Scenario } from "./system";
 
@@ -39,7 +39,7 @@ export const printable = (s: Scenario): string =>
 export async function simulate(
   setup: Setup,
   size: Size,
-  options: { numRuns: number; untilMs?: number; seed?: number; path?: string },
+  options: { numRuns: number; untilMs?: number; shrinkMs?: number; seed?: number; path?: string },
 ): Promise<ProfileStats> {
   const stats: ProfileStats = {
     runs: 0,
@@ -52,8 +52,11 @@ export async function simulate(
     elapsedMs: 0,
   };
   const startedAt = Date.now();
+  let failedOnce = false;
+  const seed = options.seed ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;
   const property = fc.asyncProperty(scenario(size), async (s) => {
     const report = await runScenario(s, setup.network, setup.token, setup.redis);
+    const run = stats.runs;
     stats.runs++;
     stats.operations += report.operations;
     stats.admitted += report.admitted;
@@ -62,6 +65,15 @@ export async function simulate(
     stats.delayed += report.delayed;
     stats.givenBack += report.givenBack;
     if (report.violations.length > 0) {
+      if (!failedOnce) {
+        failedOnce = true;
+        const first = report.violations[0];
+        // Printed at once: replayable even if the shrinking below is cut short.
+        console.log(
+          `simulation: violation found (${first?.invariant}: ${first?.detail}); replay: SIM_SEED=${seed} ` +
+            `SIM_PATH=${options.path ?? run}; shrinking…\n${printable(s)}`,
+        );
+      }
       throw new Error(
         `${report.violations.length} violation(s):\n${report.violations
           .slice(0, 5)
@@ -72,14 +84,69 @@ export async function simulate(
   });
   await fc.assert(property, {
     numRuns: options.numRuns,
-    ...(options.seed !== undefined && { seed: options.seed }),
+    seed,
     ...(options.path !== undefined && { path: options.path }),
-    ...(options.untilMs !== undefined && {
-      interruptAfterTimeLimit: Math.max(1, options.untilMs - Date.now()),
-      markInterruptAsFailure: false,
-    }),
+    // Runs stop at `untilMs`; shrinking a failure found by then gets `shrinkMs` more at most (fast-check then
+    // reports the smallest failing scenario found so far).
+    interruptAfterTimeLimit: Math.max(
+      1,
+      (options.untilMs ?? Date.now() + 3_600_000) - Date.now() + (options.shrinkMs ?? 60_000),
+    ),
+    markInterruptAsFailure: false,
     endOnFailure: false,
   });
   stats.elapsedMs = Date.now() - startedAt;
   return stats;
+}
+
+/** Options of {@link simulateLanes}. */
+export interface LaneOptions {
+  /** Lanes run side by side, each its own fast-check property, seed and network. */
+  lanes: number;
+  /** Runs per lane. */
+  numRuns: number;
+  /** Stop starting runs once the clock passes this (ms). */
+  untilMs?: number;
+  /** Longest a failure is shrunk, ms. @default 60000 */
+  shrinkMs?: number;
+  /** Replays one failure (one lane). */
+  seed?: number;
+  path?: string;
+}
+
+/**
+ * `lanes` profiles side by side (a run spends most of its time waiting for windows and leases to end, so lanes
+ * multiply what a minute checks); the first failure is thrown once every lane has stopped.
+ */
+export async function simulateLanes(
+  restUrl: string,
+  token: string,
+  redis: IORedis,
+  size: Size,
+  options: LaneOptions,
+): Promise<ProfileStats> {
+  const lanes = options.seed !== undefined ? 1 : options.lanes;
+  const networks = await Promise.all(Array.from({ length: lanes }, () => startNetwork(restUrl)));
+  try {
+    const { lanes: _, ...each } = options;
+    const settled = await Promise.allSettled(
+      networks.map((network) => simulate({ network, token, redis }, size, each)),
+    );
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+    if (failed) throw failed.reason;
+    const all = settled.map((s) => (s as PromiseFulfilledResult<ProfileStats>).value);
+    const sum = (f: (s: ProfileStats) => number) => all.reduce((n, s) => n + f(s), 0);
+    return {
+      runs: sum((s) => s.runs),
+      operations: sum((s) => s.operations),
+      admitted: sum((s) => s.admitted),
+      fromLeases: sum((s) => s.fromLeases),
+      shortSpends: sum((s) => s.shortSpends),
+      delayed: sum((s) => s.delayed),
+      givenBack: sum((s) => s.givenBack),
+      elapsedMs: Math.max(...all.map((s) => s.elapsedMs)),
+    };
+  } finally {
+    await Promise.all(networks.map((n) => n.close()));
+  }
 }

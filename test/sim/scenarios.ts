@@ -53,7 +53,33 @@ const fault: fc.Arbitrary<Fault> = fc.oneof(
   fc.record({ kind: fc.constant("lost" as const) }),
 );
 
-function ops(rules: SimRule[], isolates: number, size: Size, edgeMs: number): fc.Arbitrary<Op[]> {
+/**
+ * How often each kind of operation comes in one scenario: drawn per scenario, some kinds left out altogether
+ * (swarm testing: a run that only bursts and spends finds what a run diluted by everything else does not).
+ */
+export interface Mix {
+  request: number;
+  burst: number;
+  reset: number;
+  fault: number;
+}
+
+const mix: fc.Arbitrary<Mix> = fc
+  .record({
+    request: fc.constantFrom(0, 1, 4),
+    burst: fc.constantFrom(0, 1, 4),
+    reset: fc.constantFrom(0, 0, 1),
+    fault: fc.constantFrom(0, 1, 3),
+  })
+  .map((m) => (m.request + m.burst === 0 ? { ...m, burst: 1 } : m));
+
+function ops(
+  rules: SimRule[],
+  isolates: number,
+  size: Size,
+  edgeMs: number,
+  weights: Mix,
+): fc.Arbitrary<Op[]> {
   // Anywhere in the run, or just around one of the window edges it crosses (`at` counts from the first one).
   const edges = Math.max(0, Math.floor(size.spanMs / edgeMs));
   const at = fc.oneof(
@@ -97,6 +123,15 @@ function ops(rules: SimRule[], isolates: number, size: Size, edgeMs: number): fc
       .chain(call)
       .map((c) => ({ ...c, cost: 1 })),
     n: fc.integer({ min: 2, max: 40 }),
+    abortAfterMs: fc.option(fc.integer({ min: 0, max: 250 }), { nil: undefined, freq: 2 }),
+    // Then, at once, one request of a larger cost: it may find a lease too short for it.
+    then: fc.option(
+      fc.record({
+        cost: fc.integer({ min: 2, max: 6 }),
+        fault: fc.option(fault, { nil: undefined }),
+      }),
+      { nil: undefined },
+    ),
   });
   const reset: fc.Arbitrary<Op> = fc.record({
     kind: fc.constant("reset" as const),
@@ -105,15 +140,13 @@ function ops(rules: SimRule[], isolates: number, size: Size, edgeMs: number): fc
     identity: fc.integer({ min: 0, max: 1 }),
   });
   const faultOp: fc.Arbitrary<Op> = fc.record({ kind: fc.constant("fault" as const), at, fault });
-  return fc.array(
-    fc.oneof(
-      { arbitrary: request, weight: 10 },
-      { arbitrary: burst, weight: 6 },
-      { arbitrary: reset, weight: 1 },
-      { arbitrary: faultOp, weight: 3 },
-    ),
-    { minLength: 1, maxLength: size.maxOps },
-  );
+  const kinds = [
+    { arbitrary: request, weight: weights.request },
+    { arbitrary: burst, weight: weights.burst },
+    { arbitrary: reset, weight: weights.reset },
+    { arbitrary: faultOp, weight: weights.fault },
+  ].filter((k) => k.weight > 0);
+  return fc.array(fc.oneof(...kinds), { minLength: 1, maxLength: size.maxOps });
 }
 
 /** A whole scenario: rules, isolates, endpoints, lease life, and its operations. */
@@ -125,11 +158,12 @@ export function scenario(size: Size): fc.Arbitrary<Scenario> {
       endpoints: fc.integer({ min: 1, max: 2 }),
       cluster: fc.boolean(),
       leaseMs: fc.constantFrom(200, 500, 1000),
+      mix,
     })
-    .chain((s) => {
+    .chain(({ mix: weights, ...s }) => {
       // The edges the operations gather around: the first rule's window (a second for a long one).
       const edgeMs = Math.min((s.rules[0] as SimRule).periodMs, 1000);
-      return ops(s.rules, s.isolates, size, edgeMs).map(
+      return ops(s.rules, s.isolates, size, edgeMs, weights).map(
         (o): Scenario => ({ ...s, timeoutMs: 200, edgeMs, ops: o }),
       );
     });

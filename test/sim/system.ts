@@ -48,7 +48,17 @@ export type Op =
       /** What happens to its own call to Redis, if it makes one. */
       fault?: Fault;
     }
-  | { kind: "burst"; at: number; isolate: number; call: SimCall; n: number }
+  | {
+      kind: "burst";
+      at: number;
+      isolate: number;
+      call: SimCall;
+      n: number;
+      /** Each delayed client of the burst goes away this long after its answer (a give-back). */
+      abortAfterMs?: number | undefined;
+      /** Right after the burst, one request of the same call at this cost, its call to Redis meeting `fault`. */
+      then?: { cost: number; fault?: Fault | undefined } | undefined;
+    }
   | { kind: "reset"; at: number; rule: number; identity: number }
   | { kind: "fault"; at: number; fault: Fault };
 
@@ -155,7 +165,9 @@ export async function runScenario(
   let shortSpends = 0;
   let delayed = 0;
   let givenBack = 0;
+  let degraded = 0;
   let requestIds = 0;
+  const tails: Promise<void>[] = [];
 
   /** One request through isolate `k`, judged as the limiter judges it; records what it let through. */
   async function request(
@@ -177,6 +189,8 @@ export async function runScenario(
       });
     }
     const repliedAt = Date.now() + 1; // Date.now() is whole ms: the true instant may lie up to 1 ms past it
+    // Redis did not answer in time (the call may still have counted: its lease grant is lost with it).
+    if (decision.results.some((r) => r.source === "undecided" || r.source === "fallback")) degraded++;
     const slots = decision.results.filter(
       (r) => holdsSlot(r.call.algorithm) && r.outcome === "allowed" && r.source === "redis",
     );
@@ -185,39 +199,47 @@ export async function runScenario(
       if (slots.length > 0) release();
       return;
     }
-    const waitMs = delayOf(decision);
-    if (waitMs > 0) delayed++;
-    if (waitMs > 0 && abortAfterMs !== undefined && abortAfterMs < waitMs) {
-      givenBack++;
-      await sleep(abortAfterMs);
-      background.waitUntil(giveBack(isolate, decision, id));
-      if (slots.length > 0) release();
-      return;
-    }
-    if (waitMs > 0) await sleep(waitMs);
-    admitted++;
-    if (decision.results.every((r) => r.source === "lease")) fromLeases++;
-    if (decision.results.some((r, i) => r.call.cost !== calls[i]?.cost)) shortSpends++;
-    // A held request passes at its slot: `waitMs` after the script ran, less up to 1 ms of rounding.
-    const at =
-      waitMs > 0 ? { from: sentAt + waitMs - 1, to: repliedAt + waitMs } : { from: sentAt, to: repliedAt };
-    const records: Admission[] = [];
-    for (const r of decision.results) {
-      if (r.source !== "redis" && r.source !== "lease") continue;
-      const key = keyOf(r.call.rule, r.call.identityHash);
-      const record: Admission = { units: r.call.cost, at, op };
-      // The result's call is what Redis took; the request's own cost is what the client got.
-      const asked = calls.find((c) => c.rule === r.call.rule);
-      record.units = asked?.cost ?? r.call.cost;
-      histories.set(key, [...(histories.get(key) ?? []), record]);
-      records.push(record);
-    }
-    if (slots.length > 0) {
-      await sleep(holdMs);
-      const releasedFrom = Date.now();
-      for (const record of records) record.releasedFrom = releasedFrom;
-      release();
-    }
+    // The client's wait for its slot, its slot held, run on while the caller goes on (a burst's clients are
+    // concurrent); the run awaits them all before its checks.
+    tails.push(
+      (async () => {
+        const waitMs = delayOf(decision);
+        if (waitMs > 0) delayed++;
+        if (waitMs > 0 && abortAfterMs !== undefined && abortAfterMs < waitMs) {
+          givenBack++;
+          await sleep(abortAfterMs);
+          background.waitUntil(giveBack(isolate, decision, id));
+          if (slots.length > 0) release();
+          return;
+        }
+        if (waitMs > 0) await sleep(waitMs);
+        admitted++;
+        if (decision.results.every((r) => r.source === "lease")) fromLeases++;
+        if (decision.results.some((r, i) => r.call.cost !== calls[i]?.cost)) shortSpends++;
+        // A held request passes at its slot: `waitMs` after the script ran, less up to 1 ms of rounding.
+        const at =
+          waitMs > 0
+            ? { from: sentAt + waitMs - 1, to: repliedAt + waitMs }
+            : { from: sentAt, to: repliedAt };
+        const records: Admission[] = [];
+        for (const r of decision.results) {
+          if (r.source !== "redis" && r.source !== "lease") continue;
+          const key = keyOf(r.call.rule, r.call.identityHash);
+          const record: Admission = { units: r.call.cost, at, op };
+          // The result's call is what Redis took; the request's own cost is what the client got.
+          const asked = calls.find((c) => c.rule === r.call.rule);
+          record.units = asked?.cost ?? r.call.cost;
+          histories.set(key, [...(histories.get(key) ?? []), record]);
+          records.push(record);
+        }
+        if (slots.length > 0) {
+          await sleep(holdMs);
+          const releasedFrom = Date.now();
+          for (const record of records) record.releasedFrom = releasedFrom;
+          release();
+        }
+      })(),
+    );
   }
 
   async function reset(rule: number, identity: number) {
@@ -253,7 +275,14 @@ export async function runScenario(
           o,
         );
       case "burst":
-        for (let i = 0; i < o.n; i++) await request(op, o.isolate, [ruleCall(scenario, o.call)]);
+        for (let i = 0; i < o.n; i++) {
+          const abort = o.abortAfterMs !== undefined ? { abortAfterMs: o.abortAfterMs } : {};
+          await request(op, o.isolate, [ruleCall(scenario, o.call)], abort);
+        }
+        if (o.then) {
+          const call = ruleCall(scenario, { ...o.call, cost: o.then.cost });
+          await request(op, o.isolate, [call], o.then.fault ? { fault: o.then.fault } : {});
+        }
         return;
       case "reset":
         return reset(o.rule, o.identity);
@@ -264,6 +293,7 @@ export async function runScenario(
     }
   });
   await Promise.all(running);
+  await Promise.all(tails);
   network.clear();
   await background.settle();
 
@@ -292,7 +322,7 @@ export async function runScenario(
       for (const v of checkHistory(limits, epoch)) violations.push({ ...v, detail: `${key}: ${v.detail}` });
     }
   }
-  violations.push(...(await checkState(scenario, redis, prefix, histories, resets)));
+  violations.push(...(await checkState(scenario, redis, prefix, histories, resets, degraded > 0)));
   return { violations, operations, admitted, fromLeases, shortSpends, delayed, givenBack };
 }
 
@@ -307,9 +337,14 @@ async function checkState(
   prefix: string,
   histories: Map<string, Admission[]>,
   resets: Map<string, unknown[]>,
+  degraded: boolean,
 ): Promise<Violation[]> {
   const out: Violation[] = [];
-  const faulty = scenario.ops.some((o) => o.kind === "fault");
+  const faulty =
+    degraded ||
+    scenario.ops.some(
+      (o) => o.kind === "fault" || (o.kind === "request" && o.fault) || (o.kind === "burst" && o.then?.fault),
+    );
   for (const [key, history] of histories) {
     const [rule = "", identityHash = ""] = key.split(" ");
     const limits = scenario.rules[Number(rule.slice(1))] as SimRule;
