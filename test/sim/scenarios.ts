@@ -125,7 +125,7 @@ function ops(
     n: fc.integer({ min: 2, max: 40 }),
     abortAfterMs: fc.option(fc.integer({ min: 0, max: 250 }), { nil: undefined, freq: 2 }),
     // Then, at once, one request of a larger cost: it may find a lease too short for it.
-    then: fc.option(
+    after: fc.option(
       fc.record({
         cost: fc.integer({ min: 2, max: 6 }),
         fault: fc.option(fault, { nil: undefined }),

@@ -57,7 +57,7 @@ export type Op =
       /** Each delayed client of the burst goes away this long after its answer (a give-back). */
       abortAfterMs?: number | undefined;
       /** Right after the burst, one request of the same call at this cost, its call to Redis meeting `fault`. */
-      then?: { cost: number; fault?: Fault | undefined } | undefined;
+      after?: { cost: number; fault?: Fault | undefined } | undefined;
     }
   | { kind: "reset"; at: number; rule: number; identity: number }
   | { kind: "fault"; at: number; fault: Fault };
@@ -279,9 +279,9 @@ export async function runScenario(
           const abort = o.abortAfterMs !== undefined ? { abortAfterMs: o.abortAfterMs } : {};
           await request(op, o.isolate, [ruleCall(scenario, o.call)], abort);
         }
-        if (o.then) {
-          const call = ruleCall(scenario, { ...o.call, cost: o.then.cost });
-          await request(op, o.isolate, [call], o.then.fault ? { fault: o.then.fault } : {});
+        if (o.after) {
+          const call = ruleCall(scenario, { ...o.call, cost: o.after.cost });
+          await request(op, o.isolate, [call], o.after.fault ? { fault: o.after.fault } : {});
         }
         return;
       case "reset":
@@ -343,7 +343,7 @@ async function checkState(
   const faulty =
     degraded ||
     scenario.ops.some(
-      (o) => o.kind === "fault" || (o.kind === "request" && o.fault) || (o.kind === "burst" && o.then?.fault),
+      (o) => o.kind === "fault" || (o.kind === "request" && o.fault) || (o.kind === "burst" && o.after?.fault),
     );
   for (const [key, history] of histories) {
     const [rule = "", identityHash = ""] = key.split(" ");
