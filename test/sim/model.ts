@@ -71,50 +71,61 @@ const window = (t: number, periodMs: number): number => Math.floor(t / periodMs)
 
 /**
  * At most `limit` units admitted in any window. Admissions certainly inside one window count there; one whose
- * interval straddles an edge may count in either, and the check puts it where it fits best (filling the
- * earlier window first is optimal on a chain of windows), so only a history no placement explains fails.
+ * interval straddles an edge counts wholly in one of the two, and the check places them where they fit best:
+ * at each edge, as many units to the earlier window as its room takes (the best subset: the earlier window
+ * has no later use for its room, the later one only gains), the rest to the later one. So only a history no
+ * placement explains fails.
  */
 export function checkFixedWindow(l: Limits, history: readonly Admission[]): Violation[] {
-  const definite = new Map<number, { units: number; ops: number[] }>();
-  const straddling = new Map<number, { units: number; ops: number[] }>(); // by the window it starts in
+  const definite = new Map<number, Admission[]>();
+  const straddling = new Map<number, Admission[]>(); // by the window it starts in
   for (const a of history) {
     const from = window(a.at.from, l.periodMs);
     const to = window(a.at.to, l.periodMs);
     if (to - from > 1) continue; // longer than a period: it could be anywhere
     const into = from === to ? definite : straddling;
-    const entry = into.get(from) ?? { units: 0, ops: [] };
-    entry.units += a.units;
-    entry.ops.push(a.op);
-    into.set(from, entry);
+    into.set(from, [...(into.get(from) ?? []), a]);
   }
   const windows = [...new Set([...definite.keys(), ...straddling.keys()].flatMap((k) => [k, k + 1]))].sort(
     (a, b) => a - b,
   );
   const out: Violation[] = [];
-  let carry = 0;
-  let carryOps: number[] = [];
+  let carried: Admission[] = [];
   let last = Number.NEGATIVE_INFINITY;
   for (const k of windows) {
-    if (k !== last + 1) {
-      carry = 0;
-      carryOps = [];
-    }
+    if (k !== last + 1) carried = [];
     last = k;
-    const here = definite.get(k) ?? { units: 0, ops: [] };
-    const load = here.units + carry;
-    if (load > l.limit) {
+    const here = [...(definite.get(k) ?? []), ...carried];
+    const load = here.reduce((n, a) => n + a.units, 0);
+    if (!fixedWindowAdmits(l, load - (here[0]?.units ?? 0), here[0]?.units ?? 0)) {
       out.push({
         invariant: "fixed-window: units admitted in one window <= limit",
         detail: `window ${k} (${k * l.periodMs}..${(k + 1) * l.periodMs} ms): ${load} units > limit ${l.limit}`,
-        ops: [...here.ops, ...carryOps],
+        ops: here.map((a) => a.op),
       });
     }
-    const edge = straddling.get(k) ?? { units: 0, ops: [] };
-    const room = Math.max(0, l.limit - load);
-    carry = Math.max(0, edge.units - room);
-    carryOps = carry > 0 ? edge.ops : [];
+    const edge = straddling.get(k) ?? [];
+    const kept = bestFit(edge, Math.max(0, l.limit - load));
+    carried = edge.filter((a) => !kept.has(a));
   }
   return out;
+}
+
+/** The admissions of `items` whose units sum closest to `room` without exceeding it (subset sum). */
+function bestFit(items: readonly Admission[], room: number): Set<Admission> {
+  const best: (Admission[] | undefined)[] = [[]];
+  for (const item of items) {
+    for (let sum = room - item.units; sum >= 0; sum--) {
+      const base = best[sum];
+      if (base !== undefined && best[sum + item.units] === undefined)
+        best[sum + item.units] = [...base, item];
+    }
+  }
+  for (let sum = room; sum >= 0; sum--) {
+    const found = best[sum];
+    if (found) return new Set(found);
+  }
+  return new Set();
 }
 
 /**

@@ -9,12 +9,37 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
-/** What happens to one command on its way. */
-export type Fault =
+/** What a command is, by the script call it makes (lua/floodgate.lua's ARGV[1]); `other`: any other command. */
+export type CommandKind = "decision" | "lease" | "refund" | "give-back" | "other";
+
+/** What happens to one command on its way; `on`: only to a command of that kind (absent: the next one). */
+export type Fault = (
   | { kind: "slow-in"; ms: number }
   | { kind: "slow-out"; ms: number }
   | { kind: "error" }
-  | { kind: "lost" };
+  | { kind: "lost" }
+) & { on?: CommandKind | undefined };
+
+const CALL_KINDS: Record<string, CommandKind> = {
+  "0": "decision",
+  "1": "decision",
+  "2": "decision",
+  "3": "refund",
+  "4": "lease",
+  "5": "give-back",
+};
+
+/** The kind of a REST command (`["evalsha", sha, numkeys, ...keys, call, ...]`). */
+function kindOf(body: Buffer): CommandKind {
+  try {
+    const command = JSON.parse(body.toString()) as unknown[];
+    const name = String(command[0]).toLowerCase();
+    if (name !== "evalsha" && name !== "eval") return "other";
+    return CALL_KINDS[String(command[3 + Number(command[2])])] ?? "other";
+  } catch {
+    return "other";
+  }
+}
 
 /** The proxy: its URL (one per simulated endpoint: `/e0`, `/e1`… all reach the one Redis) and its fault queue. */
 export interface Network {
@@ -45,7 +70,9 @@ export async function startNetwork(restUrl: string): Promise<Network> {
 
   async function pass(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await bodyOf(req);
-    const fault = queue.shift();
+    const kind = queue.length > 0 ? kindOf(body) : "other";
+    const at = queue.findIndex((f) => f.on === undefined || f.on === kind);
+    const fault = at >= 0 ? queue.splice(at, 1)[0] : undefined;
     stats.commands++;
     if (fault) stats.faults++;
     if (fault?.kind === "error") {

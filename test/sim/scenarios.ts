@@ -53,6 +53,11 @@ const fault: fc.Arbitrary<Fault> = fc.oneof(
   fc.record({ kind: fc.constant("lost" as const) }),
 );
 
+/** A fault on its own: for the next command of some kind (a refund or lease return, a give-back…). */
+const targetedFault: fc.Arbitrary<Fault> = fc
+  .tuple(fault, fc.constantFrom(undefined, "decision", "lease", "refund", "refund", "give-back", "other"))
+  .map(([f, on]) => (on === undefined ? f : { ...f, on: on as NonNullable<Fault["on"]> }));
+
 /**
  * How often each kind of operation comes in one scenario: drawn per scenario, some kinds left out altogether
  * (swarm testing: a run that only bursts and spends finds what a run diluted by everything else does not).
@@ -60,6 +65,7 @@ const fault: fc.Arbitrary<Fault> = fc.oneof(
 export interface Mix {
   request: number;
   burst: number;
+  fill: number;
   reset: number;
   fault: number;
 }
@@ -68,6 +74,7 @@ const mix: fc.Arbitrary<Mix> = fc
   .record({
     request: fc.constantFrom(0, 1, 4),
     burst: fc.constantFrom(0, 1, 4),
+    fill: fc.constantFrom(0, 1, 2),
     reset: fc.constantFrom(0, 0, 1),
     fault: fc.constantFrom(0, 1, 3),
   })
@@ -139,10 +146,20 @@ function ops(
     rule: fc.integer({ min: 0, max: rules.length - 1 }),
     identity: fc.integer({ min: 0, max: 1 }),
   });
-  const faultOp: fc.Arbitrary<Op> = fc.record({ kind: fc.constant("fault" as const), at, fault });
+  const fill: fc.Arbitrary<Op> = fc.record({
+    kind: fc.constant("fill" as const),
+    at,
+    call: fc.integer({ min: 0, max: rules.length - 1 }).chain(call),
+  });
+  const faultOp: fc.Arbitrary<Op> = fc.record({
+    kind: fc.constant("fault" as const),
+    at,
+    fault: targetedFault,
+  });
   const kinds = [
     { arbitrary: request, weight: weights.request },
     { arbitrary: burst, weight: weights.burst },
+    { arbitrary: fill, weight: weights.fill },
     { arbitrary: reset, weight: weights.reset },
     { arbitrary: faultOp, weight: weights.fault },
   ].filter((k) => k.weight > 0);

@@ -12,11 +12,12 @@ import type { Redis as IORedis } from "ioredis";
 import { raiseFence } from "../../src/admin/fence";
 import { resetFenceMs, stateKey } from "../../src/engine/keys";
 import { HOLDS_REQUEST_ID } from "../../src/engine/script";
-import type { Decision, RuleCall, WaitUntil } from "../../src/engine/types";
+import type { Decider, Decision, RuleCall, WaitUntil } from "../../src/engine/types";
 import { holdsSlot, isBucket } from "../../src/engine/types";
-import { type LeasingDecider, withLeases } from "../../src/leases";
+import { withLeases } from "../../src/leases";
 import { delayOf, giveBack } from "../../src/middleware/delay";
 import { verdictOf } from "../../src/middleware/verdict";
+import type { ResilientDecider } from "../../src/resilience/decider";
 import { createEngine, type Engine } from "../../src/resilience/endpoints";
 import { type Admission, checkHistory, type Limits, type Violation } from "./model";
 import type { Fault, Network } from "./network";
@@ -59,6 +60,11 @@ export type Op =
       /** Right after the burst, one request of the same call at this cost, its call to Redis meeting `fault`. */
       after?: { cost: number; fault?: Fault | undefined } | undefined;
     }
+  /**
+   * Requests of cost 1 through a client that holds no lease (a decider without leases, as a Worker with
+   * leases off) until one is denied: the window's count is then all admitted, but for units parked in leases.
+   */
+  | { kind: "fill"; at: number; call: SimCall }
   | { kind: "reset"; at: number; rule: number; identity: number }
   | { kind: "fault"; at: number; fault: Fault };
 
@@ -142,7 +148,7 @@ export async function runScenario(
     token,
   }));
   const engines: Engine[] = [];
-  const isolates: LeasingDecider[] = [];
+  const isolates: Decider[] = [];
   for (let i = 0; i < scenario.isolates; i++) {
     const engine = createEngine({
       endpoints,
@@ -155,6 +161,17 @@ export async function runScenario(
     engines.push(engine);
     isolates.push(withLeases(engine.decider, { refund: engine.refund, maxMs: scenario.leaseMs }));
   }
+  // One more isolate, without leases: the fills' (its index is `scenario.isolates`).
+  const plain = createEngine({
+    endpoints,
+    prefix,
+    timeoutMs: scenario.timeoutMs,
+    adminTimeoutMs: 1000,
+    cluster: scenario.cluster,
+    decider: { log: () => undefined },
+  });
+  engines.push(plain);
+  isolates.push(plain.decider);
   const background = new Background();
   const histories = new Map<string, Admission[]>();
   const resets = new Map<string, { from: number; to: number }[]>();
@@ -177,10 +194,10 @@ export async function runScenario(
     { abortAfterMs, holdMs = 0, fault }: { abortAfterMs?: number; holdMs?: number; fault?: Fault } = {},
   ) {
     operations++;
-    const isolate = isolates[k] as LeasingDecider;
+    const isolate = isolates[k] as Decider;
     const id = calls.some((c) => HOLDS_REQUEST_ID.has(c.algorithm)) ? `q${op}-${requestIds++}` : "-";
     const sentAt = Date.now();
-    let decision: Decision | undefined = isolate.decideNow(calls, id, background.waitUntil);
+    let decision: Decision | undefined = isolate.decideNow?.(calls, id, background.waitUntil);
     if (decision === undefined) {
       if (fault) network.inject(fault);
       decision = await isolate.decide(calls, id, {
@@ -197,7 +214,7 @@ export async function runScenario(
     const release = () => background.waitUntil(Promise.all(slots.map((r) => isolate.release(r.call, id))));
     if (!verdictOf(decision).allowed) {
       if (slots.length > 0) release();
-      return;
+      return false;
     }
     // The client's wait for its slot, its slot held, run on while the caller goes on (a burst's clients are
     // concurrent); the run awaits them all before its checks.
@@ -240,6 +257,7 @@ export async function runScenario(
         }
       })(),
     );
+    return true;
   }
 
   async function reset(rule: number, identity: number) {
@@ -257,7 +275,7 @@ export async function runScenario(
       { stateKeys: [stateKey(prefix, ruleName(rule), identityHash)], bucket: isBucket(r.algorithm) },
     ).catch(() => undefined);
     // Every isolate hears of it (the change log), leases revoked and cached denials dropped.
-    for (const isolate of isolates) isolate.forget(ruleName(rule), identityHash);
+    for (const isolate of isolates) (isolate as ResilientDecider).forget(ruleName(rule), identityHash);
     const key = keyOf(ruleName(rule), identityHash);
     resets.set(key, [...(resets.get(key) ?? []), { from, to: Date.now() + 1 }]);
   }
@@ -284,6 +302,11 @@ export async function runScenario(
           await request(op, o.isolate, [call], o.after.fault ? { fault: o.after.fault } : {});
         }
         return;
+      case "fill":
+        for (let i = 0; i <= (scenario.rules[o.call.rule] as SimRule).limit; i++) {
+          if (!(await request(op, scenario.isolates, [ruleCall(scenario, { ...o.call, cost: 1 })]))) break;
+        }
+        return;
       case "reset":
         return reset(o.rule, o.identity);
       case "fault":
@@ -300,7 +323,7 @@ export async function runScenario(
   // Every lease expires; each isolate's next request sweeps it and returns what it did not spend.
   await sleep(scenario.leaseMs + 150);
   const sweeper = ruleCall(scenario, { rule: 0, identity: 99, cost: 1 });
-  for (const isolate of isolates) isolate.decideNow([sweeper], "-", background.waitUntil); // sweeps first
+  for (const isolate of isolates) isolate.decideNow?.([sweeper], "-", background.waitUntil); // sweeps first
   await background.settle();
 
   const violations: Violation[] = [];
@@ -343,7 +366,8 @@ async function checkState(
   const faulty =
     degraded ||
     scenario.ops.some(
-      (o) => o.kind === "fault" || (o.kind === "request" && o.fault) || (o.kind === "burst" && o.after?.fault),
+      (o) =>
+        o.kind === "fault" || (o.kind === "request" && o.fault) || (o.kind === "burst" && o.after?.fault),
     );
   for (const [key, history] of histories) {
     const [rule = "", identityHash = ""] = key.split(" ");
