@@ -6,6 +6,7 @@
 import fc from "fast-check";
 import type { Redis as IORedis } from "ioredis";
 import { type Network, startNetwork } from "./network";
+import { CORPUS, CORPUS_REPEATS } from "./corpus";
 import { scenario, type Size } from "./scenarios";
 import { runScenario, type Scenario } from "./system";
 
@@ -39,7 +40,15 @@ export const printable = (s: Scenario): string =>
 export async function simulate(
   setup: Setup,
   size: Size,
-  options: { numRuns: number; untilMs?: number; shrinkMs?: number; seed?: number; path?: string },
+  options: {
+    numRuns: number;
+    untilMs?: number;
+    shrinkMs?: number;
+    seed?: number;
+    path?: string;
+    /** Which share of the corpus (test/sim/corpus.ts) this lane runs first. @default all of it */
+    corpus?: { lane: number; lanes: number };
+  },
 ): Promise<ProfileStats> {
   const stats: ProfileStats = {
     runs: 0,
@@ -54,6 +63,12 @@ export async function simulate(
   const startedAt = Date.now();
   let failedOnce = false;
   const seed = options.seed ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;
+  const examples =
+    options.path !== undefined
+      ? []
+      : CORPUS.flatMap((c) => Array.from({ length: CORPUS_REPEATS }, (): [Scenario] => [c])).filter(
+          (_, i) => i % (options.corpus?.lanes ?? 1) === (options.corpus?.lane ?? 0),
+        );
   const property = fc.asyncProperty(scenario(size), async (s) => {
     const report = await runScenario(s, setup.network, setup.token, setup.redis);
     const run = stats.runs;
@@ -69,9 +84,13 @@ export async function simulate(
         failedOnce = true;
         const first = report.violations[0];
         // Printed at once: replayable even if the shrinking below is cut short.
+        const replay =
+          run < examples.length
+            ? `corpus scenario ${CORPUS.indexOf(s)} (test/sim/corpus.ts)`
+            : `SIM_SEED=${seed} SIM_PATH=${options.path ?? run - examples.length}`;
         console.log(
-          `simulation: violation found (${first?.invariant}: ${first?.detail}); replay: SIM_SEED=${seed} ` +
-            `SIM_PATH=${options.path ?? run}; shrinking…\n${printable(s)}`,
+          `simulation: violation found (${first?.invariant}: ${first?.detail}); replay: ${replay}; ` +
+            `shrinking…\n${printable(s)}`,
         );
       }
       throw new Error(
@@ -83,8 +102,10 @@ export async function simulate(
     }
   });
   await fc.assert(property, {
-    numRuns: options.numRuns,
+    numRuns: options.numRuns + examples.length,
     seed,
+    // The corpus first (a replay of one seed and path runs that one alone).
+    examples,
     ...(options.path !== undefined && { path: options.path }),
     // Runs stop at `untilMs`; shrinking a failure found by then gets `shrinkMs` more at most (fast-check then
     // reports the smallest failing scenario found so far).
@@ -130,7 +151,9 @@ export async function simulateLanes(
   try {
     const { lanes: _, ...each } = options;
     const settled = await Promise.allSettled(
-      networks.map((network) => simulate({ network, token, redis }, size, each)),
+      networks.map((network, lane) =>
+        simulate({ network, token, redis }, size, { ...each, corpus: { lane, lanes } }),
+      ),
     );
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
     if (failed) throw failed.reason;

@@ -1,0 +1,76 @@
+/**
+ * Scenarios kept because they once found a bug (a fuzzer's corpus): every profile runs them first, then its
+ * random ones. Each reproduces a historical over-admission through the same operations a random scenario
+ * uses, timed around a window edge or a refill; docs/exactness.md tells what each caught.
+ */
+import type { Scenario } from "./system";
+
+/**
+ * A short lease spend at a window edge (b4bfc0d): isolate 0, hot, holds a few leased units (counted in the
+ * first window) when a request of cost 5 spends them and sends the rest to Redis on a slow way in (80 ms):
+ * if the lease only had to outlive the send, the rest is counted in the next window, which a fill and
+ * isolate 0's own next requests then take to its limit: 11 of 10 in one window.
+ */
+export const LEASE_AT_AN_EDGE: Scenario = {
+  rules: [{ algorithm: "fixed-window", limit: 10, periodMs: 1000, burst: 10, delayMs: 0 }],
+  isolates: 2,
+  endpoints: 1,
+  cluster: false,
+  leaseMs: 1000,
+  timeoutMs: 200,
+  edgeMs: 1000,
+  ops: [
+    { kind: "burst", at: 700, isolate: 0, call: { rule: 0, identity: 0, cost: 1 }, n: 7 },
+    { kind: "burst", at: 800, isolate: 1, call: { rule: 0, identity: 0, cost: 1 }, n: 10 },
+    {
+      kind: "request",
+      at: 960,
+      isolate: 0,
+      calls: [{ rule: 0, identity: 0, cost: 5 }],
+      holdMs: 0,
+      fault: { kind: "slow-in", ms: 80 },
+    },
+    { kind: "fill", at: 1100, call: { rule: 0, identity: 0, cost: 1 } },
+    { kind: "burst", at: 1150, isolate: 0, call: { rule: 0, identity: 0, cost: 1 }, n: 3 },
+  ],
+};
+
+/**
+ * A split decision's refund to a token bucket that lands late (f8a8578): a request over two identities
+ * (slot groups) takes 3 units of a full bucket of 5 and is denied by the other group; its refund reaches
+ * Redis 500 ms later, after the bucket refilled and a fill spent the refill. A refund that gives back all of
+ * its 300 ms, rather than what is still ahead of now, lets a second fill take the refill twice: 10 units in
+ * 250 ms against a burst of 5 at one unit per 100 ms.
+ */
+export const LATE_SPLIT_REFUND: Scenario = {
+  rules: [
+    { algorithm: "token-bucket", limit: 10, periodMs: 1000, burst: 5, delayMs: 0 },
+    { algorithm: "fixed-window", limit: 1, periodMs: 3_600_000, burst: 1, delayMs: 0 },
+  ],
+  isolates: 1,
+  endpoints: 1,
+  cluster: true,
+  leaseMs: 1000,
+  timeoutMs: 200,
+  edgeMs: 1000,
+  ops: [
+    { kind: "request", at: 0, isolate: 0, calls: [{ rule: 1, identity: 1, cost: 1 }], holdMs: 0 },
+    { kind: "fault", at: 100, fault: { kind: "slow-in", ms: 500, on: "refund" } },
+    {
+      kind: "request",
+      at: 110,
+      isolate: 0,
+      calls: [
+        { rule: 0, identity: 0, cost: 3 },
+        { rule: 1, identity: 1, cost: 1 },
+      ],
+      holdMs: 0,
+    },
+    { kind: "fill", at: 450, call: { rule: 0, identity: 0, cost: 1 } },
+    { kind: "fill", at: 680, call: { rule: 0, identity: 0, cost: 1 } },
+  ],
+};
+
+/** The corpus, each scenario run `CORPUS_REPEATS` times (their bugs show at a timing each run hits most often). */
+export const CORPUS: readonly Scenario[] = [LEASE_AT_AN_EDGE, LATE_SPLIT_REFUND];
+export const CORPUS_REPEATS = 3;
