@@ -10,6 +10,9 @@ import { CORPUS, CORPUS_REPEATS } from "./corpus";
 import { scenario, type Size } from "./scenarios";
 import { runScenario, type Scenario } from "./system";
 
+/** Runs per fast-check batch in a timed profile (each batch has its own seed). */
+const BATCH_RUNS = 10;
+
 /** What a profile ran. */
 export interface ProfileStats {
   runs: number;
@@ -61,33 +64,41 @@ export async function simulate(
     elapsedMs: 0,
   };
   const startedAt = Date.now();
+  const untilMs = options.untilMs ?? Number.POSITIVE_INFINITY;
   let failedOnce = false;
-  const seed = options.seed ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;
-  const examples =
+  let examples: [Scenario][] =
     options.path !== undefined
       ? []
       : CORPUS.flatMap((c) => Array.from({ length: CORPUS_REPEATS }, (): [Scenario] => [c])).filter(
           (_, i) => i % (options.corpus?.lanes ?? 1) === (options.corpus?.lane ?? 0),
         );
-  const property = fc.asyncProperty(scenario(size), async (s) => {
-    const report = await runScenario(s, setup.network, setup.token, setup.redis);
-    const run = stats.runs;
-    stats.runs++;
-    stats.operations += report.operations;
-    stats.admitted += report.admitted;
-    stats.fromLeases += report.fromLeases;
-    stats.shortSpends += report.shortSpends;
-    stats.delayed += report.delayed;
-    stats.givenBack += report.givenBack;
-    if (report.violations.length > 0) {
+  // Batches of runs, each with a seed of its own, until `numRuns` or `untilMs`: a failure is shrunk for at most
+  // `shrinkMs` (fast-check then reports the smallest failing scenario found so far).
+  let left = options.numRuns;
+  do {
+    const batch = Math.min(left, options.untilMs === undefined ? left : BATCH_RUNS);
+    const seed = options.seed ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;
+    const corpus = examples;
+    let run = 0;
+    const property = fc.asyncProperty(scenario(size), async (s) => {
+      const report = await runScenario(s, setup.network, setup.token, setup.redis);
+      const index = run++;
+      stats.runs++;
+      stats.operations += report.operations;
+      stats.admitted += report.admitted;
+      stats.fromLeases += report.fromLeases;
+      stats.shortSpends += report.shortSpends;
+      stats.delayed += report.delayed;
+      stats.givenBack += report.givenBack;
+      if (report.violations.length === 0) return;
       if (!failedOnce) {
         failedOnce = true;
         const first = report.violations[0];
         // Printed at once: replayable even if the shrinking below is cut short.
         const replay =
-          run < examples.length
+          index < corpus.length
             ? `corpus scenario ${CORPUS.indexOf(s)} (test/sim/corpus.ts)`
-            : `SIM_SEED=${seed} SIM_PATH=${options.path ?? run - examples.length}`;
+            : `SIM_SEED=${seed} SIM_PATH=${options.path ?? index - corpus.length}`;
         console.log(
           `simulation: violation found (${first?.invariant}: ${first?.detail}); replay: ${replay}; ` +
             `shrinking…\n${printable(s)}`,
@@ -99,23 +110,27 @@ export async function simulate(
           .map((v) => `  ${v.invariant}: ${v.detail} (ops ${v.ops.join(", ")})`)
           .join("\n")}\nscenario: ${printable(s)}`,
       );
+    });
+    await fc.assert(property, {
+      numRuns: batch + corpus.length,
+      seed,
+      examples: corpus,
+      ...(options.path !== undefined && { path: options.path }),
+      // A guard against a hang: far beyond what the batch's runs take, plus the shrinking.
+      interruptAfterTimeLimit: (batch + corpus.length) * 20_000 + (options.shrinkMs ?? 60_000),
+      markInterruptAsFailure: true,
+      endOnFailure: false,
+    });
+    examples = [];
+    left -= batch;
+    if (options.untilMs !== undefined) {
+      const seconds = (Date.now() - startedAt) / 1000;
+      console.log(
+        `simulation lane ${options.corpus?.lane ?? 0}: ${stats.runs} runs, ${stats.operations} operations ` +
+          `in ${seconds.toFixed(0)} s (${(stats.operations / seconds).toFixed(0)}/s), 0 violations`,
+      );
     }
-  });
-  await fc.assert(property, {
-    numRuns: options.numRuns + examples.length,
-    seed,
-    // The corpus first (a replay of one seed and path runs that one alone).
-    examples,
-    ...(options.path !== undefined && { path: options.path }),
-    // Runs stop at `untilMs`; shrinking a failure found by then gets `shrinkMs` more at most (fast-check then
-    // reports the smallest failing scenario found so far).
-    interruptAfterTimeLimit: Math.max(
-      1,
-      (options.untilMs ?? Date.now() + 3_600_000) - Date.now() + (options.shrinkMs ?? 60_000),
-    ),
-    markInterruptAsFailure: false,
-    endOnFailure: false,
-  });
+  } while (left > 0 && Date.now() < untilMs && options.seed === undefined);
   stats.elapsedMs = Date.now() - startedAt;
   return stats;
 }
