@@ -88,7 +88,13 @@ export async function startNetwork(restUrl: string): Promise<Network> {
     if (fault?.kind === "slow-in") await sleep(fault.ms);
     const headers: Record<string, string> = { "content-type": "application/json" };
     if (req.headers.authorization) headers.authorization = req.headers.authorization;
-    const answer = await fetch(restUrl, { method: "POST", headers, body }).catch(() => undefined);
+    // `/<endpoint>/pipeline` → `/pipeline`: the endpoint's name is the proxy's, the rest the REST API's.
+    const rest = (req.url ?? "/").replace(/^\/[^/?]*/, "");
+    const answer = await fetch(`${restUrl}${rest}`, {
+      method: req.method ?? "POST",
+      headers,
+      body: req.method === "GET" ? undefined : body,
+    }).catch(() => undefined);
     if (fault?.kind === "slow-out") await sleep(fault.ms);
     if (!answer) {
       res.writeHead(502).end();
