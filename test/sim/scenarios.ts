@@ -67,6 +67,7 @@ export interface Mix {
   burst: number;
   fill: number;
   reset: number;
+  override: number;
   fault: number;
 }
 
@@ -76,6 +77,7 @@ const mix: fc.Arbitrary<Mix> = fc
     burst: fc.constantFrom(0, 1, 4),
     fill: fc.constantFrom(0, 1, 2),
     reset: fc.constantFrom(0, 0, 1),
+    override: fc.constantFrom(0, 0, 1, 2),
     fault: fc.constantFrom(0, 1, 3),
   })
   .map((m) => (m.request + m.burst === 0 ? { ...m, burst: 1 } : m));
@@ -146,6 +148,25 @@ function ops(
     rule: fc.integer({ min: 0, max: rules.length - 1 }),
     identity: fc.integer({ min: 0, max: 1 }),
   });
+  const override: fc.Arbitrary<Op> = fc.record({
+    kind: fc.constant("override" as const),
+    at,
+    rule: fc.integer({ min: 0, max: rules.length - 1 }),
+    identity: fc.constantFrom(0, 0, 1),
+    // Absent: the override's removal. Limits below and above the rule's; a period of its own or not.
+    set: fc.option(
+      fc.record(
+        {
+          limit: fc.oneof(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 10, max: 60 })),
+          periodS: fc.constantFrom(1, 2, 3600),
+          burst: fc.integer({ min: 1, max: 20 }),
+          ttlS: fc.constantFrom(1, 2),
+        },
+        { requiredKeys: ["limit"] },
+      ),
+      { nil: undefined, freq: 3 },
+    ),
+  });
   const fill: fc.Arbitrary<Op> = fc.record({
     kind: fc.constant("fill" as const),
     at,
@@ -161,6 +182,7 @@ function ops(
     { arbitrary: burst, weight: weights.burst },
     { arbitrary: fill, weight: weights.fill },
     { arbitrary: reset, weight: weights.reset },
+    { arbitrary: override, weight: weights.override },
     { arbitrary: faultOp, weight: weights.fault },
   ].filter((k) => k.weight > 0);
   return fc.array(fc.oneof(...kinds), { minLength: 1, maxLength: size.maxOps });

@@ -9,7 +9,10 @@
  * were let through is recorded, and the model (test/sim/model.ts) checks it.
  */
 import type { Redis as IORedis } from "ioredis";
+import { createAdminApp } from "../../src/admin/app";
+import { adminContextOf } from "../../src/admin/context";
 import { raiseFence } from "../../src/admin/fence";
+import type { RuleConfig } from "../../src/config/rules";
 import { resetFenceMs, stateKey } from "../../src/engine/keys";
 import { HOLDS_REQUEST_ID } from "../../src/engine/script";
 import type { Decider, Decision, RuleCall, WaitUntil } from "../../src/engine/types";
@@ -33,6 +36,14 @@ export interface SimCall {
   rule: number;
   identity: number;
   cost: number;
+}
+
+/** An override's body (`PUT /overrides/:rule/:identity`): its period in whole seconds, as the API takes it. */
+export interface SimOverride {
+  limit: number;
+  periodS?: number | undefined;
+  burst?: number | undefined;
+  ttlS?: number | undefined;
 }
 
 /** What a scenario does, each at `at` ms after its start. */
@@ -66,6 +77,11 @@ export type Op =
    */
   | { kind: "fill"; at: number; call: SimCall }
   | { kind: "reset"; at: number; rule: number; identity: number }
+  /**
+   * The admin API's override of one identity (PUT, through the real admin app: fence, write, re-aim), or its
+   * removal (`set` absent: DELETE); a `ttlS` ends it by itself, with no admin call.
+   */
+  | { kind: "override"; at: number; rule: number; identity: number; set?: SimOverride | undefined }
   | { kind: "fault"; at: number; fault: Fault };
 
 export interface Scenario {
@@ -85,6 +101,33 @@ export interface Scenario {
   ops: Op[];
 }
 
+/** An admin change of one (rule, identity), somewhere in [from, to]: the limits in force after it. */
+interface Change {
+  from: number;
+  to: number;
+  /** `same`: a reset; `own`: the rule's own again; `unknown`: a change that may or may not have been made. */
+  limits: Limits | "same" | "own" | "unknown";
+}
+
+const ADMIN_TOKEN = "simulation-admin-token-0123456789abcdef";
+
+/** The rule as the admin API knows it (built directly: the config's schema refuses periods under a second). */
+const ruleConfig = (r: SimRule, i: number): RuleConfig => ({
+  name: ruleName(i),
+  match: {},
+  key: [{ kind: "ip" }],
+  keyText: "ip",
+  algorithm: r.algorithm,
+  limit: r.limit,
+  periodMs: r.periodMs,
+  burst: r.burst,
+  delayMs: r.delayMs,
+  cost: { kind: "units", units: 1 },
+  tiers: {},
+  missing: "ip",
+  lease: true,
+});
+
 /** What one run found. */
 export interface RunReport {
   violations: Violation[];
@@ -102,7 +145,8 @@ export interface RunReport {
 
 let runs = 0;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const identityOf = (identity: number) => `sim-id-${identity}`;
+/** An identity's hash: 22 characters of base64url, as `hashIdentity` makes them (the admin API takes `hash:` it). */
+const identityOf = (identity: number) => `sim-identity-${identity}`.padEnd(22, "_");
 const ruleName = (rule: number) => `r${rule}`;
 
 function ruleCall(scenario: Scenario, c: SimCall): RuleCall {
@@ -118,7 +162,7 @@ function ruleCall(scenario: Scenario, c: SimCall): RuleCall {
     mode: "on",
     failure: "closed",
     identityHash: identityOf(c.identity),
-    override: false,
+    override: true, // the script reads the identity's override (as the edge does for one it knows of)
   };
 }
 
@@ -174,7 +218,9 @@ export async function runScenario(
   isolates.push(plain.decider);
   const background = new Background();
   const histories = new Map<string, Admission[]>();
-  const resets = new Map<string, { from: number; to: number }[]>();
+  /** Per (rule, identity): each admin change (reset, override set or removal, an override's ttl ending). */
+  const changes = new Map<string, Change[]>();
+  const record = (key: string, change: Change) => changes.set(key, [...(changes.get(key) ?? []), change]);
   const keyOf = (rule: string, identityHash: string) => `${rule} ${identityHash}`;
   let operations = 0;
   let admitted = 0;
@@ -276,8 +322,70 @@ export async function runScenario(
     ).catch(() => undefined);
     // Every isolate hears of it (the change log), leases revoked and cached denials dropped.
     for (const isolate of isolates) (isolate as ResilientDecider).forget(ruleName(rule), identityHash);
+    record(keyOf(ruleName(rule), identityHash), { from, to: Date.now() + 1, limits: "same" });
+  }
+
+  const executionContext = {
+    waitUntil: background.waitUntil,
+    passThroughOnException: () => undefined,
+    props: {},
+  } as unknown as Parameters<ReturnType<typeof createAdminApp>["fetch"]>[2];
+  const admin = createAdminApp(() =>
+    adminContextOf({
+      config: {
+        rules: scenario.rules.map(ruleConfig),
+        prefix,
+        adminToken: ADMIN_TOKEN,
+        mode: "on",
+        failure: "closed",
+        timeoutMs: scenario.timeoutMs,
+      },
+      stores: (engines[0] as Engine).stores,
+      shardOf: (engines[0] as Engine).shardOf,
+      decider: (engines[0] as Engine).decider,
+      adminTimeoutMs: 1000,
+    }),
+  );
+
+  async function override(rule: number, identity: number, set: SimOverride | undefined) {
+    operations++;
+    const r = scenario.rules[rule] as SimRule;
+    const identityHash = identityOf(identity);
+    const from = Date.now();
+    const body = set && {
+      limit: set.limit,
+      ...(set.periodS !== undefined && { period: set.periodS }),
+      ...(set.burst !== undefined && { burst: set.burst }),
+      ...(set.ttlS !== undefined && { ttl: set.ttlS }),
+    };
+    const response = await Promise.resolve(
+      admin.fetch(
+        new Request(`http://sim.test/overrides/${ruleName(rule)}/hash:${identityHash}`, {
+          method: set ? "PUT" : "DELETE",
+          headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "Content-Type": "application/json" },
+          ...(body && { body: JSON.stringify(body) }),
+        }),
+        {},
+        executionContext,
+      ),
+    ).catch(() => undefined);
+    // Every isolate hears of it (the change log): leases revoked, cached denials dropped.
+    for (const isolate of isolates) (isolate as ResilientDecider).forget(ruleName(rule), identityHash);
+    const to = Date.now() + 1;
     const key = keyOf(ruleName(rule), identityHash);
-    resets.set(key, [...(resets.get(key) ?? []), { from, to: Date.now() + 1 }]);
+    const limits: Limits | "own" = set
+      ? {
+          algorithm: r.algorithm,
+          limit: set.limit,
+          periodMs: set.periodS !== undefined ? set.periodS * 1000 : r.periodMs,
+          burst: set.burst ?? set.limit,
+        }
+      : "own";
+    // A change that failed (a fault on its way) may or may not have been written: its limits are unknown.
+    record(key, { from, to, limits: response?.ok ? limits : "unknown" });
+    if (set?.ttlS !== undefined && response?.ok) {
+      record(key, { from: from + set.ttlS * 1000, to: to + set.ttlS * 1000, limits: "own" });
+    }
   }
 
   const now = Date.now();
@@ -309,6 +417,8 @@ export async function runScenario(
         return;
       case "reset":
         return reset(o.rule, o.identity);
+      case "override":
+        return override(o.rule, o.identity, o.set);
       case "fault":
         operations++;
         network.inject(o.fault);
@@ -330,22 +440,30 @@ export async function runScenario(
   for (const [key, history] of histories) {
     const [rule] = key.split(" ");
     const limits = scenario.rules[Number(rule?.slice(1))] as SimRule;
-    // A reset starts a fresh quota: each epoch between resets is checked alone; an admission that may lie
-    // on either side of one is left out.
-    const cuts = resets.get(key) ?? [];
-    const epochs: Admission[][] = [[]];
-    const bounds = [Number.NEGATIVE_INFINITY, ...cuts.map((c) => c.from), Number.POSITIVE_INFINITY];
-    for (let e = 0; e < bounds.length - 1; e++) epochs[e] = [];
+    // An admin change starts an epoch checked alone, under the limits in force in it (a reset keeps them, an
+    // override sets its own, its removal or its ttl's end the rule's); an admission that may lie on either
+    // side of a change is left out, and so is an epoch whose limits are unknown (a change a fault cut short).
+    const cuts = [...(changes.get(key) ?? [])].sort((a, b) => a.from - b.from);
+    let inForce: Limits | "unknown" = limits;
+    const epochs: { limits: Limits | "unknown"; from: number; to: number; history: Admission[] }[] = [];
+    let start = Number.NEGATIVE_INFINITY;
+    for (const cut of cuts) {
+      epochs.push({ limits: inForce, from: start, to: cut.from, history: [] });
+      inForce = cut.limits === "same" ? inForce : cut.limits === "own" ? limits : cut.limits;
+      start = cut.to;
+    }
+    epochs.push({ limits: inForce, from: start, to: Number.POSITIVE_INFINITY, history: [] });
     for (const a of history) {
-      if (cuts.some((c) => a.at.to >= c.from && a.at.from <= c.to)) continue;
-      const e = bounds.findIndex((b, i) => a.at.from >= b && a.at.to < (bounds[i + 1] as number));
-      if (e >= 0) epochs[e]?.push(a);
+      epochs.find((e) => a.at.from >= e.from && a.at.to < e.to)?.history.push(a);
     }
     for (const epoch of epochs) {
-      for (const v of checkHistory(limits, epoch)) violations.push({ ...v, detail: `${key}: ${v.detail}` });
+      if (epoch.limits === "unknown") continue;
+      for (const v of checkHistory(epoch.limits, epoch.history)) {
+        violations.push({ ...v, detail: `${key}: ${v.detail}` });
+      }
     }
   }
-  violations.push(...(await checkState(scenario, redis, prefix, histories, resets, degraded > 0)));
+  violations.push(...(await checkState(scenario, redis, prefix, histories, changes, degraded > 0)));
   return { violations, operations, admitted, fromLeases, shortSpends, delayed, givenBack };
 }
 
@@ -359,7 +477,7 @@ async function checkState(
   redis: IORedis,
   prefix: string,
   histories: Map<string, Admission[]>,
-  resets: Map<string, unknown[]>,
+  changes: Map<string, unknown[]>,
   degraded: boolean,
 ): Promise<Violation[]> {
   const out: Violation[] = [];
@@ -374,7 +492,7 @@ async function checkState(
     const limits = scenario.rules[Number(rule.slice(1))] as SimRule;
     const state = stateKey(prefix, rule, identityHash);
     const units = history.reduce((n, a) => n + a.units, 0);
-    const exact = !faulty && !resets.has(key) && limits.periodMs >= 60_000;
+    const exact = !faulty && !changes.has(key) && limits.periodMs >= 60_000;
     if (limits.algorithm === "fixed-window") {
       const counted = Number((await redis.get(state)) ?? 0);
       if (counted < 0) {
