@@ -34,6 +34,7 @@ it(
         lanes: Number(process.env.SIM_LANES ?? 4),
         numRuns: Number(process.env.SIM_RUNS ?? (minutes > 0 ? 1_000_000 : 6)),
         shrinkMs: minutes > 0 ? 600_000 : 70_000,
+        corpus: process.env.SIM_CORPUS !== "0",
         ...(minutes > 0 && { untilMs: Date.now() + minutes * 60_000 }),
         ...(seed !== undefined && { seed }),
         ...(path !== undefined && { path }),

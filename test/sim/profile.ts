@@ -49,8 +49,8 @@ export async function simulate(
     shrinkMs?: number;
     seed?: number;
     path?: string;
-    /** Which share of the corpus (test/sim/corpus.ts) this lane runs first. @default all of it */
-    corpus?: { lane: number; lanes: number };
+    /** Which share of the corpus (test/sim/corpus.ts) this lane runs first; `false`: none. @default all */
+    corpus?: { lane: number; lanes: number } | false;
   },
 ): Promise<ProfileStats> {
   const stats: ProfileStats = {
@@ -67,10 +67,10 @@ export async function simulate(
   const untilMs = options.untilMs ?? Number.POSITIVE_INFINITY;
   let failedOnce = false;
   let examples: [Scenario][] =
-    options.path !== undefined
+    options.path !== undefined || options.corpus === false
       ? []
       : CORPUS.flatMap((c) => Array.from({ length: CORPUS_REPEATS }, (): [Scenario] => [c])).filter(
-          (_, i) => i % (options.corpus?.lanes ?? 1) === (options.corpus?.lane ?? 0),
+          (_, i) => !options.corpus || i % options.corpus.lanes === options.corpus.lane,
         );
   // Batches of runs, each with a seed of its own, until `numRuns` or `untilMs`: a failure is shrunk for at most
   // `shrinkMs` (fast-check then reports the smallest failing scenario found so far).
@@ -126,7 +126,7 @@ export async function simulate(
     if (options.untilMs !== undefined) {
       const seconds = (Date.now() - startedAt) / 1000;
       console.log(
-        `simulation lane ${options.corpus?.lane ?? 0}: ${stats.runs} runs, ${stats.operations} operations ` +
+        `simulation lane ${options.corpus ? options.corpus.lane : 0}: ${stats.runs} runs, ${stats.operations} operations ` +
           `in ${seconds.toFixed(0)} s (${(stats.operations / seconds).toFixed(0)}/s), 0 violations`,
       );
     }
@@ -145,6 +145,8 @@ export interface LaneOptions {
   untilMs?: number;
   /** Longest a failure is shrunk, ms. @default 60000 */
   shrinkMs?: number;
+  /** Run the corpus first, shared out over the lanes. @default true */
+  corpus?: boolean;
   /** Replays one failure (one lane). */
   seed?: number;
   path?: string;
@@ -164,10 +166,10 @@ export async function simulateLanes(
   const lanes = options.seed !== undefined ? 1 : options.lanes;
   const networks = await Promise.all(Array.from({ length: lanes }, () => startNetwork(restUrl)));
   try {
-    const { lanes: _, ...each } = options;
+    const { lanes: _, corpus, ...each } = options;
     const settled = await Promise.allSettled(
       networks.map((network, lane) =>
-        simulate({ network, token, redis }, size, { ...each, corpus: { lane, lanes } }),
+        simulate({ network, token, redis }, size, { ...each, corpus: corpus !== false && { lane, lanes } }),
       ),
     );
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");

@@ -121,7 +121,11 @@ function ops(
     calls,
     abortAfterMs: fc.option(fc.integer({ min: 0, max: 250 }), { nil: undefined }),
     holdMs: fc.integer({ min: 0, max: 300 }),
-    fault: fc.oneof({ arbitrary: fc.constant(undefined), weight: 3 }, { arbitrary: fault, weight: 1 }),
+    // Its own call, or the next of a kind (its split decision's refund, its lease's return…).
+    fault: fc.oneof(
+      { arbitrary: fc.constant(undefined), weight: 3 },
+      { arbitrary: targetedFault, weight: 1 },
+    ),
   });
   const burst: fc.Arbitrary<Op> = fc.record({
     kind: fc.constant("burst" as const),
