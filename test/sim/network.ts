@@ -49,8 +49,8 @@ export interface Network {
   inject(fault: Fault): void;
   /** Drops the faults not yet used. */
   clear(): void;
-  /** Commands passed through, and faults applied, since the start. */
-  readonly stats: { commands: number; faults: number };
+  /** Commands passed through (by kind), and faults applied, since the start. */
+  readonly stats: { commands: number; faults: number; byKind: Record<CommandKind, number> };
   close(): Promise<void>;
 }
 
@@ -65,12 +65,17 @@ async function bodyOf(req: IncomingMessage): Promise<Buffer> {
 /** Starts the proxy in front of `restUrl` (the run's REST server). */
 export async function startNetwork(restUrl: string): Promise<Network> {
   const queue: Fault[] = [];
-  const stats = { commands: 0, faults: 0 };
+  const stats = {
+    commands: 0,
+    faults: 0,
+    byKind: { decision: 0, lease: 0, refund: 0, "give-back": 0, other: 0 } as Record<CommandKind, number>,
+  };
   const open = new Set<ServerResponse>();
 
   async function pass(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await bodyOf(req);
-    const kind = queue.length > 0 ? kindOf(body) : "other";
+    const kind = kindOf(body);
+    stats.byKind[kind]++;
     const at = queue.findIndex((f) => f.on === undefined || f.on === kind);
     const fault = at >= 0 ? queue.splice(at, 1)[0] : undefined;
     stats.commands++;

@@ -5,7 +5,7 @@
  */
 import fc from "fast-check";
 import type { Redis as IORedis } from "ioredis";
-import { type Network, startNetwork } from "./network";
+import { type CommandKind, type Network, startNetwork } from "./network";
 import { CORPUS, CORPUS_REPEATS } from "./corpus";
 import { scenario, type Size } from "./scenarios";
 import { runScenario, type Scenario } from "./system";
@@ -22,6 +22,8 @@ export interface ProfileStats {
   shortSpends: number;
   delayed: number;
   givenBack: number;
+  /** Calls that reached Redis, by kind (test/sim/network.ts): decisions, lease calls, refunds, give-backs. */
+  calls?: Record<string, number>;
   elapsedMs: number;
 }
 
@@ -184,6 +186,12 @@ export async function simulateLanes(
       shortSpends: sum((s) => s.shortSpends),
       delayed: sum((s) => s.delayed),
       givenBack: sum((s) => s.givenBack),
+      calls: Object.fromEntries(
+        Object.keys(networks[0]?.stats.byKind ?? {}).map((kind) => [
+          kind,
+          networks.reduce((n, net) => n + (net.stats.byKind[kind as CommandKind] ?? 0), 0),
+        ]),
+      ),
       elapsedMs: Math.max(...all.map((s) => s.elapsedMs)),
     };
   } finally {
