@@ -5,9 +5,9 @@
  */
 import fc from "fast-check";
 import type { Redis as IORedis } from "ioredis";
-import { type CommandKind, type Network, startNetwork } from "./network";
 import { CORPUS, CORPUS_REPEATS } from "./corpus";
-import { scenario, type Size } from "./scenarios";
+import { type CommandKind, type Network, startNetwork } from "./network";
+import { type Size, scenario } from "./scenarios";
 import { runScenario, type Scenario } from "./system";
 
 /** Runs per fast-check batch in a timed profile (each batch has its own seed). */

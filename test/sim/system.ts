@@ -13,10 +13,9 @@ import { createAdminApp } from "../../src/admin/app";
 import { adminContextOf } from "../../src/admin/context";
 import { raiseFence } from "../../src/admin/fence";
 import type { RuleConfig } from "../../src/config/rules";
+import { traitsOf } from "../../src/engine/algorithms";
 import { resetFenceMs, stateKey } from "../../src/engine/keys";
-import { HOLDS_REQUEST_ID } from "../../src/engine/script";
 import type { Decider, Decision, RuleCall, WaitUntil } from "../../src/engine/types";
-import { holdsSlot, isBucket } from "../../src/engine/types";
 import { withLeases } from "../../src/leases";
 import { delayOf, giveBack } from "../../src/middleware/delay";
 import { verdictOf } from "../../src/middleware/verdict";
@@ -241,7 +240,7 @@ export async function runScenario(
   ) {
     operations++;
     const isolate = isolates[k] as Decider;
-    const id = calls.some((c) => HOLDS_REQUEST_ID.has(c.algorithm)) ? `q${op}-${requestIds++}` : "-";
+    const id = calls.some((c) => traitsOf(c.algorithm).storesRequestId) ? `q${op}-${requestIds++}` : "-";
     const sentAt = Date.now();
     let decision: Decision | undefined = isolate.decideNow?.(calls, id, background.waitUntil);
     if (decision === undefined) {
@@ -255,7 +254,7 @@ export async function runScenario(
     // Redis did not answer in time (the call may still have counted: its lease grant is lost with it).
     if (decision.results.some((r) => r.source === "undecided" || r.source === "fallback")) degraded++;
     const slots = decision.results.filter(
-      (r) => holdsSlot(r.call.algorithm) && r.outcome === "allowed" && r.source === "redis",
+      (r) => traitsOf(r.call.algorithm).holdsSlot && r.outcome === "allowed" && r.source === "redis",
     );
     const release = () => background.waitUntil(Promise.all(slots.map((r) => isolate.release(r.call, id))));
     if (!verdictOf(decision).allowed) {
@@ -318,7 +317,10 @@ export async function runScenario(
       ms,
       engine.storeOf(identityHash).redis,
       undefined,
-      { stateKeys: [stateKey(prefix, ruleName(rule), identityHash)], bucket: isBucket(r.algorithm) },
+      {
+        stateKeys: [stateKey(prefix, ruleName(rule), identityHash)],
+        bucket: traitsOf(r.algorithm).shape === "bucket",
+      },
     ).catch(() => undefined);
     // Every isolate hears of it (the change log), leases revoked and cached denials dropped.
     for (const isolate of isolates) (isolate as ResilientDecider).forget(ruleName(rule), identityHash);
