@@ -182,14 +182,14 @@ describe("the rules config", () => {
     );
   });
 
-  it("a duration is a whole number of ms, or nothing (its range is its caller's check)", () => {
+  it("a duration is a number of ms, never NaN, or nothing (its range, infinities included, is its caller's check)", () => {
     fc.assert(
       fc.property(fc.oneof(fc.anything(), fc.string(), fc.stringMatching(/^\d{0,12}[smhd]?$/)), (value) => {
         const ms = survives(
           () => parseDurationMs(value),
           () => false,
         );
-        if (ms !== undefined) expect(Number.isInteger(ms)).toBe(true);
+        if (ms !== undefined) expect(Number.isInteger(ms) || ms === Infinity || ms === -Infinity).toBe(true);
       }),
       { numRuns: RUNS },
     );
@@ -430,6 +430,7 @@ describe("admin API bodies", () => {
         mode: "on",
         failure: "open",
         timeoutMs: 1000,
+        clientIpHeader: "cf-connecting-ip",
       } as const;
       const context = adminContextOf({ config, stores: [store], decider: createDecider(store) });
       app = createAdminApp(() => context);

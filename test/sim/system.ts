@@ -341,6 +341,7 @@ export async function runScenario(
         mode: "on",
         failure: "closed",
         timeoutMs: scenario.timeoutMs,
+        clientIpHeader: "cf-connecting-ip",
       },
       stores: (engines[0] as Engine).stores,
       shardOf: (engines[0] as Engine).shardOf,
