@@ -13,11 +13,10 @@ import type { Env } from "./env";
 import { MisconfiguredError, onError, ProblemError, problemResponse } from "./http/problems";
 import { createProxy } from "./http/proxy";
 import { createJwtVerifier } from "./identity";
-import { withLeases } from "./leases";
 import { createLiveModes } from "./live";
 import { createLimiter } from "./middleware";
 import { createDecisionObserver, MetricsAggregator } from "./observability";
-import { createEngine } from "./resilience/endpoints";
+import { createEngine } from "./resilience/engine";
 
 type AppEnv = { Bindings: Env };
 
@@ -28,13 +27,10 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     prefix: config.prefix,
     timeoutMs: config.timeoutMs,
     cluster: config.cluster,
+    leases: config.leases,
+    leaseMs: config.leaseMs,
   });
-  const { stores } = engine;
-  // docs/leases.md: hot identities decided here from units Redis handed out ahead of time.
-  const decider =
-    config.leases === "on"
-      ? withLeases(engine.decider, { refund: engine.refund, maxMs: config.leaseMs })
-      : engine.decider;
+  const { stores, decider } = engine;
   // Keys shared by every identity (live modes, change log, override index, dashboard counts) live on the
   // first endpoint (docs/scaling-out.md).
   const store = stores[0] as (typeof stores)[0];

@@ -3,7 +3,7 @@ import { pathToFileURL } from "node:url";
 /**
  * Scaling out, side by side in one run (docs/scaling-out.md):  node bench/scale/run.mjs [--decisions 4000]
  *   1. one database vs three (three redis-servers, each behind its own REST server): decisions/s through
- *      the engine the Worker runs (src/resilience/endpoints.ts, bundled as for deploy, driven from Node), and
+ *      the engine the Worker runs (src/resilience/engine.ts, bundled as for deploy, driven from Node), and
  *      Redis CPU per decision (INFO cpu of every redis-server, summed) and EVALSHA µs per call;
  *   2. the cross-group path vs the single-group path: a request with two rules on ONE identity (one call)
  *      vs on TWO identities (two calls in parallel), allowed, and denied by one of them (+ the refund call).
@@ -23,7 +23,7 @@ const DECISIONS = Number(values.decisions);
 const IN_FLIGHT = 32;
 const HOUR = 3_600_000;
 
-const { path } = await bundleWorker({ entry: "src/resilience/endpoints.ts" });
+const { path } = await bundleWorker({ entry: "src/resilience/engine.ts" });
 const { createEngine } = await import(pathToFileURL(path).href);
 
 /** `n` redis-servers, each behind its own REST server process. */
@@ -74,6 +74,7 @@ async function redisTotals(dbs) {
 /** Runs `DECISIONS` decisions built by `build(i)` with IN_FLIGHT at once; returns the figures per decision. */
 async function measure(dbs, build) {
   const engine = createEngine({
+    leases: "off", // the engine below leases, as this bench measured it
     endpoints: dbs.map(({ rest }) => ({ url: rest.url, token: rest.token })),
     prefix: `b${Date.now().toString(36)}`,
     timeoutMs: 5000,
@@ -205,7 +206,7 @@ try {
 const markdown = [
   "# Scaling out: one database vs three, single-group vs cross-group",
   "",
-  `${DECISIONS} decisions per row, ${IN_FLIGHT} in flight, through the Worker's engine (src/resilience/endpoints.ts)`,
+  `${DECISIONS} decisions per row, ${IN_FLIGHT} in flight, through the Worker's engine (src/resilience/engine.ts)`,
   "driven from Node; token-bucket rules, fresh identities. The machine is SHARED (other engineers' tests run at",
   "the same time): decisions/s only as ratios between rows of this run. Billable commands and Redis µs are",
   "counted by Redis itself (INFO commandstats / INFO cpu, summed over every redis-server).",

@@ -56,7 +56,10 @@ const leasable = (call: RuleCall): boolean =>
  * @example
  * const decider = withLeases(createDecider(store), { refund: store.refund, maxMs: 1000 });
  */
-export function withLeases(decider: ResilientDecider, options: LeaseOptions = {}): LeasingDecider {
+export function withLeases<D extends ResilientDecider>(
+  decider: D,
+  options: LeaseOptions = {},
+): D & LeasingDecider {
   const maxMs = options.maxMs ?? DEFAULTS.leaseMs;
   const table = new LeaseTable(TRACKED_PAIRS);
   // Units back in Redis may turn a cached denial wrong: this isolate asks Redis again next time.

@@ -18,8 +18,7 @@ import {
 import { DEFAULTS } from "../engine/defaults";
 import type { Decider } from "../engine/types";
 import { createJwtVerifier } from "../identity";
-import { withLeases } from "../leases";
-import { createEngine } from "../resilience/endpoints";
+import { createEngine } from "../resilience/engine";
 import { connectionAddressOf, type GetConnInfo, onCloudflareWorkers } from "./conninfo";
 import { createLimiter, type Limiter } from "./limiter";
 import type { RateLimitOptions } from "./options";
@@ -160,11 +159,7 @@ function engineOf(redis: RedisCredentials, settings: MiddlewareSettings): Decide
     if (decider) return decider;
     // One endpoint; with `cluster`, one script call per slot group instead of one per request
     // (docs/scaling-out.md).
-    const engine = createEngine({ endpoints: [redis], prefix, timeoutMs, cluster });
-    decider =
-      leases === "on"
-        ? withLeases(engine.decider, { refund: engine.refund, maxMs: leaseMs })
-        : engine.decider;
+    decider = createEngine({ endpoints: [redis], prefix, timeoutMs, cluster, leases, leaseMs }).decider;
     return decider;
   };
   return {

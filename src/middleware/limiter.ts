@@ -24,7 +24,7 @@ import { serverTiming, verdictOf } from "./verdict";
 
 /** What a limiter is built from, besides its rules. Every field is resolved (defaults applied) by the caller. */
 export interface LimiterDeps {
-  /** The engine (`createDecider(createStore(…))`). */
+  /** The engine's whole decision stack (`createEngine(…).decider`, src/resilience/engine.ts). */
   decider: Decider;
   mode: Mode;
   failure: FailurePolicy;

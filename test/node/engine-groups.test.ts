@@ -16,7 +16,7 @@ import { createStore, type Store, StoreError } from "../../src/engine/store";
 import type { Algorithm, Decision, RefundCall, RuleCall } from "../../src/engine/types";
 import { giveBack } from "../../src/middleware/delay";
 import { createDecider } from "../../src/resilience/decider";
-import { createEngine, type Engine } from "../../src/resilience/endpoints";
+import { createEngine, type Engine } from "../../src/resilience/engine";
 import { peekRemaining, requestId, ruleCall, uniquePrefix } from "./lua-support";
 
 const HOUR = 3_600_000;
@@ -41,6 +41,7 @@ const testStore = (prefix: string, splitRefunds = true) =>
 
 const engineOn = (prefix: string, urls: string[]): Engine =>
   createEngine({
+    leases: "off", // the layers below leases, as these tests measure them
     endpoints: urls.map((url) => ({ url, token: rest.token })),
     prefix,
     timeoutMs: 2000,
@@ -336,6 +337,7 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
     for (const cluster of [true, false]) {
       const prefix = uniquePrefix(`groups-marks-${cluster}`);
       const engine = createEngine({
+        leases: "off", // the layers below leases, as these tests measure them
         endpoints: [{ url: rest.url, token: rest.token }],
         prefix,
         timeoutMs: 2000,
@@ -401,7 +403,12 @@ it("one identity: one script call and no refund, allowed or denied", async () =>
 
 it("one Redis that is not a cluster: two identities in one script call, all or nothing, no refund", async () => {
   const prefix = uniquePrefix("groups-single");
-  const engine = createEngine({ endpoints: [{ url: rest.url, token: rest.token }], prefix, timeoutMs: 2000 });
+  const engine = createEngine({
+    endpoints: [{ url: rest.url, token: rest.token }],
+    prefix,
+    timeoutMs: 2000,
+    leases: "off", // the layers below leases, as these tests measure them
+  });
   const perIp = ruleCall({ algorithm: "fixed-window", rule: "ip", limit: 5, identityHash: "ip-1" });
   const perKey = ruleCall({ algorithm: "gcra", rule: "key", limit: 1, identityHash: "key-1" });
   const evalshas = async () =>
@@ -596,6 +603,7 @@ describe("a database down", () => {
     const urls = [rest.url, deadUrl];
     const lines: string[] = [];
     const engine = createEngine({
+      leases: "off", // the layers below leases, as these tests measure them
       endpoints: urls.map((url) => ({ url, token: rest.token })),
       prefix: uniquePrefix("groups-log"),
       timeoutMs: 2000,

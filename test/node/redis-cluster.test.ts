@@ -17,7 +17,7 @@ import { listOverrides, putOverride } from "../../src/admin/overrides";
 import { overrideKey, stateKey } from "../../src/engine/keys";
 import { createStore, type Store, StoreError } from "../../src/engine/store";
 import type { Algorithm, RuleCall } from "../../src/engine/types";
-import { createEngine } from "../../src/resilience/endpoints";
+import { createEngine } from "../../src/resilience/engine";
 import type { ShardedDecider } from "../../src/resilience/sharded";
 import { waitUntilRestReachesRedis } from "../support/rest-ready";
 import { ALGORITHMS, offsetToWindowStart, requestId, ruleCall, sleep, uniquePrefix } from "./lua-support";
@@ -228,6 +228,7 @@ describe("a request whose rules key on different identities (slot groups)", () =
   /** An isolate's engine on the cluster, split into slot groups as the Worker splits a request there. */
   const engineOnCluster = (prefix: string) =>
     createEngine({
+      leases: "off", // the layers below leases, as these tests measure them
       endpoints: [{ url: rest.url, token: rest.token }],
       prefix,
       timeoutMs: 20_000,

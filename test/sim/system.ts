@@ -1,5 +1,5 @@
 /**
- * The simulated system: several isolates (each the Worker's own stack: `createEngine` → `withLeases`, as
+ * The simulated system: several isolates (each the Worker's own stack, `createEngine` with leases, as
  * src/worker.ts builds it) sharing one real Redis through the simulated network (test/sim/network.ts), driven
  * by a scenario of timed operations that run concurrently: requests of random cost over one or two rules
  * (split decisions and their refunds when two identities fall in different slot groups), bursts that make an
@@ -16,11 +16,10 @@ import type { RuleConfig } from "../../src/config/rules";
 import { traitsOf } from "../../src/engine/algorithms";
 import { resetFenceMs, stateKey } from "../../src/engine/keys";
 import type { Decider, Decision, RuleCall, WaitUntil } from "../../src/engine/types";
-import { withLeases } from "../../src/leases";
 import { delayOf, giveBack } from "../../src/middleware/delay";
 import { verdictOf } from "../../src/middleware/verdict";
 import type { ResilientDecider } from "../../src/resilience/decider";
-import { createEngine, type Engine } from "../../src/resilience/endpoints";
+import { createEngine, type Engine } from "../../src/resilience/engine";
 import { type Admission, checkHistory, type Limits, type Violation } from "./model";
 import type { Fault, Network } from "./network";
 
@@ -200,9 +199,11 @@ export async function runScenario(
       adminTimeoutMs: 1000,
       cluster: scenario.cluster,
       decider: { log: () => undefined },
+      leases: "on",
+      leaseMs: scenario.leaseMs,
     });
     engines.push(engine);
-    isolates.push(withLeases(engine.decider, { refund: engine.refund, maxMs: scenario.leaseMs }));
+    isolates.push(engine.decider);
   }
   // One more isolate, without leases: the fills' (its index is `scenario.isolates`).
   const plain = createEngine({
@@ -212,6 +213,7 @@ export async function runScenario(
     adminTimeoutMs: 1000,
     cluster: scenario.cluster,
     decider: { log: () => undefined },
+    leases: "off",
   });
   engines.push(plain);
   isolates.push(plain.decider);

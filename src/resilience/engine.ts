@@ -1,13 +1,13 @@
 /**
- * The engine over one or several Redis endpoints (docs/scaling-out.md): one store and one resilient decider
- * (its own breaker) per endpoint, identities spread over them by rendezvous hashing, and the sharded decider
- * in front that splits a request into slot groups. With one endpoint: one store and one decider, behind a
- * pass-through for single-identity requests.
+ * The engine: the one decision stack, built here and only here, for the Worker (src/worker.ts) and the
+ * `rateLimit()` middleware (src/middleware/index.ts) alike. Its layers, and why in this order, are said
+ * once, in {@link createEngine}; docs/architecture.md draws them.
  */
 import { DEFAULTS } from "../engine/defaults";
 import { rendezvous } from "../engine/shards";
 import { createStore, type Store } from "../engine/store";
-import type { RefundCall } from "../engine/types";
+import type { Decision, RefundCall, RuleCall, WaitUntil } from "../engine/types";
+import { withLeases } from "../leases";
 import { createDecider, type DeciderOptions } from "./decider";
 import { createShardedDecider, type ShardedDecider } from "./sharded";
 
@@ -25,6 +25,18 @@ export interface EngineOptions {
   cluster?: boolean;
   /** Options of each endpoint's decider (`timeoutMs` is taken from above). */
   decider?: Omit<DeciderOptions, "timeoutMs">;
+  /** Hot identities decided from leases (`RATE_LIMIT_LEASES`, docs/leases.md). @default "on" */
+  leases?: "on" | "off";
+  /** The longest life of a lease, ms (`RATE_LIMIT_LEASE_MS`). @default 1000 */
+  leaseMs?: number;
+}
+
+/**
+ * The engine's decider: the whole stack. `decideNow` answers a request from its leases with no promise
+ * (absent with leases off); `endpointHealth` tells the endpoints apart.
+ */
+export interface EngineDecider extends ShardedDecider {
+  decideNow?(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined;
 }
 
 /** The engine's parts, shared by the limiter, the admin API and the live modes. */
@@ -35,7 +47,8 @@ export interface Engine {
   shardOf(identityHash: string): number;
   /** The store holding an identity's keys. */
   storeOf(identityHash: string): Store;
-  decider: ShardedDecider;
+  /** The whole decision stack (see {@link createEngine}); the limiter, admin and live modes share it. */
+  decider: EngineDecider;
   /**
    * `Store.refund` across endpoints: each call's units go back to the endpoint holding its identity (one
    * refund call per endpoint concerned); resolves to the units each call got back, in call order.
@@ -44,7 +57,22 @@ export interface Engine {
 }
 
 /**
- * Builds the stores and deciders; nothing here does I/O.
+ * Builds the whole decision stack; nothing here does I/O. From the request down to Redis:
+ *
+ * 1. leases (src/leases): a hot identity holding a lease with room is decided here, with no call below
+ *    (`decideNow`). Outermost, so that such a request skips every layer below it; a request it cannot
+ *    decide goes down the whole stack, lease asks included, so they obey the budget and the breaker too.
+ * 2. the sharded decider (src/resilience/sharded.ts): routes each rule to the endpoint holding its
+ *    identity and splits a request into slot groups (all-or-nothing by refund). Above the per-endpoint
+ *    deciders, so each endpoint keeps its own breaker and cache: one database down affects only the
+ *    identities it holds. With one endpoint and one identity it passes the request through.
+ * 3. one resilient decider per endpoint (src/resilience/decider.ts): the deny cache (a recent denial
+ *    answers without a call), then the circuit breaker (open: no call), then the store within the
+ *    request's budget, then on a failure the fallback limiter or `undecided`. Cheapest answer first;
+ *    the breaker before the call it guards; the fallback only once Redis could not answer.
+ * 4. one store per endpoint (src/engine/store.ts): the one atomic script call per decision, through the
+ *    narrow Redis port (src/engine/redis.ts).
+ *
  * @example
  * const engine = createEngine({ endpoints: config.redisEndpoints, prefix: config.prefix, timeoutMs: 200 });
  * const decision = await engine.decider.decide(calls, requestId, { waitUntil });
@@ -66,7 +94,7 @@ export function createEngine(options: EngineOptions): Engine {
       ...(stores.length > 1 && { endpointName: `endpoint ${i}` }),
     }),
   );
-  const decider = createShardedDecider({
+  const sharded = createShardedDecider({
     deciders,
     shardOf,
     refund: (shard, calls, requestId, ageUs) => (stores[shard] as Store).refund(calls, requestId, -ageUs),
@@ -95,6 +123,10 @@ export function createEngine(options: EngineOptions): Engine {
     );
     return given;
   }
+  const decider: EngineDecider =
+    (options.leases ?? DEFAULTS.leases) === "on"
+      ? withLeases(sharded, { refund, maxMs: options.leaseMs ?? DEFAULTS.leaseMs })
+      : sharded;
 
   return {
     stores,
