@@ -10,7 +10,7 @@ import { traitsOf } from "../engine/algorithms";
 import { DEFAULTS } from "../engine/defaults";
 import { stateKey } from "../engine/keys";
 import type { RedisPort } from "../engine/redis";
-import { scriptSha } from "../engine/script";
+import { DECIDE } from "../engine/script";
 import type { Store } from "../engine/store";
 import type { Decision, RuleCall } from "../engine/types";
 import type { JwksHealth } from "../identity";
@@ -42,7 +42,7 @@ export interface AdminContext {
   peek(calls: RuleCall[]): Promise<Decision>;
   /** Every Redis key holding one identity's counters under one rule (the engine's layout, suffixes included). */
   stateKeys(rule: RuleConfig, identityHash: string): string[];
-  /** SHA-1 of the decision script, to ask Redis whether it is loaded. */
+  /** SHA-1 of the plain decision script (lua/decide.lua), to ask Redis whether it is loaded. */
   scriptSha(): Promise<string>;
   /** Each endpoint's decider health, in `endpoints`' order. */
   endpointHealth(): DeciderHealth[];
@@ -127,9 +127,9 @@ export function adminContextOf(parts: AdminParts): AdminContext {
         "admin-peek",
         { peek: true },
       ),
-    // The engine keeps one state key per identity and rule, whatever the algorithm (lua/floodgate.lua).
+    // The engine keeps one state key per identity and rule, whatever the algorithm (lua/decide/).
     stateKeys: (rule, identityHash) => [stateKey(config.prefix, rule.name, identityHash)],
-    scriptSha,
+    scriptSha: () => DECIDE.sha(),
     endpointHealth: () => decider.endpointHealth?.() ?? [decider.health()],
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     liveModes,

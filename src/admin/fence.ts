@@ -13,7 +13,7 @@ import type { RuleConfig } from "../config/rules";
 import { type Algorithm, traitsOf } from "../engine/algorithms";
 import { type FenceLimits, overrideKey, RESET_FENCE_MAX_MS, resetFenceMs } from "../engine/keys";
 import type { RedisPort } from "../engine/redis";
-import { FLOODGATE_SCRIPT, fenceArguments } from "../engine/script";
+import { fenceArguments } from "../engine/script";
 import { type Deadline, NO_DEADLINE } from "../util/deadline";
 import { getOverride, type Override, type OverrideTarget } from "./overrides";
 
@@ -63,8 +63,8 @@ export async function raiseFence(
   reset?: { stateKeys: readonly string[]; bucket: boolean },
 ): Promise<number> {
   const { prefix, rule, identityHash } = target;
-  const { keys, args } = fenceArguments(prefix, rule, identityHash, ms, reset?.stateKeys, reset?.bucket);
-  return Number(await deadline.within(() => redis.runScript(FLOODGATE_SCRIPT, keys, args)));
+  const { script, keys, args } = fenceArguments(prefix, rule, identityHash, ms, reset?.stateKeys, reset?.bucket);
+  return Number(await deadline.within(() => redis.runScript(script, keys, args)));
 }
 
 /**

@@ -84,7 +84,7 @@ export const RESET_FENCE_MAX_MS = 30_000;
 /**
  * How long a reset fence must stand, ms, for state of `algorithm` whose units may have been taken under any
  * of `limits`; 0 = no fence needed: the longest its module asks for (`AlgorithmLogic.resetFenceMs`,
- * src/engine/algorithms/). After that, lua/floodgate.lua's header ("Why a reset's fence may be short") shows
+ * src/engine/algorithms/). After that, docs/script.md ("Why a reset's fence may be short") shows
  * that no refund of units taken before the reset can reach the fresh state.
  * Never more than {@link RESET_FENCE_MAX_MS}. So the fence never outlives its window by more than one period.
  */

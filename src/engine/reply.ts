@@ -1,6 +1,6 @@
 /**
  * The Lua script's reply, defined once: its layout and codes, and the one decoder that turns the integer reply
- * into typed results (the calls' KEYS/ARGV are in script.ts; lua/floodgate.lua's header is the contract).
+ * into typed results (the calls' KEYS/ARGV are in script.ts; lua/decide/rules.lua's reply table is the contract).
  */
 import { traitsOf } from "./algorithms";
 import { ruleResult } from "./results";
@@ -17,10 +17,14 @@ export const OUTCOME: Readonly<Record<number, Outcome>> = {
 /** The outcome code of an allowed request that waits for a reserved slot (a rule with a `delay`). */
 const DELAYED = 3;
 
-/** Reply layout: one head element, then a fixed-size group per rule. */
+/** Reply layout: one head element, then a fixed-size group per rule, then the appendices the head names. */
 export const REPLY = {
-  /** Index of the head element: 1 if the request as a whole is allowed. */
+  /** Index of the head element: bit 1 set if the request as a whole is allowed, then the flags below. */
   allowed: 0,
+  /** Head flag: the stamps follow the groups (and a lease call's words). */
+  stamped: 2,
+  /** Head flag: the periods in force follow, last. */
+  periods: 4,
   /** Elements per rule after the head. */
   fieldsPerRule: 5,
   /** Offsets inside one rule's group. */
@@ -65,37 +69,39 @@ export class ReplyShapeError extends Error {
 const LEASE_WORDS_PER_RULE = 4;
 
 /**
- * The one decoder: the script's raw integer reply → whether the request is allowed, and one result per call.
- * Besides the full reply (`REPLY`), the script's short reply for one fixed-window rule: the remaining units.
+ * The one decoder: a decision script's raw integer reply → whether the request is allowed, and one result per
+ * call. Besides the full reply (`REPLY`), a plain decision's short reply for one rule allowed on a fast path.
+ * @param leased the call was a lease call (lua/lease.lua): its words follow the groups
  */
 export function decodeReply(
   raw: unknown,
   calls: readonly RuleCall[],
+  leased = false,
 ): { allowed: boolean; results: RuleResult[] } {
   const only = calls.length === 1 ? calls[0] : undefined;
   if (only && (typeof raw === "number" || (Array.isArray(raw) && raw.length === SHORT_REPLY_LENGTH))) {
     return { allowed: true, results: [shortReply(raw, only)] };
   }
   const expected = 1 + calls.length * REPLY.fieldsPerRule;
-  // After the groups, in this order, any of: a LEASE call's { units, life_ms, tat_us, period_ms } per rule and
-  // Redis's now (4n + 1 words); the stamps of a delayed request or a stamped call (3n); the periods in force,
-  // negative where an override applied, when one applied to some rule (n) (lua/floodgate.lua's header). Each
-  // combination has a length of its own: without the lease's words the rest is 0, n, 3n or 4n, all shorter
-  // than 4n + 1.
-  const leaseWords = LEASE_WORDS_PER_RULE * calls.length + 1;
-  const stampWords = calls.length * REPLY.stampsPerRule;
-  const extra = Array.isArray(raw) ? raw.length - expected : -1;
-  const leased = extra >= leaseWords;
-  const rest = leased ? extra - leaseWords : extra;
-  const hasStamps = rest >= stampWords;
-  const periodWords = hasStamps ? rest - stampWords : rest;
-  if (!Array.isArray(raw) || extra < 0 || (periodWords !== 0 && periodWords !== calls.length)) {
+  // After the groups, in this order: a lease call's { units, life_ms, tat_us, period_ms } per rule and Redis's
+  // now (4n + 1 words); the stamps (3n) when the head says so; the periods in force (n), negative where an
+  // override applied, when the head says so (lua/decide/rules.lua's reply table).
+  const head = Array.isArray(raw) ? Number(raw[REPLY.allowed]) : Number.NaN;
+  const leaseWords = leased ? LEASE_WORDS_PER_RULE * calls.length + 1 : 0;
+  const hasStamps = (head & REPLY.stamped) !== 0;
+  const stampWords = hasStamps ? calls.length * REPLY.stampsPerRule : 0;
+  const periodWords = (head & REPLY.periods) !== 0 ? calls.length : 0;
+  if (
+    !Array.isArray(raw) ||
+    !Number.isInteger(head) ||
+    raw.length !== expected + leaseWords + stampWords + periodWords
+  ) {
     throw new ReplyShapeError(
-      `expected ${expected} integers, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
+      `expected ${expected + leaseWords + stampWords + periodWords} integers, got ${Array.isArray(raw) ? raw.length : typeof raw}`,
     );
   }
-  const stampsAt = expected + (leased ? leaseWords : 0);
-  const periodsAt = periodWords > 0 ? stampsAt + (hasStamps ? stampWords : 0) : 0;
+  const stampsAt = expected + leaseWords;
+  const periodsAt = periodWords > 0 ? stampsAt + stampWords : 0;
   const at = (i: number): number => {
     const value = Number(raw[i]);
     if (!Number.isFinite(value)) throw new ReplyShapeError(`element ${i} is not a number`);
@@ -140,7 +146,7 @@ export function decodeReply(
       reservation: reservation && reservation.tatUs > 0 ? reservation : undefined,
     });
   });
-  return { allowed: at(REPLY.allowed) === 1, results };
+  return { allowed: (head & 1) === 1, results };
 }
 
 /** The terms a rule was decided under: the period in force, and whether an override of the identity set them. */
@@ -182,7 +188,7 @@ const reservationAt = (at: (i: number) => number, stampAt: number): Reservation 
   writtenAtUs: at(stampAt + 2),
 });
 
-/** Length of the short array reply: one rule allowed on a fast path (lua/floodgate.lua's header). */
+/** Length of the short array reply: one rule allowed on a fast path (lua/decide.lua's reply table). */
 const SHORT_REPLY_LENGTH = 3;
 
 /**

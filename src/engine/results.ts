@@ -42,7 +42,7 @@ export function ruleResult(r: RuleResultInput): RuleResult {
 
 /**
  * A decision (see above). A denied one holds its request for nothing: a rule that would have delayed it
- * reserved no slot (the script writes all of a request's rules or none, lua/floodgate.lua; another group's
+ * reserved no slot (the script writes all of a request's rules or none, lua/decide/rules.lua; another group's
  * is refunded where it can be, src/engine/groups.ts), so its result keeps its figures but loses `delayMs`, and no header,
  * `Server-Timing` or log line tells of a wait.
  */

@@ -9,13 +9,7 @@ import { capacityUs, resetFenceMs, stateKey } from "./keys";
 import { createRedisPort, type RedisPort } from "./redis";
 import { decodeRefund, decodeReply } from "./reply";
 import { decisionOf } from "./results";
-import {
-  type CallOptions,
-  FLOODGATE_SCRIPT,
-  giveBackArguments,
-  refundArguments,
-  scriptArguments,
-} from "./script";
+import { type CallOptions, giveBackArguments, LEASE, refundArguments, scriptArguments } from "./script";
 import { StoreError } from "./store-error";
 import type { DecideOptions, Decision, RefundCall, Reservation, RuleCall } from "./types";
 
@@ -95,7 +89,7 @@ function outlivesFence(call: RefundCall, whenUs: number): boolean {
  * Whether the TAT a bucket's decision wrote lay no further ahead of the decision than the rule's own capacity
  * plus its delay, which every reset after it fences (`resetFenceMs`, src/engine/keys.ts): once that fence has
  * fallen the TAT lies behind now, and a refund or give-back that finds it gives nothing that counts
- * (lua/floodgate.lua's header). Further ahead only under an override of a larger capacity, which a reset after
+ * (docs/script.md, "Give-back"). Further ahead only under an override of a larger capacity, which a reset after
  * its `ttl` ended does not fence for: such a stamp proves nothing.
  */
 function withinFence(call: RuleCall, { tatUs, writtenAtUs }: Reservation): boolean {
@@ -140,19 +134,19 @@ export function createStore(options: StoreOptions): Store {
     const startedAt = Date.now();
     if (calls.length === 0) return decisionOf(true, [], 0);
     const deadline = startedAt + Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
-    const { keys, args } = scriptArguments(prefix, calls, requestId, opts, splitRefunds);
+    const { script, keys, args } = scriptArguments(prefix, calls, requestId, opts, splitRefunds);
     // The one budget covers the whole decision, a NOSCRIPT reload included.
-    const raw = await redis.runScript(FLOODGATE_SCRIPT, keys, args, { deadline, signal: opts.signal });
-    const decoded = decodedBy(() => decodeReply(raw, calls));
+    const raw = await redis.runScript(script, keys, args, { deadline, signal: opts.signal });
+    const decoded = decodedBy(() => decodeReply(raw, calls, script === LEASE));
     return decisionOf(decoded.allowed, decoded.results, Date.now() - startedAt);
   }
 
   async function release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
-    // Only a rule with a delay gets give-backs (lua/floodgate.lua's header, REFUND: a split refund may
-    // have moved another bucket since), and only within what a reset's fence covers.
+    // Only a rule with a delay gets give-backs (docs/script.md, "Returned units": a split refund may have
+    // moved another bucket since), and only within what a reset's fence covers.
     if (reservation && (call.delayMs ?? 0) > 0 && withinFence(call, reservation)) {
-      const { keys, args } = giveBackArguments(prefix, call, reservation);
-      await redis.runScript(FLOODGATE_SCRIPT, keys, args);
+      const { script, keys, args } = giveBackArguments(prefix, call, reservation);
+      await redis.runScript(script, keys, args);
       return;
     }
     // Only slots (concurrency, shed) are held past the decision.
@@ -169,8 +163,8 @@ export function createStore(options: StoreOptions): Store {
       return dropped.map((out) => (out ? 0 : (given[next++] ?? 0)));
     }
     if (calls.length === 0) return [];
-    const { keys, args } = refundArguments(prefix, calls, requestId, whenUs, splitRefunds);
-    const raw = await redis.runScript(FLOODGATE_SCRIPT, keys, args);
+    const { script, keys, args } = refundArguments(prefix, calls, requestId, whenUs, splitRefunds);
+    const raw = await redis.runScript(script, keys, args);
     return decodedBy(() => decodeRefund(raw, calls));
   }
 

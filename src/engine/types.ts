@@ -1,6 +1,6 @@
 /**
  * The engine's vocabulary: what the Worker asks Redis to decide, and what comes back.
- * The limiting logic itself lives in `lua/floodgate.lua`; these types only describe its inputs and outputs.
+ * The limiting logic itself lives in `lua/` (docs/script.md); these types only describe its inputs and outputs.
  */
 import type { RunningTimer } from "../util/timer";
 import { type Algorithm, traitsOf } from "./algorithms";
@@ -81,7 +81,7 @@ export interface RefundCall extends RuleCall {
    * (an override set or ended since must not make it give back more time or count than was taken). Absent =
    * the limits in force then (`override` as in a decision). `overridden`: units taken under an override, which
    * go back only while an override of these limits is still in force (one that ended by its `ttl` may leave
-   * state that never counted them: lua/floodgate.lua's header, "Returned units"); `refundOf`
+   * state that never counted them: docs/script.md, "Returned units"); `refundOf`
    * (src/engine/results.ts) sets it where that matters.
    */
   pricedAt?: {
@@ -109,7 +109,7 @@ export type Outcome = "allowed" | "denied" | "cost-exceeds-capacity";
  */
 export type Source = "redis" | "lease" | "deny-cache" | "fallback" | "undecided";
 
-/** Units a decision leased for the isolate to spend locally (lua/floodgate.lua's header, call "4"). */
+/** Units a decision leased for the isolate to spend locally (lua/lease.lua). */
 export interface LeaseGrant {
   /** Units taken in Redis, this request's cost included. */
   units: number;
@@ -211,7 +211,7 @@ export interface DecideOptions {
    * keeps `budgetMs` with a timer of its own.
    */
   signal?: AbortSignal;
-  /** Ask for leases (lua/floodgate.lua, call "4"): units wanted per call, cost included; longest life, ms. */
+  /** Ask for leases (lua/lease.lua): units wanted per call, cost included; longest life, ms. */
   lease?: { units: readonly number[]; maxMs: number };
   /**
    * Ask for the TAT each written token-bucket/GCRA rule wrote, and when (`RuleResult.reservation`): what a

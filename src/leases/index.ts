@@ -1,7 +1,7 @@
 /**
  * Leases: hot identities decided with no Redis call, and never one request too many.
  * A decision for a (rule, identity) this isolate sees often asks the script for more units than the
- * request's cost (lua/floodgate.lua, call "4"); later requests spend them here until they run out or the
+ * request's cost (lua/lease.lua); later requests spend them here until they run out or the
  * lease expires; what is left at expiry goes back to Redis (src/leases/returns.ts). A request is decided
  * here only when EVERY one of its rules holds a live lease with room for its cost: otherwise one Redis
  * call decides all of them, as always (all-or-nothing stays). docs/leases.md.
@@ -212,7 +212,7 @@ export function withLeases<D extends ResilientDecider>(
   }
 
   /**
-   * A lease call for no request (cost 0: lua/floodgate.lua's header, LEASE), run in the background. A rule
+   * A lease call for no request (cost 0: lua/lease.lua), run in the background. A rule
    * with nothing left to lease gets none and nothing is counted; the current lease is spent meanwhile.
    */
   async function renewal(calls: RuleCall[], wanted: number[], requestId: string): Promise<void> {

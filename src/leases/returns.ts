@@ -55,5 +55,5 @@ export function createSweep(
   };
 }
 
-/** The refund's `when` (lua/floodgate.lua's header, REFUND), as the algorithm's module says. */
+/** The refund's `when` (docs/script.md, "Returned units"), as the algorithm's module says. */
 const whenOf = (lease: Lease): number => traitsOf(lease.call.algorithm).logic.leaseReturnWhenUs(lease.grant);

@@ -1,6 +1,6 @@
 /**
  * The isolate's leases: units a Redis decision took for one (rule, identity) ahead of time, spent here
- * by later requests without a Redis call (lua/floodgate.lua's header, call "4"), and how hot each
+ * by later requests without a Redis call (lua/lease.lua), and how hot each
  * (rule, identity) is, which decides how many units the next decision asks for, and the lease calls on their
  * way. Bounded; plain values but for each call's `landed` promise, which other requests await: it runs under
  * its request's `waitUntil` (it lands even if that request is cancelled) and is awaited within the waiter's

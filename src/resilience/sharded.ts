@@ -6,7 +6,7 @@
  * all-or-nothing without a lock: when it is not let through, what the allowing groups consumed is given back
  * by the script's refund call, sent in the background. Until a refund lands its units are held: the limit
  * may under-admit for a moment, never over-admit (a refund gives back only what it can prove still owed: a
- * window's what its window still counts, a bucket's what its stamps prove; lua/floodgate.lua's header, REFUND).
+ * window's what its window still counts, a bucket's what its stamps prove; docs/script.md, "Returned units").
  */
 import { traitsOf } from "../engine/algorithms";
 import { DEFAULTS } from "../engine/defaults";
@@ -131,7 +131,7 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
         if (opts.waitUntil) opts.waitUntil(all);
       }
       // The request is not held. A delayed group's slot goes back with the refund while no later request of
-      // that identity was admitted (a compare-and-set, as a give-back: lua/floodgate.lua's header, REFUND).
+      // that identity was admitted (a compare-and-set, as a give-back: docs/script.md, "Returned units").
       return refusedDecision(decision);
     }
     return decision;

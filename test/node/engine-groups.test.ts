@@ -200,8 +200,8 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
     expect(await remaining(prefix, perIp)).toBe(1);
   });
 
-  // Writes pinned to a later instant lie above the refunded units and must not move (lua/floodgate.lua's
-  // header, REFUND). Both cases let 58 units through against a burst of 50 before (a review's numbers).
+  // Writes pinned to a later instant lie above the refunded units and must not move (docs/script.md,
+  // "Returned units"). Both cases let 58 units through against a burst of 50 before (a review's numbers).
   it("a bucket with a delay: nothing comes back once a later request reserved a slot above the units", async () => {
     const prefix = uniquePrefix("groups-stamp-delay");
     const store = testStore(prefix);

@@ -42,7 +42,7 @@ describe("after a run", () => {
     for (const key of keys) {
       const ttl = await redis.pttl(key);
       // A sliding-log key also outlives its newest member by up to min(period, 10 s): a lease's members
-      // are scored at the lease's end, and no later write may expire them early (lua/floodgate.lua).
+      // are scored at the lease's end, and no later write may expire them early (lua/decide/sliding-log.lua).
       const bound = key.includes(":sliding-window:")
         ? 2 * periodMs
         : key.includes(":sliding-log:")

@@ -1,13 +1,13 @@
 /**
  * An override that changes a rule's period, on real Redis through the local REST server: the reply says which
  * period is in force (the window the edge advertises) and whether an override set the limits, and a
- * fixed-window counter created under one period never lives on under another (lua/floodgate.lua's header,
- * "Time:"). Fixed windows run in real time: their counters expire on Redis's own clock.
+ * fixed-window counter created under one period never lives on under another (docs/script.md,
+ * "Time"). Fixed windows run in real time: their counters expire on Redis's own clock.
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { overrideKey, stateKey } from "../../src/engine/keys";
-import { FLOODGATE_SCRIPT, reaimArguments, scriptArguments } from "../../src/engine/script";
+import { reaimArguments, scriptArguments } from "../../src/engine/script";
 import type { Store } from "../../src/engine/store";
 import type { RuleCall } from "../../src/engine/types";
 import { awayFromWindowEdge } from "../support/window-edge";
@@ -34,8 +34,8 @@ async function hit(call: RuleCall, opts: Parameters<Store["decide"]>[2] = {}) {
 
 /** The script's raw reply to a plain decision of `calls`, as the Worker sends it. */
 async function rawReply(calls: RuleCall[]): Promise<unknown[]> {
-  const { keys, args } = scriptArguments(prefix, calls, requestId());
-  return (await store.redis.runScript(FLOODGATE_SCRIPT, keys, args)) as unknown[];
+  const { script, keys, args } = scriptArguments(prefix, calls, requestId());
+  return (await store.redis.runScript(script, keys, args)) as unknown[];
 }
 
 const counterOf = (call: RuleCall) => stateKey(prefix, call.rule, call.identityHash);
@@ -162,8 +162,8 @@ describe("a fixed-window counter under an override's period", () => {
     for (let i = 0; i < 2; i++) await hit(call);
     await redis.del(overrideOf(call));
     const reaim = (periodMs: number) => {
-      const { keys, args } = reaimArguments(prefix, call.rule, call.identityHash, periodMs);
-      return store.redis.runScript(FLOODGATE_SCRIPT, keys, args);
+      const { script, keys, args } = reaimArguments(prefix, call.rule, call.identityHash, periodMs);
+      return store.redis.runScript(script, keys, args);
     };
 
     expect(Number(await reaim(RULE_MS))).toBe(1);
@@ -182,8 +182,8 @@ describe("a fixed-window counter under an override's period", () => {
 
     // No counter: nothing to re-aim, and nothing created.
     const fresh = ruleCall({ algorithm: "fixed-window", limit: 2, periodMs: RULE_MS });
-    const { keys, args } = reaimArguments(prefix, fresh.rule, fresh.identityHash, RULE_MS);
-    expect(Number(await store.redis.runScript(FLOODGATE_SCRIPT, keys, args))).toBe(0);
+    const { script, keys, args } = reaimArguments(prefix, fresh.rule, fresh.identityHash, RULE_MS);
+    expect(Number(await store.redis.runScript(script, keys, args))).toBe(0);
     expect(await redis.exists(counterOf(fresh))).toBe(0);
   });
 });

@@ -2,7 +2,7 @@
  * A refund (a lease's return, a split decision undone) after an override changed the period or ended by its
  * ttl, on real Redis through the local REST server: it is priced at the limits the units were taken under
  * (`refundOf`, src/engine/results.ts), and gives nothing back into state that did not count them
- * (lua/floodgate.lua's header, "Returned units"). Fixed windows run in real time: their counters expire on
+ * (docs/script.md, "Returned units"). Fixed windows run in real time: their counters expire on
  * Redis's own clock.
  */
 import type { Redis as IORedis } from "ioredis";
@@ -13,7 +13,7 @@ import { DEFAULTS } from "../../src/engine/defaults";
 import { consumedCalls } from "../../src/engine/groups";
 import { overrideKey, resetFenceKey, stateKey } from "../../src/engine/keys";
 import { refundOf } from "../../src/engine/results";
-import { FLOODGATE_SCRIPT, reaimArguments } from "../../src/engine/script";
+import { reaimArguments } from "../../src/engine/script";
 import type { Store } from "../../src/engine/store";
 import type { Decision, LeaseGrant, RuleCall, RuleResult } from "../../src/engine/types";
 import { giveBack as giveBackHeld } from "../../src/middleware/delay";
@@ -44,8 +44,8 @@ const overrideOf = (call: RuleCall) => overrideKey(prefix, call.rule, call.ident
 
 /** The admin API's step after an override set or removal (src/admin/reaim.ts). */
 async function reaim(call: RuleCall, periodMs: number): Promise<number> {
-  const { keys, args } = reaimArguments(prefix, call.rule, call.identityHash, periodMs);
-  return Number(await store.redis.runScript(FLOODGATE_SCRIPT, keys, args));
+  const { script, keys, args } = reaimArguments(prefix, call.rule, call.identityHash, periodMs);
+  return Number(await store.redis.runScript(script, keys, args));
 }
 
 /** An override set or removed as the admin API does it (src/admin/routes-overrides.ts), period in ms or none. */

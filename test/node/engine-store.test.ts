@@ -3,14 +3,13 @@
  * recovered transparently, the budget covers the whole decision, and failures come back as typed kinds.
  */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { freePort, startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { overrideKey } from "../../src/engine/keys";
-import { SCRIPT_SOURCE, scriptSha } from "../../src/engine/script";
+import { DECIDE, LEASE, REFUND, SCRIPTS } from "../../src/engine/script";
 import { createStore, StoreError } from "../../src/engine/store";
 import { directRedis, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
 
@@ -20,25 +19,51 @@ beforeAll(() => {
 });
 afterAll(() => redis.quit());
 
-describe("the script", () => {
-  it("carries Upstash's key-locking flag", () => {
-    expect(SCRIPT_SOURCE.split("\n")[0]).toBe("#!lua flags=allow-key-locking");
+describe("the scripts", () => {
+  it("are one per call kind, each carrying Upstash's key-locking flag and every source it includes", () => {
+    expect(SCRIPTS.map((script) => script.name)).toEqual([
+      "decide",
+      "decide-with-options",
+      "lease",
+      "refund",
+      "give-back",
+      "reaim",
+      "fence",
+    ]);
+    for (const script of SCRIPTS) {
+      expect(script.source.split("\n")[0]).toBe("#!lua flags=allow-key-locking");
+      expect(script.source).not.toMatch(/--#(include|section)/);
+    }
   });
 
-  it("is hashed to the SHA that SCRIPT LOAD returns (through the REST server)", async () => {
+  it("are each hashed to the SHA that SCRIPT LOAD returns on real Redis (through the REST server)", async () => {
     const store = testStore(uniquePrefix("sha"));
-    const fileSha = createHash("sha1").update(readFileSync("lua/floodgate.lua")).digest("hex");
-    expect(await scriptSha()).toBe(fileSha);
-    expect(await store.redis.send(["script", "load", SCRIPT_SOURCE])).toBe(fileSha);
+    const shas = new Set<string>();
+    for (const script of SCRIPTS) {
+      const sha = createHash("sha1").update(script.source).digest("hex");
+      expect(await script.sha()).toBe(sha);
+      expect(await store.redis.send(["script", "load", script.source])).toBe(sha);
+      shas.add(sha);
+    }
+    expect(shas.size).toBe(SCRIPTS.length);
   });
 
-  it("survives SCRIPT FLUSH: NOSCRIPT is answered by loading it and retrying once", async () => {
+  it("survive SCRIPT FLUSH: NOSCRIPT is answered by loading the call's script and retrying once", async () => {
     const store = testStore(uniquePrefix("flush"));
     const call = ruleCall({ algorithm: "token-bucket", limit: 3 });
     expect((await store.decide([call], requestId())).results[0]?.remaining).toBe(2);
     await redis.script("FLUSH");
     expect((await store.decide([call], requestId())).results[0]?.remaining).toBe(1);
-    expect(await store.redis.send(["script", "exists", await scriptSha()])).toEqual([1]);
+    expect(await store.redis.send(["script", "exists", await DECIDE.sha()])).toEqual([1]);
+    // A lease call and a refund, each its own script, recover the same way.
+    const window = ruleCall({ algorithm: "fixed-window", limit: 10 });
+    await redis.script("FLUSH");
+    const leased = await store.decide([window], requestId(), { lease: { units: [4], maxMs: 1000 } });
+    expect(leased.results[0]?.lease?.units).toBe(4);
+    const exists = ["script", "exists", await LEASE.sha(), await REFUND.sha()];
+    expect(await store.redis.send(exists)).toEqual([1, 0]);
+    expect(await store.refund([{ ...window, cost: 3 }], requestId(), 0)).toEqual([3]);
+    expect(await store.redis.send(["script", "exists", await REFUND.sha()])).toEqual([1]);
   });
 });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { healthOfEndpoints } from "../../src/admin/health";
 import { createRedisPort } from "../../src/engine/redis";
-import { scriptSha } from "../../src/engine/script";
+import { DECIDE } from "../../src/engine/script";
 import type { DeciderHealth } from "../../src/resilience/decider";
 import { ADMIN_TOKEN, baseEnv, call, makeEnv } from "./admin-harness";
 
@@ -83,7 +83,7 @@ describe("GET /__floodgate/health", () => {
       credentials: "unknown",
     };
     const reports = await Promise.all(
-      Array.from({ length: 8 }, () => healthOfEndpoints([client], scriptSha, [decider])),
+      Array.from({ length: 8 }, () => healthOfEndpoints([client], () => DECIDE.sha(), [decider])),
     );
     expect(probes).toHaveBeenCalledTimes(1);
     for (const report of reports) expect(report).toEqual(reports[0]);

@@ -1,0 +1,108 @@
+/**
+ * The Lua scripts, one per call kind, each assembled once per isolate from the small sources in `lua/`
+ * (docs/script.md has the map): an entry file per call kind, whose `--#include <file>[#<section>]` lines are
+ * replaced by that file's text (or the part of it after its `--#section <section>` line, up to the next).
+ * Each script is its own SHA; every decision is still ONE script call (the port sends `EVALSHA`, and `EVAL`
+ * once on `NOSCRIPT`).
+ */
+import concurrency from "../../lua/decide/concurrency.lua";
+import fixedWindow from "../../lua/decide/fixed-window.lua";
+import leaseGrant from "../../lua/decide/lease-grant.lua";
+import rules from "../../lua/decide/rules.lua";
+import slidingLog from "../../lua/decide/sliding-log.lua";
+import slidingWindow from "../../lua/decide/sliding-window.lua";
+import tokenBucket from "../../lua/decide/token-bucket.lua";
+import decide from "../../lua/decide.lua";
+import decideWithOptions from "../../lua/decide-with-options.lua";
+import fence from "../../lua/fence.lua";
+import giveBack from "../../lua/give-back.lua";
+import lease from "../../lua/lease.lua";
+import constants from "../../lua/lib/constants.lua";
+import override from "../../lua/lib/override.lua";
+import reaim from "../../lua/reaim.lua";
+import refund from "../../lua/refund.lua";
+import type { RedisScript } from "./redis";
+
+/** The sources an entry may include, by their path under `lua/`. */
+const PARTS: Readonly<Record<string, string>> = {
+  "lib/constants.lua": constants,
+  "lib/override.lua": override,
+  "decide/rules.lua": rules,
+  "decide/lease-grant.lua": leaseGrant,
+  "decide/fixed-window.lua": fixedWindow,
+  "decide/sliding-window.lua": slidingWindow,
+  "decide/sliding-log.lua": slidingLog,
+  "decide/token-bucket.lua": tokenBucket,
+  "decide/concurrency.lua": concurrency,
+};
+
+const INCLUDE = /^([ \t]*)--#include ([\w./-]+)(?:#([\w-]+))?[ \t]*$/gm;
+
+/** The part of `text` after its `--#section <name>` line, up to the next section (or the end). */
+function section(text: string, name: string, path: string): string {
+  const start = text.indexOf(`\n--#section ${name}\n`);
+  if (start < 0) throw new Error(`lua/${path} has no section ${name}`);
+  const body = text.slice(start + `\n--#section ${name}\n`.length);
+  const next = body.indexOf("\n--#section ");
+  return next < 0 ? body : body.slice(0, next + 1);
+}
+
+/** `text` with every include replaced, recursively, each included line indented as its include line. */
+export function assemble(text: string, parts: Readonly<Record<string, string>> = PARTS): string {
+  return text.replace(INCLUDE, (_line, indent: string, path: string, name: string | undefined) => {
+    const part = parts[path];
+    if (part === undefined) throw new Error(`lua: no source ${path} to include`);
+    const included = assemble(name ? section(part, name, path) : part, parts).replace(/\n+$/, "");
+    return included
+      .split("\n")
+      .map((line) => (line === "" ? line : indent + line))
+      .join("\n");
+  });
+}
+
+/**
+ * A script as the Redis port runs it (src/engine/redis.ts): its SHA-1 computed once per isolate, lazily
+ * (Workers forbid crypto work in global scope, and most isolates never need a given script's).
+ */
+function script(name: string, entry: string): RedisScript {
+  const source = assemble(entry);
+  let sha: Promise<string> | undefined;
+  return {
+    name,
+    source,
+    sha() {
+      sha ??= crypto.subtle.digest("SHA-1", new TextEncoder().encode(source)).then((digest) => {
+        let hex = "";
+        for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, "0");
+        return hex;
+      });
+      return sha;
+    },
+  };
+}
+
+/** A plain decision (lua/decide.lua): the common call, with the one-rule fast paths. */
+export const DECIDE: RedisScript = script("decide", decide);
+/** A decision with peek, stamps or a test's time offset (lua/decide-with-options.lua). */
+export const DECIDE_WITH_OPTIONS: RedisScript = script("decide-with-options", decideWithOptions);
+/** A decision that may also lease units to the isolate (lua/lease.lua). */
+export const LEASE: RedisScript = script("lease", lease);
+/** Units consumed earlier given back (lua/refund.lua). */
+export const REFUND: RedisScript = script("refund", refund);
+/** A delayed request's reserved slot given back (lua/give-back.lua). */
+export const GIVE_BACK: RedisScript = script("give-back", giveBack);
+/** A fixed-window counter re-aimed at the period in force (lua/reaim.lua). */
+export const REAIM: RedisScript = script("reaim", reaim);
+/** A reset fence raised, and an admin reset's state deleted behind it (lua/fence.lua). */
+export const FENCE: RedisScript = script("fence", fence);
+
+/** Every script, for loading them all at once (tests, benchmarks). */
+export const SCRIPTS: readonly RedisScript[] = [
+  DECIDE,
+  DECIDE_WITH_OPTIONS,
+  LEASE,
+  REFUND,
+  GIVE_BACK,
+  REAIM,
+  FENCE,
+];
