@@ -6,8 +6,8 @@
  * sum of `calls` over every command in INFO commandstats (EVALSHA included) divided by the decisions made;
  * Redis µs per decision is EVALSHA's usec_per_call (script execution inside Redis, without network I/O).
  * Each scenario: COLD = every identity's first decision (state created), WARM = its second one (state
- * live, every call allowed). With `--before`, the script at that git ref runs in the same run for a
- * before/after comparison (its ARGV layout: 2 keys and 6 arguments per rule, 3 per call).
+ * live, every call allowed). With `--before <ref>`, the one script of that git ref (lua/floodgate.lua, before
+ * the scripts were split by call kind) runs in the same run for a before/after comparison.
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -16,6 +16,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { startRedis, stripKeyLocking } from "../../redis-rest/index.mjs";
+import { floodgateScripts } from "../lib/scripts.mjs";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const IDENTITIES = 2000;
@@ -45,11 +46,11 @@ export function upstashScript(name) {
   return match[1].replace(/^#!lua[^\n]*\n/, "");
 }
 
-/** The EVALSHA of one Floodgate decision as the Worker sends it (lua/floodgate.lua's header). */
+/** The EVALSHA of one plain Floodgate decision as the Worker sends it (lua/decide.lua's table). */
 function floodgateCall(sha, code, rules, id) {
   const keys = [];
   const needsId = code === "3" || code === "6" || code === "7";
-  const args = needsId ? ["1", `req-${id}-${Math.random()}`] : ["0"];
+  const args = [needsId ? `req-${id}-${Math.random()}` : ""];
   for (let r = 0; r < rules; r++) {
     keys.push(`rl:a${code}r${r}:${id}`);
     args.push(code, "1", ...steady(code), "1", "0"); // cost 1, no delay
@@ -57,13 +58,14 @@ function floodgateCall(sha, code, rules, id) {
   return ["EVALSHA", sha, String(keys.length), ...keys, ...args];
 }
 
-/** The same decision in the layout before the cheapest-decision change (override key read every time). */
+/** The same decision to the one script before the split by call kind (ARGV[1] "0", or "1" and the id). */
 function beforeCall(sha, code, rules, id) {
   const keys = [];
-  const args = ["0", `req-${id}-${Math.random()}`, "0"];
+  const needsId = code === "3" || code === "6" || code === "7";
+  const args = needsId ? ["1", `req-${id}-${Math.random()}`] : ["0"];
   for (let r = 0; r < rules; r++) {
-    keys.push(`rl:b${code}r${r}:${id}`, `rl:override:b${code}r${r}:${id}`);
-    args.push(code, ...steady(code), "1", "1");
+    keys.push(`rl:b${code}r${r}:${id}`);
+    args.push(code, "1", ...steady(code), "1", "0");
   }
   return ["EVALSHA", sha, String(keys.length), ...keys, ...args];
 }
@@ -129,7 +131,7 @@ async function measureRun(redis, build, ids) {
 /** Cold then warm, for every scenario; interleaved `repetitions` times, the lowest reported. */
 export async function measureCommands(redis, { before, repetitions = 3 } = {}) {
   const sha = {
-    ours: await redis.script("LOAD", stripKeyLocking(readFileSync(`${root}lua/floodgate.lua`, "utf8"))),
+    ours: await redis.script("LOAD", (await floodgateScripts()).decide),
     fixedWindow: await redis.script("LOAD", upstashScript("fixedWindowLimitScript")),
     slidingWindow: await redis.script("LOAD", upstashScript("slidingWindowLimitScript")),
     tokenBucket: await redis.script("LOAD", upstashScript("tokenBucketLimitScript")),

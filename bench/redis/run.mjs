@@ -14,11 +14,12 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
-import { startRedis, stripKeyLocking } from "../../redis-rest/index.mjs";
+import { startRedis } from "../../redis-rest/index.mjs";
+import { floodgateScripts } from "../lib/scripts.mjs";
 import { median } from "../lib/report.mjs";
 import { commandsTable, measureCommands, upstashScript } from "./commands.mjs";
 
@@ -38,8 +39,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const has = (cmd) => spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
 
 // ---- scripts -------------------------------------------------------------------------------------------
-const ours = stripKeyLocking(readFileSync(`${root}lua/floodgate.lua`, "utf8"));
-if (!ours) throw new Error("lua/floodgate.lua lost its allow-key-locking shebang");
+const ours = await floodgateScripts();
 
 const ALGORITHMS = [
   ["fixed-window", 1],
@@ -51,7 +51,7 @@ const ALGORITHMS = [
 ];
 
 /**
- * One rule's seven ARGV slots (lua/floodgate.lua's header): algorithm, mode on, limit, period, burst, cost 1,
+ * One rule's seven ARGV slots (lua/decide/rules.lua's table): algorithm, mode on, limit, period, burst, cost 1,
  * no delay. Every scenario builds its rules here, so a change to the layout is made once.
  */
 const ruleSlots = (code, [limit, periodMs, burst]) => [String(code), "1", limit, periodMs, burst, "1", "0"];
@@ -72,9 +72,9 @@ function scenarios(sha) {
   for (const [algorithm, code] of ALGORITHMS) {
     for (const rules of [1, 3]) {
       const keys = [];
-      // As the Worker sends it (lua/floodgate.lua's header): no override key, the request id only for the
+      // As the Worker sends it (lua/decide.lua's table): no override key, the request id only for the
       // algorithms that store it.
-      const args = code === 3 || code === 6 || code === 7 ? ["1", "__rand_int__"] : ["0"];
+      const args = [code === 3 || code === 6 || code === 7 ? "__rand_int__" : ""];
       for (let r = 0; r < rules; r++) {
         const rule = `a${code}r${r}`;
         keys.push(`rl:${rule}:__rand_int__`);
@@ -197,19 +197,9 @@ function memoryScenarios(sha) {
         shape,
         writes: (id) => {
           const key = `rl:${rule}:${ident(id)}`;
-          // With options (call "2": request id, peek, time offset), so the sliding window's steady state can
-          // carry the previous window's count too: one unit spent a period ago, one now.
-          const at = (offsetMs) => [
-            "EVALSHA",
-            sha.ours,
-            "1",
-            key,
-            "2",
-            `r${id}`,
-            "0",
-            offsetMs,
-            ...slow(code),
-          ];
+          // With options (lua/decide-with-options.lua: request id, peek, time offset), so the sliding window's
+          // steady state can carry the previous window's count too: one unit spent a period ago, one now.
+          const at = (offsetMs) => ["EVALSHA", sha.options, "1", key, `r${id}`, "0", offsetMs, ...slow(code)];
           return algorithm === "sliding-window" ? [at("-86400000"), at("0")] : [at("0")];
         },
       });
@@ -287,7 +277,8 @@ if (pinned) spawnSync("taskset", ["-cp", "0", String(server.pid())], { stdio: "i
 const redis = new Redis(server.url);
 try {
   const sha = {
-    ours: await redis.script("LOAD", ours),
+    ours: await redis.script("LOAD", ours.decide),
+    options: await redis.script("LOAD", ours["decide-with-options"]),
     fixedWindow: await redis.script("LOAD", upstashScript("fixedWindowLimitScript")),
     slidingWindow: await redis.script("LOAD", upstashScript("slidingWindowLimitScript")),
     tokenBucket: await redis.script("LOAD", upstashScript("tokenBucketLimitScript")),
