@@ -8,8 +8,8 @@ KEYS (n rules):
                    <prefix>:override:<rule>:{<hash>}, a hash: limit, period (ms), burst; read only
 ARGV:
   ARGV[1]          request id: "" unless a sliding-log, concurrency or shed rule stores it
-  ARGV[2 + 7(i-1)] rule i's group, 7 slots (lua/decide/rules.lua's table)
-Reply: lua/decide/rules.lua's table; or, for ONE rule allowed on its algorithm's fast path (an array costs
+  ARGV[2 + 7(i-1)] rule i's group, 7 slots (the table in lua/decide/rules.lua)
+Reply: the table in lua/decide/rules.lua; or, for ONE rule allowed on its algorithm's fast path (an array costs
 Redis more to send, per element):
   fixed-window on a live counter              remaining, an integer  (= { 1, 1, limit, remaining, -1, -1 })
   token-bucket, gcra, sliding-window          { remaining, reset_after_ms, retry_after_ms }
@@ -17,21 +17,21 @@ Upstash bills the EVALSHA plus every command run inside it, and locks only the k
 every key this script touches arrives in KEYS, TIME is read only when a rule needs the clock, an override
 only for the identities the caller knows to have one (docs/script.md, "What a decision costs").
 ]]
---#include lib/constants.lua
+--#include lib/constants
 
 local request_id = ARGV[1] -- names what a sliding-log, concurrency or shed rule stores
 local first = 2 -- ARGV index of rule 1's group
 local n = (#ARGV - 1) / PER_RULE -- rules
 local peek, stamped, lease = false, false, false -- the other decision scripts' options
-local lease_ms, wanted_at = 0, 0 -- (lua/lease.lua's)
-local offset_ms = 0 -- ms added to Redis's clock: lua/decide-with-options.lua's, for tests
+local lease_ms, wanted_at = 0, 0 -- lua/lease.lua sets them
+local offset_ms = 0 -- ms added to Redis's clock: set by lua/decide-with-options.lua, for tests
 local clock = false -- read TIME whatever the rules ask
 local now_us, now_ms -- µs, ms: Redis's clock, read only if a rule needs it
 
 -- ONE rule, on, no override: its algorithm's fast path answers (the general path's values for that case
 -- in fewer steps), or falls through to the general path for anything unusual (docs/script.md, "Fast paths").
 if n == 1 and ARGV[first + MODE] == "1" then
-  -- Rule 1's group (lua/decide/rules.lua's table), as sent.
+  -- Rule 1's group (the table in lua/decide/rules.lua), as sent.
   local algorithm = ARGV[first + ALGORITHM] -- code (lib/constants.lua)
   local limit_arg = ARGV[first + LIMIT] -- units per period
   local period_arg = ARGV[first + PERIOD] -- ms
@@ -40,13 +40,13 @@ if n == 1 and ARGV[first + MODE] == "1" then
   local delay_arg = ARGV[first + DELAY] -- ms
   local key = KEYS[1]
   if algorithm == FIXED then
-    --#include decide/fixed-window.lua#fast
+    --#include decide/fixed-window#fast
   elseif algorithm == BUCKET or algorithm == GCRA then
-    --#include decide/token-bucket.lua#fast
+    --#include decide/token-bucket#fast
   elseif algorithm == SLIDING then
-    --#include decide/sliding-window.lua#fast
+    --#include decide/sliding-window#fast
   end
 end
 
---#include lib/override.lua
---#include decide/rules.lua
+--#include lib/override
+--#include decide/rules

@@ -12,7 +12,7 @@ ARGV:
   ARGV[3]  Redis's clock when the decision wrote, µs
 Reply: 1 if the slot was given back (the replaced TAT put back), else 0 (the slot stays taken).
 ]]
---#include lib/constants.lua
+--#include lib/constants
 
 local state = KEYS[1] -- TAT, µs
 local fence = KEYS[2] -- exists while an admin reset's or override change's fence stands

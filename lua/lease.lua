@@ -14,14 +14,14 @@ ARGV:
   ARGV[1]          request id (sliding-log members are named by it)
   ARGV[2]          the longest life a lease may have, ms
   ARGV[3]          ms added to Redis's TIME ("0" in production; tests)
-  ARGV[4 + 7(i-1)] rule i's group, 7 slots (lua/decide/rules.lua's table)
+  ARGV[4 + 7(i-1)] rule i's group, 7 slots (the table in lua/decide/rules.lua)
   ARGV[4 + 7n + i - 1] rule i's units wanted, this request's cost included (<= cost: no lease)
-Reply: lua/decide/rules.lua's table, with after the groups { units, life_ms, tat_us, period_ms } per rule
+Reply: the table in lua/decide/rules.lua, with after the groups { units, life_ms, tat_us, period_ms } per rule
   (0s = no lease; tat_us: a bucket's written TAT, the "when" of its return; period_ms: the period in force),
   then Redis's now (µs: the "when" of a window's return; a log's is now + life_ms * 1000, its members' score).
 A rule leases at most min(wanted, max(cost, available / 2)), and only for at least 10 ms.
 ]]
---#include lib/constants.lua
+--#include lib/constants
 
 local request_id = ARGV[1] -- names the sliding-log members it writes
 local lease_ms = tonumber(ARGV[2]) -- ms, the longest life a lease may have
@@ -34,5 +34,5 @@ local peek, stamped = false, false
 local clock = true -- a lease's life is on the clock
 local now_us, now_ms -- µs, ms: Redis's clock plus the offset
 
---#include lib/override.lua
---#include decide/rules.lua
+--#include lib/override
+--#include decide/rules

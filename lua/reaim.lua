@@ -9,7 +9,7 @@ ARGV:
   ARGV[1]  the period now in force, ms
 Reply: 1 if re-aimed, else 0 (no counter, or it already ends there).
 ]]
---#include lib/constants.lua
+--#include lib/constants
 
 local counter = KEYS[1] -- integer, expires at its window's end
 local period = tonumber(ARGV[1]) -- ms

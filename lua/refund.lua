@@ -21,8 +21,8 @@ ARGV:
                      Redis's clock then (µs), the TAT it replaced (µs)
 Reply: { units given back } per rule, in rule order.
 ]]
---#include lib/constants.lua
---#include lib/override.lua
+--#include lib/constants
+--#include lib/override
 
 local request_id = ARGV[1] -- sliding-log members and concurrency slots are named by it
 local when_arg = ARGV[2] -- µs: 0 unknown, > 0 a lease's, < 0 "at most this long ago"
@@ -47,7 +47,7 @@ end
 local returned = {}
 local override_at = n -- KEYS index of the last override key used
 for i = 1, n do
-  -- Rule i's group (lua/decide/rules.lua's table).
+  -- Rule i's group (the table in lua/decide/rules.lua).
   local at = first + (i - 1) * PER_RULE
   local algorithm = ARGV[at + ALGORITHM] -- code (lib/constants.lua)
   local mode = ARGV[at + MODE] -- 1 | 0; 3 | 2 with an override key; 5 | 4 priced at that override

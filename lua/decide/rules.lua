@@ -135,19 +135,19 @@ for i = 1, n do
 
   if limit <= 0 then -- an override of limit 0 blocks the identity: nothing to read
   elseif algorithm == FIXED then
-    --#include decide/fixed-window.lua#evaluate
+    --#include decide/fixed-window#evaluate
   elseif algorithm == SLIDING then
-    --#include decide/sliding-window.lua#evaluate
+    --#include decide/sliding-window#evaluate
   elseif algorithm == BUCKET or algorithm == GCRA then
-    --#include decide/token-bucket.lua#evaluate
+    --#include decide/token-bucket#evaluate
   elseif algorithm == LOG then
-    --#include decide/sliding-log.lua#evaluate
+    --#include decide/sliding-log#evaluate
   elseif algorithm == CONCURRENCY then
-    --#include decide/concurrency.lua#evaluate
+    --#include decide/concurrency#evaluate
   end
 
   if lease then
-    --#include decide/lease-grant.lua
+    --#include decide/lease-grant
   end
   local outcome = delayed and 3 or allow and 1 or 0
   if impossible then
@@ -216,9 +216,9 @@ for k = 0, more_pending and #more_pending or 0 do
     elseif undo == "decr" then
       redis.call("DECRBY", key, cost_arg)
     elseif undo and algorithm == LOG then -- a sorted set whose "now" reset phase 1 left for here
-      --#include decide/sliding-log.lua#deferred
+      --#include decide/sliding-log#deferred
     elseif undo then
-      --#include decide/concurrency.lua#deferred
+      --#include decide/concurrency#deferred
     end
   else
     if expire_us == "keep" then
@@ -230,9 +230,9 @@ for k = 0, more_pending and #more_pending or 0 do
         redis.call("SET", KEYS[#KEYS - n + i], format("%d", now_us), "PX", STAMP_HORIZON_MS)
       end
     elseif algorithm == LOG then
-      --#include decide/sliding-log.lua#write
+      --#include decide/sliding-log#write
     elseif algorithm == CONCURRENCY then
-      --#include decide/concurrency.lua#write
+      --#include decide/concurrency#write
     elseif lease_units[i] then -- a fixed-window counter phase 1 incremented by the cost: now the rest
       redis.call("INCRBY", key, lease_units[i] - tonumber(cost_arg))
     end

@@ -38,7 +38,7 @@ if limit > 0 and cost <= burst then
   if wait_us <= delay_us then -- delayed: the slot is reserved now, the caller waits for it
     redis.call("SET", key, format("%d", tat_after_us), "PXAT", format("%d", ceil(tat_after_us / 1000)))
     local wait_ms = ceil(wait_us / 1000)
-    -- The full reply with its stamps appended (head 1 + STAMPED: lua/decide/rules.lua's reply table).
+    -- The full reply with its stamps appended (head 1 + STAMPED: the reply table in lua/decide/rules.lua).
     return { 3, 3, limit, 0, ceil((tat_after_us - now_us) / 1000), wait_ms, tat_after_us, tat_us, now_us }
   end
   wait_us = wait_us - delay_us -- a rule with a delay: when the request would fit in the queue

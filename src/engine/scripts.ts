@@ -1,9 +1,9 @@
 /**
  * The Lua scripts, one per call kind, each assembled once per isolate from the small sources in `lua/`
- * (docs/script.md has the map): an entry file per call kind, whose `--#include <file>[#<section>]` lines are
- * replaced by that file's text (or the part of it after its `--#section <section>` line, up to the next).
- * Each script is its own SHA; every decision is still ONE script call (the port sends `EVALSHA`, and `EVAL`
- * once on `NOSCRIPT`).
+ * (docs/script.md has the map): an entry file per call kind, whose `--#include <path>[#<section>]` lines are
+ * replaced by the text of `lua/<path>.lua` (or the part of it after its `--#section <section>` line, up to the
+ * next). Each script is its own SHA; every decision is still ONE script call (the port sends `EVALSHA`, and
+ * `EVAL` once on `NOSCRIPT`).
  */
 import concurrency from "../../lua/decide/concurrency.lua";
 import fixedWindow from "../../lua/decide/fixed-window.lua";
@@ -23,17 +23,17 @@ import reaim from "../../lua/reaim.lua";
 import refund from "../../lua/refund.lua";
 import type { RedisScript } from "./redis";
 
-/** The sources an entry may include, by their path under `lua/`. */
+/** The sources an entry may include, by their path under `lua/` without the extension. */
 const PARTS: Readonly<Record<string, string>> = {
-  "lib/constants.lua": constants,
-  "lib/override.lua": override,
-  "decide/rules.lua": rules,
-  "decide/lease-grant.lua": leaseGrant,
-  "decide/fixed-window.lua": fixedWindow,
-  "decide/sliding-window.lua": slidingWindow,
-  "decide/sliding-log.lua": slidingLog,
-  "decide/token-bucket.lua": tokenBucket,
-  "decide/concurrency.lua": concurrency,
+  "lib/constants": constants,
+  "lib/override": override,
+  "decide/rules": rules,
+  "decide/lease-grant": leaseGrant,
+  "decide/fixed-window": fixedWindow,
+  "decide/sliding-window": slidingWindow,
+  "decide/sliding-log": slidingLog,
+  "decide/token-bucket": tokenBucket,
+  "decide/concurrency": concurrency,
 };
 
 const INCLUDE = /^([ \t]*)--#include ([\w./-]+)(?:#([\w-]+))?[ \t]*$/gm;
@@ -41,7 +41,7 @@ const INCLUDE = /^([ \t]*)--#include ([\w./-]+)(?:#([\w-]+))?[ \t]*$/gm;
 /** The part of `text` after its `--#section <name>` line, up to the next section (or the end). */
 function section(text: string, name: string, path: string): string {
   const start = text.indexOf(`\n--#section ${name}\n`);
-  if (start < 0) throw new Error(`lua/${path} has no section ${name}`);
+  if (start < 0) throw new Error(`lua/${path}.lua has no section ${name}`);
   const body = text.slice(start + `\n--#section ${name}\n`.length);
   const next = body.indexOf("\n--#section ");
   return next < 0 ? body : body.slice(0, next + 1);
@@ -51,7 +51,7 @@ function section(text: string, name: string, path: string): string {
 export function assemble(text: string, parts: Readonly<Record<string, string>> = PARTS): string {
   return text.replace(INCLUDE, (_line, indent: string, path: string, name: string | undefined) => {
     const part = parts[path];
-    if (part === undefined) throw new Error(`lua: no source ${path} to include`);
+    if (part === undefined) throw new Error(`lua/${path}.lua: no such source to include`);
     const included = assemble(name ? section(part, name, path) : part, parts).replace(/\n+$/, "");
     return included
       .split("\n")
