@@ -2,7 +2,7 @@ import { defineConfig } from "tsup";
 
 /**
  * The published package (`npm pack` / `npm publish` run this through `prepack`): ESM + `.d.ts` of the
- * library entry (src/index.ts) in dist/, with lua/floodgate.lua inlined as a string, so a consumer's
+ * library entry (src/index.ts) in dist/, with the sources in lua/ inlined as strings, so a consumer's
  * bundler (wrangler, esbuild, Node) needs no loader rule for `.lua`.
  */
 export default defineConfig({

@@ -1,8 +1,8 @@
 #!lua flags=allow-key-locking
 --[[
 reaim: a fixed-window counter made to expire at the end of the current window of the period now in force,
-its count kept; the admin API's, once it has set or removed an override (README "How soon an override
-applies"; why: docs/script.md, "Time").
+its count kept; the admin API's, once it has set or removed an override (docs/operating.md, "How soon an
+override applies"; why: docs/script.md, "Time").
 KEYS:
   KEYS[1]  the rule's state key <prefix>:<rule>:{<hash>}, a fixed-window counter
 ARGV:
