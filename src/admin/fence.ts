@@ -1,5 +1,5 @@
 /**
- * The reset fence an admin change leaves beside one identity's state (lua/floodgate.lua's header, "Why a
+ * The reset fence an admin change leaves beside one identity's state (docs/script.md, "Why a
  * reset's fence may be short" and "Returned units"): while it stands, no lease return or refund goes into the
  * state. A reset (routes-keys.ts) and an override set or removed (routes-overrides.ts) both raise it, sized
  * for every set of limits units taken before the change may have been taken under, and never shorten a fence
@@ -52,8 +52,7 @@ export async function fenceMsOf(
 
 /**
  * Makes the identity's fence stand at least `ms` from now, never shortening one an earlier change left standing
- * longer, and with `reset` deletes the identity's state behind it, in one script call (lua/floodgate.lua's
- * header, call "7"). Resolves to the number of state keys deleted.
+ * longer, and with `reset` deletes the identity's state behind it, in one script call (lua/fence.lua). Resolves to the number of state keys deleted.
  */
 export async function raiseFence(
   target: OverrideTarget,
@@ -63,7 +62,14 @@ export async function raiseFence(
   reset?: { stateKeys: readonly string[]; bucket: boolean },
 ): Promise<number> {
   const { prefix, rule, identityHash } = target;
-  const { script, keys, args } = fenceArguments(prefix, rule, identityHash, ms, reset?.stateKeys, reset?.bucket);
+  const { script, keys, args } = fenceArguments(
+    prefix,
+    rule,
+    identityHash,
+    ms,
+    reset?.stateKeys,
+    reset?.bucket,
+  );
   return Number(await deadline.within(() => redis.runScript(script, keys, args)));
 }
 
@@ -74,7 +80,7 @@ export async function raiseFence(
  * written under those limits again (the period changed and changed back, or the last short window inside a
  * long one ends with it) could pass for the one that took its units. And sized for the override being set,
  * `setting`, too: an earlier override of the same limits may have ended by its ttl (no fence then), and a
- * return priced at that one must not pass for one priced at this (lua/floodgate.lua's header, "Returned
+ * return priced at that one must not pass for one priced at this (docs/script.md, "Returned
  * units"). For a bucket that earlier override may have had a larger burst than this one (the script tells
  * them apart by limit and period only), so a bucket's set fences for as long as any return reaches,
  * RESET_FENCE_MAX_MS. Raised before the override is written, so a failure leaves both as they were. Only

@@ -16,7 +16,7 @@ import { tokenBucket } from "./algorithms/token-bucket";
 
 /** One algorithm's traits. */
 export interface AlgorithmTraits {
-  /** The algorithm's code in the script's arguments (slot 0 of each rule: lua/floodgate.lua's header). */
+  /** The algorithm's code in the script's arguments (slot 0 of each rule: lua/decide/rules.lua). */
   readonly code: number;
   /**
    * The state's shape: `window` counts units over `period`; `bucket` is one TAT whose capacity is `burst`
@@ -84,7 +84,7 @@ const WINDOW = {
   denial: "quota",
 } as const;
 
-/** A token bucket's and GCRA's traits: one TAT, the same state (lua/floodgate.lua). */
+/** A token bucket's and GCRA's traits: one TAT, the same state (lua/decide/token-bucket.lua). */
 const BUCKET = {
   ...WINDOW,
   shape: "bucket",

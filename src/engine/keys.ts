@@ -50,7 +50,7 @@ export const stateKey = (prefix: string, rule: string, identityHash: string): st
 /**
  * The reset fence of one identity's state under one rule: set by an admin reset for {@link resetFenceMs}, in
  * the same transaction that deletes the state, and while it stands a refund gives nothing back into the state
- * (lua/floodgate.lua's header, REFUND).
+ * (docs/script.md, "Returned units").
  */
 export const resetFenceKey = (prefix: string, rule: string, identityHash: string): string =>
   `${stateKey(prefix, rule, identityHash)}:reset`;
@@ -58,7 +58,7 @@ export const resetFenceKey = (prefix: string, rule: string, identityHash: string
 /**
  * The refund ledger of one identity's token bucket under one rule: what each split decision's refund gave
  * back to it, and when, so that a refund counts what refunds of earlier decisions gave back since its own
- * (lua/floodgate.lua's header, REFUND). Only split decisions' refunds write it; it lasts
+ * (docs/script.md, "Returned units"). Only split decisions' refunds write it; it lasts
  * {@link RESET_FENCE_MAX_MS}, the furthest such a refund reaches back, after the last one.
  */
 export const refundLedgerKey = (prefix: string, rule: string, identityHash: string): string =>
@@ -76,7 +76,7 @@ export const leaseMarkKey = (prefix: string, rule: string, identityHash: string)
  * The longest a reset fence stands, ms: a lease lives at most 10 s (`RATE_LIMIT_LEASE_MS`) and its return is
  * sent at most 15 s after it expired (src/leases/returns.ts), a split decision's refund within its 5 s timeout
  * (src/resilience/sharded.ts), so every return of units taken before a reset reaches Redis within this. The
- * script's `STAMP_HORIZON_MS` (lua/floodgate.lua) must not be longer: a bucket's split refund or give-back older
+ * script's `STAMP_HORIZON_MS` (lua/lib/constants.lua) must not be longer: a bucket's split refund or give-back older
  * than that gives nothing, which is what keeps one out of a fresh state behind a fence this cap shortened.
  */
 export const RESET_FENCE_MAX_MS = 30_000;

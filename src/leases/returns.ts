@@ -1,5 +1,5 @@
 /**
- * What a lease did not spend goes back to Redis after its expiry (lua/floodgate.lua, call "3"), in the
+ * What a lease did not spend goes back to Redis after its expiry (lua/refund.lua), in the
  * background, sent by the isolate's next request (any identity): no timer keeps a finished request alive
  * for it. docs/leases.md.
  */
@@ -19,8 +19,8 @@ const SWEEP_INTERVAL_MS = 100;
 /**
  * An expired lease found later than this (an isolate idle since) returns nothing: an admin reset's fence
  * stands at most RESET_FENCE_MAX_MS (src/engine/keys.ts), and a return must never reach a state reset after
- * its grant. (A shorter fence, for a short period, is covered by the script itself: lua/floodgate.lua's
- * header, "Why a reset's fence may be short".) Only under-admits, and only for leases nobody here was asking
+ * its grant. (A shorter fence, for a short period, is covered by the script itself: docs/script.md,
+ * "Why a reset's fence may be short".) Only under-admits, and only for leases nobody here was asking
  * for.
  */
 const LATEST_RETURN_MS = 15_000;

@@ -10,7 +10,7 @@ import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ALGORITHM_TRAITS, ALGORITHMS, traitsOf } from "../../src/engine/algorithms";
 import { stateKey } from "../../src/engine/keys";
-import { FLOODGATE_SCRIPT, scriptArguments } from "../../src/engine/script";
+import { scriptArguments } from "../../src/engine/script";
 import type { Store } from "../../src/engine/store";
 import type { RuleCall } from "../../src/engine/types";
 import {
@@ -127,9 +127,9 @@ describe.each(ALGORITHMS)("%s (table row → script)", (algorithm) => {
     async () => {
       const call = ruleCall({ algorithm, limit: 5, burst: 5, periodMs: PERIOD, override: false });
       const id = requestId();
-      const { keys, args } = scriptArguments(prefix, [call], id);
-      await store.redis.runScript(FLOODGATE_SCRIPT, keys, args); // the second call finds live state
-      const raw = await store.redis.runScript(FLOODGATE_SCRIPT, keys, args);
+      const { script, keys, args } = scriptArguments(prefix, [call], id);
+      await store.redis.runScript(script, keys, args); // the second call finds live state
+      const raw = await store.redis.runScript(script, keys, args);
       expect(typeof raw === "number").toBe(traits.integerReply);
     },
   );
@@ -171,11 +171,11 @@ describe("the script's algorithm codes", () => {
     "refuses code %i, which no row has, with an error and writes nothing",
     async (code) => {
       const call = ruleCall({ algorithm: "fixed-window", override: false });
-      const { keys, args } = scriptArguments(prefix, [call, { ...call, rule: "other" }], requestId());
+      const { script, keys, args } = scriptArguments(prefix, [call, { ...call, rule: "other" }], requestId());
       // The second rule's algorithm slot (the first rule's is known: it would be counted first, were it not checked).
       const second = args.length - 7;
       args[second] = String(code);
-      await expect(store.redis.runScript(FLOODGATE_SCRIPT, keys, args)).rejects.toThrow(/unknown algorithm/);
+      await expect(store.redis.runScript(script, keys, args)).rejects.toThrow(/unknown algorithm/);
       expect(await redis.exists(keys[0] as string)).toBe(0);
     },
   );

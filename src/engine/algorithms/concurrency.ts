@@ -1,6 +1,6 @@
 /**
  * concurrency and shed: one sorted set of the requests in flight, each a member named by its request id and
- * scored by when its slot lease runs out (lua/floodgate.lua, CONCURRENCY; a shed rule is the same slots under
+ * scored by when its slot lease runs out (lua/decide/concurrency.lua; a shed rule is the same slots under
  * the limit of its priority class's share). A slot is released after the response, never refunded, leased or
  * cached: these answers are never asked for.
  */

@@ -1,5 +1,5 @@
 /**
- * fixed-window: one counter per window, windows aligned to the Unix epoch (lua/floodgate.lua, FIXED). The
+ * fixed-window: one counter per window, windows aligned to the Unix epoch (lua/decide/fixed-window.lua). The
  * counter expires with its window, so the state is "this window's count".
  */
 import type { AlgorithmLogic } from "./logic";

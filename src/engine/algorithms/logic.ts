@@ -37,11 +37,11 @@ export interface GrantTimes {
 export interface AlgorithmLogic {
   /**
    * How long an admin reset's fence must stand, ms, for state whose units may have been taken under `limits`
-   * (uncapped: src/engine/keys.ts's `resetFenceMs` caps it); 0 = no fence needed. lua/floodgate.lua's header,
+   * (uncapped: src/engine/keys.ts's `resetFenceMs` caps it); 0 = no fence needed. docs/script.md,
    * "Why a reset's fence may be short", shows why each is enough.
    */
   resetFenceMs(limits: FenceLimits): number;
-  /** The `when` of the refund of a lease's unspent units, µs (lua/floodgate.lua's header, REFUND). */
+  /** The `when` of the refund of a lease's unspent units, µs (docs/script.md, "Returned units"). */
   leaseReturnWhenUs(grant: GrantTimes): number;
   /**
    * The wait of a request costing `units` (> 0) more than the one `denied` answered, ms, exactly; `undefined`

@@ -1,5 +1,5 @@
 /**
- * sliding-log: every unit a member of a sorted set scored by when it was taken (lua/floodgate.lua, LOG);
+ * sliding-log: every unit a member of a sorted set scored by when it was taken (lua/decide/sliding-log.lua);
  * exact. Members are named after the request (or lease) id that took them.
  */
 import type { AlgorithmLogic } from "./logic";

@@ -1,5 +1,5 @@
 /**
- * sliding-window: the weighted two-counter estimate (lua/floodgate.lua, SLIDING): this window's count plus
+ * sliding-window: the weighted two-counter estimate (lua/decide/sliding-window.lua): this window's count plus
  * the previous one's, weighted by how much of it still overlaps the sliding period.
  */
 import type { AlgorithmLogic } from "./logic";

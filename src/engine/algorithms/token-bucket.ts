@@ -1,5 +1,5 @@
 /**
- * token-bucket and gcra: one TAT (theoretical arrival time, µs) per identity (lua/floodgate.lua, BUCKET and
+ * token-bucket and gcra: one TAT (theoretical arrival time, µs) per identity (lua/decide/token-bucket.lua, BUCKET and
  * GCRA: both algorithms ARE the same state); `burst` is the capacity, refilled one unit per `unitUs`.
  */
 import type { AlgorithmLogic, FenceLimits } from "./logic";
