@@ -8,8 +8,10 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { RedisScript } from "../../src/engine/redis";
+import { DECIDE, DECIDE_WITH_OPTIONS, GIVE_BACK, LEASE, REFUND } from "../../src/engine/script";
 
-/** What a command is, by the script call it makes (lua/floodgate.lua's ARGV[1]); `other`: any other command. */
+/** What a command is, by the script it runs (one per call kind: docs/script.md); `other`: any other command. */
 export type CommandKind = "decision" | "lease" | "refund" | "give-back" | "other";
 
 /** What happens to one command on its way; `on`: only to a command of that kind (absent: the next one). */
@@ -20,22 +22,31 @@ export type Fault = (
   | { kind: "lost" }
 ) & { on?: CommandKind | undefined };
 
-const CALL_KINDS: Record<string, CommandKind> = {
-  "0": "decision",
-  "1": "decision",
-  "2": "decision",
-  "3": "refund",
-  "4": "lease",
-  "5": "give-back",
-};
+const SCRIPT_KINDS: readonly (readonly [RedisScript, CommandKind])[] = [
+  [DECIDE, "decision"],
+  [DECIDE_WITH_OPTIONS, "decision"],
+  [LEASE, "lease"],
+  [REFUND, "refund"],
+  [GIVE_BACK, "give-back"],
+];
 
-/** The kind of a REST command (`["evalsha", sha, numkeys, ...keys, call, ...]`). */
-function kindOf(body: Buffer): CommandKind {
+/** Each script's kind by its SHA (what `EVALSHA` names) and by its source (what `EVAL` sends). */
+async function scriptKinds(): Promise<Map<string, CommandKind>> {
+  const kinds = new Map<string, CommandKind>();
+  for (const [script, kind] of SCRIPT_KINDS) {
+    kinds.set(await script.sha(), kind);
+    kinds.set(script.source, kind);
+  }
+  return kinds;
+}
+
+/** The kind of a REST command (`["evalsha", sha, …]` or `["eval", source, …]`). */
+function kindOf(body: Buffer, kinds: Map<string, CommandKind>): CommandKind {
   try {
     const command = JSON.parse(body.toString()) as unknown[];
     const name = String(command[0]).toLowerCase();
     if (name !== "evalsha" && name !== "eval") return "other";
-    return CALL_KINDS[String(command[3 + Number(command[2])])] ?? "other";
+    return kinds.get(name === "evalsha" ? String(command[1]).toLowerCase() : String(command[1])) ?? "other";
   } catch {
     return "other";
   }
@@ -71,10 +82,11 @@ export async function startNetwork(restUrl: string): Promise<Network> {
     byKind: { decision: 0, lease: 0, refund: 0, "give-back": 0, other: 0 } as Record<CommandKind, number>,
   };
   const open = new Set<ServerResponse>();
+  const kinds = await scriptKinds();
 
   async function pass(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await bodyOf(req);
-    const kind = kindOf(body);
+    const kind = kindOf(body, kinds);
     stats.byKind[kind]++;
     const at = queue.findIndex((f) => f.on === undefined || f.on === kind);
     const fault = at >= 0 ? queue.splice(at, 1)[0] : undefined;
