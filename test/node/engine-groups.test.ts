@@ -150,7 +150,10 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
     const one = await store.decide([{ ...call, cost: 50 }], first, { stamps: true });
     const two = await store.decide([{ ...call, cost: 50 }], second, { stamps: true });
     // The first is undone at once: its 500 ms go back, and the bucket refills past them in 600 ms.
-    expect(await undo(store, one, first, decidedAt)).toEqual([50]);
+    // All of it but the moments the refund took (10 ms a unit): a loaded machine takes tens of them.
+    const [back = 0] = await undo(store, one, first, decidedAt);
+    expect(back).toBeGreaterThan(40);
+    expect(back).toBeLessThanOrEqual(50);
     await new Promise((resolve) => setTimeout(resolve, 600));
     expect((await store.decide([{ ...call, cost: 1000 }], requestId())).allowed).toBe(true);
     const tat = await redis.get(key);
