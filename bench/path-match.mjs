@@ -33,7 +33,7 @@ async function matchingOf(dir) {
     stdin: {
       contents: `export { compilePath, compileRules } from "./src/rules/match.ts";
 export { parseRules } from "./src/config/rules.ts";
-export { RequestIdentity } from "./src/identity/request.ts";`,
+export * from "./src/identity/request.ts";`,
       resolveDir: dir,
       loader: "ts",
     },
@@ -103,8 +103,10 @@ function contenders(version) {
     ),
   );
   // One request object per path, its canonical path computed once, as the limiter does per request.
+  // `RequestFacts`, named `RequestIdentity` in revisions before it (a baseline may be one).
+  const Facts = version.RequestFacts ?? version.RequestIdentity;
   const targets = PATHS.map(
-    (path) => new version.RequestIdentity(new Request(`https://edge.test${path}`), { clientIpHeader: "x" }),
+    (path) => new Facts(new Request(`https://edge.test${path}`), { clientIpHeader: "x" }),
   );
   for (const target of targets) void target.path;
   return {

@@ -44,11 +44,13 @@ export type {
   Source,
   WaitUntil,
 } from "./engine/types";
-export type { JwtOptions } from "./identity/jwt";
+export type { JwksHealth, JwksUnavailableError, JwtOptions, JwtVerifier } from "./identity/jwt";
+export type { IdentityOptions, RequestFacts } from "./identity/request";
 export type { OverrideIndex } from "./live/overrides";
 export {
   type CostFunction,
   type DecisionEvent,
+  type FloodgateVariables,
   InvalidCostError,
   type KeyFunction,
   type KeySource,

@@ -14,11 +14,11 @@ import { MisconfiguredError, onError, ProblemError, problemResponse } from "./ht
 import { createProxy } from "./http/proxy";
 import { createJwtVerifier } from "./identity";
 import { createLiveModes } from "./live";
-import { createLimiter } from "./middleware";
+import { createLimiter, type FloodgateVariables } from "./middleware";
 import { createDecisionObserver, MetricsAggregator } from "./observability";
 import { createEngine } from "./resilience/engine";
 
-type AppEnv = { Bindings: Env };
+type AppEnv = { Bindings: Env; Variables: FloodgateVariables };
 
 /** Builds the isolate's app from validated bindings: one engine (a store per endpoint), one limiter, shared by all. */
 function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
@@ -86,6 +86,8 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       failure: config.failure,
       timeoutMs: config.timeoutMs,
       clientIpHeader: config.clientIpHeader,
+      // Never consulted here: the Worker's live modes carry the override index, which says who has one.
+      overrides: true,
       verifyJwt,
       liveModes: (_c, waitUntil) => liveModes.current(waitUntil),
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
@@ -102,8 +104,8 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   });
   const { adminToken } = config;
   app.all("*", (c) => {
-    // The URL, path and client IP the limiter already computed for this request.
-    const request = limiter.requestOf(c);
+    // The URL, path and client IP the limiter already read for this request (it runs before every route here).
+    const request = c.get("floodgateRequest");
     if (underAdminPrefix(request.path, request.url.pathname)) {
       // The admin prefix spelled otherwise than the admin app answers it: never sent to the origin.
       throw new ProblemError(
@@ -122,7 +124,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
         `This request carries the admin token, which is never sent to the origin: the admin API answers paths spelled exactly ${ADMIN_PREFIX}/….`,
       );
     }
-    return proxy(c.req.raw, request.url, request.trustedIp(), request.timer);
+    return proxy(c.req.raw, request.url, request.trustedIp(), c.get("floodgateTimer"));
   });
   return app;
 }

@@ -19,33 +19,6 @@ import {
 } from "./settings";
 
 /**
- * Every option `rateLimit()` takes: the keys of `RateLimitOptions` (src/middleware/options.ts), which
- * src/middleware/index.ts checks against this list at compile time. Any other name is an error, as an
- * unknown rule field is: a `timeout` meant as `timeoutMs`, or a `clientIPHeader`, would otherwise be
- * ignored without a word.
- */
-export const MIDDLEWARE_OPTIONS = [
-  "rules",
-  "redis",
-  "decider",
-  "prefix",
-  "mode",
-  "failure",
-  "timeoutMs",
-  "leases",
-  "leaseMs",
-  "cluster",
-  "clientIpHeader",
-  "getConnInfo",
-  "jwt",
-  "liveModes",
-  "overrides",
-  "onDecision",
-] as const;
-
-const KNOWN_OPTIONS: ReadonlySet<string> = new Set(MIDDLEWARE_OPTIONS);
-
-/**
  * `jwt.jwksUrl`, checked as the Worker checks `RATE_LIMIT_JWKS_URL` (src/config/index.ts): a `URL` as its text,
  * and "" (an unset variable, as the Worker takes an empty binding) as no JWKS.
  */
@@ -60,10 +33,18 @@ function unset(): undefined {
 }
 
 /**
- * The settings among the options, each checked: a `mode: "ON"` from untyped code is an error, never a
- * limiter that silently only monitors.
+ * Every option `rateLimit()` takes, by name, and the one place each setting is checked and defaulted: a
+ * `mode: "ON"` from untyped code is an error, never a limiter that silently only monitors. Their documented
+ * type is `RateLimitOptions` (src/middleware/options.ts); src/middleware/index.ts checks at compile time that
+ * both name the same options.
  */
-const middlewareSettingsSchema = v.object({
+const middlewareOptionsSchema = v.object({
+  // Checked where they are used (src/middleware/index.ts: parseRules, redisOf, the limiter).
+  rules: v.optional(v.unknown()),
+  redis: v.optional(v.unknown()),
+  decider: v.optional(v.unknown()),
+  liveModes: v.optional(v.unknown()),
+  onDecision: v.optional(v.unknown()),
   mode: v.optional(oneOf("mode", MODES), DEFAULTS.mode),
   failure: v.optional(oneOf("failure", FAILURES), DEFAULTS.failure),
   timeoutMs: v.optional(wholeMs("timeoutMs", MAX_TIMEOUT_MS), DEFAULTS.timeoutMs),
@@ -75,8 +56,8 @@ const middlewareSettingsSchema = v.object({
   ),
   leases: v.optional(oneOf("leases", ON_OFF), DEFAULTS.leases),
   leaseMs: v.optional(wholeMs("leaseMs", MAX_LEASE_MS), DEFAULTS.leaseMs),
-  cluster: v.optional(v.boolean("cluster: expected true or false"), false),
-  overrides: v.optional(v.boolean("overrides: expected true or false"), false),
+  cluster: v.optional(v.boolean("cluster: expected true or false"), DEFAULTS.cluster),
+  overrides: v.optional(v.boolean("overrides: expected true or false"), DEFAULTS.overrides),
   // `secret` is any string, as `RATE_LIMIT_JWT_SECRET` is; it is read from the options where it is used.
   jwt: v.optional(
     v.looseObject(
@@ -90,8 +71,22 @@ const middlewareSettingsSchema = v.object({
   ),
 });
 
-/** The middleware's settings, validated, defaults applied. */
-export type MiddlewareSettings = v.InferOutput<typeof middlewareSettingsSchema>;
+/**
+ * Every option `rateLimit()` takes: any other name is an error, as an unknown rule field is (a `timeout`
+ * meant as `timeoutMs`, or a `clientIPHeader`, would otherwise be ignored without a word).
+ */
+export const MIDDLEWARE_OPTIONS = Object.keys(middlewareOptionsSchema.entries) as readonly MiddlewareOption[];
+
+/** The name of one of `rateLimit()`'s options. */
+export type MiddlewareOption = keyof typeof middlewareOptionsSchema.entries;
+
+const KNOWN_OPTIONS: ReadonlySet<string> = new Set(MIDDLEWARE_OPTIONS);
+
+/** The middleware's settings, validated, defaults applied (the options checked where they are used left out). */
+export type MiddlewareSettings = Omit<
+  v.InferOutput<typeof middlewareOptionsSchema>,
+  "rules" | "redis" | "decider" | "liveModes" | "onDecision"
+>;
 
 /**
  * Validates `rateLimit()`'s settings, rejects option names it does not know (the other options are
@@ -100,7 +95,7 @@ export type MiddlewareSettings = v.InferOutput<typeof middlewareSettingsSchema>;
  */
 export function parseMiddlewareSettings(options: object): MiddlewareSettings {
   const unknown = Object.keys(options).filter((name) => !KNOWN_OPTIONS.has(name));
-  const result = v.safeParse(middlewareSettingsSchema, options);
+  const result = v.safeParse(middlewareOptionsSchema, options);
   if (unknown.length === 0 && result.success) return result.output;
   const problems = unknown.map((name) => `${name}: unknown option${suggestion(name)}`);
   if (!result.success) problems.push(...configErrorFrom("", result.issues.map(stripPath)).problems);

@@ -19,6 +19,14 @@ export const DEFAULTS = {
   leases: "on",
   /** The longest life of a lease, ms. */
   leaseMs: 1000,
+  /** The endpoints are Redis Clusters (the middleware's `cluster`; the Worker's `RATE_LIMIT_REDIS_CLUSTER`). */
+  cluster: false,
+  /**
+   * The middleware reads per-identity overrides in every decision (docs/middleware.md): not by default, as
+   * the package has no admin API to write one. The Worker has no such setting: its live modes carry the
+   * override index, which says which identities have one.
+   */
+  overrides: false,
 } as const satisfies {
   mode: Mode;
   failure: FailurePolicy;
@@ -29,4 +37,6 @@ export const DEFAULTS = {
   clientIpHeader: string;
   leases: "on" | "off";
   leaseMs: number;
+  cluster: boolean;
+  overrides: boolean;
 };

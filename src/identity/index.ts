@@ -12,7 +12,7 @@ export {
   type JwtOptions,
   type JwtVerifier,
 } from "./jwt";
-export { type IdentityOptions, RequestIdentity, UnparseableUrlError } from "./request";
+export { type IdentityOptions, RequestFacts, UnparseableUrlError } from "./request";
 export {
   canonicalIdentity,
   identityOf,

@@ -84,7 +84,7 @@ export function ipPrefix64(text: string): string {
 
 /**
  * Recent header values' client IPs, per isolate: a client sends many requests, each parsed once (the
- * request's `RequestIdentity` keeps it). Bounded; oldest out first.
+ * request's `RequestFacts` keeps it). Bounded; oldest out first.
  */
 const RECENT_IP_ENTRIES = 1024;
 const recentIps = new BoundedMap<string, string>(RECENT_IP_ENTRIES);

@@ -1,6 +1,6 @@
 /**
  * One request's facts: its URL, canonical path, client IP, id and verified JWT, each read from the request at
- * most once. How a rule turns them into an identity is src/identity/resolve.ts.
+ * most once and fixed from then on. How a rule turns them into an identity is src/identity/resolve.ts.
  */
 import type { JWTPayload } from "jose";
 import type { KeyPart } from "../config";
@@ -8,7 +8,6 @@ import type { WaitUntil } from "../engine/types";
 import { methodOverrides } from "../rules/method";
 import { canonicalPath } from "../rules/path";
 import { ProblemError } from "../util/problem";
-import type { RunningTimer } from "../util/timer";
 import { canonicalIp, clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
 import { bearerToken, claimValue, JwksUnavailableError, type JwtVerifier } from "./jwt";
 
@@ -26,38 +25,40 @@ export interface IdentityOptions {
 }
 
 /**
- * One request's facts: its parsed URL, canonical path, client IP, id and verified JWT, each computed at most
- * once per request and only when something reads it. The limiter puts it on `c.var` so later steps (the
- * proxy, a log line) read the same values instead of computing them again.
+ * One request's facts: its parsed URL, canonical path, client IP, id and verified JWT. Nothing here can be
+ * set from outside: each fact is computed at most once per request, when something first reads it, and
+ * never changes after. The limiter puts them on `c.var` once (`floodgateRequest`, `FloodgateVariables` in
+ * src/middleware/options.ts) so later steps (the Worker's proxy, a log line) read the same values.
  */
-export class RequestIdentity {
+export class RequestFacts {
   private payload?: Promise<JWTPayload | undefined>;
   private ip?: string | null;
   private uuid?: string;
   private canonical?: string;
   private overrides?: readonly string[];
+  private uncheckable?: JwksUnavailableError;
   readonly url: URL;
-  /** A timer already running for this request (the decision budget's), for a later wait to hang its own on. */
-  timer?: RunningTimer;
-  /** The request's `waitUntil`, for work that may outlive it (a JWKS fetch it stopped waiting for). */
-  waitUntil?: WaitUntil;
-  /**
-   * Set once the request's token turned out uncheckable because the JWKS could not be fetched: its `jwt:`
-   * parts are then missing through no fault of the client (docs/failure-modes.md).
-   */
-  jwksUnavailable?: JwksUnavailableError;
 
   /**
+   * @param waitUntil the request's, for work that may outlive it (a JWKS fetch it stopped waiting for)
    * @param connectionAddress the address of the connection the request came on, read when no header is
    *   trusted (`IdentityOptions.clientIpHeader` absent)
    */
   constructor(
     readonly request: Request,
     private readonly options: IdentityOptions,
-    url?: URL,
+    private readonly waitUntil?: WaitUntil,
     private readonly connectionAddress?: () => string | undefined,
   ) {
-    this.url = url ?? parseUrl(request.url);
+    this.url = parseUrl(request.url);
+  }
+
+  /**
+   * Why the request's token could not be checked, once `jwtPayload()` found the JWKS unreachable: its `jwt:`
+   * parts are then missing through no fault of the client (docs/failure-modes.md). `undefined` otherwise.
+   */
+  get jwksUnavailable(): JwksUnavailableError | undefined {
+    return this.uncheckable;
   }
 
   /** The path in the form rules and the admin prefix are tested in (src/rules/path.ts). */
@@ -143,7 +144,7 @@ export class RequestIdentity {
           ? Promise.resolve(undefined)
           : verify(token, this.waitUntil).catch((error: unknown) => {
               if (!(error instanceof JwksUnavailableError)) throw error;
-              this.jwksUnavailable = error;
+              this.uncheckable = error;
               return undefined;
             });
     }

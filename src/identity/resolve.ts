@@ -6,12 +6,12 @@
  */
 import type { KeyPart, RuleConfig } from "../config";
 import { canonicalIp, ipPrefix64 } from "./ip";
-import type { RequestIdentity } from "./request";
+import type { RequestFacts } from "./request";
 
 /** The identity of a key (all its parts), or `undefined` if any part is missing. */
 export async function identityOfKey(
   parts: readonly KeyPart[],
-  request: RequestIdentity,
+  request: RequestFacts,
 ): Promise<string | undefined> {
   return joinParts(await Promise.all(parts.map((part) => request.part(part))));
 }
@@ -24,7 +24,7 @@ export const needsVerification = (parts: readonly KeyPart[] | undefined): boolea
  * {@link identityOfKey} at once, for a key without a `jwt:` part (see {@link needsVerification}): the same
  * identity, without a promise per part on the request's path.
  */
-export function plainIdentityOfKey(parts: readonly KeyPart[], request: RequestIdentity): string | undefined {
+export function plainIdentityOfKey(parts: readonly KeyPart[], request: RequestFacts): string | undefined {
   if (parts.length === 1) return request.plainPart(parts[0] as Exclude<KeyPart, { kind: "jwt" }>);
   return joinParts(parts.map((part) => request.plainPart(part as Exclude<KeyPart, { kind: "jwt" }>)));
 }
@@ -45,18 +45,18 @@ export type RuleIdentity =
  * THE function that turns (rule, request) into the identity string to hash with `hashIdentity`.
  * A missing key follows the rule's `missing`: `ip` (default) falls back to the client IP.
  */
-export async function identityOf(rule: RuleConfig, request: RequestIdentity): Promise<RuleIdentity> {
+export async function identityOf(rule: RuleConfig, request: RequestFacts): Promise<RuleIdentity> {
   return identityOfValue(rule, request, await identityOfKey(rule.key, request));
 }
 
 /** {@link identityOf} at once, for a rule whose key has no `jwt:` part (see {@link needsVerification}). */
-export function plainIdentityOf(rule: RuleConfig, request: RequestIdentity): RuleIdentity {
+export function plainIdentityOf(rule: RuleConfig, request: RequestFacts): RuleIdentity {
   return identityOfValue(rule, request, plainIdentityOfKey(rule.key, request));
 }
 
 function identityOfValue(
   rule: RuleConfig,
-  request: RequestIdentity,
+  request: RequestFacts,
   identity: string | undefined,
 ): RuleIdentity {
   if (identity !== undefined) return { kind: "identity", identity, fallback: false };
@@ -66,13 +66,13 @@ function identityOfValue(
 }
 
 /** The client's tier for a rule with `tier`/`tiers`, or `undefined` (the rule's own limits apply). */
-export async function tierOf(rule: RuleConfig, request: RequestIdentity): Promise<string | undefined> {
+export async function tierOf(rule: RuleConfig, request: RequestFacts): Promise<string | undefined> {
   if (rule.tier === undefined) return undefined;
   return knownTier(rule, await identityOfKey(rule.tier, request));
 }
 
 /** {@link tierOf} at once, for a rule whose `tier` has no `jwt:` part. */
-export function plainTierOf(rule: RuleConfig, request: RequestIdentity): string | undefined {
+export function plainTierOf(rule: RuleConfig, request: RequestFacts): string | undefined {
   if (rule.tier === undefined) return undefined;
   return knownTier(rule, plainIdentityOfKey(rule.tier, request));
 }

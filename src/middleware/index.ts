@@ -20,12 +20,12 @@ import type { Decider } from "../engine/types";
 import { createJwtVerifier } from "../identity";
 import { createEngine } from "../resilience/engine";
 import { connectionAddressOf, type GetConnInfo, onCloudflareWorkers } from "./conninfo";
-import { createLimiter, type Limiter } from "./limiter";
+import { createLimiter, type Limiter, type LimiterMiddleware } from "./limiter";
 import type { RateLimitOptions } from "./options";
 import type { PlannedRule } from "./plan";
 
 export * from "./errors";
-export { createLimiter, type Limiter, type LimiterDeps } from "./limiter";
+export { createLimiter, type Limiter, type LimiterDeps, type LimiterMiddleware } from "./limiter";
 export type * from "./options";
 export type { PlannedRule } from "./plan";
 
@@ -50,14 +50,16 @@ export type { PlannedRule } from "./plan";
 export function rateLimit<E extends HonoEnv = any>(
   options: RateLimitOptions<E> | ((c: Context<E>) => RateLimitOptions<E>),
 ): MiddlewareHandler<E> {
+  // The limiter sets its own variables (`FloodgateVariables`) on whatever the app's env is: an app names them
+  // in its `Variables` to read them typed.
   if (typeof options !== "function") {
     const { middleware } = limiterOf(options);
-    return middleware as MiddlewareHandler<E>;
+    return middleware as unknown as MiddlewareHandler<E>;
   }
   let limiter: Limiter | undefined;
   return async function rateLimit(c, next) {
     limiter ??= limiterOf(options(c));
-    return limiter.middleware(c as unknown as Context, next);
+    return limiter.middleware(c as unknown as Parameters<LimiterMiddleware>[0], next);
   };
 }
 

@@ -2,49 +2,43 @@
  * The composition root of limiting: the rules, parsed once, the one engine that decides them, and the
  * middleware that puts every request through them. The Worker builds it from its bindings (src/worker.ts;
  * its admin API gets the same engine, not the limiter) and its proxy reads the request facts the limiter
- * made (`requestOf`); `rateLimit()` builds it from its options.
- * Per request: match → plan → ONE engine call → a 429/503 thrown, or on to the handler with headers added.
+ * put on `c.var` (`FloodgateVariables`); `rateLimit()` builds it from its options.
+ * Per request: facts → match → plan → ONE engine call → a 429/503 thrown, or on to the handler with headers
+ * added.
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { clientChosenSources } from "../config";
+import { clientChosenSources, type MiddlewareSettings } from "../config";
 import { traitsOf } from "../engine/algorithms";
-import type { Decider, FailurePolicy, Mode, WaitUntil } from "../engine/types";
-import { type JwtVerifier, RequestIdentity } from "../identity";
+import type { Decider, WaitUntil } from "../engine/types";
+import { type JwtVerifier, RequestFacts } from "../identity";
 import { compileRules } from "../rules/match";
 import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
 import type { ProblemError } from "../util/problem";
 import { delayOf, giveBack, waitForSlot } from "./delay";
 import { uncheckedDecision } from "./jwks";
-import type { DecisionEvent } from "./options";
+import type { DecisionEvent, FloodgateVariables } from "./options";
 import { type PlannedRule, planCalls } from "./plan";
 import { heldSlots, releaseWhenWritten } from "./release";
 import { infoOf, report } from "./report";
 import { replaceResponse, withHeaders } from "./respond";
 import { serverTiming, verdictOf } from "./verdict";
 
-/** What a limiter is built from, besides its rules. Every field is resolved (defaults applied) by the caller. */
-export interface LimiterDeps {
+/**
+ * What a limiter is built from, besides its rules. The settings are the middleware's, typed by their one
+ * schema (src/config/middleware.ts) and documented once in `RateLimitOptions` (src/middleware/options.ts),
+ * every one resolved (defaults applied) by the caller: the Worker from its bindings, `rateLimit()` from its
+ * options. `timeoutMs` also bounds the live-mode read of a fresh isolate. `clientIpHeader` absent: no header
+ * is trusted, the IP is `connectionAddress`'s (the middleware off Cloudflare, src/middleware/conninfo.ts).
+ * `overrides` decides only when the live modes carry no override index (the Worker's always do).
+ */
+export interface LimiterDeps
+  extends Pick<MiddlewareSettings, "mode" | "failure" | "timeoutMs" | "clientIpHeader" | "overrides"> {
   /** The engine's whole decision stack (`createEngine(…).decider`, src/resilience/engine.ts). */
   decider: Decider;
-  mode: Mode;
-  failure: FailurePolicy;
-  /** Budget for one whole Redis decision (the live-mode read of a fresh isolate included), ms. */
-  timeoutMs: number;
-  /**
-   * The one header trusted for the client IP; absent = none: the IP is `connectionAddress`'s (the middleware
-   * off Cloudflare, src/middleware/conninfo.ts).
-   */
-  clientIpHeader?: string | undefined;
-  /** The address of the connection a request came on, read when no header is trusted. */
+  /** The address of the connection a request came on, read when no header is trusted (`clientIpHeader` absent). */
   connectionAddress?: ((c: Context) => string | undefined) | undefined;
   /** Verifies bearer tokens for `jwt:` keys; absent = such keys are always missing. */
   verifyJwt?: JwtVerifier | undefined;
-  /**
-   * Whether a call reads its identity's override when the live modes carry no override index (the Worker's
-   * always do): `true` never misses one, at one more command per rule; `false`, a rule's limits are its own.
-   * @default true
-   */
-  overrides?: boolean | undefined;
   /** The live mode switches in force (`waitUntil`: the request's, for a refresh in the background). @default none */
   liveModes?: ((c: Context, waitUntil: WaitUntil) => LiveModes | Promise<LiveModes>) | undefined;
   /**
@@ -60,16 +54,14 @@ export interface LimiterDeps {
   answer?: ((problem: ProblemError) => Response) | undefined;
 }
 
-/** One limiter: what the Worker's middleware and proxy share. */
-export interface Limiter {
-  /** The request facts of `c` (URL, client IP, id): the ones the middleware used, or made now once. */
-  requestOf(c: Context): RequestIdentity;
-  /** The middleware. */
-  readonly middleware: MiddlewareHandler;
-}
+/** The limiter's middleware: it puts `FloodgateVariables` on the context of every request it sees. */
+export type LimiterMiddleware = MiddlewareHandler<{ Variables: FloodgateVariables }>;
 
-/** Where the request facts travel on `c.var`. */
-const REQUEST_VAR = "floodgateRequest";
+/** One limiter. */
+export interface Limiter {
+  /** The middleware. */
+  readonly middleware: LimiterMiddleware;
+}
 
 const NO_REQUEST_ID = "-"; // the script stores the request id only where the algorithm says so; others need no UUID
 
@@ -77,7 +69,7 @@ const NO_REQUEST_ID = "-"; // the script stores the request id only where the al
 export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps): Limiter {
   const compiled = compileRules(rules.map((p) => p.rule));
   const planned = new Map(rules.map((p) => [p.rule, p]));
-  const { decider, mode, failure, timeoutMs, overrides = true } = deps;
+  const { decider, mode, failure, timeoutMs, overrides } = deps;
 
   // Said once, where the limiter is built (check-config says it before deploy).
   for (const note of clientChosenSources(rules.map((p) => p.rule))) console.warn(`floodgate: ${note}`);
@@ -98,23 +90,20 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
   };
   const { connectionAddress } = deps;
 
-  function requestOf(c: Context): RequestIdentity {
-    const vars = c as unknown as Context<{ Variables: { [REQUEST_VAR]?: RequestIdentity } }>;
-    let request = vars.get(REQUEST_VAR);
+  const middleware: LimiterMiddleware = async function rateLimit(c, next) {
+    // The request's facts, first and once: every later step (this one's planning, the Worker's proxy, a second
+    // `rateLimit()` on the same route) reads these.
+    const waitUntil = waitUntilOf(c);
+    let request: RequestFacts | undefined = c.get("floodgateRequest");
     if (request === undefined) {
-      request = new RequestIdentity(
+      request = new RequestFacts(
         c.req.raw,
         identityOptions,
-        undefined,
+        waitUntil,
         connectionAddress && (() => connectionAddress(c)),
       );
-      vars.set(REQUEST_VAR, request);
+      c.set("floodgateRequest", request);
     }
-    return request;
-  }
-
-  const middleware: MiddlewareHandler = async function rateLimit(c, next) {
-    const request = requestOf(c);
     const matched: PlannedRule[] = [];
     for (const r of compiled) {
       if (r.matches(c.req.method, request)) matched.push(planned.get(r.rule) as PlannedRule);
@@ -124,8 +113,6 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     // A fresh isolate's first read of the live modes waits on Redis: the decision gets what is left of
     // the same budget, so no request waits on Redis longer than `timeoutMs` in all. A warm isolate's
     // modes (and most plans) come without a promise: nothing to wait for, nothing to await.
-    const waitUntil = waitUntilOf(c);
-    request.waitUntil = waitUntil;
     let live = deps.liveModes ? deps.liveModes(c, waitUntil) : NO_LIVE_MODES;
     let budgetMs = timeoutMs;
     if (live instanceof Promise) {
@@ -150,9 +137,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       (await decider.decide(calls, requestId, {
         budgetMs,
         waitUntil,
-        onTimer: (timer) => {
-          request.timer = timer;
-        },
+        onTimer: (timer) => c.set("floodgateTimer", timer),
       }));
     report(deps.onDecision, decision, c.req.raw, request);
     c.set("rateLimit", infoOf(decision));
@@ -198,7 +183,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     if (response !== c.res) replaceResponse(c, response);
   };
 
-  return { requestOf, middleware };
+  return { middleware };
 }
 
 /**

@@ -6,7 +6,9 @@
 import type { Context, Env as HonoEnv } from "hono";
 import type { Algorithm, Decider, Decision, FailurePolicy, Mode, RuleResult, Source } from "../engine/types";
 import type { JwtOptions } from "../identity/jwt";
+import type { RequestFacts } from "../identity/request";
 import type { LiveModes } from "../rules/modes";
+import type { RunningTimer } from "../util/timer";
 
 /** What the limiter reports about one decided request (to `onDecision`). */
 export interface DecisionEvent {
@@ -44,10 +46,32 @@ export interface RateLimitInfo {
   source: Source;
 }
 
+/**
+ * What `rateLimit()` puts on the context, for an app to type its variables with (as hono's `JwtVariables`).
+ * @example
+ * const app = new Hono<{ Variables: FloodgateVariables }>();
+ * app.use(rateLimit({ ... }));
+ * app.get("/", (c) => c.json({ remaining: c.var.rateLimit?.remaining, ip: c.var.floodgateRequest.trustedIp() }));
+ */
+export type FloodgateVariables = {
+  /** The rate-limit decision of this request; `undefined` when no rule applied to it. */
+  rateLimit: RateLimitInfo | undefined;
+  /**
+   * The request's facts (URL, canonical path, client IP, request id, verified JWT), read once by the limiter,
+   * before anything else it does, and the same values for every later step.
+   */
+  floodgateRequest: RequestFacts;
+  /**
+   * The decision budget's timer while it still runs, for a later wait to hang its own on (the Worker's origin
+   * timeout: src/util/timer.ts); absent when the request made no Redis call.
+   */
+  floodgateTimer?: RunningTimer | undefined;
+};
+
 declare module "hono" {
+  // `c.get("rateLimit")` typed in any app, as the README shows it, not only one typed with FloodgateVariables.
   interface ContextVariableMap {
-    /** The rate-limit decision of this request; `undefined` when no rule applied to it. */
-    rateLimit: RateLimitInfo | undefined;
+    rateLimit: FloodgateVariables["rateLimit"];
   }
 }
 

@@ -16,7 +16,7 @@ import {
   needsVerification,
   plainIdentityOf,
   plainTierOf,
-  type RequestIdentity,
+  type RequestFacts,
   tierOf,
 } from "../identity";
 import { effectiveMode, type LiveModes } from "../rules/modes";
@@ -49,7 +49,7 @@ export interface PlanContext {
  */
 export function planCalls(
   c: Context,
-  request: RequestIdentity,
+  request: RequestFacts,
   rules: readonly PlannedRule[],
   context: PlanContext,
 ): RuleCall[] | Promise<RuleCall[]> {
@@ -76,7 +76,7 @@ const defined = (calls: (RuleCall | undefined)[]): RuleCall[] =>
 
 function planCall(
   c: Context,
-  request: RequestIdentity,
+  request: RequestFacts,
   planned: PlannedRule,
   context: PlanContext,
 ): RuleCall | undefined | Promise<RuleCall | undefined> {
@@ -107,7 +107,7 @@ function planCall(
 /** A rule with a key, tier or cost function, or a `jwt:` part: its inputs are awaited. */
 async function planCallWaiting(
   c: Context,
-  request: RequestIdentity,
+  request: RequestFacts,
   { rule, keyFn, tierFn, costFn }: PlannedRule,
   context: PlanContext,
   mode: RuleCall["mode"],

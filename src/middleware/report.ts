@@ -3,7 +3,7 @@
  * (`infoOf`) and the app's `onDecision` observer (`report`).
  */
 import type { Decision, RuleResult } from "../engine/types";
-import type { RequestIdentity } from "../identity";
+import type { RequestFacts } from "../identity";
 import { strictest } from "./headers";
 import type { DecisionEvent, RateLimitInfo } from "./options";
 import { advertised } from "./verdict";
@@ -34,7 +34,7 @@ export function report(
   onDecision: ((event: DecisionEvent) => unknown) | undefined,
   decision: Decision,
   raw: Request,
-  request: RequestIdentity,
+  request: RequestFacts,
 ): void {
   if (!onDecision) return;
   try {
@@ -54,7 +54,7 @@ class Reported implements DecisionEvent {
   constructor(
     readonly decision: Decision,
     readonly request: Request,
-    private readonly facts: RequestIdentity,
+    private readonly facts: RequestFacts,
   ) {}
 
   get requestId(): string {

@@ -6,7 +6,7 @@
  * held; the script counts the slots (a concurrency set per sub-key).
  */
 import type { RuleConfig, ShedConfig } from "../config";
-import { identityOfKey, type RequestIdentity } from "../identity";
+import { identityOfKey, type RequestFacts } from "../identity";
 
 /** What one request gets under a shed rule. */
 export interface ShedPlan {
@@ -22,7 +22,7 @@ export interface ShedPlan {
 export async function shedPlan(
   rule: RuleConfig & { shed: ShedConfig },
   method: string,
-  request: RequestIdentity,
+  request: RequestFacts,
   capacity: number,
 ): Promise<ShedPlan> {
   const { shed } = rule;

@@ -21,7 +21,7 @@ import {
   createJwtVerifier,
   ipPrefix64,
 } from "../../src/identity";
-import { RequestIdentity } from "../../src/identity/request";
+import { RequestFacts } from "../../src/identity/request";
 import { headerCost } from "../../src/middleware/cost";
 import { InvalidCostError } from "../../src/middleware/errors";
 import { createDecider } from "../../src/resilience/decider";
@@ -306,7 +306,7 @@ describe("key extraction", () => {
         (url) => {
           const request = { url, headers: new Headers() } as unknown as Request;
           const identity = survives(
-            () => new RequestIdentity(request, { clientIpHeader: "x-client-ip" }),
+            () => new RequestFacts(request, { clientIpHeader: "x-client-ip" }),
             (error) => error instanceof ProblemError && error.status === 400,
           );
           if (identity)

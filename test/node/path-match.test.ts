@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { parseRules } from "../../src/config/rules";
-import { RequestIdentity } from "../../src/identity";
+import { RequestFacts } from "../../src/identity";
 import { compilePath, compileRules } from "../../src/rules/match";
 
 /** The pattern's tokens as the contract reads them: `*`, `:name`, and literal text. */
@@ -241,7 +241,7 @@ describe("a rule's whole match on a 16 KB URL", () => {
     for (const url of urls) {
       const ms = fastestMs(() => {
         // A request's facts are read once per request, then every rule is tested.
-        const request = new RequestIdentity(
+        const request = new RequestFacts(
           new Request(`https://edge.test${url}`, { method: "POST", headers: { "X-HTTP-Method": "DELETE" } }),
           { clientIpHeader: "cf-connecting-ip" },
         );

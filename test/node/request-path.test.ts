@@ -1,7 +1,7 @@
 // The canonical path rules are matched against (src/rules/path.ts), and a request URL that cannot be parsed.
 import { describe, expect, it } from "vitest";
 import { createAdminApp } from "../../src/admin/app";
-import { RequestIdentity } from "../../src/identity/request";
+import { RequestFacts } from "../../src/identity/request";
 import { canonicalPath } from "../../src/rules/path";
 import { ProblemError } from "../../src/util/problem";
 
@@ -36,7 +36,7 @@ describe("a request whose URL cannot be parsed", () => {
     const request = { url: "http://a b/deny/x", headers: new Headers() } as unknown as Request;
     let thrown: unknown;
     try {
-      new RequestIdentity(request, { clientIpHeader: "cf-connecting-ip" });
+      new RequestFacts(request, { clientIpHeader: "cf-connecting-ip" });
     } catch (error) {
       thrown = error;
     }

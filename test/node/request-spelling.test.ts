@@ -4,7 +4,7 @@ import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { parseRules } from "../../src/config/rules";
-import { clientIpFrom, identityOf, RequestIdentity } from "../../src/identity";
+import { clientIpFrom, identityOf, RequestFacts } from "../../src/identity";
 import { compileRules } from "../../src/rules/match";
 import { canonicalPath } from "../../src/rules/path";
 import { startEchoOrigin } from "../support/echo-origin.mjs";
@@ -87,7 +87,7 @@ describe("an identity is the one the origin reads", () => {
   const identity = (url: string) =>
     identityOf(
       query as (typeof rules)[number],
-      new RequestIdentity(new Request(url), { clientIpHeader: "CF-Connecting-IP" }),
+      new RequestFacts(new Request(url), { clientIpHeader: "CF-Connecting-IP" }),
     );
 
   it("a query key given twice names no one: the rule's `missing` applies (origins read the first or the last)", async () => {

@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/config/errors";
 import { parseRules } from "../../src/config/rules";
-import { RequestIdentity } from "../../src/identity";
+import { RequestFacts } from "../../src/identity";
 import { compileRules } from "../../src/rules/match";
 
 const LABEL = "RATE_LIMIT_RULES";
@@ -23,7 +23,7 @@ const rulesOf = (...matches: object[]) =>
 function matcher(...matches: object[]) {
   const compiled = compileRules(parseRules(rulesOf(...matches), { label: LABEL, jwtVerifiable: false }));
   return (method: string, path: string, headers: Record<string, string> = {}) => {
-    const request = new RequestIdentity(new Request(`https://edge.test${path}`, { method, headers }), {
+    const request = new RequestFacts(new Request(`https://edge.test${path}`, { method, headers }), {
       clientIpHeader: "cf-connecting-ip",
     });
     return compiled.filter((r) => r.matches(method, request)).map((r) => r.rule.name);
