@@ -2,6 +2,7 @@
 // choice of instants explains, and never one that some choice does (docs/exactness.md, "The model").
 import { describe, expect, it } from "vitest";
 import { type Admission, checkHistory, type Limits } from "../sim/model";
+import { inEffect } from "../sim/system";
 
 let op = 0;
 /** An admission of `units` somewhere in [from, to] ms. */
@@ -67,5 +68,47 @@ describe("concurrency", () => {
     expect(checkHistory(l, [released, at(1, 10), at(1, 100)])).toEqual([]);
     expect(checkHistory(l, [at(1, 0), at(1, 10), at(1, 100)])).toHaveLength(1);
     expect(checkHistory(l, [at(1, 0), at(1, 10), at(1, 1100)])).toEqual([]); // the first two expired
+  });
+});
+
+describe("admin changes as they took effect (inEffect)", () => {
+  const override = (from: number, limit: number) =>
+    ({ from, to: from + 20, kind: "override", limits: { ...own, limit } }) as const;
+  const own: Limits = { algorithm: "fixed-window", limit: 4, periodMs: 400, burst: 4 };
+
+  it("an override's ttl ends it only if no later set replaced it first", () => {
+    // Found by the long profile: a 1 s override replaced by a 2 s one at 207 ms; the first's ttl end at
+    // 1000 ms was taken for the rule's own limits (4) while the second's (11) stood: "9 units > limit 4".
+    const first = override(0, 31);
+    const second = override(207, 11);
+    const changes = inEffect([
+      first,
+      { from: 1000, to: 1020, limits: "own", kind: "ttl", ends: first },
+      second,
+      { from: 2207, to: 2227, limits: "own", kind: "ttl", ends: second },
+    ]);
+    expect(changes.map((c) => (typeof c.limits === "object" ? c.limits.limit : c.limits))).toEqual([
+      31,
+      11,
+      "own",
+    ]);
+  });
+
+  it("a set racing the ttl's end, or another set, leaves the limits unknown", () => {
+    const first = override(0, 31);
+    const changes = inEffect([
+      first,
+      { from: 1000, to: 1020, limits: "own", kind: "ttl", ends: first },
+      override(1010, 11),
+    ]);
+    expect(changes.map((c) => (typeof c.limits === "object" ? c.limits.limit : c.limits))).toEqual([
+      31,
+      "unknown",
+      11,
+    ]);
+    expect(inEffect([override(0, 31), override(10, 11)]).map((c) => c.limits)).toEqual([
+      "unknown",
+      "unknown",
+    ]);
   });
 });

@@ -105,6 +105,38 @@ interface Change {
   to: number;
   /** `same`: a reset; `own`: the rule's own again; `unknown`: a change that may or may not have been made. */
   limits: Limits | "same" | "own" | "unknown";
+  /** An override's set or removal (not a reset), or the end of the `ttl` of the override set at `ends`. */
+  kind: "reset" | "override" | "ttl";
+  /** A ttl's end: the override's set whose ttl it is. */
+  ends?: Change;
+}
+
+/**
+ * The changes as they took effect: a ttl's end only if no later set or removal replaced its override before
+ * it (one that may have come before or after it leaves the limits unknown), and a change whose interval
+ * overlaps another override change's leaves them unknown too (the two may have landed in either order).
+ */
+export function inEffect(changes: readonly Change[]): Change[] {
+  const overrides = changes.filter((c) => c.kind === "override");
+  const out: Change[] = [];
+  for (const change of changes) {
+    if (change.kind === "ttl") {
+      const set = change.ends as Change;
+      const later = overrides.filter((c) => c !== set && c.to > set.from && c.from < change.to);
+      if (later.some((c) => c.to < change.from && c.from > set.to)) continue; // replaced before it ended
+      if (later.length > 0) {
+        out.push({ ...change, limits: "unknown" });
+        continue;
+      }
+      out.push(change);
+      continue;
+    }
+    const racing =
+      change.kind === "override" &&
+      overrides.some((c) => c !== change && c.from < change.to && change.from < c.to);
+    out.push(racing ? { ...change, limits: "unknown" } : change);
+  }
+  return out.sort((a, b) => a.from - b.from);
 }
 
 const ADMIN_TOKEN = "simulation-admin-token-0123456789abcdef";
@@ -326,7 +358,7 @@ export async function runScenario(
     ).catch(() => undefined);
     // Every isolate hears of it (the change log), leases revoked and cached denials dropped.
     for (const isolate of isolates) (isolate as ResilientDecider).forget(ruleName(rule), identityHash);
-    record(keyOf(ruleName(rule), identityHash), { from, to: Date.now() + 1, limits: "same" });
+    record(keyOf(ruleName(rule), identityHash), { from, to: Date.now() + 1, limits: "same", kind: "reset" });
   }
 
   const executionContext = {
@@ -387,9 +419,11 @@ export async function runScenario(
         }
       : "own";
     // A change that failed (a fault on its way) may or may not have been written: its limits are unknown.
-    record(key, { from, to, limits: response?.ok ? limits : "unknown" });
+    const change: Change = { from, to, limits: response?.ok ? limits : "unknown", kind: "override" };
+    record(key, change);
     if (set?.ttlS !== undefined && response?.ok) {
-      record(key, { from: from + set.ttlS * 1000, to: to + set.ttlS * 1000, limits: "own" });
+      const ttlMs = set.ttlS * 1000;
+      record(key, { from: from + ttlMs, to: to + ttlMs, limits: "own", kind: "ttl", ends: change });
     }
   }
 
@@ -448,7 +482,7 @@ export async function runScenario(
     // An admin change starts an epoch checked alone, under the limits in force in it (a reset keeps them, an
     // override sets its own, its removal or its ttl's end the rule's); an admission that may lie on either
     // side of a change is left out, and so is an epoch whose limits are unknown (a change a fault cut short).
-    const cuts = [...(changes.get(key) ?? [])].sort((a, b) => a.from - b.from);
+    const cuts = inEffect(changes.get(key) ?? []);
     let inForce: Limits | "unknown" = limits;
     const epochs: { limits: Limits | "unknown"; from: number; to: number; history: Admission[] }[] = [];
     let start = Number.NEGATIVE_INFINITY;
