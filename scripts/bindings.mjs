@@ -16,6 +16,7 @@ export const BINDINGS = [
   "ORIGIN_TIMEOUT_MS",
   "RATE_LIMIT_PREFIX",
   "RATE_LIMIT_ADMIN_TOKEN",
+  "RATE_LIMIT_METRICS_TOKEN",
   "RATE_LIMIT_CLIENT_IP_HEADER",
   "RATE_LIMIT_JWT_SECRET",
   "RATE_LIMIT_JWKS_URL",
@@ -24,4 +25,9 @@ export const BINDINGS = [
 ];
 
 /** The bindings that are secrets (README "Configuration"): set with `wrangler secret put`, never in wrangler.toml. */
-export const SECRETS = ["UPSTASH_REDIS_REST_TOKEN", "RATE_LIMIT_ADMIN_TOKEN", "RATE_LIMIT_JWT_SECRET"];
+export const SECRETS = [
+  "UPSTASH_REDIS_REST_TOKEN",
+  "RATE_LIMIT_ADMIN_TOKEN",
+  "RATE_LIMIT_METRICS_TOKEN",
+  "RATE_LIMIT_JWT_SECRET",
+];

@@ -31,6 +31,8 @@ export interface Env {
   RATE_LIMIT_PREFIX?: string;
   /** Secret: enables the admin API at `/__floodgate`. */
   RATE_LIMIT_ADMIN_TOKEN?: string;
+  /** Secret (≥ 16 characters): opens `GET /__floodgate/metrics` and nothing else (docs/monitoring.md). */
+  RATE_LIMIT_METRICS_TOKEN?: string;
   /** The one header trusted for the client IP. @default "CF-Connecting-IP" */
   RATE_LIMIT_CLIENT_IP_HEADER?: string;
   /** Secret: HS256/384/512 key for `jwt:<claim>` keys. */

@@ -58,6 +58,8 @@ export interface FloodgateConfig {
   originTimeoutMs: number;
   prefix: string;
   adminToken?: string;
+  /** `RATE_LIMIT_METRICS_TOKEN`: opens `GET /__floodgate/metrics` only (docs/monitoring.md). */
+  metricsToken?: string;
   clientIpHeader: string;
   jwtSecret?: string;
   jwksUrl?: URL;
@@ -66,6 +68,9 @@ export interface FloodgateConfig {
   /** `RATE_LIMIT_JWT_ISSUER`: the `iss` a token must carry (any one of these). */
   jwtIssuer?: string[];
 }
+
+/** The shortest `RATE_LIMIT_METRICS_TOKEN` accepted, characters. */
+const MIN_METRICS_TOKEN_LENGTH = 16;
 
 /** The Redis endpoint bindings, also checked on their own: their pairing needs both valid. */
 const redisSchema = v.object({
@@ -86,6 +91,15 @@ const bindingsSchema = v.object({
   RATE_LIMIT_PREFIX: v.optional(keyPrefix("RATE_LIMIT_PREFIX"), DEFAULTS.prefix),
   // A secret: messages never echo its value.
   RATE_LIMIT_ADMIN_TOKEN: v.optional(bearerSecret("RATE_LIMIT_ADMIN_TOKEN")),
+  RATE_LIMIT_METRICS_TOKEN: v.optional(
+    v.pipe(
+      bearerSecret("RATE_LIMIT_METRICS_TOKEN"),
+      v.check(
+        (token) => token.length === 0 || token.length >= MIN_METRICS_TOKEN_LENGTH,
+        `RATE_LIMIT_METRICS_TOKEN: shorter than ${MIN_METRICS_TOKEN_LENGTH} characters (its value is not shown): a scraper's token is guessable when short, e.g. \`openssl rand -base64 32\``,
+      ),
+    ),
+  ),
   RATE_LIMIT_CLIENT_IP_HEADER: v.optional(headerName("RATE_LIMIT_CLIENT_IP_HEADER"), DEFAULTS.clientIpHeader),
   RATE_LIMIT_JWT_SECRET: v.optional(v.string("RATE_LIMIT_JWT_SECRET: expected a string")),
   RATE_LIMIT_JWKS_URL: v.optional(httpUrl("RATE_LIMIT_JWKS_URL")),
@@ -143,6 +157,7 @@ export function parseEnv(
     originTimeoutMs: b.ORIGIN_TIMEOUT_MS,
     prefix: b.RATE_LIMIT_PREFIX,
     adminToken: b.RATE_LIMIT_ADMIN_TOKEN,
+    metricsToken: b.RATE_LIMIT_METRICS_TOKEN || undefined,
     clientIpHeader: b.RATE_LIMIT_CLIENT_IP_HEADER,
     jwtSecret: b.RATE_LIMIT_JWT_SECRET,
     jwksUrl: b.RATE_LIMIT_JWKS_URL === undefined ? undefined : new URL(b.RATE_LIMIT_JWKS_URL),

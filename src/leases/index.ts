@@ -32,6 +32,8 @@ export interface LeaseOptions {
  */
 export interface LeasingDecider extends ResilientDecider {
   decideNow(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined;
+  /** Units this isolate holds on lease and has not spent yet, over every rule (no Redis call). */
+  leasedUnits(): number;
 }
 
 /**
@@ -237,6 +239,7 @@ export function withLeases<D extends ResilientDecider>(
     ...decider,
     decide,
     decideNow,
+    leasedUnits: () => table.outstanding(Date.now()),
     forget(rule, identityHash) {
       table.revoke(rule, identityHash, Date.now());
       decider.forget(rule, identityHash);

@@ -213,6 +213,15 @@ export class LeaseTable {
     }
   }
 
+  /** Units this isolate holds unspent in live leases and spares at `now` (a gauge: docs/monitoring.md). */
+  outstanding(now: number): number {
+    let units = 0;
+    for (const map of [this.leases, this.spares]) {
+      for (const lease of map.values()) if (now < lease.expiresAt) units += lease.left;
+    }
+    return units;
+  }
+
   /** Removes and returns every lease that expired by `now`, and every retired one. */
   expired(now: number): Lease[] {
     const out = this.retired;

@@ -47,6 +47,8 @@ export class CircuitBreaker {
   private lastOpenMs = 0;
   /** Start of the outstanding probe; 0 when none. */
   private probeStartedMs = 0;
+  /** Times it opened (or reopened) since the isolate started: `floodgate_breaker_opens_total` (docs/monitoring.md). */
+  private openings = 0;
 
   constructor(
     options: BreakerOptions = {},
@@ -67,6 +69,11 @@ export class CircuitBreaker {
   /** Failed decisions in a row (reset by any success). */
   get failures(): number {
     return this.consecutiveFailures;
+  }
+
+  /** Times it opened or reopened since it was made (monotonic). */
+  get opens(): number {
+    return this.openings;
   }
 
   /** Ms until a probe may be sent; 0 when closed or half-open. */
@@ -112,6 +119,7 @@ export class CircuitBreaker {
   }
 
   private open(forMs: number): void {
+    this.openings += 1;
     this.lastOpenMs = forMs;
     this.openUntilMs = this.now() + forMs;
     this.probeStartedMs = 0;

@@ -20,6 +20,10 @@ export interface DeciderHealth {
   lastFailure: { reason: DegradedReason; kind: StoreErrorKind; agoMs: number } | null;
   /** `rejected` after a REST 401 until Redis accepts a decision again. */
   credentials: "unknown" | "accepted" | "rejected";
+  /** Failed decisions by kind since the isolate started (monotonic; docs/monitoring.md). */
+  errors: Readonly<Record<StoreErrorKind, number>>;
+  /** Times the breaker opened since the isolate started (monotonic). */
+  breakerOpens: number;
 }
 
 /** Tracks failures and credentials; logs a credentials problem once (again only after they worked). */
@@ -27,6 +31,12 @@ export class HealthTracker {
   private lastFailure: (DecisionFailure & { atMs: number }) | null = null;
   private credentials: DeciderHealth["credentials"] = "unknown";
   private authLogged = false;
+  private readonly errors: Record<StoreErrorKind, number> = {
+    timeout: 0,
+    unavailable: 0,
+    auth: 0,
+    script: 0,
+  };
 
   constructor(
     private readonly log: (line: string) => void,
@@ -42,6 +52,7 @@ export class HealthTracker {
   /** A decision failed. */
   failed(failure: DecisionFailure): void {
     this.lastFailure = { ...failure, atMs: this.now() };
+    this.errors[failure.kind] += 1;
     if (failure.kind !== "auth") return;
     this.credentials = "rejected";
     if (!this.authLogged) this.log(AUTH_LOG_LINE);
@@ -63,6 +74,8 @@ export class HealthTracker {
           ? null
           : { reason: last.reason, kind: last.kind, agoMs: Math.max(0, this.now() - last.atMs) },
       credentials: this.credentials,
+      errors: { ...this.errors },
+      breakerOpens: breaker.opens,
     };
   }
 }

@@ -170,7 +170,17 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
           : each.every((h) => h.credentials === "accepted")
             ? "accepted"
             : "unknown",
+        errors: {
+          timeout: sum(each, (h) => h.errors.timeout),
+          unavailable: sum(each, (h) => h.errors.unavailable),
+          auth: sum(each, (h) => h.errors.auth),
+          script: sum(each, (h) => h.errors.script),
+        },
+        breakerOpens: sum(each, (h) => h.breakerOpens),
       };
     },
   };
 }
+
+const sum = <T>(items: readonly T[], of: (item: T) => number): number =>
+  items.reduce((total, item) => total + of(item), 0);

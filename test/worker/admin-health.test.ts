@@ -81,6 +81,8 @@ describe("GET /__floodgate/health", () => {
       consecutiveFailures: 0,
       lastFailure: null,
       credentials: "unknown",
+      errors: { timeout: 0, unavailable: 0, auth: 0, script: 0 },
+      breakerOpens: 0,
     };
     const reports = await Promise.all(
       Array.from({ length: 8 }, () => healthOfEndpoints([client], () => DECIDE.sha(), [decider])),
