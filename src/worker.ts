@@ -15,7 +15,7 @@ import { createProxy } from "./http/proxy";
 import { createJwtVerifier } from "./identity";
 import { createLiveModes } from "./live";
 import { createLimiter, type FloodgateVariables } from "./middleware";
-import { createDecisionObserver, MetricsAggregator } from "./observability";
+import { createDecisionObserver, MetricsAggregator, TotalCounts } from "./observability";
 import { createEngine } from "./resilience/engine";
 
 type AppEnv = { Bindings: Env; Variables: FloodgateVariables };
@@ -39,8 +39,18 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     coldLoadTimeoutMs: config.timeoutMs,
   });
-  // Counted only for the dashboard, which needs the admin token: without it, no Redis command is spent on it.
-  const metrics = config.adminToken ? new MetricsAggregator(store.redis, config.prefix) : undefined;
+  // Counted only for the dashboard (the admin token) and `/__floodgate/metrics` (either token): without
+  // them, no Redis command is spent on counting.
+  const metrics =
+    config.adminToken || config.metricsToken
+      ? new MetricsAggregator(store.redis, config.prefix, {
+          minutes: Boolean(config.adminToken),
+          totals: new TotalCounts(config.prefix, {
+            counters: () => decider.health(),
+            ...(decider.leasedUnits && { leasedUnits: () => decider.leasedUnits?.() ?? 0 }),
+          }),
+        })
+      : undefined;
   const verifyJwt = createJwtVerifier(
     {
       secret: config.jwtSecret,

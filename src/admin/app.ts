@@ -3,7 +3,8 @@
  *
  *   app.route(ADMIN_PREFIX, createAdminApp((c) => adminContextFor(c)));
  *
- * `/health` is always served; everything else needs `RATE_LIMIT_ADMIN_TOKEN` (404 without it), and all but
+ * `/health` is always served; `/metrics` whenever `RATE_LIMIT_ADMIN_TOKEN` or `RATE_LIMIT_METRICS_TOKEN` is set
+ * (docs/monitoring.md); everything else needs `RATE_LIMIT_ADMIN_TOKEN` (404 without it), and all but
  * the user interface's public routes (the dashboard's page, sign-in and assets: src/dashboard/routes.ts, which
  * the Worker hands in as `ui`; the admin API never imports it) need `Authorization: Bearer <token>` or
  * the dashboard's session cookie (401 otherwise, checked before routing, so an unknown admin path is 401
@@ -18,6 +19,7 @@ import { ProblemError } from "../util/problem";
 import { authorize } from "./auth";
 import type { AdminContextResolver, AdminEnv } from "./context";
 import { healthOfEndpoints } from "./health";
+import { metricsRoutes } from "./metrics";
 import { AdminError, notFound, WrongCredentialsError } from "./problem";
 import { keyRoutes } from "./routes-keys";
 import { liveRoutes } from "./routes-live";
@@ -68,6 +70,10 @@ export function createAdminApp(resolve: AdminContextResolver, ui?: AdminUi): Hon
 
   // Wrong tokens, sign-ins and session cookies, counted per client in this isolate (throttle.ts).
   const throttle = new AdminThrottle();
+
+  // Authorized on its own: by the admin token, or by `RATE_LIMIT_METRICS_TOKEN`, which opens nothing else.
+  metricsRoutes(app, resolve, throttle);
+
   // The dashboard's page, sign-in and assets answer without a session (the page shows the sign-in form).
   ui?.publicRoutes(app, resolve, throttle);
 

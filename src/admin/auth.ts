@@ -99,3 +99,26 @@ export async function authorize(
     throw new WrongCredentialsError("The admin token is wrong.");
   }
 }
+
+/**
+ * Checks a scrape of `/__floodgate/metrics`: `RATE_LIMIT_METRICS_TOKEN` as the bearer token (it opens this
+ * route and nothing else), or whatever `authorize` accepts. 404 when neither token is set.
+ */
+export async function authorizeMetrics(
+  request: Request,
+  adminToken: string | undefined,
+  metricsToken: string | undefined,
+  sessionEpoch: () => Promise<number>,
+): Promise<void> {
+  if (metricsToken) {
+    const authorization = request.headers.get("Authorization");
+    const presented = authorization ? BEARER.exec(authorization)?.[1] : undefined;
+    if (presented !== undefined && (await timingSafeEqual(presented, metricsToken))) return;
+    if (!adminToken) throw new WrongCredentialsError("The metrics token is missing or wrong.");
+  }
+  if (!adminToken)
+    throw notFound(
+      "Metrics are off: set RATE_LIMIT_METRICS_TOKEN (or RATE_LIMIT_ADMIN_TOKEN) to enable them.",
+    );
+  await authorize(request, adminToken, sessionEpoch);
+}

@@ -27,7 +27,7 @@ export interface AdminContext {
    */
   config: Pick<
     FloodgateConfig,
-    "rules" | "prefix" | "adminToken" | "mode" | "failure" | "timeoutMs" | "clientIpHeader"
+    "rules" | "prefix" | "adminToken" | "metricsToken" | "mode" | "failure" | "timeoutMs" | "clientIpHeader"
   >;
   /**
    * The port for admin reads and writes (not bound by the decision budget) on the FIRST endpoint, which holds

@@ -50,4 +50,5 @@ function coloOf(request: Request): string {
 export { type DataPoint, type DataPointSink, dataPointsOf } from "./analytics";
 export { decisionLogLine } from "./log";
 export { METRICS_FLUSH_INTERVAL_MS, MetricsAggregator, metricsKeys, minuteOf } from "./metrics";
+export { TotalCounts } from "./totals";
 export { type RuleVerdict, ruleVerdictOf } from "./verdict";

@@ -13,9 +13,13 @@
  * `<minute>` is Unix minutes by the isolate's clock: charts need no better, and no request waits for it.
  * Only hashed identities are kept (never a raw identity, IP or token). Counting is best effort: a flush
  * that fails is dropped, never retried on the request path.
+ *
+ * The same flush carries the all-time totals `GET /__floodgate/metrics` reads (totals.ts). `minutes: false`
+ * (a metrics token without the dashboard's admin token) writes only those.
  */
 import type { RedisCommand, RedisPort } from "../engine/redis";
 import type { Decision, WaitUntil } from "../engine/types";
+import type { TotalCounts } from "./totals";
 import { ruleVerdictOf } from "./verdict";
 
 /** Minimum time between two flushes of one isolate, ms. */
@@ -45,22 +49,41 @@ interface Bucket {
   near: Map<string, Map<string, number>>;
 }
 
+/** What an aggregator counts besides the defaults. */
+export interface AggregatorOptions {
+  /** Minimum time between two flushes, ms. @default METRICS_FLUSH_INTERVAL_MS */
+  intervalMs?: number;
+  /** The all-time totals of `/__floodgate/metrics`, counted alongside (absent: not counted). */
+  totals?: TotalCounts;
+  /** Whether to keep the dashboard's per-minute counts. @default true */
+  minutes?: boolean;
+}
+
 /** Counts decisions in memory and flushes them to Redis now and then. */
 export class MetricsAggregator {
   private buckets = new Map<number, Bucket>();
   private lastFlushMs = 0;
   /** Keys this isolate has already given their TTL (after a flush that succeeded): EXPIRE once, not per flush. */
   private expiring = new Set<string>();
+  private readonly intervalMs: number;
+  private readonly totals: TotalCounts | undefined;
+  private readonly minutes: boolean;
 
   constructor(
     private readonly redis: RedisPort,
     private readonly prefix: string,
-    private readonly intervalMs = METRICS_FLUSH_INTERVAL_MS,
-  ) {}
+    options: AggregatorOptions = {},
+  ) {
+    this.intervalMs = options.intervalMs ?? METRICS_FLUSH_INTERVAL_MS;
+    this.totals = options.totals;
+    this.minutes = options.minutes ?? true;
+  }
 
   /** Counts one decision (synchronous, no I/O). */
   record(decision: Decision): void {
     if (decision.results.length === 0) return;
+    this.totals?.record(decision);
+    if (!this.minutes) return;
     const bucket = this.bucket(minuteOf(Date.now()));
     add(bucket.counts, "~decisions", 1);
     // A lease is Redis's answer given ahead of time: counted apart, not as degraded.
@@ -87,13 +110,17 @@ export class MetricsAggregator {
 
   /** Starts a flush in the background when something is pending and the last one is old enough. */
   flushIfDue(waitUntil: WaitUntil): void {
-    if (this.buckets.size === 0 || Date.now() - this.lastFlushMs < this.intervalMs) return;
+    if (!this.due || Date.now() - this.lastFlushMs < this.intervalMs) return;
     waitUntil(this.flush());
+  }
+
+  private get due(): boolean {
+    return this.buckets.size > 0 || (this.totals?.due ?? false);
   }
 
   /** Sends everything pending now, as one pipeline; never throws. Resolves to the commands sent. */
   async flush(): Promise<number> {
-    if (this.buckets.size === 0) return 0;
+    if (!this.due) return 0;
     this.lastFlushMs = Date.now();
     const buckets = this.buckets;
     this.buckets = new Map();
@@ -124,6 +151,7 @@ export class MetricsAggregator {
         expire(keys.near(rule));
       }
     }
+    if (this.totals) pipeline.push(...this.totals.commands(this.lastFlushMs));
     try {
       await this.redis.pipeline(pipeline);
       // Only now: a key whose EXPIRE was lost with a failed pipeline gets another next time.

@@ -37,6 +37,8 @@ export interface EngineOptions {
  */
 export interface EngineDecider extends ShardedDecider {
   decideNow?(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined;
+  /** Units this isolate holds on lease, unspent (absent with leases off; docs/monitoring.md). */
+  leasedUnits?(): number;
 }
 
 /** The engine's parts, shared by the limiter, the admin API and the live modes. */
