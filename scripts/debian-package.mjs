@@ -1,5 +1,6 @@
 // Installing a missing command from Debian's packages: the one way this machine kind gets binaries npm cannot
-// bring (redis-server for the tests and npm start, wrk for the benchmarks).
+// bring (redis-server for the tests and npm start, prometheus and promtool for the monitoring tests, wrk for the
+// benchmarks).
 import { execFileSync, spawnSync } from "node:child_process";
 
 /** Whether `command` is on PATH. */
@@ -40,4 +41,16 @@ export function ensureRedis() {
   }
   // Debian's redis-server depends on redis-tools, but a redis-server from elsewhere may come without it.
   ensureDebianCommand("redis-cli", "redis-tools");
+}
+
+/**
+ * Makes sure prometheus and promtool (Debian's `prometheus` package brings both) are on PATH, for the test that
+ * scrapes a running Floodgate and checks monitoring/ (docs/monitoring.md). Debian may start a system-wide
+ * instance on 9090 after installing it; the tests start their own, so it is stopped.
+ */
+export function ensurePrometheus() {
+  if (ensureDebianCommand("prometheus")) {
+    spawnSync("sh", ["-c", "service prometheus stop || systemctl stop prometheus"], { stdio: "ignore" });
+  }
+  ensureDebianCommand("promtool", "prometheus");
 }

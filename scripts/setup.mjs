@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Brings what this machine lacks and npm cannot: redis-server and redis-cli (Debian's packages; redis-cli
-// creates the local Redis Cluster).
+// creates the local Redis Cluster); with `--test` (npm test's pretest) also prometheus and promtool, for the
+// monitoring test (docs/monitoring.md): `npm start` does not need them.
 // Node 22 itself arrives with `npm install` (the `node` devDependency puts it first on npm scripts' PATH).
-import { ensureRedis } from "./debian-package.mjs";
+import { ensurePrometheus, ensureRedis } from "./debian-package.mjs";
 
 const major = Number(process.versions.node.split(".")[0]);
 if (major < 22) {
@@ -14,6 +15,7 @@ if (major < 22) {
 
 try {
   ensureRedis();
+  if (process.argv.includes("--test")) ensurePrometheus();
 } catch (error) {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);
