@@ -9,6 +9,7 @@ import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startRedis, startRestServer } from "../../redis-rest/index.mjs";
 import { hashIdentity } from "../../src/engine/keys";
+import { launchChromium } from "../support/chromium.mjs";
 import { startEchoOrigin } from "../support/echo-origin.mjs";
 import { type MiniflareWorker, startWorker } from "../support/miniflare-worker.mjs";
 import { type PrometheusServer, promtool, startPrometheus } from "./prometheus";
@@ -22,7 +23,7 @@ const RULES = [
     name: "keyed",
     match: { path: "/keyed/*" },
     key: "header:x-api-key",
-    algorithm: "fixed-window",
+    algorithm: "sliding-log",
     limit: 12,
     period: "1h",
   },
@@ -49,6 +50,9 @@ const RULES = [
 /** `METRICS_FLUSH_INTERVAL_MS` (src/observability/metrics.ts): an isolate flushes at most this often. */
 const FLUSH_INTERVAL_MS = 5000;
 const monitoring = (name: string) => fileURLToPath(new URL(`../../monitoring/${name}`, import.meta.url));
+/** `FLOODGATE_SCREENSHOTS=1`: also run traffic for a while and save Prometheus's graphs of it under docs/. */
+const SCREENSHOTS = Boolean(process.env.FLOODGATE_SCREENSHOTS);
+const docs = (name: string) => fileURLToPath(new URL(`../../docs/${name}`, import.meta.url));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let redis: Awaited<ReturnType<typeof startRedis>>;
@@ -372,6 +376,49 @@ describe("under Prometheus", () => {
       expect.arrayContaining(["FloodgateDenialSpike", "FloodgateRedisDown", "FloodgateBreakerOpen"]),
     );
   });
+
+  // Grafana is not in Debian: the pictures in docs/monitoring.md are Prometheus's own graph page (the classic
+  // UI Debian ships) of two of the dashboard's queries, on this traffic.
+  it.runIf(SCREENSHOTS)(
+    "saves Prometheus's graphs of two dashboard queries on a minute of traffic",
+    async () => {
+      const until = Date.now() + 60_000;
+      for (let i = 0; Date.now() < until; i++) {
+        // A new API key every 20 requests: 12 allowed, then 8 denied; the monitor rule past 5 would deny.
+        const headers = { "x-api-key": `shot-${Math.floor(i / 20)}`, "CF-Connecting-IP": CLIENT_IP };
+        const worker = i % 2 ? scraped : other;
+        await Promise.all([
+          worker.fetch("/keyed/x", { headers }).then((r) => r.text()),
+          i % 3 === 0 ? worker.fetch("/watched/x", { headers }).then((r) => r.text()) : undefined,
+        ]);
+        await sleep(100);
+      }
+      await nudge();
+      await sleep(3000);
+      const browser = await launchChromium();
+      try {
+        const page = await browser.context.newPage();
+        await page.setViewportSize({ width: 1280, height: 720 });
+        const shots: Array<[string, string]> = [
+          ["monitoring-decisions.png", "sum by (rule, outcome) (rate(floodgate_decisions_total[15s]))"],
+          [
+            "monitoring-latency.png",
+            "histogram_quantile(0.95, sum by (le, source) (rate(floodgate_decision_duration_seconds_bucket[15s])))",
+          ],
+        ];
+        for (const [file, expr] of shots) {
+          const query = new URLSearchParams({ "g0.expr": expr, "g0.tab": "0", "g0.range_input": "2m" });
+          await page.goto(`${(prometheus as PrometheusServer).url}/graph?${query}`);
+          await page.waitForSelector(".graph svg path", { timeout: 15_000 });
+          await sleep(500);
+          await page.screenshot({ path: docs(file), fullPage: true });
+        }
+      } finally {
+        await browser.close();
+      }
+    },
+    120_000,
+  );
 });
 
 const sorted = (counts: Record<string, number>) =>
