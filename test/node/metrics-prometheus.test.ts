@@ -135,10 +135,16 @@ describe("who may scrape", () => {
       ["GET", "/__floodgate/dashboard.json"],
       ["GET", "/__floodgate/no-such-route"],
     ];
-    for (const [method, path, body] of routes) {
+    // Each from a client of its own: wrong tokens are throttled per client (docs/security.md), and this is
+    // not about the throttle.
+    for (const [i, [method, path, body]] of routes.entries()) {
       const response = await scraped.fetch(path, {
         method,
-        headers: { Authorization: `Bearer ${METRICS_TOKEN}`, "Content-Type": "application/json" },
+        headers: {
+          Authorization: `Bearer ${METRICS_TOKEN}`,
+          "Content-Type": "application/json",
+          "CF-Connecting-IP": `192.0.2.${i + 1}`,
+        },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
       expect({ method, path, status: response.status }).toEqual({ method, path, status: 401 });
@@ -147,7 +153,11 @@ describe("who may scrape", () => {
     // Signing in to the dashboard with it sets no session either.
     const signIn = await scraped.fetch("/__floodgate/login", {
       method: "POST",
-      headers: { "Content-Type": "application/x-www-form-urlencoded", Origin: "http://floodgate.test" },
+      headers: {
+        "Content-Type": "application/x-www-form-urlencoded",
+        Origin: "http://floodgate.test",
+        "CF-Connecting-IP": "192.0.2.100",
+      },
       body: new URLSearchParams({ token: METRICS_TOKEN }).toString(),
       redirect: "manual",
     });
