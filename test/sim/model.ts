@@ -30,6 +30,11 @@ export interface Admission {
   at: Instant;
   /** Concurrency: when the release call went out (absent: never released, held until its slot expires). */
   releasedFrom?: number;
+  /**
+   * A held request (a delay): when its decision was sent, earlier than `at` (its slot). The slot was reserved
+   * under the limits in force then; an admin change before the slot does not move it.
+   */
+  decidedFrom?: number;
   /** Which operation of the run admitted it (for the report). */
   op: number;
 }

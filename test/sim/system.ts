@@ -321,7 +321,12 @@ export async function runScenario(
         for (const r of decision.results) {
           if (r.source !== "redis" && r.source !== "lease") continue;
           const key = keyOf(r.call.rule, r.call.identityHash);
-          const record: Admission = { units: r.call.cost, at, op };
+          const record: Admission = {
+            units: r.call.cost,
+            at,
+            op,
+            ...(waitMs > 0 && { decidedFrom: sentAt }),
+          };
           // The result's call is what Redis took; the request's own cost is what the client got.
           const asked = calls.find((c) => c.rule === r.call.rule);
           record.units = asked?.cost ?? r.call.cost;
@@ -493,7 +498,10 @@ export async function runScenario(
     }
     epochs.push({ limits: inForce, from: start, to: Number.POSITIVE_INFINITY, history: [] });
     for (const a of history) {
-      epochs.find((e) => a.at.from >= e.from && a.at.to < e.to)?.history.push(a);
+      // A held request belongs to the epoch its decision and its slot both lie in (none: left out).
+      epochs
+        .find((e) => Math.min(a.at.from, a.decidedFrom ?? a.at.from) >= e.from && a.at.to < e.to)
+        ?.history.push(a);
     }
     for (const epoch of epochs) {
       if (epoch.limits === "unknown") continue;
