@@ -162,29 +162,41 @@ for i = 1, n do
       end
     end
   elseif algorithm == LOG then
-    -- The members this call's request id recorded at `when` (`<id>:<when µs>:<unit>`); when unknown, any
-    -- of the id's members still in the window.
-    local members = {}
+    -- The request id's members (`<id>:<score>#<units>`, or the layout before's `<id>:<score>:<unit>`, one
+    -- unit each): the one its write or lease scored at `when`, or with `when` unknown any still in the window,
+    -- oldest first. Each gives back up to its units; a member left with some is renamed, and `total` follows.
+    local from, to, prefix
     if written_us > 0 then
-      local prefix = request_id .. ":" .. format("%d", when_us) .. ":"
-      for unit = 1, units do
-        members[unit] = prefix .. unit
-      end
+      from = format("%d", when_us)
+      to, prefix = from, request_id .. ":" .. from
     else
-      local since = "(" .. format("%d", now_us - period_us)
-      local prefix = request_id .. ":"
-      local all = redis.pcall("ZRANGEBYSCORE", key, since, "+inf")
-      if type(all) == "table" then
-        for _, member in ipairs(all) do
-          if #members < units and string.sub(member, 1, #prefix) == prefix then
-            members[#members + 1] = member
+      from, to, prefix = "(" .. format("%d", now_us - period_us), "+inf", request_id .. ":"
+    end
+    local found = redis.pcall("ZRANGEBYSCORE", key, from, to, "WITHSCORES")
+    local removed, kept = {}, nil -- members to remove; { score, name } of one to write back smaller
+    if not found.err then
+      for j = 1, #found, 2 do
+        local member = found[j]
+        if given < units and string.sub(member, 1, #prefix) == prefix and member ~= "total" then
+          local held_arg = string.match(member, "#(%d+)$")
+          local held = tonumber(held_arg) or 1 -- units the member holds
+          local back = math.min(units - given, held)
+          given = given + back
+          removed[#removed + 1] = member
+          if back < held then
+            kept = { found[j + 1], string.sub(member, 1, #member - #held_arg) .. (held - back) }
           end
         end
       end
     end
-    for j = 1, #members, 1000 do -- unpack() has a stack limit
-      local removed = redis.pcall("ZREM", key, unpack(members, j, math.min(j + 999, #members)))
-      given = given + (type(removed) == "number" and removed or 0)
+    for j = 1, #removed, 1000 do -- unpack() has a stack limit
+      redis.call("ZREM", key, unpack(removed, j, math.min(j + 999, #removed)))
+    end
+    if kept then
+      redis.call("ZADD", key, kept[1], kept[2])
+    end
+    if given > 0 then
+      redis.call("ZADD", key, "XX", "INCR", given, "total") -- scored -units: `total` less what came back
     end
   elseif algorithm == CONCURRENCY then
     local removed = redis.pcall("ZREM", key, request_id)

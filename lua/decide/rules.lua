@@ -123,9 +123,9 @@ for i = 1, n do
   local reset, reset_after = 0, 0 -- ms until fully reset
   local more, more_after = 0, 0 -- ms until more quota is available, 0 when full
   local retry = period -- ms until this request would fit
-  local value, expire_us -- the write of string-state algorithms: SET key value PXAT expire
+  local value, expire_us -- the write of string-state algorithms: SET key value PXAT expire (sliding-log: its own)
   -- State of another shape (the rule changed algorithm under the same name) reads as empty and is replaced:
-  -- SET overwrites any type, the sorted-set algorithms delete it first. Hence pcall on the first read.
+  -- SET overwrites any type, the sorted-set algorithms delete it first (`clear`). Hence pcall on the first read.
   local clear = false
   -- Set when phase 1 already wrote (fixed window): "del" (it created the counter) or "decr" takes it back.
   local undo = false
@@ -221,7 +221,11 @@ for k = 0, more_pending and #more_pending or 0 do
       --#include decide/concurrency#deferred
     end
   else
-    if expire_us == "keep" then
+    if algorithm == LOG then
+      --#include decide/sliding-log#write
+    elseif algorithm == CONCURRENCY then
+      --#include decide/concurrency#write
+    elseif expire_us == "keep" then
       redis.call("SET", key, value, "KEEPTTL")
     elseif value then
       -- Expiry is on Redis's own clock, which knows nothing of the test offset.
@@ -229,10 +233,6 @@ for k = 0, more_pending and #more_pending or 0 do
       if lease_tat[i] and #KEYS > override_at then -- a bucket's lease: its lease mark, if sent (lua/lease.lua)
         redis.call("SET", KEYS[#KEYS - n + i], format("%d", now_us), "PX", STAMP_HORIZON_MS)
       end
-    elseif algorithm == LOG then
-      --#include decide/sliding-log#write
-    elseif algorithm == CONCURRENCY then
-      --#include decide/concurrency#write
     elseif lease_units[i] then -- a fixed-window counter phase 1 incremented by the cost: now the rest
       redis.call("INCRBY", key, lease_units[i] - tonumber(cost_arg))
     end

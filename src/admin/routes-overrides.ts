@@ -9,6 +9,7 @@
  * (src/util/deadline.ts), not one each.
  */
 import type { Hono } from "hono";
+import { leastCost, logWindowProblem } from "../config/sliding-log";
 import { overrideKey } from "../engine/keys";
 import { withDeadline } from "../util/deadline";
 import { recordWithin } from "./change";
@@ -78,6 +79,9 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "overrides", rule.name));
     const body = await parseBody(c.req.raw, OverrideBody);
     const override = { limit: body.limit, periodMs: body.period, burst: body.burst ?? body.limit };
+    const tooMany =
+      rule.algorithm === "sliding-log" ? logWindowProblem(body.limit, leastCost(rule.cost)) : undefined;
+    if (tooMany) throw badRequest(`limit: ${tooMany}.`);
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
     const redis = admin.redisOf(identityHash);
     await withDeadline(admin.adminTimeoutMs, async (deadline) => {

@@ -60,12 +60,13 @@ describe.each(["fixed-window", "sliding-window", "sliding-log", "token-bucket", 
       const whenUs = (await redisNowMs(redis)) * 1000;
       expect((await store.decide([{ ...call, cost: 4 }], id)).allowed).toBe(true);
       expect(await remaining(call)).toBe(6);
-      // Sliding-log names its members after the request id and the score they were recorded at.
+      // Sliding-log names its members after the request id and the score they were recorded at (its running
+      // `total` is scored at or below 0).
       const key = stateKey(prefix, call.rule, call.identityHash);
       // A bucket's units are given back against the TAT their consumption wrote.
       const when =
         algorithm === "sliding-log"
-          ? Number((await redis.zrange(key, 0, -1, "WITHSCORES"))[1])
+          ? Number((await redis.zrangebyscore(key, "(0", "+inf", "WITHSCORES"))[1])
           : algorithm === "token-bucket" || algorithm === "gcra"
             ? Number(await redis.get(key))
             : whenUs;
