@@ -7,6 +7,7 @@ const RULES = [
   { name: "api", key: "header:x-api-key", algorithm: "token-bucket", limit: 10, period: "1m", burst: 5 },
   { name: "by-net", key: "ip/64", algorithm: "fixed-window", limit: 10, period: "1m" },
   { name: "many", key: "header:x-api-key", algorithm: "fixed-window", limit: 10, period: "1m" },
+  { name: "log", key: "header:x-api-key", algorithm: "sliding-log", limit: 10, period: "1m" },
   {
     name: "origin",
     key: "global",
@@ -38,6 +39,18 @@ describe("overrides", () => {
     expect(put.status).toBe(400);
     expect(((await put.json()) as { detail: string }).detail).toMatch(/sheds load; overrides do not apply/);
     expect(await redis.exists(overrideKey(prefix, "origin", await hashIdentity("global")))).toBe(0);
+  });
+
+  it("refuses a sliding-log override letting more requests into one window than the log's cap, naming the limit", async () => {
+    const { prefix, testEnv } = fresh();
+    const put = await send(testEnv, "PUT", "/__floodgate/overrides/log/key-erin", { limit: 1_000_000 });
+    expect(put.status).toBe(400);
+    expect(((await put.json()) as { detail: string }).detail).toMatch(
+      /^limit: 1000000 lets up to 1000000 requests of 1 unit into one sliding-log window, more than 10000/,
+    );
+    expect(await redis.exists(overrideKey(prefix, "log", await hashIdentity("key-erin")))).toBe(0);
+    const fits = await send(testEnv, "PUT", "/__floodgate/overrides/log/key-erin", { limit: 10_000 });
+    expect(fits.status).toBe(200);
   });
 
   it("sets, reads and removes one client's override, stored under the proxy's hash of its key", async () => {
