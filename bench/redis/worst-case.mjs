@@ -5,7 +5,7 @@
  * One private redis-server, SLOWLOG at 0 µs: each row is the script call's own execution time in Redis
  * (`SLOWLOG GET`'s duration, µs: what blocks every other client), the lowest of 3 runs, and the key's
  * memory after it (`MEMORY USAGE`). `--members` is the most requests a sliding-log window holds (default
- * MAX_LOG_REQUESTS, src/config/schema.ts). With `--before`, the one script of that git ref
+ * MAX_LOG_REQUESTS, src/engine/algorithms/sliding-log.ts). With `--before`, the one script of that git ref
  * (lua/floodgate.lua) also runs the one-request-of-cost-1,000,000 case, as it was.
  */
 import { execFileSync } from "node:child_process";
@@ -18,7 +18,7 @@ import { floodgateScripts } from "../lib/scripts.mjs";
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const HOUR_MS = "3600000";
 const BIG = "1000000000";
-/** MAX_LOG_REQUESTS (src/config/schema.ts): the most requests a sliding-log rule lets into one window. */
+/** MAX_LOG_REQUESTS (src/engine/algorithms/sliding-log.ts): the most requests one sliding-log window holds. */
 const MAX_LOG_REQUESTS = 10_000;
 
 /** One rule's group (lua/decide/rules.lua): algorithm, mode on, limit, period, burst, cost, no delay. */

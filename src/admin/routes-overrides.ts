@@ -9,7 +9,8 @@
  * (src/util/deadline.ts), not one each.
  */
 import type { Hono } from "hono";
-import { leastCost, logWindowProblem } from "../config/sliding-log";
+import { leastCost, windowCapProblem } from "../config/window-cap";
+import { traitsOf } from "../engine/algorithms";
 import { overrideKey } from "../engine/keys";
 import { withDeadline } from "../util/deadline";
 import { recordWithin } from "./change";
@@ -79,8 +80,8 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const identityHash = await resolveIdentityHash(rule, rawIdentity(c.req.url, "overrides", rule.name));
     const body = await parseBody(c.req.raw, OverrideBody);
     const override = { limit: body.limit, periodMs: body.period, burst: body.burst ?? body.limit };
-    const tooMany =
-      rule.algorithm === "sliding-log" ? logWindowProblem(body.limit, leastCost(rule.cost)) : undefined;
+    const cap = traitsOf(rule.algorithm).maxRequestsPerWindow;
+    const tooMany = windowCapProblem(body.limit, leastCost(rule.cost), cap);
     if (tooMany) throw badRequest(`limit: ${tooMany}.`);
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
     const redis = admin.redisOf(identityHash);

@@ -7,7 +7,7 @@ import { isAlgorithm, namesWith, traitsOf } from "../engine/algorithms";
 import type { Algorithm, FailurePolicy, Mode } from "../engine/types";
 import { ConfigError, collecting, configErrorFrom } from "./errors";
 import { ruleSchema } from "./schema";
-import { logWindowProblem } from "./sliding-log";
+import { windowCapProblem } from "./window-cap";
 
 /** One part of a key (or tier) source. */
 export type KeyPart =
@@ -186,15 +186,16 @@ function ruleConfig(
       `${at}.delay: only ${namesWith("takesDelay")} rules can delay a request (this one is ${rule.algorithm})`,
     );
   }
-  if (rule.algorithm === "sliding-log") {
-    // One member per request in the window (src/config/sliding-log.ts): the requests a limit lets in.
+  const cap = traits.maxRequestsPerWindow;
+  if (cap < Number.POSITIVE_INFINITY) {
+    // One member per request in the window (src/config/window-cap.ts): the requests a limit lets in.
     const least = typeof rule.cost === "number" ? rule.cost : 1;
     const limits = [
       ["limit", rule.limit] as const,
       ...Object.entries(rule.tiers ?? {}).map(([name, tier]) => [`tiers.${name}.limit`, tier.limit] as const),
     ];
     for (const [field, limit] of limits) {
-      const problem = limit === undefined ? undefined : logWindowProblem(limit, least);
+      const problem = limit === undefined ? undefined : windowCapProblem(limit, least, cap);
       if (problem) problems.push(`${at}.${field}: ${problem}`);
     }
   }

@@ -10,7 +10,7 @@
 import { concurrency } from "./algorithms/concurrency";
 import { fixedWindow } from "./algorithms/fixed-window";
 import type { AlgorithmLogic } from "./algorithms/logic";
-import { slidingLog } from "./algorithms/sliding-log";
+import { MAX_LOG_REQUESTS, slidingLog } from "./algorithms/sliding-log";
 import { slidingWindow } from "./algorithms/sliding-window";
 import { tokenBucket } from "./algorithms/token-bucket";
 
@@ -60,6 +60,12 @@ export interface AlgorithmTraits {
    * `none`, no member (the origin's budget, not the client's quota).
    */
   readonly rateLimitMember: "window" | "concurrent-requests" | "none";
+  /**
+   * The most requests one window may let in (its `limit` over the least a request costs), where the state
+   * keeps one member per request and a decision may read them all (docs/script.md, "Sliding-log state");
+   * `Infinity`: no such cap. More is a configuration error naming the field.
+   */
+  readonly maxRequestsPerWindow: number;
   /** A denial is the client's `quota` (429), or the origin's `load` (503, shed). */
   readonly denial: "quota" | "load";
   /** The algorithm's module: refund pricing, fences, waits (src/engine/algorithms/logic.ts). */
@@ -81,6 +87,7 @@ const WINDOW = {
   reaimsOnOverride: false,
   integerReply: false,
   rateLimitMember: "window",
+  maxRequestsPerWindow: Number.POSITIVE_INFINITY,
   denial: "quota",
 } as const;
 
@@ -108,6 +115,7 @@ const SLOTS = {
   reaimsOnOverride: false,
   integerReply: false,
   rateLimitMember: "concurrent-requests",
+  maxRequestsPerWindow: Number.POSITIVE_INFINITY,
   denial: "quota",
   logic: concurrency,
 } as const;
@@ -133,7 +141,13 @@ export type Algorithm = (typeof ALGORITHMS)[number];
 export const ALGORITHM_TRAITS: Readonly<Record<Algorithm, AlgorithmTraits>> = {
   "fixed-window": { ...WINDOW, code: 1, reaimsOnOverride: true, integerReply: true, logic: fixedWindow },
   "sliding-window": { ...WINDOW, code: 2, logic: slidingWindow },
-  "sliding-log": { ...WINDOW, code: 3, storesRequestId: true, logic: slidingLog },
+  "sliding-log": {
+    ...WINDOW,
+    code: 3,
+    storesRequestId: true,
+    maxRequestsPerWindow: MAX_LOG_REQUESTS,
+    logic: slidingLog,
+  },
   "token-bucket": { ...BUCKET, code: 4 },
   gcra: { ...BUCKET, code: 5 },
   concurrency: { ...SLOTS, code: 6 },

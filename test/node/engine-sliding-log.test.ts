@@ -13,7 +13,7 @@ import { promisify } from "node:util";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
-import { MAX_LOG_REQUESTS } from "../../src/config/sliding-log";
+import { MAX_LOG_REQUESTS } from "../../src/engine/algorithms/sliding-log";
 import { stateKey } from "../../src/engine/keys";
 import { createStore } from "../../src/engine/store";
 import {
@@ -175,7 +175,7 @@ describe("the cap on requests in one sliding-log window", () => {
     const header = await checkConfig('limit = 1000000000\ncost = "header:x-cost"');
     expect(header.code).not.toBe(0);
     expect(header.out).toContain(
-      `RATE_LIMIT_RULES[0].limit: 1000000000 lets up to 1000000000 requests of 1 unit into one sliding-log window, more than ${MAX_LOG_REQUESTS}`,
+      `RATE_LIMIT_RULES[0].limit: 1000000000 lets up to 1000000000 requests of 1 unit into one window, more than ${MAX_LOG_REQUESTS}`,
     );
     const tier = await checkConfig(
       `limit = 100\ncost = 10\ntier = "header:x-plan"\ntiers = { pro = { limit = ${MAX_LOG_REQUESTS * 10 + 10} } }`,

@@ -46,7 +46,7 @@ describe("overrides", () => {
     const put = await send(testEnv, "PUT", "/__floodgate/overrides/log/key-erin", { limit: 1_000_000 });
     expect(put.status).toBe(400);
     expect(((await put.json()) as { detail: string }).detail).toMatch(
-      /^limit: 1000000 lets up to 1000000 requests of 1 unit into one sliding-log window, more than 10000/,
+      /^limit: 1000000 lets up to 1000000 requests of 1 unit into one window, more than 10000/,
     );
     expect(await redis.exists(overrideKey(prefix, "log", await hashIdentity("key-erin")))).toBe(0);
     const fits = await send(testEnv, "PUT", "/__floodgate/overrides/log/key-erin", { limit: 10_000 });
