@@ -48,6 +48,7 @@ export type { JwksHealth, JwksUnavailableError, JwtOptions, JwtVerifier } from "
 export type { IdentityOptions, RequestFacts } from "./identity/request";
 export type { OverrideIndex } from "./live/overrides";
 export {
+  type CostAboveCapacity,
   type CostFunction,
   type DecisionEvent,
   type FloodgateVariables,

@@ -49,7 +49,23 @@ export class MissingIdentityError extends ProblemError {
   }
 }
 
-/** 429: one or more `on` rules deny the request (README: "Responses"). */
+/**
+ * A rule whose capacity (a window's limit, a bucket's burst, after tier and override) is below the request's
+ * cost: no wait lets the request pass (docs/configuration.md, "Responses").
+ */
+export interface CostAboveCapacity {
+  rule: string;
+  /** The units the request costs under this rule. */
+  cost: number;
+  /** The most the rule grants one request; `undefined` when an override's burst set it (only Redis knows it). */
+  capacity: number | undefined;
+}
+
+/**
+ * 429: one or more `on` rules deny the request (README: "Responses"). When some deny a cost above their
+ * capacity (`neverPasses`), the `detail` says the request can never pass as it is and the body lists those
+ * rules in `cost-exceeds-capacity`; `Retry-After` stays the one full period the README documents.
+ */
 export class QuotaExceededError extends ProblemError {
   override readonly name = "QuotaExceededError";
   constructor(
@@ -57,16 +73,34 @@ export class QuotaExceededError extends ProblemError {
     policy: string,
     retryAfterSeconds: number,
     headers: Record<string, string>,
+    neverPasses: readonly CostAboveCapacity[] = [],
   ) {
     super(
       429,
       `${IANA}#quota-exceeded`,
       "Too Many Requests",
-      `Rate limit "${policy}" exceeded; retry in ${retryAfterSeconds} second${retryAfterSeconds === 1 ? "" : "s"}.`,
+      neverPasses.length > 0
+        ? neverPassesDetail(neverPasses)
+        : `Rate limit "${policy}" exceeded; retry in ${retryAfterSeconds} second${retryAfterSeconds === 1 ? "" : "s"}.`,
       { ...headers, "Retry-After": String(retryAfterSeconds) },
-      { "violated-policies": violated, policy, retry_after: retryAfterSeconds },
+      {
+        "violated-policies": violated,
+        policy,
+        retry_after: retryAfterSeconds,
+        ...(neverPasses.length > 0 ? { "cost-exceeds-capacity": neverPasses.map((r) => r.rule) } : {}),
+      },
     );
   }
+}
+
+/** "This request can never pass: it costs 11 units and rule "rows" grants at most 10 at once; …". */
+function neverPassesDetail(rules: readonly CostAboveCapacity[]): string {
+  const each = rules.map(({ rule, cost, capacity }) =>
+    capacity === undefined
+      ? `it costs ${cost} units, more than rule "${rule}" can ever grant at once`
+      : `it costs ${cost} unit${cost === 1 ? "" : "s"} and rule "${rule}" grants at most ${capacity} at once`,
+  );
+  return `This request can never pass as it is: ${each.join("; ")}. No wait lets it in; send it with a lower cost.`;
 }
 
 /**

@@ -5,9 +5,9 @@
  * member, even when the local fallback limiter judged it).
  */
 import { traitsOf } from "../engine/algorithms";
-import type { Decision, RuleResult } from "../engine/types";
+import { capacityOf, type Decision, type RuleResult } from "../engine/types";
 import { delayOf } from "./delay";
-import { LoadShedError, QuotaExceededError, ReducedCapacityError } from "./errors";
+import { type CostAboveCapacity, LoadShedError, QuotaExceededError, ReducedCapacityError } from "./errors";
 import { ceilSeconds, rateLimitHeaders, retryAfterSeconds, strictest } from "./headers";
 
 /** What the request gets: the headers to add to an allowed response, or the problem to answer with. */
@@ -88,8 +88,22 @@ export function verdictOf(decision: Decision): Verdict {
       policy,
       retryAfter,
       headers,
+      violated.filter((r) => r.outcome === "cost-exceeds-capacity").map(aboveCapacity),
     ),
   };
+}
+
+/**
+ * The cost and capacity of a rule that denied a cost above its capacity: the call's own limits (tier applied),
+ * or under an override the limit in force (a window's capacity); an override's burst is not in the reply.
+ */
+function aboveCapacity(r: RuleResult): CostAboveCapacity {
+  const capacity = !r.overridden
+    ? capacityOf(r.call)
+    : traitsOf(r.call.algorithm).takesBurst
+      ? undefined
+      : r.limit;
+  return { rule: r.call.rule, cost: r.call.cost, capacity };
 }
 
 /**

@@ -3,7 +3,13 @@ import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { describe, expect, it, vi } from "vitest";
 import { hashIdentity, overrideKey } from "../../src/engine/keys";
-import { ConfigError, type DecisionEvent, type LiveModes, rateLimit } from "../../src/index";
+import {
+  ConfigError,
+  type DecisionEvent,
+  type LiveModes,
+  QuotaExceededError,
+  rateLimit,
+} from "../../src/index";
 import { baseEnv, redis as restClient } from "./proxy-harness";
 
 const redis = { url: baseEnv.UPSTASH_REDIS_REST_URL, token: baseEnv.UPSTASH_REDIS_REST_TOKEN };
@@ -408,6 +414,43 @@ describe("rateLimit() follows Hono's conventions", () => {
     const denied = await call(app, "/");
     expect(denied.status).toBe(429);
     expect(denied.text).toMatch(/^slow down \(\d+ s, allowed: false\)$/);
+  });
+
+  it("throws a cost above what the rule can ever grant as a 429 that says it can never pass", async () => {
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        redis,
+        prefix: prefix(),
+        rules: [
+          {
+            name: "rows",
+            key: "global",
+            algorithm: "fixed-window",
+            limit: 5,
+            period: "1h",
+            cost: (c) => Number(c.req.query("rows") ?? 1),
+          },
+        ],
+      }),
+    );
+    let thrown: unknown;
+    app.onError((err, c) => {
+      thrown = err;
+      return err instanceof HTTPException ? err.getResponse() : c.text("unexpected", 500);
+    });
+    app.get("/", (c) => c.text("ok"));
+    const denied = await call(app, "/?rows=6");
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get("Retry-After")).toBe("3600");
+    const problem = JSON.parse(denied.text);
+    expect(problem["cost-exceeds-capacity"]).toEqual(["rows"]);
+    expect(problem.detail).toContain('it costs 6 units and rule "rows" grants at most 5 at once');
+    expect(problem.detail).toContain("No wait lets it in");
+    expect(thrown).toBeInstanceOf(QuotaExceededError);
+    expect((thrown as QuotaExceededError).detail).toBe(problem.detail);
+    // Five rows fit: the rule was not charged for the refused six.
+    expect((await call(app, "/?rows=5")).status).toBe(200);
   });
 
   it("in monitor mode passes a request that would be denied: allowed stays true, the rule's outcome says so", async () => {

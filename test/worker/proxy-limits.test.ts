@@ -200,6 +200,38 @@ describe("cost", () => {
   });
 });
 
+describe("a cost the rule can never grant", () => {
+  it("says in the 429's detail and a problem member that no wait lets it pass; an ordinary denial does not", async () => {
+    const env = makeEnv([
+      {
+        name: "rows",
+        key: "ip",
+        algorithm: "token-bucket",
+        limit: 100,
+        period: "1h",
+        burst: 10,
+        cost: "header:x-rows",
+      },
+    ]);
+    const sent = await send(env, "/", { ip: "198.51.100.13", headers: { "x-rows": "11" } });
+    expect(sent.status).toBe(429);
+    // The header stays what the README documents (one full period); the body says plainly it never passes.
+    expect(sent.headers.get("Retry-After")).toBe("3600");
+    const problem = sent.json();
+    expect(problem).toMatchObject({ policy: "rows", "cost-exceeds-capacity": ["rows"] });
+    expect(problem.detail).toBe(
+      'This request can never pass as it is: it costs 11 units and rule "rows" grants at most 10 at once. No wait lets it in; send it with a lower cost.',
+    );
+    expect(problem.detail).not.toContain("retry in");
+    // Ten rows fit the burst; the next request is over the rate and may retry: the usual detail, no member.
+    expect((await send(env, "/", { ip: "198.51.100.13", headers: { "x-rows": "10" } })).status).toBe(200);
+    const later = await send(env, "/", { ip: "198.51.100.13", headers: { "x-rows": "1" } });
+    expect(later.status).toBe(429);
+    expect(later.json().detail).toMatch(/^Rate limit "rows" exceeded; retry in \d+ seconds?\.$/);
+    expect(later.json()).not.toHaveProperty("cost-exceeds-capacity");
+  });
+});
+
 describe("the strictest of several denials", () => {
   it("is the one Retry-After comes from, a cost the rule can never grant included", async () => {
     const env = makeEnv([
