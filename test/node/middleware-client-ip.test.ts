@@ -5,22 +5,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Hono } from "hono";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
+import { describe, expect, inject, it, vi } from "vitest";
 import { type RateLimitOptions, rateLimit } from "../../src/middleware";
 
-let redis: Awaited<ReturnType<typeof startRedis>>;
-let rest: Awaited<ReturnType<typeof startRestServer>>;
-
-beforeAll(async () => {
-  redis = await startRedis();
-  rest = await startRestServer({ redisUrl: redis.url });
-});
-
-afterAll(async () => {
-  await rest?.close();
-  await redis?.close();
-});
+// The run's redis-server behind the local REST server (test/global-setup.ts); a unique key prefix per app.
+const rest = { url: inject("redisRestUrl"), token: inject("redisRestToken") };
 
 const perIp = (extra: Partial<RateLimitOptions> = {}): RateLimitOptions => ({
   redis: { url: rest.url, token: rest.token },

@@ -3,24 +3,13 @@
 // request's concurrency slot and told `onDecision`, and the same client IP it keyed the request on.
 import { randomUUID } from "node:crypto";
 import { Hono } from "hono";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { startRedis, startRestServer } from "../../redis-rest/index.mjs";
+import { expect, inject, it } from "vitest";
 import { MIDDLEWARE_OPTIONS, parseMiddlewareSettings } from "../../src/config";
 import type { RequestFacts } from "../../src/identity";
 import { type FloodgateVariables, rateLimit } from "../../src/middleware";
 
-let redis: Awaited<ReturnType<typeof startRedis>>;
-let rest: Awaited<ReturnType<typeof startRestServer>>;
-
-beforeAll(async () => {
-  redis = await startRedis();
-  rest = await startRestServer({ redisUrl: redis.url });
-});
-
-afterAll(async () => {
-  await rest?.close();
-  await redis?.close();
-});
+// The run's redis-server behind the local REST server (test/global-setup.ts); a unique key prefix per app.
+const rest = { url: inject("redisRestUrl"), token: inject("redisRestToken") };
 
 it("hands a handler the request facts the limiter decided with: the same request id, client IP and path", async () => {
   const told: string[] = [];
