@@ -139,7 +139,7 @@ async function shedBudget(rule: ShedRule, named: string): Promise<ShedBudget> {
     throw badRequest(
       fixed
         ? `${named} is neither the budget of rule ${JSON.stringify(rule.name)} nor one of its sub-keys.`
-        : `A shed rule's budget is split over sub-keys named from the identity itself, which a hash cannot give back: name it by its value (README "Why is this client blocked? Reset it.").`,
+        : `A shed rule's budget is split over sub-keys named from the identity itself, which a hash cannot give back: name it by its value (docs/operating.md, "Why is this client blocked? Reset it.").`,
     );
   }
   const identity = canonicalIdentity(rule, named);
