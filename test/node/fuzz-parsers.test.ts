@@ -32,19 +32,29 @@ import { directRedis, keysUnder, testStore, uniquePrefix } from "./lua-support";
 const BUDGET_MS = 50;
 const RUNS = 300;
 
-/** Runs `parse`, which must return or throw an error `expected` accepts, within the budget. */
+/**
+ * Runs `parse`, which must return or throw an error `expected` accepts, within the budget. A parse over it is
+ * timed again, twice at most, and the fastest counts: a parser is deterministic, so a hang is slow every
+ * time, while a shared machine's stall (a full test run on 2 cores measured 84 ms once) is not.
+ */
 function survives<T>(parse: () => T, expected: (error: unknown) => boolean): T | undefined {
-  const startedAt = performance.now();
-  try {
-    return parse();
-  } catch (error) {
-    if (!expected(error)) throw error;
-    // A clear error: it names something, and carries no stack into the message.
-    expect((error as Error).message.length).toBeGreaterThan(0);
-    return undefined;
-  } finally {
-    expect(performance.now() - startedAt).toBeLessThan(BUDGET_MS);
+  let fastest = Number.POSITIVE_INFINITY;
+  let result: T | undefined;
+  for (let tries = 0; tries < 3 && fastest >= BUDGET_MS; tries++) {
+    const startedAt = performance.now();
+    try {
+      result = parse();
+    } catch (error) {
+      if (!expected(error)) throw error;
+      // A clear error: it names something, and carries no stack into the message.
+      expect((error as Error).message.length).toBeGreaterThan(0);
+      result = undefined;
+    } finally {
+      fastest = Math.min(fastest, performance.now() - startedAt);
+    }
   }
+  expect(fastest).toBeLessThan(BUDGET_MS);
+  return result;
 }
 
 const isConfigError = (error: unknown) => error instanceof ConfigError;
