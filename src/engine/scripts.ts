@@ -3,7 +3,8 @@
  * (docs/script.md has the map): an entry file per call kind, whose `--#include <path>[#<section>]` lines are
  * replaced by the text of `lua/<path>.lua` (or the part of it after its `--#section <section>` line, up to the
  * next). Each script is its own SHA; every decision is still ONE script call (the port sends `EVALSHA`, and
- * `EVAL` once on `NOSCRIPT`).
+ * `EVAL` once on `NOSCRIPT`). A script is sent without its comments (lua-text.ts), and its SHA is that text's; the
+ * published package inlines the sources already stripped (tsup.config.ts), which stripping again leaves as they are.
  */
 import concurrency from "../../lua/decide/concurrency.lua";
 import fixedWindow from "../../lua/decide/fixed-window.lua";
@@ -21,6 +22,7 @@ import constants from "../../lua/lib/constants.lua";
 import override from "../../lua/lib/override.lua";
 import reaim from "../../lua/reaim.lua";
 import refund from "../../lua/refund.lua";
+import { stripLua } from "./lua-text";
 import type { RedisScript } from "./redis";
 
 /** The sources an entry may include, by their path under `lua/` without the extension. */
@@ -40,9 +42,11 @@ const INCLUDE = /^([ \t]*)--#include ([\w./-]+)(?:#([\w-]+))?[ \t]*$/gm;
 
 /** The part of `text` after its `--#section <name>` line, up to the next section (or the end). */
 function section(text: string, name: string, path: string): string {
-  const start = text.indexOf(`\n--#section ${name}\n`);
+  const mark = `\n--#section ${name}\n`;
+  const lines = `\n${text}`; // a stripped source may open with its first section (its header comment gone)
+  const start = lines.indexOf(mark);
   if (start < 0) throw new Error(`lua/${path}.lua has no section ${name}`);
-  const body = text.slice(start + `\n--#section ${name}\n`.length);
+  const body = lines.slice(start + mark.length);
   const next = body.indexOf("\n--#section ");
   return next < 0 ? body : body.slice(0, next + 1);
 }
@@ -61,17 +65,24 @@ export function assemble(text: string, parts: Readonly<Record<string, string>> =
 }
 
 /**
- * A script as the Redis port runs it (src/engine/redis.ts): its SHA-1 computed once per isolate, lazily
- * (Workers forbid crypto work in global scope, and most isolates never need a given script's).
+ * A script as the Redis port runs it (src/engine/redis.ts): its text assembled and stripped, and its SHA-1, each
+ * once per isolate and lazily (Workers forbid crypto work in global scope, and most isolates never need a given
+ * script).
  */
 function script(name: string, entry: string): RedisScript {
-  const source = assemble(entry);
+  let source: string | undefined;
+  const text = () => {
+    source ??= stripLua(assemble(entry));
+    return source;
+  };
   let sha: Promise<string> | undefined;
   return {
     name,
-    source,
+    get source() {
+      return text();
+    },
     sha() {
-      sha ??= crypto.subtle.digest("SHA-1", new TextEncoder().encode(source)).then((digest) => {
+      sha ??= crypto.subtle.digest("SHA-1", new TextEncoder().encode(text())).then((digest) => {
         let hex = "";
         for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, "0");
         return hex;
