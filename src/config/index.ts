@@ -87,7 +87,10 @@ const bindingsSchema = v.object({
   ORIGIN_TIMEOUT_MS: v.optional(wholeMs("ORIGIN_TIMEOUT_MS", 600_000), DEFAULTS.originTimeoutMs),
   RATE_LIMIT_LEASES: v.optional(oneOf("RATE_LIMIT_LEASES", ON_OFF), DEFAULTS.leases),
   RATE_LIMIT_LEASE_MS: v.optional(wholeMs("RATE_LIMIT_LEASE_MS", MAX_LEASE_MS), DEFAULTS.leaseMs),
-  RATE_LIMIT_REDIS_CLUSTER: v.optional(oneOf("RATE_LIMIT_REDIS_CLUSTER", ON_OFF), DEFAULTS.cluster ? "on" : "off"),
+  RATE_LIMIT_REDIS_CLUSTER: v.optional(
+    oneOf("RATE_LIMIT_REDIS_CLUSTER", ON_OFF),
+    DEFAULTS.cluster ? "on" : "off",
+  ),
   RATE_LIMIT_PREFIX: v.optional(keyPrefix("RATE_LIMIT_PREFIX"), DEFAULTS.prefix),
   // A secret: messages never echo its value.
   RATE_LIMIT_ADMIN_TOKEN: v.optional(bearerSecret("RATE_LIMIT_ADMIN_TOKEN")),
