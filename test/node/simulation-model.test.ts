@@ -2,7 +2,7 @@
 // choice of instants explains, and never one that some choice does (docs/exactness.md, "The model").
 import { describe, expect, it } from "vitest";
 import { type Admission, checkHistory, type Limits } from "../sim/model";
-import { inEffect } from "../sim/system";
+import { type Change, epochsOf, inEffect } from "../sim/system";
 
 let op = 0;
 /** An admission of `units` somewhere in [from, to] ms. */
@@ -110,5 +110,54 @@ describe("admin changes as they took effect (inEffect)", () => {
       "unknown",
       "unknown",
     ]);
+  });
+});
+
+describe("epochs between admin changes (epochsOf)", () => {
+  /** Every violation of each epoch's history under its limits, as the simulator checks them. */
+  const violations = (own: Limits, changes: Change[], history: Admission[]) =>
+    epochsOf(own, changes, history).flatMap((e) =>
+      e.limits === "unknown" ? [] : checkHistory(e.limits, e.history),
+    );
+
+  it("an epoch starts once every change before it has landed, not only the last one to start", () => {
+    // Found by a long run (a sliding window of 5 an hour after a 2 s override's ttl ended: "prev 0 + cur 5 +
+    // 1 > limit 5"): a reset slow on its way (1900..2300 ms) around the ttl's end (2000..2020 ms). The epoch
+    // after both began at the ttl's end, so it held 5 units let through before the reset landed (at 2280 ms,
+    // say: it deleted the window's count) and 1 after it: 6 of 5, though Redis counted 5, then 1.
+    const own: Limits = { algorithm: "sliding-window", limit: 5, periodMs: 3_600_000, burst: 5 };
+    const set: Change = { from: 0, to: 20, kind: "override", limits: { ...own, limit: 31 } };
+    const changes: Change[] = [
+      set,
+      { from: 1900, to: 2300, kind: "reset", limits: "same" },
+      { from: 2000, to: 2020, kind: "ttl", limits: "own", ends: set },
+    ];
+    const history = [at(1, 2100), at(1, 2120), at(1, 2140), at(1, 2160), at(1, 2180), at(1, 2400)];
+    expect(violations(own, changes, history)).toEqual([]);
+    expect(epochsOf(own, changes, history).at(-1)).toMatchObject({ from: 2300, limits: own });
+    // The same 6 units once both changes had certainly landed are one too many.
+    expect(
+      violations(
+        own,
+        changes,
+        history.map((a) => ({ ...a, at: { from: a.at.from + 300, to: a.at.to + 300 } })),
+      ),
+    ).toHaveLength(1);
+  });
+
+  it("an override set racing a reset: the override's limits from the later end of the two", () => {
+    // Seed 934353230 path 4 of a long run: a token bucket's override (2 an hour, burst 4) set at the same
+    // moment as a reset ("5 units in 44 ms > 4.00"). Between the reset's end and the override's, the fresh
+    // bucket may still have run under the rule's own limits.
+    const own: Limits = { algorithm: "token-bucket", limit: 10, periodMs: 1000, burst: 5 };
+    const o: Limits = { algorithm: "token-bucket", limit: 2, periodMs: 3_600_000, burst: 4 };
+    const changes: Change[] = [
+      { from: 100, to: 160, kind: "override", limits: o },
+      { from: 105, to: 120, kind: "reset", limits: "same" },
+    ];
+    const history = [at(5, 125), at(1, 150, 151), at(2, 200)];
+    expect(epochsOf(own, changes, history).at(-1)).toMatchObject({ from: 160, limits: o });
+    expect(violations(own, changes, history)).toEqual([]);
+    expect(violations(own, changes, [at(3, 170), at(2, 200)])).toHaveLength(1);
   });
 });

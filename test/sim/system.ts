@@ -23,11 +23,21 @@ import { createEngine, type Engine } from "../../src/resilience/engine";
 import { type Admission, checkHistory, type Limits, type Violation } from "./model";
 import type { Fault, Network } from "./network";
 
-/** One rule of a scenario (mode `on`, failure `closed`: every admission is Redis's or a lease's). */
+/** One rule of a scenario. */
 export interface SimRule extends Limits {
   /** Token-bucket/GCRA: the longest hold, ms; 0 = deny. */
   delayMs: number;
+  /** The mode every isolate starts in (a `mode` operation switches it). @default "on" */
+  mode?: Mode | undefined;
+  /**
+   * `open`: a decision Redis cannot give in time goes to the isolate's fallback limiter, whose admissions are
+   * checked against the bound docs/fail-open.md states. @default "closed"
+   */
+  failure?: "open" | "closed" | undefined;
 }
+
+/** A rule's mode, as the live switch sets it: `off` skips the rule, `monitor` counts and never denies. */
+export type Mode = "on" | "monitor" | "off";
 
 /** One call of a request: which rule, which identity (0 or 1), what cost. */
 export interface SimCall {
@@ -80,7 +90,12 @@ export type Op =
    * removal (`set` absent: DELETE); a `ttlS` ends it by itself, with no admin call.
    */
   | { kind: "override"; at: number; rule: number; identity: number; set?: SimOverride | undefined }
-  | { kind: "fault"; at: number; fault: Fault };
+  | { kind: "fault"; at: number; fault: Fault }
+  /**
+   * A live mode switch of one rule (docs/operating.md): each isolate hears of it `lagMs[k]` later (the
+   * fills' isolate last), as the live modes reach each isolate on its next refresh.
+   */
+  | { kind: "mode"; at: number; rule: number; mode: Mode; lagMs: number[] };
 
 export interface Scenario {
   rules: SimRule[];
@@ -100,7 +115,7 @@ export interface Scenario {
 }
 
 /** An admin change of one (rule, identity), somewhere in [from, to]: the limits in force after it. */
-interface Change {
+export interface Change {
   from: number;
   to: number;
   /** `same`: a reset; `own`: the rule's own again; `unknown`: a change that may or may not have been made. */
@@ -139,6 +154,40 @@ export function inEffect(changes: readonly Change[]): Change[] {
   return out.sort((a, b) => a.from - b.from);
 }
 
+/** A stretch of one (rule, identity)'s history between admin changes, checked alone under its limits. */
+export interface Epoch {
+  limits: Limits | "unknown";
+  from: number;
+  to: number;
+  history: Admission[];
+}
+
+/**
+ * The epochs the admin `changes` cut a history into, each with the limits in force in it (a reset keeps
+ * them, an override sets its own, its removal or its ttl's end brings back `own`). An epoch starts once
+ * every change before it has certainly landed: after the latest end of any change so far, not only the last
+ * one's, since changes may overlap (a reset slow on its way takes longer than an override's ttl end inside
+ * it; in between, either may have landed first). An admission that may lie on either side of a change is
+ * left out, and a held request belongs to the epoch its decision and its slot both lie in.
+ */
+export function epochsOf(own: Limits, changes: readonly Change[], history: readonly Admission[]): Epoch[] {
+  let inForce: Limits | "unknown" = own;
+  const epochs: Epoch[] = [];
+  let start = Number.NEGATIVE_INFINITY;
+  for (const cut of inEffect(changes)) {
+    epochs.push({ limits: inForce, from: start, to: cut.from, history: [] });
+    inForce = cut.limits === "same" ? inForce : cut.limits === "own" ? own : cut.limits;
+    start = Math.max(start, cut.to);
+  }
+  epochs.push({ limits: inForce, from: start, to: Number.POSITIVE_INFINITY, history: [] });
+  for (const a of history) {
+    epochs
+      .find((e) => Math.min(a.at.from, a.decidedFrom ?? a.at.from) >= e.from && a.at.to < e.to)
+      ?.history.push(a);
+  }
+  return epochs;
+}
+
 const ADMIN_TOKEN = "simulation-admin-token-0123456789abcdef";
 
 /** The rule as the admin API knows it (built directly: the config's schema refuses periods under a second). */
@@ -171,6 +220,9 @@ export interface RunReport {
   /** Requests held for a reserved slot (a delay), and those whose client went away first (a give-back). */
   delayed: number;
   givenBack: number;
+  /** Requests a fail-open rule's fallback limiter let through, and units a monitor rule counted. */
+  fellBack: number;
+  monitored: number;
 }
 
 let runs = 0;
@@ -179,7 +231,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const identityOf = (identity: number) => `sim-identity-${identity}`.padEnd(22, "_");
 const ruleName = (rule: number) => `r${rule}`;
 
-function ruleCall(scenario: Scenario, c: SimCall): RuleCall {
+function ruleCall(scenario: Scenario, c: SimCall, mode: Exclude<Mode, "off"> = "on"): RuleCall {
   const rule = scenario.rules[c.rule] as SimRule;
   return {
     rule: ruleName(c.rule),
@@ -189,8 +241,8 @@ function ruleCall(scenario: Scenario, c: SimCall): RuleCall {
     burst: rule.burst,
     cost: rule.algorithm === "concurrency" ? 1 : c.cost,
     delayMs: rule.delayMs,
-    mode: "on",
-    failure: "closed",
+    mode,
+    failure: rule.failure ?? "closed",
     identityHash: identityOf(c.identity),
     override: true, // the script reads the identity's override (as the edge does for one it knows of)
   };
@@ -261,19 +313,32 @@ export async function runScenario(
   let shortSpends = 0;
   let delayed = 0;
   let givenBack = 0;
+  let fellBack = 0;
+  let monitored = 0;
   let degraded = 0;
   let requestIds = 0;
   const tails: Promise<void>[] = [];
+  /** Each isolate's view of each rule's mode (a switch reaches each one on its own: `mode` operations). */
+  const modes: Mode[][] = isolates.map(() => scenario.rules.map((r) => r.mode ?? "on"));
+  /** Per (rule, identity): what fail-open rules let through on the fallback limiter's word, by isolate. */
+  const fallbacks = new Map<string, (Admission & { isolate: number })[]>();
 
   /** One request through isolate `k`, judged as the limiter judges it; records what it let through. */
   async function request(
     op: number,
     k: number,
-    calls: RuleCall[],
+    simCalls: SimCall[],
     { abortAfterMs, holdMs = 0, fault }: { abortAfterMs?: number; holdMs?: number; fault?: Fault } = {},
   ) {
     operations++;
     const isolate = isolates[k] as Decider;
+    // A rule this isolate knows to be off is not asked at all; a request with no rule left just passes.
+    const calls: RuleCall[] = [];
+    for (const c of simCalls) {
+      const mode = modes[k]?.[c.rule] ?? "on";
+      if (mode !== "off") calls.push(ruleCall(scenario, c, mode));
+    }
+    if (calls.length === 0) return true;
     const id = calls.some((c) => traitsOf(c.algorithm).storesRequestId) ? `q${op}-${requestIds++}` : "-";
     const sentAt = Date.now();
     let decision: Decision | undefined = isolate.decideNow?.(calls, id, background.waitUntil);
@@ -288,7 +353,10 @@ export async function runScenario(
     // Redis did not answer in time (the call may still have counted: its lease grant is lost with it).
     if (decision.results.some((r) => r.source === "undecided" || r.source === "fallback")) degraded++;
     const slots = decision.results.filter(
-      (r) => traitsOf(r.call.algorithm).holdsSlot && r.outcome === "allowed" && r.source === "redis",
+      (r) =>
+        traitsOf(r.call.algorithm).holdsSlot &&
+        r.outcome === "allowed" &&
+        (r.source === "redis" || r.source === "fallback"),
     );
     const release = () => background.waitUntil(Promise.all(slots.map((r) => isolate.release(r.call, id))));
     if (!verdictOf(decision).allowed) {
@@ -312,6 +380,7 @@ export async function runScenario(
         admitted++;
         if (decision.results.every((r) => r.source === "lease")) fromLeases++;
         if (decision.results.some((r, i) => r.call.cost !== calls[i]?.cost)) shortSpends++;
+        if (decision.results.some((r) => r.source === "fallback" && r.outcome === "allowed")) fellBack++;
         // A held request passes at its slot: `waitMs` after the script ran, less up to 1 ms of rounding.
         const at =
           waitMs > 0
@@ -319,19 +388,28 @@ export async function runScenario(
             : { from: sentAt, to: repliedAt };
         const records: Admission[] = [];
         for (const r of decision.results) {
-          if (r.source !== "redis" && r.source !== "lease") continue;
+          // What each rule counted: an `on` rule everything the request was let through with; a monitor rule
+          // only what it allowed (one that would deny is not written), at its own slot if it reserved one.
+          if (r.outcome !== "allowed") continue;
           const key = keyOf(r.call.rule, r.call.identityHash);
-          const record: Admission = {
-            units: r.call.cost,
-            at,
-            op,
-            ...(waitMs > 0 && { decidedFrom: sentAt }),
-          };
           // The result's call is what Redis took; the request's own cost is what the client got.
-          const asked = calls.find((c) => c.rule === r.call.rule);
-          record.units = asked?.cost ?? r.call.cost;
-          histories.set(key, [...(histories.get(key) ?? []), record]);
-          records.push(record);
+          const units = calls.find((c) => c.rule === r.call.rule)?.cost ?? r.call.cost;
+          const ownMs = r.call.mode === "monitor" ? (r.delayMs ?? 0) : waitMs;
+          const record: Admission = {
+            units,
+            at: ownMs > 0 ? { from: sentAt + ownMs - 1, to: repliedAt + ownMs } : at,
+            op,
+            ...(ownMs > 0 && { decidedFrom: sentAt }),
+          };
+          if (r.call.mode === "monitor") monitored += units;
+          if (r.source === "fallback") {
+            const fell = { ...record, isolate: k };
+            fallbacks.set(key, [...(fallbacks.get(key) ?? []), fell]);
+            records.push(fell);
+          } else if (r.source === "redis" || r.source === "lease") {
+            histories.set(key, [...(histories.get(key) ?? []), record]);
+            records.push(record);
+          }
         }
         if (slots.length > 0) {
           await sleep(holdMs);
@@ -438,25 +516,20 @@ export async function runScenario(
     await sleep(Math.max(0, firstEdge + o.at - Date.now()));
     switch (o.kind) {
       case "request":
-        return request(
-          op,
-          o.isolate,
-          o.calls.map((c) => ruleCall(scenario, c)),
-          o,
-        );
+        return request(op, o.isolate, o.calls, o);
       case "burst":
         for (let i = 0; i < o.n; i++) {
           const abort = o.abortAfterMs !== undefined ? { abortAfterMs: o.abortAfterMs } : {};
-          await request(op, o.isolate, [ruleCall(scenario, o.call)], abort);
+          await request(op, o.isolate, [o.call], abort);
         }
         if (o.after) {
-          const call = ruleCall(scenario, { ...o.call, cost: o.after.cost });
+          const call = { ...o.call, cost: o.after.cost };
           await request(op, o.isolate, [call], o.after.fault ? { fault: o.after.fault } : {});
         }
         return;
       case "fill":
         for (let i = 0; i <= (scenario.rules[o.call.rule] as SimRule).limit; i++) {
-          if (!(await request(op, scenario.isolates, [ruleCall(scenario, { ...o.call, cost: 1 })]))) break;
+          if (!(await request(op, scenario.isolates, [{ ...o.call, cost: 1 }]))) break;
         }
         return;
       case "reset":
@@ -466,6 +539,15 @@ export async function runScenario(
       case "fault":
         operations++;
         network.inject(o.fault);
+        return;
+      case "mode":
+        operations++;
+        await Promise.all(
+          modes.map(async (view, k) => {
+            await sleep(o.lagMs[k] ?? 0);
+            view[o.rule] = o.mode;
+          }),
+        );
         return;
     }
   });
@@ -487,31 +569,81 @@ export async function runScenario(
     // An admin change starts an epoch checked alone, under the limits in force in it (a reset keeps them, an
     // override sets its own, its removal or its ttl's end the rule's); an admission that may lie on either
     // side of a change is left out, and so is an epoch whose limits are unknown (a change a fault cut short).
-    const cuts = inEffect(changes.get(key) ?? []);
-    let inForce: Limits | "unknown" = limits;
-    const epochs: { limits: Limits | "unknown"; from: number; to: number; history: Admission[] }[] = [];
-    let start = Number.NEGATIVE_INFINITY;
-    for (const cut of cuts) {
-      epochs.push({ limits: inForce, from: start, to: cut.from, history: [] });
-      inForce = cut.limits === "same" ? inForce : cut.limits === "own" ? limits : cut.limits;
-      start = cut.to;
-    }
-    epochs.push({ limits: inForce, from: start, to: Number.POSITIVE_INFINITY, history: [] });
-    for (const a of history) {
-      // A held request belongs to the epoch its decision and its slot both lie in (none: left out).
-      epochs
-        .find((e) => Math.min(a.at.from, a.decidedFrom ?? a.at.from) >= e.from && a.at.to < e.to)
-        ?.history.push(a);
-    }
-    for (const epoch of epochs) {
+    for (const epoch of epochsOf(limits, changes.get(key) ?? [], history)) {
       if (epoch.limits === "unknown") continue;
       for (const v of checkHistory(epoch.limits, epoch.history)) {
         violations.push({ ...v, detail: `${key}: ${v.detail}` });
       }
     }
   }
+  violations.push(...checkFallbacks(scenario, histories, fallbacks, changes));
   violations.push(...(await checkState(scenario, redis, prefix, histories, changes, degraded > 0)));
-  return { violations, operations, admitted, fromLeases, shortSpends, delayed, givenBack };
+  return {
+    violations,
+    operations,
+    admitted,
+    fromLeases,
+    shortSpends,
+    delayed,
+    givenBack,
+    fellBack,
+    monitored,
+  };
+}
+
+/** Whether any fault of the scenario answers an error (Redis "down": refused, 5xx) rather than late or never. */
+const errs = (f: Fault | undefined) => f?.kind === "error";
+const failsOutright = (scenario: Scenario): boolean =>
+  scenario.ops.some(
+    (o) =>
+      (o.kind === "fault" && errs(o.fault)) ||
+      (o.kind === "request" && errs(o.fault)) ||
+      (o.kind === "burst" && errs(o.after?.fault)),
+  );
+
+/**
+ * The share of a limit one isolate's fallback may add while Redis is slow, as docs/fail-open.md states it:
+ * not the engine's constant, which a check must not follow when it changes.
+ */
+const STATED_SHARE = 0.1;
+
+/**
+ * Fail-open rules: what the isolates' fallback limiters let through, with what Redis and leases did, stays
+ * within the bound docs/fail-open.md states, per window (fixed-window) or in flight at once (concurrency),
+ * whose "per period" is unambiguous: the limit, plus per isolate that admitted on its own ⌈10 % of the limit⌉
+ * while Redis was slow (timeouts, lost replies), or the whole limit if Redis also failed outright in the run
+ * (N × what Redis last left, at most the limit each). An isolate knows an override only from Redis's figures,
+ * so the share is of the larger of the rule's limit and the override's. Epochs as in the exact checks.
+ */
+export function checkFallbacks(
+  scenario: Scenario,
+  histories: ReadonlyMap<string, Admission[]>,
+  fallbacks: ReadonlyMap<string, (Admission & { isolate: number })[]>,
+  changes: ReadonlyMap<string, Change[]>,
+): Violation[] {
+  const out: Violation[] = [];
+  const down = failsOutright(scenario);
+  for (const [key, fell] of fallbacks) {
+    const rule = scenario.rules[Number(key.split(" ")[0]?.slice(1))] as SimRule;
+    if (rule.algorithm !== "fixed-window" && rule.algorithm !== "concurrency") continue;
+    const all = [...(histories.get(key) ?? []), ...fell];
+    for (const epoch of epochsOf(rule, changes.get(key) ?? [], all)) {
+      if (epoch.limits === "unknown") continue;
+      const isolates = new Set(epoch.history.flatMap((a) => ("isolate" in a ? [a.isolate as number] : [])));
+      if (isolates.size === 0) continue;
+      const known = Math.max(rule.limit, epoch.limits.limit);
+      const share = down ? known : Math.ceil(known * STATED_SHARE);
+      const bound = { ...epoch.limits, limit: epoch.limits.limit + isolates.size * share };
+      for (const v of checkHistory(bound, epoch.history)) {
+        out.push({
+          ...v,
+          invariant: `fail-open: ${v.invariant} + ${isolates.size} isolate(s) × ${share} (${down ? "Redis failing" : "Redis slow"})`,
+          detail: `${key}: ${v.detail}`,
+        });
+      }
+    }
+  }
+  return out;
 }
 
 /**
