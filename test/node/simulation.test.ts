@@ -44,7 +44,8 @@ it(
     console.log(
       `simulation: ${stats.runs} runs, ${stats.operations} operations (${stats.admitted} admitted, ` +
         `${stats.fromLeases} from leases, ${stats.shortSpends} short spends, ${stats.delayed} delayed, ` +
-        `${stats.givenBack} given back; calls to Redis: ${JSON.stringify(stats.calls)}) in ` +
+        `${stats.givenBack} given back, ${stats.fellBack} let through by a fallback limiter, ` +
+        `${stats.monitored} units counted by monitor rules; calls to Redis: ${JSON.stringify(stats.calls)}) in ` +
         `${(stats.elapsedMs / 1000).toFixed(1)} s: ` +
         `${perSecond.toFixed(0)} operations/s, 0 violations`,
     );
