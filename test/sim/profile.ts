@@ -56,6 +56,8 @@ export async function simulate(
     path?: string;
     /** Which share of the corpus (test/sim/corpus.ts) this lane runs first; `false`: none. @default all */
     corpus?: { lane: number; lanes: number } | false;
+    /** The lane's name in progress lines. @default "0" */
+    lane?: string;
   },
 ): Promise<ProfileStats> {
   const stats: ProfileStats = {
@@ -137,7 +139,7 @@ export async function simulate(
     if (options.untilMs !== undefined) {
       const seconds = (Date.now() - startedAt) / 1000;
       console.log(
-        `simulation lane ${options.corpus ? options.corpus.lane : 0}: ${stats.runs} runs, ${stats.operations} operations ` +
+        `simulation lane ${options.lane ?? "0"}: ${stats.runs} runs, ${stats.operations} operations ` +
           `in ${seconds.toFixed(0)} s (${(stats.operations / seconds).toFixed(0)}/s), 0 violations`,
       );
     }
@@ -187,11 +189,14 @@ export async function simulateLanes(
               ...each,
               numRuns: 0,
               corpus: { lane: 0, lanes: 1 },
+              lane: "corpus",
             }),
           ]
         : [];
     const settled = await Promise.allSettled(
-      networks.map((network) => simulate({ network, token, redis }, size, { ...each, corpus: false })),
+      networks.map((network, lane) =>
+        simulate({ network, token, redis }, size, { ...each, corpus: false, lane: String(lane) }),
+      ),
     );
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
     if (failed) throw failed.reason;
