@@ -37,7 +37,7 @@ export {
   type ShedConfig,
   type TierLimits,
 } from "./rules";
-export { MAX_LEASE_MS, MAX_UNITS } from "./schema";
+export { CF_FIELDS, type CfField, MAX_LEASE_MS, MAX_UNITS } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */
 export interface FloodgateConfig {

@@ -6,7 +6,7 @@ import * as v from "valibot";
 import { isAlgorithm, namesWith, traitsOf } from "../engine/algorithms";
 import type { Algorithm, FailurePolicy, Mode } from "../engine/types";
 import { ConfigError, collecting, configErrorFrom } from "./errors";
-import { ruleSchema } from "./schema";
+import { type CfField, ruleSchema } from "./schema";
 import { windowCapProblem } from "./window-cap";
 
 /** One part of a key (or tier) source. */
@@ -16,7 +16,11 @@ export type KeyPart =
   | { kind: "global" }
   | { kind: "header"; name: string }
   | { kind: "query"; name: string }
-  | { kind: "jwt"; claim: string };
+  | { kind: "jwt"; claim: string }
+  /** A fact Cloudflare's edge set on the request (`request.cf`): src/identity/cf.ts. */
+  | { kind: "cf"; field: CfField }
+  /** A cookie's value, its name as written (cookie names are case-sensitive): src/identity/cookie.ts. */
+  | { kind: "cookie"; name: string };
 
 /** Per-tier values; absent fields fall back to the rule's own. */
 export interface TierLimits {
@@ -283,8 +287,10 @@ export function clientChosenSources(rules: readonly RuleConfig[]): string[] {
       ["tier", rule.tier ?? [], "its own tier"],
       ["priority", Array.isArray(priority) ? priority : [], "its own priority class, one never shed"],
     ] as const) {
-      const chosen = parts.find((part) => part.kind === "header" || part.kind === "query");
-      if (chosen === undefined || (chosen.kind !== "header" && chosen.kind !== "query")) continue;
+      const chosen = parts.find(
+        (part) => part.kind === "header" || part.kind === "query" || part.kind === "cookie",
+      );
+      if (chosen === undefined || !("name" in chosen)) continue;
       notes.push(
         `rule "${rule.name}" takes its ${field} from "${chosen.kind}:${chosen.name}", which the client sends: any client can pick ${gets}, unless a proxy you trust sets it (take it from a verified jwt:<claim> instead; docs/security.md)`,
       );
@@ -370,6 +376,7 @@ function parseKeyPart(source: string): KeyPart {
   const kind = source.slice(0, colon);
   const name = source.slice(colon + 1);
   if (kind === "header") return { kind, name: name.toLowerCase() };
-  if (kind === "query") return { kind, name };
+  if (kind === "query" || kind === "cookie") return { kind, name };
+  if (kind === "cf") return { kind, field: name as CfField };
   return { kind: "jwt", claim: name };
 }

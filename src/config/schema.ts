@@ -18,17 +18,23 @@ const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
 /** A header name per RFC 9110 `token`. */
 export const HEADER_NAME = new RegExp(`^${TOKEN}$`);
 
-/** `ip` | `ip/64` | `global` | `header:<name>` | `query:<name>` | `jwt:<claim>`. */
-export const KEY_SOURCE = new RegExp(`^(?:ip|ip/64|global|header:${TOKEN}|query:.+|jwt:[^\\s]+)$`);
+/** The request facts a `cf:` key part can name (read from `request.cf`: src/identity/cf.ts). */
+export const CF_FIELDS = ["country", "asn", "colo", "ja4"] as const;
+export type CfField = (typeof CF_FIELDS)[number];
+
+/**
+ * `ip` | `ip/64` | `global` | `header:<name>` | `query:<name>` | `jwt:<claim>` | `cf:<fact>` (src/identity/cf.ts)
+ * | `cookie:<name>` (a cookie name is an RFC 9110 token too).
+ */
+export const KEY_SOURCE = new RegExp(
+  `^(?:ip|ip/64|global|header:${TOKEN}|query:.+|jwt:[^\\s]+|cf:(?:${CF_FIELDS.join("|")})|cookie:${TOKEN})$`,
+);
+/** The key forms, as a config message lists them. */
+const KEY_FORMS = `ip | ip/64 | header:<name> | query:<name> | jwt:<claim> | cf:${CF_FIELDS.join("|cf:")} | cookie:<name> | global`;
 
 const keySource = v.pipe(
-  v.string(
-    (i) => `${show(i.input)} is not a key (ip | ip/64 | header:<name> | query:<name> | jwt:<claim> | global)`,
-  ),
-  v.regex(
-    KEY_SOURCE,
-    (i) => `${show(i.input)} is not a key (ip | ip/64 | header:<name> | query:<name> | jwt:<claim> | global)`,
-  ),
+  v.string((i) => `${show(i.input)} is not a key (${KEY_FORMS})`),
+  v.regex(KEY_SOURCE, (i) => `${show(i.input)} is not a key (${KEY_FORMS})`),
 );
 
 const keyField = v.union(
@@ -40,8 +46,7 @@ const keyField = v.union(
       v.maxLength(8, "at most 8 parts"),
     ),
   ],
-  (i) =>
-    `${show(i.input)} is not a key (ip | ip/64 | header:<name> | query:<name> | jwt:<claim> | global, or an array of those)`,
+  (i) => `${show(i.input)} is not a key (${KEY_FORMS}, or an array of those)`,
 );
 
 const positiveInt = (max: number) =>
@@ -220,7 +225,7 @@ export const ruleSchema = v.strictObject(
       v.union(
         [v.literal("method"), keyField],
         (i) =>
-          `${show(i.input)} is not a priority source (method | ip | header:<name> | query:<name> | jwt:<claim>, or an array of those)`,
+          `${show(i.input)} is not a priority source (method | ip | header:<name> | query:<name> | jwt:<claim> | cf:<fact> | cookie:<name>, or an array of those)`,
       ),
     ),
     priorities: v.optional(

@@ -8,6 +8,8 @@ import type { WaitUntil } from "../engine/types";
 import { methodOverrides } from "../rules/method";
 import { canonicalPath } from "../rules/path";
 import { ProblemError } from "../util/problem";
+import { cfFact } from "./cf";
+import { cookieValue } from "./cookie";
 import { canonicalIp, clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
 import { bearerToken, claimValue, JwksUnavailableError, type JwtVerifier } from "./jwt";
 
@@ -131,6 +133,10 @@ export class RequestFacts {
         const values = this.url.searchParams.getAll(part.name);
         return values.length === 1 ? nonEmpty(values[0] ?? null) : undefined;
       }
+      case "cf":
+        return cfFact(this.request, part.field);
+      case "cookie":
+        return cookieValue(this.request.headers, part.name);
     }
   }
 

@@ -4,6 +4,7 @@
  * `Decider`.
  */
 import type { Context, Env as HonoEnv } from "hono";
+import type { CfField } from "../config";
 import type { Algorithm, Decider, Decision, FailurePolicy, Mode, RuleResult, Source } from "../engine/types";
 import type { JwtOptions } from "../identity/jwt";
 import type { RequestFacts } from "../identity/request";
@@ -75,8 +76,19 @@ declare module "hono" {
   }
 }
 
-/** `ip` | `ip/64` | `global` | `header:<name>` | `query:<name>` | `jwt:<claim>`. */
-export type KeySource = "ip" | "ip/64" | "global" | `header:${string}` | `query:${string}` | `jwt:${string}`;
+/**
+ * `ip` | `ip/64` | `global` | `header:<name>` | `query:<name>` | `jwt:<claim>` | `cf:country` | `cf:asn` |
+ * `cf:colo` | `cf:ja4` (Cloudflare's `request.cf`; missing off Cloudflare) | `cookie:<name>`.
+ */
+export type KeySource =
+  | "ip"
+  | "ip/64"
+  | "global"
+  | `header:${string}`
+  | `query:${string}`
+  | `jwt:${string}`
+  | `cf:${CfField}`
+  | `cookie:${string}`;
 
 /** Computes an identity (or tier) from the request; `undefined` = no value (the rule's `missing` applies). */
 export type KeyFunction<E extends HonoEnv = HonoEnv> = (
