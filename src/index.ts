@@ -18,6 +18,7 @@
 // Every type an exported signature uses is exported too (as a type only where the value is internal), so an
 // app can name it: `ResilientDecider` from `createDecider`, `DeciderHealth` from its `health()`, and so on.
 export {
+  type CfField,
   ConfigError,
   type KeyPart,
   type RuleConfig,
