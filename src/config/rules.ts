@@ -5,6 +5,7 @@
 import * as v from "valibot";
 import { isAlgorithm, namesWith, traitsOf } from "../engine/algorithms";
 import type { Algorithm, FailurePolicy, Mode } from "../engine/types";
+import { type StatusCount, statusCount } from "./count";
 import { ConfigError, collecting, configErrorFrom } from "./errors";
 import { type CfField, ruleSchema } from "./schema";
 import { windowCapProblem } from "./window-cap";
@@ -80,6 +81,11 @@ export interface RuleConfig {
   shed?: ShedConfig;
   /** `false`: never decided from a lease (docs/leases.md); concurrency rules never are. */
   lease: boolean;
+  /**
+   * Charged only for requests whose response status it lists (docs/counting.md); absent = every request it
+   * admits is charged.
+   */
+  count?: StatusCount;
 }
 
 /** Default slot lease of a `concurrency` rule: when a slot held by a request that never finished is freed. */
@@ -190,6 +196,11 @@ function ruleConfig(
       `${at}.delay: only ${namesWith("takesDelay")} rules can delay a request (this one is ${rule.algorithm})`,
     );
   }
+  if (rule.count !== undefined && traits.holdsSlot) {
+    problems.push(
+      `${at}.count: a ${rule.algorithm} rule holds a slot while a request is in flight, whatever its response; count by status applies to window and bucket rules`,
+    );
+  }
   const cap = traits.maxRequestsPerWindow;
   if (cap < Number.POSITIVE_INFINITY) {
     // One member per request in the window (src/config/window-cap.ts): the requests a limit lets in.
@@ -229,8 +240,11 @@ function ruleConfig(
     failure: rule.failure,
     missing: rule.missing ?? "ip",
     ...(shed ? { shed } : {}),
+    ...(rule.count ? { count: statusCount(rule.count.status) } : {}),
     // A delayed request waits for a slot reserved in Redis, and a held slot is no unit: neither fits a lease.
-    lease: (rule.lease ?? true) && rule.delay === undefined && traits.leasable,
+    // A rule counting by status gives a request's units back after its response: Redis decides it, so the
+    // units it gives back are the ones the decision took (docs/counting.md, "Leases").
+    lease: (rule.lease ?? true) && rule.delay === undefined && rule.count === undefined && traits.leasable,
   } satisfies RuleConfig;
 }
 

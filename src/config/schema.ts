@@ -201,6 +201,37 @@ const tierSchema = v.strictObject(
   unknownField,
 );
 
+/**
+ * One entry of `count.status`: a 3-digit status code (`"401"`, or the number 401) or a class `"1xx"`…`"5xx"`
+ * (docs/counting.md). Kept as a string: src/config/count.ts turns the list into a matcher.
+ */
+const statusEntry = v.pipe(
+  v.union([v.string(), v.number()], (i) => `${show(i.input)} is not a status code ("401") or class ("4xx")`),
+  v.transform((entry) => String(entry).trim().toLowerCase()),
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (!dataset.typed || /^[1-5](\d\d|xx)$/.test(dataset.value)) return;
+    const shown = show(dataset.value);
+    addIssue({
+      message: /^\d\d\d$/.test(dataset.value)
+        ? `${shown} is not a status code (100 to 599)`
+        : /^\dxx$/.test(dataset.value)
+          ? `${shown} is not a status class (1xx, 2xx, 3xx, 4xx or 5xx)`
+          : `${shown} is not a status code ("401") or class ("4xx")`,
+    });
+  }),
+);
+
+/** `count = { status = [...] }`: the rule is charged only for requests whose response status is listed. */
+const countSchema = v.strictObject(
+  {
+    status: v.pipe(
+      v.array(statusEntry, (i) => `${show(i.input)} is not a list of status codes or classes`),
+      v.minLength(1, "an empty list counts no response (leave count out to count every request)"),
+    ),
+  },
+  unknownField,
+);
+
 /** One rule as written in `RATE_LIMIT_RULES` (or passed to `rateLimit({ rules })`). */
 export const ruleSchema = v.strictObject(
   {
@@ -241,6 +272,7 @@ export const ruleSchema = v.strictObject(
     failure: v.optional(picklist(FAILURES)),
     missing: v.optional(picklist(["ip", "skip", "deny"] as const)),
     lease: v.optional(flag),
+    count: v.optional(countSchema),
   },
   unknownField,
 );

@@ -250,4 +250,11 @@ export interface Decider {
    * back if no later request reserved one behind it. Not bound by the decision budget.
    */
   release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void>;
+  /**
+   * Gives back units a decision consumed (`Store.refund`, each call to the endpoint holding its identity):
+   * `whenUs` as there (negative: taken at most that many µs ago). Resolves to the units each call got back.
+   * Not bound by the decision budget. Absent = units are never given back (a rule counting by status then
+   * keeps every request's units: docs/counting.md).
+   */
+  refund?(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]>;
 }

@@ -168,5 +168,7 @@ function engineOf(redis: RedisCredentials, settings: MiddlewareSettings): Decide
     decide: (calls, requestId, opts) => get().decide(calls, requestId, opts),
     decideNow: (calls, requestId, waitUntil) => get().decideNow?.(calls, requestId, waitUntil),
     release: (call, requestId, reservation) => get().release(call, requestId, reservation),
+    refund: (calls, requestId, whenUs) =>
+      get().refund?.(calls, requestId, whenUs) ?? Promise.resolve(calls.map(() => 0)),
   };
 }

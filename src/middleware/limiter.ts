@@ -14,6 +14,7 @@ import { type JwtVerifier, RequestFacts } from "../identity";
 import { compileRules } from "../rules/match";
 import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
 import type { ProblemError } from "../util/problem";
+import { giveBackUncounted, heldUntilStatus, type StatusCounts } from "./count";
 import { delayOf, giveBack, waitForSlot } from "./delay";
 import { uncheckedDecision } from "./jwks";
 import type { DecisionEvent, FloodgateVariables } from "./options";
@@ -70,6 +71,16 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
   const compiled = compileRules(rules.map((p) => p.rule));
   const planned = new Map(rules.map((p) => [p.rule, p]));
   const { decider, mode, failure, timeoutMs, overrides } = deps;
+  // The rules that count by status (docs/counting.md), and whether a bucket's must ask for its stamps: what its
+  // give-back proves still owed.
+  const statusCounts: StatusCounts = new Map(
+    rules.flatMap(({ rule }) => (rule.count ? [[rule.name, rule.count] as const] : [])),
+  );
+  const stampedCounts = new Set(
+    rules
+      .filter(({ rule }) => rule.count && traitsOf(rule.algorithm).shape === "bucket")
+      .map(({ rule }) => rule.name),
+  );
 
   // Said once, where the limiter is built (check-config says it before deploy).
   for (const note of clientChosenSources(rules.map((p) => p.rule))) console.warn(`floodgate: ${note}`);
@@ -125,12 +136,16 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const calls = plan instanceof Promise ? await plan : plan;
     if (calls.length === 0) return next(); // every matched rule is off or skipped: no headers, no Redis call
 
-    const requestId = calls.some((call) => traitsOf(call.algorithm).storesRequestId)
+    // A bucket's give-back enters the request in its refund ledger: a real id there too.
+    const requestId = calls.some(
+      (call) => traitsOf(call.algorithm).storesRequestId || stampedCounts.has(call.rule),
+    )
       ? request.id()
       : NO_REQUEST_ID;
     // A rule that fails closed and could not be keyed (the JWKS is unreachable) answers 503 without Redis; a
     // hot identity's decision comes from its leases at once: no Redis call, no promise.
     const unchecked = request.jwksUnavailable;
+    const decidedAtMs = Date.now();
     const decision =
       (unchecked && uncheckedDecision(calls, unchecked.retryAfterMs)) ??
       decider.decideNow?.(calls, requestId, waitUntil) ??
@@ -138,6 +153,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
         budgetMs,
         waitUntil,
         onTimer: (timer) => c.set("floodgateTimer", timer),
+        ...(stampedCounts.size > 0 && calls.some((call) => stampedCounts.has(call.rule)) && { stamps: true }),
       }));
     report(deps.onDecision, decision, c.req.raw, request);
     c.set("rateLimit", infoOf(decision));
@@ -164,6 +180,12 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     }
 
     await next();
+    // The status is known: units held for a status a rule does not count go back (Floodgate's own 502/504
+    // included: the proxy's error is the response by now).
+    const held = heldUntilStatus(decision, statusCounts);
+    if (held.length > 0) {
+      giveBackUncounted(decider, held, statusCounts, c.res.status, requestId, decidedAtMs, waitUntil);
+    }
     if (c.res.status === 101 || (c.res as { webSocket?: unknown }).webSocket) {
       // A WebSocket's lifetime is not the response's: its slot goes back at once, and its response is
       // passed on untouched (a copy would lose the socket).

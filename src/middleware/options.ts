@@ -157,6 +157,12 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   missing?: "ip" | "skip" | "deny";
   /** `false`: this rule is never decided from a lease (docs/leases.md). @default true */
   lease?: boolean;
+  /**
+   * Charge only requests whose response status is listed: codes (`"401"`) or classes (`"5xx"`); a request holds
+   * its units while in flight and gives them back otherwise (docs/counting.md). Not on concurrency or shed
+   * rules; such a rule is never decided from a lease. @default every admitted request is charged
+   */
+  count?: { status: (`${number}` | `${1 | 2 | 3 | 4 | 5}xx` | number)[] };
 }
 
 /** Options of `rateLimit`. */

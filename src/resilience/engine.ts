@@ -129,6 +129,15 @@ export function createEngine(options: EngineOptions): Engine {
     (options.leases ?? DEFAULTS.leases) === "on"
       ? withLeases(sharded, { refund, maxMs: options.leaseMs ?? DEFAULTS.leaseMs })
       : sharded;
+  // What the limiter gives back after a response (a rule counting by status: docs/counting.md). Units back in
+  // Redis may turn a denial this isolate cached wrong: it asks Redis again next time.
+  decider.refund = async (calls, requestId, whenUs) => {
+    const given = await refund(calls, requestId, whenUs);
+    calls.forEach((call, i) => {
+      if ((given[i] ?? 0) > 0) sharded.forget(call.rule, call.identityHash);
+    });
+    return given;
+  };
 
   return {
     stores,
