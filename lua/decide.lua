@@ -39,7 +39,7 @@ if n == 1 and ARGV[first + MODE] == "1" then
   local cost_arg = ARGV[first + COST] -- units
   local delay_arg = ARGV[first + DELAY] -- ms
   local key = KEYS[1]
-  if algorithm == FIXED then
+  if algorithm == FIXED and delay_arg == "0" then -- (not a calendar period: lua/decide/calendar.lua)
     --#include decide/fixed-window#fast
   elseif algorithm == BUCKET or algorithm == GCRA then
     --#include decide/token-bucket#fast

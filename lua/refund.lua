@@ -14,7 +14,8 @@ ARGV:
   ARGV[2]            when they were consumed, µs on Redis's clock: "0" unknown (the current window);
                      token-bucket/gcra: the TAT their lease wrote; "-<age>": at most <age> µs ago (a split
                      decision undone, and then every rule's stamp follows the groups)
-  ARGV[3 + 7(i-1)..] rule i's group as in a decision (lua/decide/rules.lua), cost = units to give back,
+  ARGV[3 + 7(i-1)..] rule i's group as in a decision (lua/decide/rules.lua; a calendar period's bounds in
+                     its delay slot), cost = units to give back,
                      limit and period those the units were priced at; mode 5 | 4: as 1 | 0 with an
                      override key, and the limits are that override's (given back only while it stands)
   after the groups   a split refund's stamp per rule, 3 slots: the TAT its decision wrote (µs, "0" none),
@@ -86,6 +87,23 @@ for i = 1, n do
     -- Reset since: what was taken before belongs to the state the reset threw away. After the fence, the
     -- tests below refuse it (docs/script.md, "Why a reset's fence may be short"). (Sliding-log and
     -- concurrency refunds remove members by name, and a reset already removed those.)
+  elseif algorithm == FIXED and string.find(ARGV[at + DELAY], ":", 1, true) then
+    -- A calendar period's counter (lua/decide/calendar.lua): only while the units' period is still the
+    -- current one, and only into that period's counter (its expiry is the period's end).
+    local delay_arg = ARGV[at + DELAY] -- the bounds the units' decision was sent
+    local now_ms = floor(now_us / 1000) -- ms
+    local start_ms, end_ms -- ms
+    --#include decide/calendar#period
+    if when_us >= start_ms * 1000
+      and math.abs(redis.call("PTTL", key) - (end_ms - now_ms)) <= REAIM_SLACK_MS then
+      local used = tonumber(redis.pcall("GET", key))
+      if used and used <= 1e13 then
+        given = math.min(units, used)
+        if given > 0 then
+          redis.call("DECRBY", key, given)
+        end
+      end
+    end
   elseif algorithm == FIXED then
     -- Only the counter of the window the units were taken in, while it is that window's, and only if it
     -- ends where that window ends: one created or re-aimed under another period (an override set, removed

@@ -11,7 +11,8 @@ Rule i's group, 7 slots from ARGV[first + 7(i-1)] (offsets in lib/constants.lua)
   +3 period     ms (concurrency: the lease after which an unreleased slot is freed)
   +4 burst      units: token-bucket capacity / gcra burst
   +5 cost       units this request consumes, >= 1 (concurrency: one slot whatever it says)
-  +6 delay      ms a token-bucket/gcra request over the rate may be held for its slot; "0" = deny
+  +6 delay      ms a token-bucket/gcra request over the rate may be held for its slot; "0" = deny;
+                fixed-window: a calendar period's bounds (lua/decide/calendar.lua) when it holds a ":"
 Reply: { head, then 5 per rule, then the appendices the head names, in this order }
   [1]          head: 1 if every `on` rule allows (and then every allowing rule was written), else 0;
                + 2 (STAMPED) when the stamps follow, + 4 (PERIODS) when the periods follow
@@ -24,7 +25,8 @@ Reply: { head, then 5 per rule, then the appendices the head names, in this orde
   lease        a LEASE call only (lua/lease.lua): { units, life_ms, tat_us, period_ms } per rule, then now_us
   STAMPED      3 per rule: the TAT written, the TAT replaced, Redis's clock then (µs); 0s for a rule that
                is not a bucket or was not written (a give-back's and a split refund's proof)
-  PERIODS      1 per rule: the period in force (ms), negative where an override applied
+  PERIODS      1 per rule: the period in force (ms), negative where an override applied; sent when an
+               override applied or a rule is a calendar period
   -1 in reset_after/retry_after of a fixed window allowed without the clock: "the window's end".
 Semantics (docs/script.md): phase 1 evaluates every rule without writing (a fixed-window counter excepted:
 counted at once, taken back on denial); phase 2 writes each ALLOWING rule only if every `on` rule allows.
@@ -38,8 +40,9 @@ local KNOWN = { [FIXED] = true, [SLIDING] = true, [LOG] = true, [BUCKET] = true,
 for i = 1, n do
   local at = first + (i - 1) * PER_RULE
   local algorithm, mode = ARGV[at + ALGORITHM], ARGV[at + MODE]
-  if algorithm ~= FIXED or mode == "3" or mode == "2" then
-    clock = true -- every other algorithm works from now; an override may change the period
+  if algorithm ~= FIXED or mode == "3" or mode == "2" or string.find(ARGV[at + DELAY], ":", 1, true) then
+    clock = true -- every other algorithm works from now; an override may change the period; a calendar
+    -- period is chosen by it
   end
   if not KNOWN[algorithm] then
     -- A code this script does not know: an error before anything is written, never a silent verdict.
@@ -66,6 +69,7 @@ local more_pending
 local stamps -- rule index -> { TAT written, TAT replaced } of token-bucket/gcra rules
 local delayed_any = false
 local periods -- rule index -> the period in force, where an override applied (the PERIODS appendix)
+local calendars -- rule index -> the calendar period's length, ms (the PERIODS appendix too)
 local allowed = true
 local override_at = n -- KEYS index of the last override key used
 for i = 1, n do
@@ -102,6 +106,15 @@ for i = 1, n do
       periods[i] = period
     end
   end
+  -- Over calendar periods: the bounds in the delay slot (a window rule has no delay of its own).
+  local calendar = algorithm == FIXED and delay_arg ~= "0" and string.find(delay_arg, ":", 1, true)
+  local start_ms, end_ms -- ms: a calendar period's bounds
+  if calendar then
+    -- Its period is Redis's now's among the bounds sent; an override's period does not apply.
+    --#include decide/calendar#period
+    calendars = calendars or {}
+    calendars[i] = period
+  end
   local period_us = period * 1000 -- µs
   if algorithm == SHED then
     algorithm = CONCURRENCY -- the same slots; only the edge's limit (the class's share) differs
@@ -134,6 +147,8 @@ for i = 1, n do
   local delayed = false -- token-bucket/gcra with a delay: allowed from a reserved slot, `retry` ms from now
 
   if limit <= 0 then -- an override of limit 0 blocks the identity: nothing to read
+  elseif calendar then
+    --#include decide/calendar#evaluate
   elseif algorithm == FIXED then
     --#include decide/fixed-window#evaluate
   elseif algorithm == SLIDING then
@@ -260,10 +275,14 @@ if (delayed_any or stamped and stamps) and allowed and not peek then
     reply[#reply + 1] = stamp and now_us or 0
   end
 end
-if periods then -- last: every rule's period in force, negative where an override applied
+if periods or calendars then -- last: every rule's period in force, negative where an override applied
   reply[1] = reply[1] + PERIODS
   for i = 1, n do
-    reply[#reply + 1] = periods[i] and -periods[i] or tonumber(ARGV[first + (i - 1) * PER_RULE + PERIOD])
+    local period = calendars and calendars[i] or periods and periods[i] -- ms
+    local overridden = periods and periods[i] -- an override applied (a calendar rule keeps its period)
+    reply[#reply + 1] = not period and tonumber(ARGV[first + (i - 1) * PER_RULE + PERIOD])
+      or overridden and -period
+      or period
   end
 end
 return reply

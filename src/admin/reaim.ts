@@ -26,7 +26,8 @@ export async function reaimCounter(
   redis: RedisPort,
   deadline: Deadline = NO_DEADLINE,
 ): Promise<void> {
-  if (!traitsOf(rule.algorithm).reaimsOnOverride) return;
+  // A calendar period's counter ends with its period whatever an override says (lua/decide/calendar.lua).
+  if (!traitsOf(rule.algorithm).reaimsOnOverride || rule.calendar) return;
   const tiered = Object.values(rule.tiers).some((tier) => tier.periodMs !== undefined);
   const periodMs = override?.periodMs ?? (tiered ? undefined : rule.periodMs);
   if (periodMs === undefined) return;

@@ -50,6 +50,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       failure: rule.failure ?? admin.config.failure,
       delayMs: rule.delayMs, // within it, a request past the burst is held, not denied
       identityHash,
+      ...(limits.calendar && { calendar: limits.calendar }),
     };
     const [decision, override] = await Promise.all([
       admin.peek([call]),

@@ -2,6 +2,7 @@
  * The limits one request gets under a rule: the rule's own, or its tier's (README: "Rules"). The one part of a
  * rule's config read per request, by the limiter's plan and the admin API alike.
  */
+import type { CalendarBounds } from "../util/calendar";
 import type { RuleConfig } from "./rules";
 
 /** The limits one request gets under a rule. */
@@ -9,8 +10,11 @@ export interface EffectiveLimits {
   /** The tier these come from; `undefined` = the rule's own (no tier, or one the rule does not name). */
   tier: string | undefined;
   limit: number;
+  /** A calendar period's: the current one's length, by the edge's clock. */
   periodMs: number;
   burst: number;
+  /** A calendar period's bounds around now, by the edge's clock (the script picks by Redis's). */
+  calendar?: CalendarBounds | undefined;
 }
 
 /**
@@ -19,6 +23,15 @@ export interface EffectiveLimits {
  * absent tier gets the rule's own.
  */
 export function limitsFor(rule: RuleConfig, tierName: string | undefined): EffectiveLimits {
+  const own = ownLimitsFor(rule, tierName);
+  if (rule.calendar === undefined) return own;
+  // A calendar rule's tiers keep its period (src/config/calendar.ts): this period's bounds, worked out once per
+  // period per isolate.
+  const calendar = rule.calendar.around(Date.now());
+  return { ...own, periodMs: calendar.endMs - calendar.startMs, calendar };
+}
+
+function ownLimitsFor(rule: RuleConfig, tierName: string | undefined): EffectiveLimits {
   const tier =
     tierName !== undefined && Object.hasOwn(rule.tiers, tierName) ? rule.tiers[tierName] : undefined;
   if (tier === undefined) {

@@ -5,6 +5,8 @@
 import * as v from "valibot";
 import { isAlgorithm, namesWith, traitsOf } from "../engine/algorithms";
 import type { Algorithm, FailurePolicy, Mode } from "../engine/types";
+import type { CalendarPeriod } from "../util/calendar";
+import { calendarOf, NOMINAL_MS } from "./calendar";
 import { type StatusCount, statusCount } from "./count";
 import { ConfigError, collecting, configErrorFrom } from "./errors";
 import { type CfField, ruleSchema } from "./schema";
@@ -86,6 +88,11 @@ export interface RuleConfig {
    * admits is charged.
    */
   count?: StatusCount;
+  /**
+   * A fixed-window rule over calendar periods (docs/counting.md, "Calendar periods"); `periodMs` is then the
+   * period's nominal length, and each request gets the current one's (src/config/limits.ts).
+   */
+  calendar?: CalendarPeriod;
 }
 
 /** Default slot lease of a `concurrency` rule: when a slot held by a request that never finished is freed. */
@@ -188,6 +195,7 @@ function ruleConfig(
   }
   const traits = traitsOf(rule.algorithm);
   const shed = collecting(problems, () => shedConfig(rule, at));
+  const calendar = collecting(problems, () => calendarOf(rule, at));
   if (rule.period === undefined && traits.needsPeriod) {
     problems.push(`${at}.period: required for ${rule.algorithm} (e.g. "1m")`);
   }
@@ -230,7 +238,10 @@ function ruleConfig(
     keyText: Array.isArray(rule.key) ? rule.key.join("|") : rule.key,
     algorithm: rule.algorithm,
     limit: rule.limit,
-    periodMs: rule.period ?? DEFAULT_SLOT_LEASE_MS,
+    periodMs:
+      typeof rule.period === "object"
+        ? NOMINAL_MS[rule.period.calendar]
+        : (rule.period ?? DEFAULT_SLOT_LEASE_MS),
     burst: rule.burst ?? rule.limit,
     delayMs: rule.delay ?? 0,
     cost,
@@ -241,10 +252,17 @@ function ruleConfig(
     missing: rule.missing ?? "ip",
     ...(shed ? { shed } : {}),
     ...(rule.count ? { count: statusCount(rule.count.status) } : {}),
+    ...(calendar ? { calendar } : {}),
     // A delayed request waits for a slot reserved in Redis, and a held slot is no unit: neither fits a lease.
     // A rule counting by status gives a request's units back after its response: Redis decides it, so the
     // units it gives back are the ones the decision took (docs/counting.md, "Leases").
-    lease: (rule.lease ?? true) && rule.delay === undefined && rule.count === undefined && traits.leasable,
+    // A calendar period's bounds come with each request, and Redis picks among them: never leased either.
+    lease:
+      (rule.lease ?? true) &&
+      rule.delay === undefined &&
+      rule.count === undefined &&
+      calendar === undefined &&
+      traits.leasable,
   } satisfies RuleConfig;
 }
 

@@ -78,6 +78,40 @@ export const periodMs = v.pipe(
   }),
 );
 
+/** `"calendar:day"` | `"calendar:week"` | `"calendar:month"` (docs/counting.md, "Calendar periods"). */
+const CALENDAR_PERIOD = /^calendar:(day|week|month)$/;
+
+/**
+ * A rule's period: a duration (milliseconds, as {@link periodMs}) or a calendar period (its unit); a string
+ * starting with `calendar:` is never read as a duration.
+ */
+const rulePeriod = v.pipe(
+  v.unknown(),
+  v.rawTransform(({ dataset, addIssue, NEVER }) => {
+    const value = dataset.value;
+    if (typeof value === "string" && value.trim().startsWith("calendar:")) {
+      const unit = CALENDAR_PERIOD.exec(value.trim())?.[1] as "day" | "week" | "month" | undefined;
+      if (unit === undefined) {
+        addIssue({
+          message: `${show(value)} is not a calendar period (calendar:day | calendar:week | calendar:month)`,
+        });
+        return NEVER;
+      }
+      return { calendar: unit };
+    }
+    const ms = parseDurationMs(value);
+    if (ms === undefined) {
+      addIssue({ message: `${show(value)} is not a duration` });
+      return NEVER;
+    }
+    if (ms < MIN_PERIOD_MS || ms > MAX_PERIOD_MS) {
+      addIssue({ message: `${show(value)} is outside 1s..30d` });
+      return NEVER;
+    }
+    return ms;
+  }),
+);
+
 /** The longest a rule may hold a request for its slot (`delay`): a held request keeps its connection open. */
 export const MAX_DELAY_MS = 60_000;
 
@@ -243,7 +277,16 @@ export const ruleSchema = v.strictObject(
     key: keyField,
     algorithm: picklist(ALGORITHMS),
     limit: positiveInt(MAX_UNITS),
-    period: v.optional(periodMs),
+    period: v.optional(rulePeriod),
+    timezone: v.optional(
+      v.string((i) => `${show(i.input)} is not a time zone (an IANA name such as "Europe/Paris")`),
+    ),
+    anchor: v.optional(
+      v.union(
+        [v.number(), v.string()],
+        (i) => `${show(i.input)} is not an anchor (a day of the month 1–31, or monday … sunday)`,
+      ),
+    ),
     burst: v.optional(positiveInt(MAX_UNITS)),
     cost: v.optional(
       v.union(

@@ -68,6 +68,11 @@ export interface AlgorithmTraits {
   readonly maxRequestsPerWindow: number;
   /** A denial is the client's `quota` (429), or the origin's `load` (503, shed). */
   readonly denial: "quota" | "load";
+  /**
+   * Its windows may be calendar periods (`period = "calendar:day|week|month"`, docs/counting.md, "Calendar
+   * periods"): the script picks the period by Redis's clock among bounds the edge sends.
+   */
+  readonly calendarPeriods: boolean;
   /** The algorithm's module: refund pricing, fences, waits (src/engine/algorithms/logic.ts). */
   readonly logic: AlgorithmLogic;
 }
@@ -89,6 +94,7 @@ const WINDOW = {
   rateLimitMember: "window",
   maxRequestsPerWindow: Number.POSITIVE_INFINITY,
   denial: "quota",
+  calendarPeriods: false,
 } as const;
 
 /** A token bucket's and GCRA's traits: one TAT, the same state (lua/decide/token-bucket.lua). */
@@ -117,6 +123,7 @@ const SLOTS = {
   rateLimitMember: "concurrent-requests",
   maxRequestsPerWindow: Number.POSITIVE_INFINITY,
   denial: "quota",
+  calendarPeriods: false,
   logic: concurrency,
 } as const;
 
@@ -139,7 +146,14 @@ export type Algorithm = (typeof ALGORITHMS)[number];
 
 /** THE table. Codes are the script's: never renumber one (a deployed script reads them). */
 export const ALGORITHM_TRAITS: Readonly<Record<Algorithm, AlgorithmTraits>> = {
-  "fixed-window": { ...WINDOW, code: 1, reaimsOnOverride: true, integerReply: true, logic: fixedWindow },
+  "fixed-window": {
+    ...WINDOW,
+    code: 1,
+    reaimsOnOverride: true,
+    integerReply: true,
+    calendarPeriods: true,
+    logic: fixedWindow,
+  },
   "sliding-window": { ...WINDOW, code: 2, logic: slidingWindow },
   "sliding-log": {
     ...WINDOW,

@@ -12,6 +12,7 @@ import {
   resetFenceKey,
   stateKey,
 } from "./keys";
+import type { CalendarBounds } from "../util/calendar";
 import type { RedisScript } from "./redis";
 import { DECIDE, DECIDE_WITH_OPTIONS, FENCE, GIVE_BACK, LEASE, REAIM, REFUND, SCRIPTS } from "./scripts";
 import type { RefundCall, Reservation, RuleCall } from "./types";
@@ -111,7 +112,8 @@ const MODE_CODE = {
 
 /**
  * Every call's state key then the override keys that are sent, and each call's group of 7 ARGV slots
- * (lua/decide/rules.lua's table): algorithm, mode, limit, period, burst, cost, delay.
+ * (lua/decide/rules.lua's table): algorithm, mode, limit, period, burst, cost, delay (or a calendar period's
+ * bounds).
  */
 function ruleGroups(
   prefix: string,
@@ -131,12 +133,19 @@ function ruleGroups(
       String(call.periodMs),
       String(call.burst),
       String(call.cost),
-      String(call.delayMs ?? 0),
+      call.calendar ? calendarSlot(call.calendar) : String(call.delayMs ?? 0),
     );
   });
   for (const key of overrides) keys.push(key);
   return { keys, groups };
 }
+
+/**
+ * A calendar period's bounds in its rule's delay slot (a window rule has no delay):
+ * `<previous start>:<start>:<end>:<next end>`, ms (lua/decide/calendar.lua).
+ */
+const calendarSlot = (b: CalendarBounds): string =>
+  `${b.previousStartMs}:${b.startMs}:${b.endMs}:${b.nextEndMs}`;
 
 /** A decision's mode slot: on/monitor, with its override key or not. */
 function decisionMode(call: RuleCall): string {

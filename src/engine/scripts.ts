@@ -6,6 +6,7 @@
  * `EVAL` once on `NOSCRIPT`). A script is sent without its comments (lua-text.ts), and its SHA is that text's; the
  * published package inlines the sources already stripped (tsup.config.ts), which stripping again leaves as they are.
  */
+import calendar from "../../lua/decide/calendar.lua";
 import concurrency from "../../lua/decide/concurrency.lua";
 import fixedWindow from "../../lua/decide/fixed-window.lua";
 import leaseGrant from "../../lua/decide/lease-grant.lua";
@@ -32,6 +33,7 @@ const PARTS: Readonly<Record<string, string>> = {
   "decide/rules": rules,
   "decide/lease-grant": leaseGrant,
   "decide/fixed-window": fixedWindow,
+  "decide/calendar": calendar,
   "decide/sliding-window": slidingWindow,
   "decide/sliding-log": slidingLog,
   "decide/token-bucket": tokenBucket,

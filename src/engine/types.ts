@@ -2,6 +2,7 @@
  * The engine's vocabulary: what the Worker asks Redis to decide, and what comes back.
  * The limiting logic itself lives in `lua/` (docs/script.md); these types only describe its inputs and outputs.
  */
+import type { CalendarBounds } from "../util/calendar";
 import type { RunningTimer } from "../util/timer";
 import { type Algorithm, traitsOf } from "./algorithms";
 
@@ -63,6 +64,12 @@ export interface RuleCall {
   override?: boolean;
   /** `false` = never decided from a lease (the rule's `lease = false`); concurrency never is. @default true */
   lease?: boolean;
+  /**
+   * A fixed-window rule over calendar periods: the boundaries around the edge's clock, among which the script
+   * picks by Redis's (lua/decide/calendar.lua); `periodMs` is then the current period's length as the edge
+   * sees it, and a result's the one Redis chose. Absent = windows aligned to the epoch.
+   */
+  calendar?: CalendarBounds;
   /**
    * Set by the edge when the call is not the rule's own: `jwks_unavailable` = a `jwt:` part could not be
    * checked (docs/failure-modes.md), so the identity is the client IP and the tier the rule's own. Every

@@ -184,7 +184,7 @@ function callOf(
   context: PlanContext,
   share?: ShedShare,
 ): RuleCall {
-  const { limit, periodMs, burst } = limitsFor(rule, tierName);
+  const { limit, periodMs, burst, calendar } = limitsFor(rule, tierName);
   const call: RuleCall = {
     rule: rule.name,
     algorithm: rule.algorithm,
@@ -203,6 +203,7 @@ function callOf(
       (context.live.overrides?.has(rule.name, identityHash) ?? context.overrides),
     lease: rule.lease,
   };
+  if (calendar !== undefined) call.calendar = calendar;
   if (share !== undefined) call.priorityClass = share.priorityClass;
   return call;
 }

@@ -85,6 +85,29 @@ describe("count = { status = [...] }", () => {
     });
   }
 
+  it("fixed-window over calendar days: charges only the listed statuses and gives the rest back", async () => {
+    const prefix = `count-calendar-${Date.now().toString(36)}`;
+    const { decider, landed } = recordingDecider(prefix);
+    const app = appWith(
+      {
+        algorithm: "fixed-window",
+        period: "calendar:day",
+        timezone: "Asia/Kolkata",
+        count: { status: ["4xx"] },
+      },
+      decider,
+    );
+    const user = { "x-user": `u-${crypto.randomUUID()}` };
+    const ask = async (status: number) => {
+      const response = await app.request(`/login?status=${status}`, { headers: user });
+      await landed();
+      return response.status;
+    };
+    for (let i = 0; i < 5; i++) expect(await ask(200)).toBe(200);
+    for (let i = 0; i < 3; i++) expect(await ask(404)).toBe(404);
+    expect(await ask(200)).toBe(429);
+  });
+
   it("matches status classes, and a request in flight holds its unit until its status is known", async () => {
     const prefix = `count-class-${Date.now().toString(36)}`;
     const { decider, landed } = recordingDecider(prefix);
