@@ -125,8 +125,19 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   algorithm: Algorithm;
   /** Requests (or cost units) per period; for `concurrency`, requests in flight. */
   limit: number;
-  /** Window; for `concurrency`, the slot lease. Required except for `concurrency`. @default "60s" (concurrency) */
-  period?: Period;
+  /**
+   * Window; for `concurrency`, the slot lease. Required except for `concurrency`. `fixed-window` also takes a
+   * calendar period: a day, week or month of `timezone`'s calendar (docs/counting.md, "Calendar periods").
+   * @default "60s" (concurrency)
+   */
+  period?: Period | "calendar:day" | "calendar:week" | "calendar:month";
+  /** A calendar period's IANA time zone, e.g. `"Europe/Paris"`. @default "UTC" */
+  timezone?: string;
+  /**
+   * A calendar period's first day: the day of the month, 1–31 (a shorter month starts on its last day), or the
+   * week day, `"monday"` … `"sunday"`. @default 1 (months), "monday" (weeks)
+   */
+  anchor?: number | "monday" | "tuesday" | "wednesday" | "thursday" | "friday" | "saturday" | "sunday";
   /** Token-bucket capacity / GCRA burst. @default limit */
   burst?: number;
   /**
