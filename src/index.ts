@@ -17,6 +17,7 @@
  */
 // Every type an exported signature uses is exported too (as a type only where the value is internal), so an
 // app can name it: `ResilientDecider` from `createDecider`, `DeciderHealth` from its `health()`, and so on.
+export type { StatusCount } from "./config/count";
 export {
   type CfField,
   ConfigError,
@@ -75,5 +76,6 @@ export {
   type ResilientDecider,
 } from "./resilience/decider";
 export type { LiveModes } from "./rules/modes";
+export type { CalendarBounds, CalendarPeriod, CalendarSpec, CalendarUnit } from "./util/calendar";
 export { ProblemError, problemResponse } from "./util/problem";
 export type { RunningTimer } from "./util/timer";

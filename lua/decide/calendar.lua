@@ -11,7 +11,7 @@ zone or anchor: it counts nothing here and is replaced. So the counter a decisio
 Sections, spliced in by lua/decide/rules.lua and lua/refund.lua:
   period    sets the caller's locals start_ms, end_ms (ms) from the slot `delay_arg` and Redis's `now_ms`,
             and `period` to their span
-  evaluate  phase 1 of the general path (as decide/fixed-window.lua's, on these bounds)
+  evaluate  phase 1 of the general path, as in decide/fixed-window.lua, on these bounds
 ]]
 
 --#section period

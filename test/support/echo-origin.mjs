@@ -20,7 +20,7 @@ import { closable } from "../../redis-rest/close-server.mjs";
  * - `/stream?chunks=N&delayMs=M`: N text chunks (`chunk <i>\n`), M ms apart
  * - `/redirect`: 302 with `Location: /elsewhere` (a proxy must pass it on, not follow it)
  * - `/status/<code>`: that status, with the usual JSON body (none for 204/304)
- * - `/login`: 200 when the body (or the `x-password` header) is the password `correct horse`, else 401
+ * - `/login` with an `x-password` header: 200 when it is the password `correct horse`, else 401
  * - requests with an `x-count-tag` header are counted per tag; `GET /__counts/<tag>` answers `{ "count": n }`
  *   (so a test can count how many requests the proxy really let through); `GET /__inflight/<tag>` answers
  *   `{ "max": n }`, the most of them the origin was answering at once (the JSON of any path has
@@ -106,12 +106,9 @@ export async function startEchoOrigin({ port = 0 } = {}) {
       return;
     }
     const status = /^\/status\/(\d{3})$/.exec(url.pathname);
-    const password = req.headers["x-password"] ?? body.toString("utf8");
-    const code = status
-      ? Number(status[1])
-      : url.pathname === "/login" && password !== "correct horse"
-        ? 401
-        : 200;
+    const password = req.headers["x-password"];
+    const refused = url.pathname === "/login" && password !== undefined && password !== "correct horse";
+    const code = status ? Number(status[1]) : refused ? 401 : 200;
     if (code === 204 || code === 304) {
       res.writeHead(code);
       res.end();
