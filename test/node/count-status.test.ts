@@ -4,7 +4,7 @@
 // `count` is a config error naming the field.
 import { Hono } from "hono";
 import { Redis as IORedis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { ConfigError } from "../../src/config";
 import type { Decider } from "../../src/engine/types";
 import { rateLimit } from "../../src/middleware";
@@ -18,6 +18,19 @@ beforeAll(() => {
 afterAll(() => direct?.disconnect());
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const HALF_HOUR_MS = 1_800_000;
+/**
+ * Away from the edges of the tests' windows (hours, and Asia/Kolkata's days, which start on a half hour of UTC),
+ * by Redis's clock: a request decided in a window's first seconds gives nothing back (its refund cannot tell it
+ * from the window before: docs/counting.md, "Exactness"), and no window may end mid-test.
+ */
+beforeEach(async () => {
+  const [s, us] = await direct.time();
+  const into = (Number(s) * 1000 + Math.floor(Number(us) / 1000)) % HALF_HOUR_MS;
+  if (into < 10_000) await sleep(10_000 - into);
+  else if (HALF_HOUR_MS - into < 20_000) await sleep(HALF_HOUR_MS - into + 10_000);
+}, 60_000);
 
 /**
  * The engine's decider, its refunds (the give-backs, sent in the background) remembered so that a test can wait
