@@ -7,7 +7,8 @@ import type { Scenario } from "./system";
 
 /**
  * A short lease spend at a window edge (b4bfc0d): isolate 0, hot, holds a few leased units (counted in the
- * first window) when a request of cost 5 spends them and sends the rest to Redis on a slow way in (80 ms):
+ * first window) when a request of cost 5, 60 ms before the edge, spends them and sends the rest to Redis on a
+ * slow way in (100 ms):
  * if the lease only had to outlive the send, the rest is counted in the next window, which a fill and
  * isolate 0's own next requests then take to its limit: 11 of 10 in one window.
  */
@@ -24,11 +25,11 @@ export const LEASE_AT_AN_EDGE: Scenario = {
     { kind: "burst", at: 800, isolate: 1, call: { rule: 0, identity: 0, cost: 1 }, n: 10 },
     {
       kind: "request",
-      at: 960,
+      at: 940,
       isolate: 0,
       calls: [{ rule: 0, identity: 0, cost: 5 }],
       holdMs: 0,
-      fault: { kind: "slow-in", ms: 80 },
+      fault: { kind: "slow-in", ms: 100 },
     },
     { kind: "fill", at: 1100, call: { rule: 0, identity: 0, cost: 1 } },
     { kind: "burst", at: 1150, isolate: 0, call: { rule: 0, identity: 0, cost: 1 }, n: 3 },
@@ -39,8 +40,9 @@ export const LEASE_AT_AN_EDGE: Scenario = {
  * A split decision's refund to a token bucket that lands late (f8a8578): a request over two identities
  * (slot groups) takes 3 units of a full bucket of 5 and is denied by the other group; its refund reaches
  * Redis 500 ms later, after the bucket refilled and a fill spent the refill. A refund that gives back all of
- * its 300 ms, rather than what is still ahead of now, lets a second fill take the refill twice: 10 units in
- * 250 ms against a burst of 5 at one unit per 100 ms.
+ * its 300 ms, rather than what is still ahead of now, lets a second fill (at 800 ms: after the refund has
+ * landed even on a loaded machine) take the refill twice: 10 units in about 450 ms against a burst of 5 at
+ * one unit per 100 ms (9.5).
  */
 export const LATE_SPLIT_REFUND: Scenario = {
   rules: [
@@ -67,7 +69,7 @@ export const LATE_SPLIT_REFUND: Scenario = {
       holdMs: 0,
     },
     { kind: "fill", at: 450, call: { rule: 0, identity: 0, cost: 1 } },
-    { kind: "fill", at: 680, call: { rule: 0, identity: 0, cost: 1 } },
+    { kind: "fill", at: 800, call: { rule: 0, identity: 0, cost: 1 } },
   ],
 };
 
@@ -102,6 +104,11 @@ export const SLOW_FAIL_OPEN: Scenario = {
 /** The corpus, each scenario run `CORPUS_REPEATS` times (their bugs show at a timing each run hits most often). */
 export const CORPUS: readonly Scenario[] = [LEASE_AT_AN_EDGE, LATE_SPLIT_REFUND, SLOW_FAIL_OPEN];
 export const CORPUS_REPEATS = 2;
+/**
+ * Runs of a scenario whose bug shows less often than others', on a loaded machine: the lease at an edge
+ * needs isolate 0 to hold a short lease at 940 ms, which it did in 3 of 5 runs at load 16.
+ */
+export const REPEATS: ReadonlyMap<Scenario, number> = new Map([[LEASE_AT_AN_EDGE, 3]]);
 
 /**
  * Run once by every lane before anything else, unchecked: a lane's first run is a cold one (each script's

@@ -5,7 +5,7 @@
  */
 import fc from "fast-check";
 import type { Redis as IORedis } from "ioredis";
-import { CORPUS, CORPUS_REPEATS, WARM_UP } from "./corpus";
+import { CORPUS, CORPUS_REPEATS, REPEATS, WARM_UP } from "./corpus";
 import { type CommandKind, type Network, startNetwork } from "./network";
 import { type Size, scenario } from "./scenarios";
 import { runScenario, type Scenario } from "./system";
@@ -80,9 +80,9 @@ export async function simulate(
   let examples: [Scenario][] =
     options.path !== undefined || options.corpus === false
       ? []
-      : CORPUS.flatMap((c) => Array.from({ length: CORPUS_REPEATS }, (): [Scenario] => [c])).filter(
-          (_, i) => !options.corpus || i % options.corpus.lanes === options.corpus.lane,
-        );
+      : CORPUS.flatMap((c) =>
+          Array.from({ length: REPEATS.get(c) ?? CORPUS_REPEATS }, (): [Scenario] => [c]),
+        ).filter((_, i) => !options.corpus || i % options.corpus.lanes === options.corpus.lane);
   // Batches of runs, each with a seed of its own, until `numRuns` or `untilMs`: a failure is shrunk for at most
   // `shrinkMs` (fast-check then reports the smallest failing scenario found so far).
   let left = options.numRuns;
