@@ -53,7 +53,7 @@ export interface AdminContext {
   /** This isolate's copy of the live modes, refreshed at once after a switch made here. */
   liveModes?: LiveModeCache;
   /** This isolate's dashboard counts (src/observability/metrics.ts): flushed before the dashboard reads. */
-  metrics?: Pick<MetricsAggregator, "flush">;
+  metrics?: Pick<MetricsAggregator, "flush" | "pending">;
   /**
    * The admin timeout per command (the store's `adminTimeoutMs`), ms: also the longest the dashboard
    * waits for Redis in all, its flush and its reads together.

@@ -6,19 +6,24 @@
  *
  *   <prefix>:metrics:<minute>               hash: `<rule>:<verdict>` → count (verdict.ts), `~decisions`,
  *                                           `~degraded:<reason>` (decisions not from Redis, by reason),
- *                                           `~lease` (decisions made in the isolate from leases)
+ *                                           `~lease` (decisions made in the isolate from leases),
+ *                                           `~failed-open` / `~failed-closed` (Redis could not decide)
  *   <prefix>:metrics:<minute>:denied:<rule> sorted set: hashed identity → denials (incl. would-deny)
- *   <prefix>:metrics:<minute>:near:<rule>   sorted set: hashed identity → lowest remaining, ‰ of its limit
+ *   <prefix>:metrics:<minute>:near:<rule>   sorted set: hashed identity → lowest remaining, ‰ of its capacity
  *
  * `<minute>` is Unix minutes by the isolate's clock: charts need no better, and no request waits for it.
  * Only hashed identities are kept (never a raw identity, IP or token). Counting is best effort: a flush
- * that fails is dropped, never retried on the request path.
+ * that fails is never retried on the request path; its minutes stay in memory (the last two hours' worth)
+ * and go with the next flush, so what an isolate decided during an outage is counted once Redis answers again
+ * (a flush cut short by a timeout may have landed anyway, and then counts twice). `pending()` shows them
+ * meanwhile.
  *
  * The same flush carries the all-time totals `GET /__floodgate/metrics` reads (totals.ts). `minutes: false`
  * (a metrics token without the dashboard's admin token) writes only those.
  */
 import type { RedisCommand, RedisPort } from "../engine/redis";
-import type { Decision, WaitUntil } from "../engine/types";
+import { traitsOf } from "../engine/algorithms";
+import type { Decision, RuleResult, WaitUntil } from "../engine/types";
 import type { TotalCounts } from "./totals";
 import { ruleVerdictOf } from "./verdict";
 
@@ -45,9 +50,24 @@ interface Bucket {
   counts: Map<string, number>;
   /** rule → hashed identity → denials */
   denied: Map<string, Map<string, number>>;
-  /** rule → hashed identity → lowest remaining seen, ‰ of the limit */
+  /** rule → hashed identity → lowest remaining seen, ‰ of its capacity ({@link capacityOf}) */
   near: Map<string, Map<string, number>>;
 }
+
+/** An isolate's counts not yet written to Redis (`MetricsAggregator.pending`). */
+export interface PendingCounts {
+  decisions: number;
+  /** Decisions Redis could not make, let through by `failure = "open"` (or by the fallback limiter). */
+  failedOpen: number;
+  /** Decisions Redis could not make, answered 503 by `failure = "closed"`. */
+  failedClosed: number;
+  /** Decisions not (fully) from Redis, by reason (`deny_cache` included: served locally, not a fault). */
+  degraded: Record<string, number>;
+}
+
+/** A result Redis could not decide (a timeout, an error, the breaker; the fallback limiter), not a deny-cache answer. */
+const failedToDecide = (result: RuleResult): boolean =>
+  result.source === "fallback" || (result.source === "undecided" && result.reason !== "deny_cache");
 
 /** What an aggregator counts besides the defaults. */
 export interface AggregatorOptions {
@@ -90,6 +110,10 @@ export class MetricsAggregator {
     if (decision.results.every((r) => r.source === "lease")) add(bucket.counts, "~lease", 1);
     const degraded = decision.results.find((r) => r.source !== "redis" && r.source !== "lease");
     if (degraded) add(bucket.counts, `~degraded:${degraded.reason ?? degraded.source}`, 1);
+    if (decision.results.some(failedToDecide)) {
+      const closed = decision.results.some((r) => ruleVerdictOf(r) === "unavailable");
+      add(bucket.counts, closed ? "~failed-closed" : "~failed-open", 1);
+    }
     for (const result of decision.results) {
       const verdict = ruleVerdictOf(result);
       if (verdict === "skipped") continue;
@@ -97,8 +121,8 @@ export class MetricsAggregator {
       add(bucket.counts, `${rule}:${verdict}`, 1);
       if (verdict === "denied" || verdict === "would-deny") {
         add(tracked(bucket.denied, rule), identityHash, 1);
-      } else if (verdict === "allowed" && result.source === "redis" && result.limit > 0) {
-        const permille = Math.round((1000 * result.remaining) / result.limit);
+      } else if (verdict === "allowed" && result.source === "redis" && capacityOf(result) > 0) {
+        const permille = Math.min(1000, Math.round((1000 * result.remaining) / capacityOf(result)));
         const seen = tracked(bucket.near, rule);
         const before = seen.get(identityHash);
         if (before === undefined ? seen.size < MAX_TRACKED_IDENTITIES : permille < before) {
@@ -158,9 +182,53 @@ export class MetricsAggregator {
       if (this.expiring.size > 10_000) this.expiring.clear();
       for (const key of fresh) this.expiring.add(key);
     } catch {
-      // Best effort: the dashboard shows a gap rather than a request paying for a retry.
+      // Kept for the next flush (in the background, as every flush): no request pays for a retry.
+      this.keep(buckets);
     }
     return pipeline.length;
+  }
+
+  /**
+   * What this isolate counted and has not yet written (during an outage: every decision since it began),
+   * summed over its minutes: decisions, those Redis could not decide (failed open / closed), and those not
+   * from Redis by reason.
+   */
+  pending(): PendingCounts {
+    const sum: PendingCounts = { decisions: 0, failedOpen: 0, failedClosed: 0, degraded: {} };
+    for (const bucket of this.buckets.values()) {
+      for (const [field, n] of bucket.counts) {
+        if (field === "~decisions") sum.decisions += n;
+        else if (field === "~failed-open") sum.failedOpen += n;
+        else if (field === "~failed-closed") sum.failedClosed += n;
+        else if (field.startsWith("~degraded:")) {
+          const reason = field.slice("~degraded:".length);
+          sum.degraded[reason] = (sum.degraded[reason] ?? 0) + n;
+        }
+      }
+    }
+    return sum;
+  }
+
+  /** Merges the minutes of a flush that failed back into the pending ones, dropping any past the keys' TTL. */
+  private keep(unsent: Map<number, Bucket>): void {
+    const oldest = minuteOf(Date.now()) - METRICS_TTL_SECONDS / 60;
+    for (const [minute, from] of unsent) {
+      if (minute <= oldest) continue;
+      const into = this.bucket(minute);
+      for (const [field, n] of from.counts) add(into.counts, field, n);
+      for (const [rule, identities] of from.denied) {
+        const seen = tracked(into.denied, rule);
+        for (const [identity, n] of identities) add(seen, identity, n);
+      }
+      for (const [rule, identities] of from.near) {
+        const seen = tracked(into.near, rule);
+        for (const [identity, permille] of identities) {
+          const before = seen.get(identity);
+          if (before === undefined ? seen.size < MAX_TRACKED_IDENTITIES : permille < before)
+            seen.set(identity, permille);
+        }
+      }
+    }
   }
 
   private bucket(minute: number): Bucket {
@@ -171,6 +239,16 @@ export class MetricsAggregator {
     }
     return bucket;
   }
+}
+
+/**
+ * What a full state holds: a bucket's burst (token-bucket, gcra: a full bucket of limit 30 and burst 10 holds
+ * 10), a window's limit. An override's burst is not in the result, so an overridden bucket counts against the
+ * override's limit; the share is capped at 100 % either way.
+ */
+function capacityOf(result: RuleResult): number {
+  if (!traitsOf(result.call.algorithm).takesBurst || result.overridden) return result.limit;
+  return result.call.burst;
 }
 
 const add = (map: Map<string, number>, key: string, by: number) => {
