@@ -25,7 +25,9 @@ export function liveRoutes(app: Hono<AdminEnv>): void {
     if (body.rule !== undefined) findRule(admin, body.rule);
     // The write and the read back share one wait for Redis, the admin timeout, not one each.
     const live = await withDeadline(admin.adminTimeoutMs, async (deadline) => {
-      await deadline.within(() => writeLiveMode(admin.redis, admin.config.prefix, body.rule, body.mode));
+      await deadline.within(() =>
+        writeLiveMode(admin.redis, admin.config.prefix, body.rule, body.mode, body.ttl),
+      );
       return deadline.within(() =>
         readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config.rules)),
       );
@@ -57,6 +59,8 @@ function describe(config: Config, live: LiveModes, liveModesFrom: LiveModesFrom)
       source,
       binding: config.mode,
       live: live.global ?? null,
+      // When a live global switch set with a `ttl` lapses (ISO time); absent otherwise.
+      ...(live.global && live.globalUntilMs ? { until: new Date(live.globalUntilMs).toISOString() } : {}),
     },
     failure: config.failure,
     rules: config.rules.map((rule) => describeRule(rule, config, live)),

@@ -34,11 +34,24 @@ export const OverrideBody = v.strictObject({
   ttl: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_TTL_SECONDS))),
 });
 
-/** `PUT /mode`: `{ mode: "on" | "off" | "monitor" | null, rule? }`; `null` clears the live switch. */
-export const ModeBody = v.strictObject({
-  mode: v.nullable(v.picklist(MODES)),
-  rule: v.optional(v.string()),
-});
+/** The longest a live global switch may be given to lapse after: 30 days, in seconds. */
+const MAX_SWITCH_TTL_SECONDS = 30 * 86_400;
+
+/**
+ * `PUT /mode`: `{ mode: "on" | "off" | "monitor" | null, rule?, ttl? }`; `null` clears the live switch;
+ * `ttl` (seconds, the global switch only) makes it lapse by itself.
+ */
+export const ModeBody = v.pipe(
+  v.strictObject({
+    mode: v.nullable(v.picklist(MODES)),
+    rule: v.optional(v.string()),
+    ttl: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_SWITCH_TTL_SECONDS))),
+  }),
+  v.check(
+    (body) => body.ttl === undefined || (body.rule === undefined && body.mode !== null),
+    "ttl applies to setting the global switch only (no rule, a mode that is not null)",
+  ),
+);
 
 /** Reads and validates a JSON body; throws a 400 naming the first wrong field. */
 export async function parseBody<S extends v.GenericSchema>(

@@ -13,6 +13,8 @@ import type { OverrideIndex } from "./overrides";
 export interface LiveModes {
   /** The live global mode (below a rule's configured `mode`, above `RATE_LIMIT_MODE`). */
   global?: Mode;
+  /** When the live global mode lapses, ms since the epoch; absent = until cleared. */
+  globalUntilMs?: number;
   /** Live per-rule modes, by rule name (above everything else). */
   rules: Record<string, Mode>;
   /** How many admin changes (resets, overrides) were ever recorded; absent = none. */
@@ -30,6 +32,11 @@ export interface LiveModes {
 export const NO_LIVE_MODES: LiveModes = Object.freeze({ rules: Object.freeze({}) }) as LiveModes;
 
 const GLOBAL_FIELD = "global";
+/**
+ * When the live global mode lapses (ms since the epoch, by the writing isolate's clock; 0 = never): every
+ * isolate ignores a `global` past it, so a switch with a TTL ends everywhere even if nobody clears it.
+ */
+const GLOBAL_UNTIL_FIELD = "global_until";
 const RULE_FIELD_PREFIX = "rule:";
 /** The field counting admin changes (changes.ts). */
 export const EPOCH_FIELD = "epoch";
@@ -81,6 +88,7 @@ export async function readLiveModes(
 /** The fields of the live-mode hash that matter for these rules (what `readLiveModes` asks for). */
 export const liveModeFields = (ruleNames: readonly string[]): string[] => [
   GLOBAL_FIELD,
+  GLOBAL_UNTIL_FIELD,
   EPOCH_FIELD,
   SESSION_EPOCH_FIELD,
   ...ruleNames.map((name) => `${RULE_FIELD_PREFIX}${name}`),
@@ -92,32 +100,48 @@ export function decodeLiveModes(names: readonly string[], reply: unknown): LiveM
   return parseLiveModes(Object.fromEntries(names.map((name, i) => [name, values[i]])));
 }
 
-function parseLiveModes(fields: Record<string, unknown>): LiveModes {
+function parseLiveModes(fields: Record<string, unknown>, nowMs = Date.now()): LiveModes {
   const modes: LiveModes = { rules: {} };
+  const until = Number(fields[GLOBAL_UNTIL_FIELD] ?? 0) || 0; // 0: until cleared
+  const globalLapsed = until > 0 && nowMs >= until;
+  if (until > 0 && !globalLapsed) modes.globalUntilMs = until;
   for (const [field, value] of Object.entries(fields)) {
     if (field === EPOCH_FIELD && value !== null && value !== undefined) modes.epoch = Number(value);
     if (field === SESSION_EPOCH_FIELD && value !== null && value !== undefined)
       modes.sessionEpoch = Number(value);
     if (!isMode(value)) continue;
-    if (field === GLOBAL_FIELD) modes.global = value;
-    else if (field.startsWith(RULE_FIELD_PREFIX)) modes.rules[field.slice(RULE_FIELD_PREFIX.length)] = value;
+    if (field === GLOBAL_FIELD) {
+      if (!globalLapsed) modes.global = value;
+    } else if (field.startsWith(RULE_FIELD_PREFIX))
+      modes.rules[field.slice(RULE_FIELD_PREFIX.length)] = value;
   }
   return modes;
 }
 
 /**
  * Sets (or with `mode: null` clears) the live mode of one rule, or the global one when `rule` is absent.
- * The hash never gets a TTL: a live switch lasts until it is cleared.
+ * The hash never gets a TTL: a live switch lasts until it is cleared, or, for the global one given
+ * `ttlSeconds`, until then (`global_until`, written in the same HSET; 0 without a TTL: never lapses).
  */
 export async function writeLiveMode(
   redis: RedisPort,
   prefix: string,
   rule: string | undefined,
   mode: Mode | null,
+  ttlSeconds?: number,
 ): Promise<void> {
-  const field = rule === undefined ? GLOBAL_FIELD : `${RULE_FIELD_PREFIX}${rule}`;
-  if (mode === null) await redis.send(["hdel", liveModeKey(prefix), field]);
-  else await redis.send(["hset", liveModeKey(prefix), field, mode]);
+  const key = liveModeKey(prefix);
+  if (rule !== undefined) {
+    const field = `${RULE_FIELD_PREFIX}${rule}`;
+    if (mode === null) await redis.send(["hdel", key, field]);
+    else await redis.send(["hset", key, field, mode]);
+    return;
+  }
+  if (mode === null) await redis.send(["hdel", key, GLOBAL_FIELD, GLOBAL_UNTIL_FIELD]);
+  else {
+    const until = ttlSeconds === undefined ? 0 : Date.now() + ttlSeconds * 1000;
+    await redis.send(["hset", key, GLOBAL_FIELD, mode, GLOBAL_UNTIL_FIELD, until]);
+  }
 }
 
 /**
