@@ -1,15 +1,13 @@
 /**
  * The dashboard's HTML, rendered on the server: the first response already lists every rule with its
- * algorithm and numbers; the page's script (client.ts) only refreshes them and draws the charts. Every value
- * is escaped; identities appear only hashed (`hash:…`), as the metrics store them.
+ * algorithm and numbers, and carries the same data as JSON in an attribute the page's script (client.ts)
+ * starts from (no inline script of any kind, so the CSP needs no `'unsafe-inline'`); the script only refreshes
+ * them and draws the charts. Every value is escaped; identities appear only hashed (`hash:…`), as the
+ * metrics store them.
  */
 import { ADMIN_PREFIX } from "../admin/prefix";
-import type { Counts, DashboardData, RuleView } from "./view";
-
-/** Escapes text for HTML content and double-quoted attributes. */
-function escapeHtml(value: unknown): string {
-  return String(value).replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
-}
+import { escapeHtml, renderRule } from "./render-rule";
+import type { DashboardData } from "./view";
 
 const page = (title: string, head: string, body: string) =>
   `<!doctype html>
@@ -54,114 +52,72 @@ export function renderDashboard(data: DashboardData, csrf: string): string {
 <script src="${ADMIN_PREFIX}/dashboard.js" defer></script>`,
     `<header>
 <h1>Floodgate</h1>
-<span class="updated">updated <time id="updated">${escapeHtml(data.generatedAt)}</time></span>
+<span class="updated">updated <time id="updated">${escapeHtml(data.generatedAt)}</time> <span id="refresh" role="status"></span></span>
 <form method="post" action="${ADMIN_PREFIX}/logout"><button type="submit">Sign out</button></form>
 </header>
 <p id="status" role="status" aria-live="polite"></p>
+<section id="summary" aria-label="Summary">${renderSummary(data)}</section>
 <section id="health" aria-label="Health">${renderHealth(data)}</section>
+<section id="global" aria-label="Global switch">
+<form data-action="global-mode" class="inline">
+<label>Every rule <select name="mode">
+<option value="on">on</option><option value="monitor">monitor</option><option value="off">off</option><option value="clear">clear live switch</option>
+</select></label>
+<label>for <select name="ttl">
+<option value="600">10 minutes</option><option value="3600" selected>1 hour</option><option value="86400">1 day</option><option value="">until cleared</option>
+</select></label>
+<button type="submit">Switch all</button>
+</form>
+</section>
 <main id="rules">
 ${data.rules.map(renderRule).join("\n")}
-</main>`,
+</main>
+<section id="audit" aria-label="Audit trail">
+<details><summary>Audit trail</summary>
+<ol data-list="audit"></ol>
+<button type="button" data-action="audit">Load the audit trail</button>
+</details>
+</section>
+<div id="dashboard-data" hidden data-json="${escapeHtml(JSON.stringify(data))}"></div>`,
   );
 }
 
-/** The share of recent decisions made from leases, with no Redis call. */
-const leasedShare = (d: DashboardData["decisions"]): string =>
-  d.last5m > 0 ? `${Math.round((100 * d.leased5m) / d.last5m)} %` : "none";
+/** The page's first lines, for a phone above all: is it healthy, and is anything being denied. */
+function renderSummary(data: DashboardData): string {
+  const denied = data.rules.reduce((sum, rule) => sum + rule.last5m.denied, 0);
+  const denying = data.rules.filter((rule) => rule.last5m.denied > 0).map((rule) => rule.name);
+  return `<p><strong data-field="summary.status" class="status-${escapeHtml(data.health.status)}">${escapeHtml(data.health.status)}</strong> · <span data-field="summary.denied">${denied} denied in 5 min${denying.length ? ` (${escapeHtml(denying.join(", "))})` : ""}</span> · <span data-field="summary.rules">${data.rules.length} rule${data.rules.length === 1 ? "" : "s"}</span></p>`;
+}
+
+/** Counts by reason, as `timeout 3, breaker_open 1`, or `none`. */
+const byReason = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .map(([reason, n]) => `${escapeHtml(reason)} ${n}`)
+    .join(", ") || "none";
 
 /** The health strip (also re-rendered by the script from the same fields). */
 function renderHealth(data: DashboardData): string {
   const { health, decisions } = data;
-  const degraded = (byReason: Record<string, number>) =>
-    Object.entries(byReason)
-      .map(([reason, n]) => `${escapeHtml(reason)} ${n}`)
-      .join(", ") || "none";
   // Only with a JWKS URL (docs/operating.md, "Health").
   const jwks = health.jwks
     ? `<div><dt>JWKS</dt><dd data-field="health.jwks">${escapeHtml(health.jwks.status)}</dd></div>\n`
     : "";
+  const stale = data.countsRead ? "" : " stale";
+  const isolate = data.isolate
+    ? `${data.isolate.decisions} decisions, ${data.isolate.failedOpen} failed open, ${data.isolate.failedClosed} failed closed`
+    : "";
+  const local = decisions.servedLocally5m;
   return `<dl class="health">
 <div><dt>Status</dt><dd data-field="health.status" class="status-${escapeHtml(health.status)}">${escapeHtml(health.status)}</dd></div>
 <div><dt>Redis</dt><dd data-field="health.redis">${health.redis.reachable ? "reachable" : "unreachable"}${
     health.redis.latencyMs === null ? "" : `, ${health.redis.latencyMs} ms`
   }</dd></div>
 <div><dt>Breaker</dt><dd data-field="health.breaker">${escapeHtml(health.breaker)}</dd></div>
-${jwks}<div><dt>Decisions (5 min / 1 h)</dt><dd data-field="decisions.total">${decisions.last5m} / ${decisions.last1h}</dd></div>
-<div><dt>Decided from leases (5 min)</dt><dd data-field="decisions.leased">${leasedShare(decisions)}</dd></div>
-<div><dt>Not from Redis (5 min)</dt><dd data-field="decisions.degraded">${degraded(decisions.degraded5m)}</dd></div>
-</dl>`;
-}
-
-const countCells = (period: "last5m" | "last1h", counts: Counts) =>
-  (["allowed", "denied", "wouldDeny"] as const)
-    .map((name) => `<td data-field="${period}.${name}">${counts[name]}</td>`)
-    .join("");
-
-const keyLink = (rule: string, identity: string) =>
-  `<a href="${ADMIN_PREFIX}/keys/${encodeURIComponent(rule)}/${encodeURIComponent(identity)}" target="_blank" rel="noopener">${escapeHtml(identity)}</a>`;
-
-const modeOptions = (current: string) =>
-  [
-    ["on", "on"],
-    ["monitor", "monitor"],
-    ["off", "off"],
-    ["clear", "clear live switch"],
-  ]
-    .map(
-      ([value, label]) => `<option value="${value}"${value === current ? " selected" : ""}>${label}</option>`,
-    )
-    .join("");
-
-/** One rule's card. */
-function renderRule(rule: RuleView): string {
-  const name = escapeHtml(rule.name);
-  return `<article class="rule" data-rule="${name}">
-<h2>${name}</h2>
-<dl class="facts">
-<div><dt>Algorithm</dt><dd data-field="algorithm">${escapeHtml(rule.algorithm)}</dd></div>
-<div><dt>Limit</dt><dd>${rule.limit} per ${escapeHtml(rule.period)}${rule.burst !== rule.limit ? `, burst ${rule.burst}` : ""}</dd></div>
-<div><dt>Key</dt><dd>${escapeHtml(rule.key)}</dd></div>
-${rule.shaping ? `<div><dt>Shaping</dt><dd data-field="shaping">${escapeHtml(rule.shaping)}</dd></div>\n` : ""}<div><dt>Mode</dt><dd><span data-field="mode">${escapeHtml(rule.mode.effective)}</span> <small>(from <span data-field="mode-source">${escapeHtml(rule.mode.source)}</span>)</small></dd></div>
+${jwks}<div class="counted${stale}"><dt>Decisions (5 min / 1 h)</dt><dd data-field="decisions.total">${decisions.last5m} / ${decisions.last1h}</dd></div>
+<div class="counted${stale}"><dt>Served locally (5 min)</dt><dd data-field="decisions.local">lease ${local.lease}, deny cache ${local.denyCache}</dd></div>
+<div class="counted${stale}"><dt>Degraded (5 min)</dt><dd data-field="decisions.degraded">${byReason(decisions.faults5m)}</dd></div>
+<div class="counted${stale}"><dt>Failed open / closed (5 min)</dt><dd data-field="decisions.failed">${decisions.failedOpen5m} / ${decisions.failedClosed5m}</dd></div>
+<div data-show="isolate"${data.isolate ? "" : " hidden"}><dt>This isolate, not yet counted</dt><dd data-field="isolate">${isolate}</dd></div>
 </dl>
-<table class="counts">
-<thead><tr><th></th><th>allowed</th><th>denied</th><th>would deny</th></tr></thead>
-<tbody>
-<tr><th>last 5 min</th>${countCells("last5m", rule.last5m)}</tr>
-<tr><th>last hour</th>${countCells("last1h", rule.last1h)}</tr>
-</tbody>
-</table>
-<svg class="chart" data-chart viewBox="0 0 300 60" role="img" aria-label="Requests per minute, last hour"></svg>
-<div class="lists">
-<div><h3>Top denied (5 min)</h3><ol data-list="topDenied">${rule.topDenied
-    .map((item) => `<li>${keyLink(rule.name, item.identity)} <span class="n">${item.count}</span></li>`)
-    .join("")}</ol></div>
-<div><h3>Closest to the limit (5 min)</h3><ol data-list="nearest">${rule.nearest
-    .map(
-      (item) =>
-        `<li>${keyLink(rule.name, item.identity)} <span class="n">${item.remainingPercent}% left</span></li>`,
-    )
-    .join("")}</ol></div>
-</div>
-<div class="actions">
-<form data-action="mode">
-<label>Mode <select name="mode">${modeOptions(rule.mode.effective)}</select></label>
-<button type="submit">Switch</button>
-</form>
-<form data-action="reset">
-<label>Identity <input name="identity" required placeholder="value or hash:…" autocomplete="off"></label>
-<button type="submit">Reset counters</button>
-</form>
-<form data-action="override">
-<label>Identity <input name="identity" required placeholder="value or hash:…" autocomplete="off"></label>
-<label>Limit <input name="limit" type="number" min="1" step="1"></label>
-<label>Period <input name="period" placeholder="${escapeHtml(rule.period)}" size="5"></label>
-<label>Burst <input name="burst" type="number" min="1" step="1"></label>
-<label>TTL s <input name="ttl" type="number" min="1" step="1"></label>
-<button type="submit" name="op" value="put">Save override</button>
-<button type="submit" name="op" value="delete">Delete override</button>
-<button type="submit" name="op" value="list" formnovalidate>List overrides</button>
-</form>
-<ol class="overrides" data-list="overrides"></ol>
-</div>
-</article>`;
+<p class="freshness" data-field="freshness">${data.countsRead ? "" : "Counts unavailable: Redis could not be read."}</p>`;
 }

@@ -6,6 +6,8 @@
  *   POST /__floodgate/logout          clears the cookie → 303 to the sign-in form
  *   GET  /__floodgate/dashboard.js    the page's script; dashboard.css, favicon.svg (no secrets in any)
  *   GET  /__floodgate/dashboard.json  the numbers the script refreshes (behind the admin gate)
+ *   POST /__floodgate/lookup/:rule    Look up: a value's state by its hash, read-only (lookup.ts)
+ *   GET  /__floodgate/audit           the audit trail of admin changes (audit.ts, which also records them)
  *
  * Every response here carries the dashboard's CSP (csp.ts).
  */
@@ -20,9 +22,11 @@ import { AdminError, notFound } from "../admin/problem";
 import { createSession, csrfToken, sessionCookieHeader } from "../admin/session";
 import { AdminThrottle } from "../admin/throttle";
 import { bumpSessionEpoch, readLiveModes } from "../live/modes";
+import { auditRoutes } from "./audit";
 import { DASHBOARD_SCRIPT } from "./client";
 import { DASHBOARD_HEADERS } from "./csp";
 import { readDashboard } from "./data";
+import { lookupRoutes } from "./lookup";
 import { renderDashboard, renderSignIn } from "./render";
 import { DASHBOARD_STYLE } from "./style";
 
@@ -155,8 +159,10 @@ async function endEverySession(admin: AdminContext): Promise<void> {
   }
 }
 
-/** The routes behind the admin gate (Bearer token or session cookie). */
+/** The routes behind the admin gate (Bearer token or session cookie); the audit's recorder sees every change. */
 export function dashboardRoutes(app: Hono<AdminEnv>): void {
+  auditRoutes(app);
+  lookupRoutes(app);
   app.get("/dashboard.json", async (c) =>
     c.json(await readDashboard(c.get("admin"), (p) => c.executionCtx.waitUntil(p))),
   );

@@ -7,6 +7,7 @@ import type { RuleConfig } from "../config/rules";
 import type { Mode } from "../engine/types";
 import type { ModeSource } from "../live/effective";
 import { shedAbove } from "../middleware/shed";
+import type { PendingCounts } from "../observability/metrics";
 
 /** Requests per verdict. */
 export interface Counts {
@@ -32,8 +33,10 @@ export interface RuleView {
   /** One point per minute, oldest first: [allowed, denied, would-deny]. */
   series: Array<[number, number, number]>;
   topDenied: Array<{ identity: string; count: number }>;
-  /** Lowest remaining quota seen, in % of the limit. */
+  /** Lowest remaining quota seen, in % of the capacity (never above 100). */
   nearest: Array<{ identity: string; remainingPercent: number }>;
+  /** What a full state holds: a bucket's `burst` (token-bucket, gcra), otherwise the `limit`. */
+  capacity: { of: "burst" | "limit"; units: number };
 }
 
 /** Everything on the page. */
@@ -48,7 +51,21 @@ export interface DashboardData {
     leased5m: number;
     degraded5m: Record<string, number>;
     degraded1h: Record<string, number>;
+    /** Answered in the isolate by design, last 5 minutes: from a lease, and from the deny cache. */
+    servedLocally5m: { lease: number; denyCache: number };
+    /** Degraded, last 5 minutes: `degraded5m` without the deny cache (timeouts, errors, the breaker, the fallback). */
+    faults5m: Record<string, number>;
+    /** Decisions Redis could not make, last 5 minutes: let through (`failure = "open"`) or answered 503. */
+    failedOpen5m: number;
+    failedClosed5m: number;
   };
+  /** False when the counts could not be read from Redis: every count above is then 0, not a measurement. */
+  countsRead: boolean;
+  /**
+   * Only while the counts could not be read: what this isolate decided and has not written yet (it writes
+   * them once Redis answers, and they join the counts above).
+   */
+  isolate?: PendingCounts;
   rules: RuleView[];
 }
 
