@@ -1,7 +1,7 @@
 /**
  * The audit trail of admin changes (docs/operating.md, "Audit trail"): who (the admin token, or a dashboard
  * session by a short fingerprint of its nonce), when, what, and the value before and after, for every live
- * mode switch, reset and override set or removed that succeeded, whether from the page or with curl.
+ * mode switch, reset, and override or label set or removed that succeeded, whether from the page or with curl.
  *
  * Recorded by a middleware in front of the admin API's own routes, so those routes stay as they are: it reads
  * the value before (one read, waited for at most 300 ms), lets the route run, and on success appends one
@@ -20,6 +20,7 @@ import { formatPeriod } from "../admin/period";
 import { badRequest } from "../admin/problem";
 import { overrideKey } from "../engine/keys";
 import { readLiveModes } from "../live/modes";
+import { readLabel } from "./labels";
 import { within } from "../util/timer";
 
 /** Entries kept, newest first. */
@@ -149,14 +150,24 @@ async function changeOf(c: Context<AdminEnv>, admin: AdminContext): Promise<Chan
       after: (res) => (res.mode as { live?: unknown } | undefined)?.live,
     };
   }
-  const kind = segments.includes("keys") ? "keys" : segments.includes("overrides") ? "overrides" : "";
+  const kind = (["keys", "overrides", "labels"] as const).find((k) => segments.includes(k));
+  if (!kind) return undefined;
   const ruleName = segments[segments.indexOf(kind) + 1];
-  if (!kind || !ruleName || segments.length < segments.indexOf(kind) + 3) return undefined;
+  if (!ruleName || segments.length < segments.indexOf(kind) + 3) return undefined;
   const rule = findRule(admin, decodeURIComponent(ruleName));
   const hash = await resolveIdentityHash(rule, rawIdentity(c.req.url, kind, rule.name));
   const identity = showHash(hash);
   if (kind === "keys" && method === "DELETE")
     return { what: `reset of ${identity} under ${rule.name}`, rule: rule.name, identity };
+  if (kind === "labels" && (method === "PUT" || method === "DELETE")) {
+    return {
+      what: `label of ${identity} under ${rule.name}`,
+      rule: rule.name,
+      identity,
+      before: () => readLabel(admin, rule.name, hash),
+      after: (res) => (method === "DELETE" ? null : res.label),
+    };
+  }
   if (kind === "overrides" && (method === "PUT" || method === "DELETE")) {
     const key = overrideKey(admin.config.prefix, rule.name, hash);
     return {

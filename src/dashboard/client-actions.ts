@@ -1,7 +1,7 @@
 /**
  * The part of the page's script (client.ts) that runs what an operator clicks, through the admin API with
  * the session cookie and the CSRF token: Look up (read-only: the value goes in a POST body, never a URL, and
- * the field is emptied once its hash is shown), Reset and Override on any listed identity, the mode switches
+ * the field is emptied once its hash is shown), Reset, Override and Label on any listed identity, the mode switches
  * (switching off asks first), overrides, and the audit trail.
  */
 import { CSRF_HEADER } from "../admin/csrf";
@@ -52,6 +52,7 @@ export const CLIENT_ACTIONS = `
       actions.setAttribute("data-identity", state.identity);
       actions.appendChild(button("Reset", "reset"));
       actions.appendChild(button("Override", "override"));
+      actions.appendChild(button("Label", "label"));
       panel.appendChild(actions);
       return "Looked up " + state.identity + " under " + rule + " (nothing was counted or changed).";
     });
@@ -169,6 +170,17 @@ export const CLIENT_ACTIONS = `
     if (row === "reset") {
       if (!window.confirm("Reset " + identity + " under " + rule + "? Its counters start from zero.")) return;
       run(function () { return resetIdentity(rule, identity); });
+    }
+    if (row === "label") {
+      var text = window.prompt("Label for " + identity + " under " + rule + " (kept 30 days; empty removes it). Never the client's raw key or IP.", "");
+      if (text === null) return;
+      var path = "/labels/" + encodeURIComponent(rule) + "/" + encodeURIComponent(identity);
+      run(function () {
+        if (!text.trim()) return api("DELETE", path).then(function () { return "Label of " + identity + " removed."; });
+        return api("PUT", path, { label: text }).then(function (result) {
+          return "Labelled " + result.identity + " under " + rule + ": " + result.label + ".";
+        });
+      });
     }
     if (row === "override") {
       var form = card.querySelector('form[data-action="override"]');

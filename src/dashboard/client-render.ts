@@ -30,8 +30,8 @@ export const CLIENT_RENDER = `
     return b;
   }
 
-  /** A listed identity: its hash (a link to its state as JSON), a number, and Look up, Reset, Override. */
-  function identityItem(rule, identity, text) {
+  /** A listed identity: its hash (a link to its state as JSON), its label, a number, and its buttons. */
+  function identityItem(rule, identity, text, label) {
     var li = document.createElement("li");
     var a = document.createElement("a");
     a.href = PREFIX + "/keys/" + encodeURIComponent(rule) + "/" + encodeURIComponent(identity);
@@ -40,6 +40,14 @@ export const CLIENT_RENDER = `
     a.textContent = identity;
     a.setAttribute("data-identity", identity);
     li.appendChild(a);
+    if (label !== undefined) {
+      var tag = document.createElement("span");
+      tag.className = "label";
+      tag.setAttribute("data-label", "");
+      tag.textContent = label;
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(tag);
+    }
     var n = document.createElement("span");
     n.className = "n";
     n.textContent = " " + text;
@@ -49,13 +57,14 @@ export const CLIENT_RENDER = `
     actions.appendChild(button("Look up", "lookup"));
     actions.appendChild(button("Reset", "reset"));
     actions.appendChild(button("Override", "override"));
+    actions.appendChild(button("Label", "label"));
     li.appendChild(actions);
     return li;
   }
 
   function fillList(list, rule, items, text) {
     list.replaceChildren();
-    items.forEach(function (item) { list.appendChild(identityItem(rule, item.identity, text(item))); });
+    items.forEach(function (item) { list.appendChild(identityItem(rule, item.identity, text(item), item.label)); });
   }
 
   function drawChart(svg, series) {
@@ -143,6 +152,16 @@ export const CLIENT_RENDER = `
       drawChart(card.querySelector("[data-chart]"), rule.series);
       fillList(card.querySelector('[data-list="topDenied"]'), rule.name, rule.topDenied, function (item) {
         return String(item.count);
+      });
+      var routes = card.querySelector('[data-list="topPaths"]');
+      routes.replaceChildren();
+      rule.topPaths.forEach(function (item) {
+        var li = document.createElement("li");
+        var code = document.createElement("code");
+        code.textContent = item.route;
+        li.appendChild(code);
+        li.appendChild(document.createTextNode(" " + item.count));
+        routes.appendChild(li);
       });
       fillList(card.querySelector('[data-list="nearest"]'), rule.name, rule.nearest, function (item) {
         return item.remainingPercent + "% of " + rule.capacity.of + " " + rule.capacity.units + " left";

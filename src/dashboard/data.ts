@@ -6,7 +6,8 @@
  * from here. Identities are hashed (`hash:…`) as stored; nothing here can show a raw one.
  *
  * The counts are read first and the lists after, only for the minutes whose counts say a list has members
- * (a denial for the top denied, an allowed request for the closest to their limit): an idle deployment's
+ * (a denial for the top denied and the paths denied most, an allowed request for the closest to their limit);
+ * then the labels of the identities listed (one HMGET, src/dashboard/labels.ts): an idle deployment's
  * refresh costs the two unsettled minutes' HGETALLs, the live modes and the health probe, whatever the
  * number of rules (docs/operating.md, "Dashboard").
  *
@@ -19,12 +20,14 @@ import { type AdminContext, firstBreakerOpen } from "../admin/context";
 import { healthOfEndpoints } from "../admin/health";
 import { liveModesShown } from "../admin/live-copy";
 import type { WaitUntil } from "../engine/types";
+import { HASH_PREFIX } from "../identity/show";
 import { fieldMap } from "../live/modes";
 import { metricsKeys, minuteOf } from "../observability/metrics";
 import { type Deadline, withDeadline } from "../util/deadline";
 import { type Read, readSettled } from "./settled";
 import { CHART_MINUTES, LISTED, type MetricsReplies, RECENT_MINUTES, tally } from "./tally";
-import type { DashboardData } from "./view";
+import { readLabels } from "./labels";
+import type { DashboardData, RuleView } from "./view";
 
 /**
  * Reads the dashboard's numbers; flushes this isolate's own pending counts first, so they show at once.
@@ -60,10 +63,12 @@ async function readWithin(
       jwks: admin.jwks?.(),
     }),
   ]);
+  const tallied = tally(admin.config, live, metrics);
+  await labelListed(admin, tallied.rules, deadline);
   return {
     generatedAt: new Date().toISOString(),
     health,
-    ...tally(admin.config, live, metrics),
+    ...tallied,
     // Only while the counts could not be read: what this isolate decided and has not flushed (it merges them
     // into the shared counts once Redis answers again).
     ...(metrics || !admin.metrics?.pending ? {} : { isolate: admin.metrics.pending() }),
@@ -86,6 +91,7 @@ async function readMetrics(admin: AdminContext, deadline: Deadline): Promise<Met
     const listReads: Array<{ read: Read; into: Map<string, unknown>; at: string }> = [];
     const denied = new Map<string, unknown>();
     const near = new Map<string, unknown>();
+    const paths = new Map<string, unknown>();
     const count = (fields: Record<string, unknown>, field: string) => Number(fields[field] ?? 0) || 0;
     for (let i = CHART_MINUTES - RECENT_MINUTES; i < CHART_MINUTES; i++) {
       const fields = perMinute[i] ?? {};
@@ -96,6 +102,7 @@ async function readMetrics(admin: AdminContext, deadline: Deadline): Promise<Met
         if (count(fields, `${rule.name}:denied`) + count(fields, `${rule.name}:would-deny`) > 0) {
           const command: Read["command"] = (key) => ["zrange", key, 0, LISTED - 1, "rev", "withscores"];
           listReads.push({ read: { key: keys.denied(rule.name), minute, command }, into: denied, at });
+          listReads.push({ read: { key: keys.paths(rule.name), minute, command }, into: paths, at });
         }
         if (count(fields, `${rule.name}:allowed`) > 0) {
           const command: Read["command"] = (key) => ["zrange", key, 0, LISTED - 1, "withscores"];
@@ -110,10 +117,29 @@ async function readMetrics(admin: AdminContext, deadline: Deadline): Promise<Met
         entry.into.set(entry.at, replies[j]);
       });
     }
-    return { perMinute, denied, near };
+    return { perMinute, denied, near, paths };
   } catch (error) {
     const name = error instanceof Error ? error.name : typeof error;
     console.error(JSON.stringify({ event: "dashboard_read_failed", read: "metrics", error: name }));
     return undefined;
+  }
+}
+
+/** Puts each listed identity's label on it (one HMGET for the page; none when nothing is listed). */
+async function labelListed(admin: AdminContext, rules: RuleView[], deadline: Deadline): Promise<void> {
+  const items = rules.flatMap((rule) =>
+    [...rule.topDenied, ...rule.nearest].map((item) => ({ rule: rule.name, item })),
+  );
+  if (items.length === 0) return;
+  const wanted = items.map(({ rule, item }) => ({
+    rule,
+    identityHash: item.identity.slice(HASH_PREFIX.length),
+  }));
+  const labels = await deadline
+    .within(() => readLabels(admin, wanted))
+    .catch(() => new Map<string, string>());
+  for (const { rule, item } of items) {
+    const label = labels.get(`${rule}:${item.identity.slice(HASH_PREFIX.length)}`);
+    if (label !== undefined) item.label = label;
   }
 }

@@ -20,7 +20,11 @@ const keyLink = (rule: string, identity: string) =>
   `<a href="${ADMIN_PREFIX}/keys/${encodeURIComponent(rule)}/${encodeURIComponent(identity)}" target="_blank" rel="noopener" data-identity="${escapeHtml(identity)}">${escapeHtml(identity)}</a>`;
 
 /** The buttons on every listed identity (the script wires them). */
-const identityButtons = `<span class="row-actions"><button type="button" data-row="lookup">Look up</button><button type="button" data-row="reset">Reset</button><button type="button" data-row="override">Override</button></span>`;
+const identityButtons = `<span class="row-actions"><button type="button" data-row="lookup">Look up</button><button type="button" data-row="reset">Reset</button><button type="button" data-row="override">Override</button><button type="button" data-row="label">Label</button></span>`;
+
+/** An operator's label next to a listed identity. */
+const labelSpan = (label: string | undefined) =>
+  label === undefined ? "" : ` <span class="label" data-label>${escapeHtml(label)}</span>`;
 
 /** "3 % of burst 10 left": the share of what a full state holds. */
 export const remainingText = (percent: number, capacity: RuleView["capacity"]) =>
@@ -62,13 +66,16 @@ ${rule.shaping ? `<div><dt>Shaping</dt><dd data-field="shaping">${escapeHtml(rul
 <div><h3>Top denied (5 min)</h3><ol data-list="topDenied">${rule.topDenied
     .map(
       (item) =>
-        `<li>${keyLink(rule.name, item.identity)} <span class="n">${item.count}</span>${identityButtons}</li>`,
+        `<li>${keyLink(rule.name, item.identity)}${labelSpan(item.label)} <span class="n">${item.count}</span>${identityButtons}</li>`,
     )
+    .join("")}</ol></div>
+<div><h3>Denied most (5 min)</h3><ol data-list="topPaths">${rule.topPaths
+    .map((item) => `<li><code>${escapeHtml(item.route)}</code> <span class="n">${item.count}</span></li>`)
     .join("")}</ol></div>
 <div><h3>Closest to the limit (5 min)</h3><ol data-list="nearest">${rule.nearest
     .map(
       (item) =>
-        `<li>${keyLink(rule.name, item.identity)} <span class="n">${remainingText(item.remainingPercent, rule.capacity)}</span>${identityButtons}</li>`,
+        `<li>${keyLink(rule.name, item.identity)}${labelSpan(item.label)} <span class="n">${remainingText(item.remainingPercent, rule.capacity)}</span>${identityButtons}</li>`,
     )
     .join("")}</ol></div>
 </div>

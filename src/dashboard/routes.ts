@@ -8,6 +8,7 @@
  *   GET  /__floodgate/dashboard.json  the numbers the script refreshes (behind the admin gate)
  *   POST /__floodgate/lookup/:rule    Look up: a value's state by its hash, read-only (lookup.ts)
  *   GET  /__floodgate/audit           the audit trail of admin changes (audit.ts, which also records them)
+ *   PUT  /__floodgate/labels/:rule/:identity   an operator's label for a hashed identity (labels.ts); DELETE
  *
  * Every response here carries the dashboard's CSP (csp.ts).
  */
@@ -26,6 +27,7 @@ import { auditRoutes } from "./audit";
 import { DASHBOARD_SCRIPT } from "./client";
 import { DASHBOARD_HEADERS } from "./csp";
 import { readDashboard } from "./data";
+import { labelRoutes } from "./labels";
 import { lookupRoutes } from "./lookup";
 import { renderDashboard, renderSignIn } from "./render";
 import { DASHBOARD_STYLE } from "./style";
@@ -163,6 +165,7 @@ async function endEverySession(admin: AdminContext): Promise<void> {
 export function dashboardRoutes(app: Hono<AdminEnv>): void {
   auditRoutes(app);
   lookupRoutes(app);
+  labelRoutes(app);
   app.get("/dashboard.json", async (c) =>
     c.json(await readDashboard(c.get("admin"), (p) => c.executionCtx.waitUntil(p))),
   );

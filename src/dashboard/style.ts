@@ -40,6 +40,7 @@ form.inline { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: end; }
 .lists h3 { font-size: 0.8rem; margin: 0.5rem 0 0.25rem; }
 .lists ol { margin: 0; padding-left: 1.2rem; font-family: ui-monospace, monospace; word-break: break-all; }
 .lists li { margin-bottom: 0.25rem; }
+.label { font-family: system-ui, sans-serif; background: #ebf8ff; color: #2a4365; border-radius: 4px; padding: 0 0.3rem; }
 .row-actions { display: inline-flex; gap: 0.25rem; margin-left: 0.4rem; font-family: system-ui, sans-serif; }
 .row-actions button { font-size: 0.75rem; }
 .lookup { display: block; font-size: 0.8rem; font-family: ui-monospace, monospace; word-break: break-all; margin-top: 0.25rem; }
@@ -64,6 +65,7 @@ form.inline { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: end; }
   .lists a { display: inline-flex; align-items: center; min-height: 44px; min-width: 44px; }
   .actions input, .actions input[type="number"] { width: 100%; }
   .actions label { flex: 1 1 8rem; display: flex; flex-direction: column; }
-  .row-actions { display: flex; margin: 0.25rem 0 0.5rem; }
+  .label { font-family: system-ui, sans-serif; background: #ebf8ff; color: #2a4365; border-radius: 4px; padding: 0 0.3rem; }
+.row-actions { display: flex; margin: 0.25rem 0 0.5rem; }
 }
 `;

@@ -23,6 +23,7 @@ export interface MetricsReplies {
   /** `${rule}|${minute index}` → the ZRANGE WITHSCORES replies (absent: that minute's list is empty). */
   denied: Map<string, unknown>;
   near: Map<string, unknown>;
+  paths: Map<string, unknown>;
 }
 
 /** Reasons a decision is answered in the isolate by design, not because Redis failed. */
@@ -92,9 +93,12 @@ export function tally(
     });
     const denied = new Map<string, number>();
     const near = new Map<string, number>();
+    const paths = new Map<string, number>();
     for (let i = CHART_MINUTES - RECENT_MINUTES; i < CHART_MINUTES; i++) {
       for (const [member, score] of pairs(metrics?.denied.get(`${rule.name}|${i}`)))
         denied.set(member, (denied.get(member) ?? 0) + score);
+      for (const [route, score] of pairs(metrics?.paths.get(`${rule.name}|${i}`)))
+        paths.set(route, (paths.get(route) ?? 0) + score);
       for (const [member, score] of pairs(metrics?.near.get(`${rule.name}|${i}`)))
         near.set(member, Math.min(near.get(member) ?? score, score));
     }
@@ -123,6 +127,10 @@ export function tally(
           identity: showHash(hash),
           remainingPercent: Math.min(100, permille / 10),
         })),
+      topPaths: [...paths]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, LISTED)
+        .map(([route, n]) => ({ route, count: n })),
       capacity: bucket ? { of: "burst", units: rule.burst } : { of: "limit", units: rule.limit },
     };
   });

@@ -32,9 +32,12 @@ export interface RuleView {
   last1h: Counts;
   /** One point per minute, oldest first: [allowed, denied, would-deny]. */
   series: Array<[number, number, number]>;
-  topDenied: Array<{ identity: string; count: number }>;
+  /** `label`: the operator's label for the identity, when it has one (src/dashboard/labels.ts). */
+  topDenied: Array<{ identity: string; count: number; label?: string }>;
   /** Lowest remaining quota seen, in % of the capacity (never above 100). */
-  nearest: Array<{ identity: string; remainingPercent: number }>;
+  nearest: Array<{ identity: string; remainingPercent: number; label?: string }>;
+  /** The requests denied most (incl. would-deny), as `<METHOD> <path>` with id-like segments as `:id`. */
+  topPaths: Array<{ route: string; count: number }>;
   /** What a full state holds: a bucket's `burst` (token-bucket, gcra), otherwise the `limit`. */
   capacity: { of: "burst" | "limit"; units: number };
 }

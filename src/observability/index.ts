@@ -28,7 +28,7 @@ export function createDecisionObserver(options: ObserverOptions): (event: Decisi
     const { decision, request } = event;
     try {
       if (decision.results.length === 0) return;
-      options.metrics?.record(decision);
+      options.metrics?.record(decision, request);
       if (options.analytics) writeDecision(options.analytics, decision, request.method, coloOf(request));
       const line = decisionLogLine(decision, request.method, () => event.requestId);
       if (line) log(line);

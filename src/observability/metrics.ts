@@ -10,6 +10,8 @@
  *                                           `~failed-open` / `~failed-closed` (Redis could not decide)
  *   <prefix>:metrics:<minute>:denied:<rule> sorted set: hashed identity → denials (incl. would-deny)
  *   <prefix>:metrics:<minute>:near:<rule>   sorted set: hashed identity → lowest remaining, ‰ of its capacity
+ *   <prefix>:metrics:<minute>:paths:<rule>  sorted set: `<METHOD> <path>` → denials (incl. would-deny); the path
+ *                                           without its query, id-like segments as `:id` ({@link routeOf})
  *
  * `<minute>` is Unix minutes by the isolate's clock: charts need no better, and no request waits for it.
  * Only hashed identities are kept (never a raw identity, IP or token). Counting is best effort: a flush
@@ -41,7 +43,32 @@ export const metricsKeys = (prefix: string, minute: number) => ({
   counts: `${prefix}:metrics:${minute}`,
   denied: (rule: string) => `${prefix}:metrics:${minute}:denied:${rule}`,
   near: (rule: string) => `${prefix}:metrics:${minute}:near:${rule}`,
+  paths: (rule: string) => `${prefix}:metrics:${minute}:paths:${rule}`,
 });
+
+/** The longest path kept, characters (a route, not a payload). */
+const MAX_ROUTE_LENGTH = 120;
+/** A segment that looks like an id or a token: digits, a UUID or long hex, or a long run of token characters. */
+const ID_SEGMENT = /^(\d+|[0-9a-f]{8,}|[0-9a-f]{8}-[0-9a-f-]{27}|[A-Za-z0-9_~.=+-]{24,})$/i;
+
+/**
+ * A request's path as the dashboard lists it: no query string, and every segment that looks like an id
+ * (`/users/8812/keys/3f9a…`) as `:id`, so that one route is counted once and a path carries no client's id or
+ * token; at most 120 characters.
+ */
+export function routeOf(url: string): string {
+  let path: string;
+  try {
+    path = new URL(url).pathname;
+  } catch {
+    return "?";
+  }
+  const route = path
+    .split("/")
+    .map((segment) => (ID_SEGMENT.test(segment) ? ":id" : segment))
+    .join("/");
+  return route.length > MAX_ROUTE_LENGTH ? `${route.slice(0, MAX_ROUTE_LENGTH)}…` : route;
+}
 
 /** The minute (Unix minutes) `ms` falls in. */
 export const minuteOf = (ms: number): number => Math.floor(ms / 60_000);
@@ -52,6 +79,14 @@ interface Bucket {
   denied: Map<string, Map<string, number>>;
   /** rule → hashed identity → lowest remaining seen, ‰ of its capacity ({@link capacityOf}) */
   near: Map<string, Map<string, number>>;
+  /** rule → `<METHOD> <route>` → denials */
+  paths: Map<string, Map<string, number>>;
+}
+
+/** What the request was, for the paths a rule denies most: its method and URL (only read on a denial). */
+export interface RequestLine {
+  method: string;
+  url: string;
 }
 
 /** An isolate's counts not yet written to Redis (`MetricsAggregator.pending`). */
@@ -99,8 +134,8 @@ export class MetricsAggregator {
     this.minutes = options.minutes ?? true;
   }
 
-  /** Counts one decision (synchronous, no I/O). */
-  record(decision: Decision): void {
+  /** Counts one decision (synchronous, no I/O); `request` names the path a denial was for. */
+  record(decision: Decision, request?: RequestLine): void {
     if (decision.results.length === 0) return;
     this.totals?.record(decision);
     if (!this.minutes) return;
@@ -121,6 +156,7 @@ export class MetricsAggregator {
       add(bucket.counts, `${rule}:${verdict}`, 1);
       if (verdict === "denied" || verdict === "would-deny") {
         add(tracked(bucket.denied, rule), identityHash, 1);
+        if (request) add(tracked(bucket.paths, rule), `${request.method} ${routeOf(request.url)}`, 1);
       } else if (verdict === "allowed" && result.source === "redis" && capacityOf(result) > 0) {
         const permille = Math.min(1000, Math.round((1000 * result.remaining) / capacityOf(result)));
         const seen = tracked(bucket.near, rule);
@@ -166,6 +202,12 @@ export class MetricsAggregator {
           pipeline.push(["zincrby", keys.denied(rule), count, identity]);
         }
         expire(keys.denied(rule));
+      }
+      for (const [rule, routes] of bucket.paths) {
+        for (const [route, count] of top(routes, (a, b) => b - a)) {
+          pipeline.push(["zincrby", keys.paths(rule), count, route]);
+        }
+        expire(keys.paths(rule));
       }
       for (const [rule, identities] of bucket.near) {
         const members = top(identities, (a, b) => a - b).flatMap(([member, score]) => [score, member]);
@@ -220,6 +262,10 @@ export class MetricsAggregator {
         const seen = tracked(into.denied, rule);
         for (const [identity, n] of identities) add(seen, identity, n);
       }
+      for (const [rule, routes] of from.paths) {
+        const seen = tracked(into.paths, rule);
+        for (const [route, n] of routes) add(seen, route, n);
+      }
       for (const [rule, identities] of from.near) {
         const seen = tracked(into.near, rule);
         for (const [identity, permille] of identities) {
@@ -234,7 +280,7 @@ export class MetricsAggregator {
   private bucket(minute: number): Bucket {
     let bucket = this.buckets.get(minute);
     if (!bucket) {
-      bucket = { counts: new Map(), denied: new Map(), near: new Map() };
+      bucket = { counts: new Map(), denied: new Map(), near: new Map(), paths: new Map() };
       this.buckets.set(minute, bucket);
     }
     return bucket;

@@ -152,6 +152,48 @@ describe("who is being limited, and why", () => {
     if (SCREENSHOTS) await page.screenshot({ path: docs("dashboard-who.png"), fullPage: true });
   }, 60_000);
 
+  it("labels a listed identity, shows the label wherever it is listed, and lists the paths denied most", async () => {
+    const { page, card, status } = await stack.openDashboard();
+    const key = "label-key-7";
+    const hash = `hash:${await hashIdentity(key)}`;
+    for (let i = 0; i < 3; i++) await stack.proxied("/api/items", { "x-api-key": key });
+    // Denied on a path that carries an id: listed as the route, the id never on the page.
+    expect(await stack.proxied("/api/users/8812345/orders", { "x-api-key": key })).toBe(429);
+    expect(await stack.proxied("/api/users/8812345/orders", { "x-api-key": key })).toBe(429);
+
+    const row = card("api").locator('[data-list="topDenied"] li', { hasText: hash });
+    await row.waitFor({ timeout: 15_000 });
+    let asked = "";
+    page.once("dialog", (dialog) => {
+      asked = dialog.message();
+      return dialog.accept("scraper from ticket 4411");
+    });
+    onTestFinished(async () => void (await stack.admin("DELETE", `/labels/api/${hash}`)));
+    await row.getByRole("button", { name: "Label" }).click();
+    expect(asked).toContain(`Label for ${hash} under api`);
+    await expect.poll(status).toBe(`Labelled ${hash} under api: scraper from ticket 4411.`);
+    for (const list of ["topDenied", "nearest"]) {
+      const labelled = card("api")
+        .locator(`[data-list="${list}"] li`, { hasText: hash })
+        .locator("[data-label]");
+      await expect.poll(() => labelled.textContent(), { timeout: 10_000 }).toBe("scraper from ticket 4411");
+    }
+    const paths = card("api").locator('[data-list="topPaths"] li', { hasText: "GET /api/users/:id/orders" });
+    await expect.poll(() => paths.textContent(), { timeout: 10_000 }).toBe("GET /api/users/:id/orders 2");
+    const html = await page.content();
+    expect(html).not.toContain("8812345");
+    expect(html).not.toContain(key);
+    // The label is a change like any other: in the trail, by hash.
+    await expect
+      .poll(
+        async () =>
+          ((await (await stack.admin("GET", "/audit?limit=1")).json()) as { entries: unknown[] }).entries,
+      )
+      .toMatchObject([
+        { what: `label of ${hash} under api`, before: null, after: "scraper from ticket 4411" },
+      ]);
+  });
+
   it("shows how close an identity is to the limit as a share of its bucket's burst, not of the limit", async () => {
     const { card } = await stack.openDashboard();
     // Limit 30 per hour, burst 10: one request leaves 9 of the 10 a full bucket holds.

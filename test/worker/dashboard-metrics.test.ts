@@ -80,7 +80,9 @@ describe("the dashboard's counts", () => {
     const dump = JSON.stringify(
       await Promise.all(
         keys.map((key) =>
-          key.includes(":denied:") || key.includes(":near:") ? redis.zrange(key, 0, -1) : redis.hgetall(key),
+          key.includes(":denied:") || key.includes(":near:") || key.includes(":paths:")
+            ? redis.zrange(key, 0, -1)
+            : redis.hgetall(key),
         ),
       ),
     );
