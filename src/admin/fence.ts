@@ -25,7 +25,7 @@ export const ruleLimits = (rule: RuleConfig): FenceLimits[] =>
   }));
 
 /** `own` limits as `override` changes them, the way the script applies it (its period where it has one). */
-const underOverride = (own: readonly FenceLimits[], override: Override): FenceLimits[] =>
+export const underOverride = (own: readonly FenceLimits[], override: Override): FenceLimits[] =>
   own.map((l) => ({
     limit: override.limit,
     burst: override.burst,
@@ -45,10 +45,16 @@ export async function fenceMsOf(
   redis: RedisPort,
   deadline: Deadline = NO_DEADLINE,
 ): Promise<number> {
-  const key = overrideKey(target.prefix, target.rule, target.identityHash);
-  const override = await deadline.within(() => getOverride(key, redis));
-  return resetFenceMs(algorithm, override ? [...own, ...underOverride(own, override)] : own);
+  return fenceMsFor(algorithm, own, await currentOverride(target, redis, deadline));
 }
+
+/** The identity's override as stored now, or `null`. */
+const currentOverride = (target: OverrideTarget, redis: RedisPort, deadline: Deadline) =>
+  deadline.within(() => getOverride(overrideKey(target.prefix, target.rule, target.identityHash), redis));
+
+/** The longest fence of `own` limits and of each of them under `override`. */
+const fenceMsFor = (algorithm: Algorithm, own: readonly FenceLimits[], override: Override | null) =>
+  resetFenceMs(algorithm, override ? [...own, ...underOverride(own, override)] : own);
 
 /**
  * Makes the identity's fence stand at least `ms` from now, never shortening one an earlier change left standing
@@ -84,7 +90,8 @@ export async function raiseFence(
  * units"). For a bucket that earlier override may have had a larger burst than this one (the script tells
  * them apart by limit and period only), so a bucket's set fences for as long as any return reaches,
  * RESET_FENCE_MAX_MS. Raised before the override is written, so a failure leaves both as they were. Only
- * under-admits: returns of units taken meanwhile lapse too.
+ * under-admits: returns of units taken meanwhile lapse too. Resolves to the override being replaced (`null`:
+ * none), which the change's last step reads (reaim.ts).
  */
 export async function fenceReturns(
   target: OverrideTarget,
@@ -93,13 +100,14 @@ export async function fenceReturns(
   setting: Override | undefined,
   redis: RedisPort,
   deadline: Deadline = NO_DEADLINE,
-): Promise<void> {
-  const replaced = await fenceMsOf(target, algorithm, own, redis, deadline);
+): Promise<Override | null> {
+  const replaced = await currentOverride(target, redis, deadline);
   const setFor = !setting
     ? 0
     : traitsOf(algorithm).shape === "bucket"
       ? RESET_FENCE_MAX_MS
       : resetFenceMs(algorithm, underOverride(own, setting));
-  const ms = Math.max(replaced, setFor);
+  const ms = Math.max(fenceMsFor(algorithm, own, replaced), setFor);
   if (ms > 0) await raiseFence(target, ms, redis, deadline);
+  return replaced;
 }

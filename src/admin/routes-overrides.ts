@@ -4,8 +4,8 @@
  * It applies from the very next request of this isolate (its override index is updated here) and in every
  * other isolate within about one second (the change log, src/live/changes.ts). Lease returns of units taken
  * under the limits it replaces (and, for a set, under those it sets) are fenced off before each set or
- * removal (fence.ts), and a fixed-window counter is re-aimed at the window in force after it (reaim.ts). A
- * set or a removal is several Redis commands in a row: they share one wait, the admin timeout
+ * removal (fence.ts), and the identity's state is carried into the limits in force after it, as units
+ * (reaim.ts). A set or a removal is several Redis commands in a row: they share one wait, the admin timeout
  * (src/util/deadline.ts), not one each.
  */
 import type { Hono } from "hono";
@@ -27,7 +27,7 @@ import {
 } from "./overrides";
 import { formatPeriod } from "./period";
 import { badRequest, notFound } from "./problem";
-import { reaimCounter } from "./reaim";
+import { reaimState } from "./reaim";
 import { OverrideBody, parseBody } from "./schemas";
 
 const DEFAULT_PAGE_SIZE = 100;
@@ -90,10 +90,17 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
       // then read it. Until it lands, a decision that reads no override costs one command more, nothing else.
       admin.liveModes?.overrides?.set(rule.name, identityHash, true);
       await recordWithin(c, deadline, { rule: rule.name, identityHash, override: true });
-      await fenceReturns(target, rule.algorithm, ruleLimits(rule), override, redis, deadline);
+      const replaced = await fenceReturns(
+        target,
+        rule.algorithm,
+        ruleLimits(rule),
+        override,
+        redis,
+        deadline,
+      );
       await putOverride(target, override, body.ttl, redis, admin.redis, deadline);
       admin.forget(rule.name, identityHash);
-      await reaimCounter(target, rule, override, redis, deadline);
+      await reaimState(target, rule, replaced, override, redis, deadline);
     });
     return c.json({ rule: rule.name, ...show(identityHash, { ...override, ttlSeconds: body.ttl ?? null }) });
   });
@@ -115,13 +122,20 @@ export function overrideRoutes(app: Hono<AdminEnv>): void {
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
     const redis = admin.redisOf(identityHash);
     await withDeadline(admin.adminTimeoutMs, async (deadline) => {
-      await fenceReturns(target, rule.algorithm, ruleLimits(rule), undefined, redis, deadline);
+      const replaced = await fenceReturns(
+        target,
+        rule.algorithm,
+        ruleLimits(rule),
+        undefined,
+        redis,
+        deadline,
+      );
       const existed = await deleteOverride(target, redis, admin.redis, deadline);
       if (!existed) throw notFound(`No override for this identity under rule ${JSON.stringify(rule.name)}.`);
       admin.forget(rule.name, identityHash);
       admin.liveModes?.overrides?.set(rule.name, identityHash, false);
       await recordWithin(c, deadline, { rule: rule.name, identityHash, override: false });
-      await reaimCounter(target, rule, undefined, redis, deadline);
+      await reaimState(target, rule, replaced, undefined, redis, deadline);
     });
     return c.body(null, 204);
   });

@@ -76,6 +76,30 @@ export function reaimArguments(
   };
 }
 
+/** A rate: `limit` units per `periodMs`. */
+export interface Rate {
+  limit: number;
+  periodMs: number;
+}
+
+/**
+ * A re-aim call for a bucket (token-bucket, gcra): the identity's TAT made to owe, at the emission interval of
+ * `now`, the rate in force, the units it owed at that of `before` (lua/reaim.lua).
+ */
+export function bucketReaimArguments(
+  prefix: string,
+  rule: string,
+  identityHash: string,
+  now: Rate,
+  before: Rate,
+): ScriptCall {
+  return {
+    script: REAIM,
+    keys: [stateKey(prefix, rule, identityHash)],
+    args: [now.periodMs, now.limit, before.limit, before.periodMs].map((n) => String(Math.trunc(n))),
+  };
+}
+
 /**
  * A fence call: one identity's reset fence under one rule raised to `fenceMs` (never shorter), and `stateKeys`
  * deleted behind it (an admin reset); for a bucket's state the fence also stands until the TAT it held, or for
