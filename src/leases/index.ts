@@ -9,15 +9,15 @@
 
 import { traitsOf } from "../engine/algorithms";
 import { DEFAULTS } from "../engine/defaults";
-import type { DecideOptions, Decision, RuleCall, WaitUntil } from "../engine/types";
-import { GUARD_MS, type ResilientDecider } from "../resilience/decider";
+import type { DecideOptions, Decision, Reservation, RuleCall, RuleResult, WaitUntil } from "../engine/types";
+import { type DeciderHealth, GUARD_MS, type ResilientDecider } from "../resilience/decider";
 import { within } from "../util/timer";
 import { answerOf, decideFromLeases, observed, spendShort, take } from "./decisions";
 import type { Flight, Lease } from "./lease";
 import { createSweep, type Refund } from "./returns";
 import { LeaseTable } from "./table";
 
-/** Options of {@link withLeases}. */
+/** Options of {@link LeasingDecider}. */
 export interface LeaseOptions {
   /** Gives unused units back at a lease's expiry; absent = they are not returned (only expire). */
   refund?: Refund | undefined;
@@ -25,16 +25,8 @@ export interface LeaseOptions {
   maxMs?: number;
 }
 
-/**
- * A decider that decides hot identities from leases; `forget` (an admin reset or override change, from
- * the change log) also revokes that identity's leases. A mode switch needs no hook: a lease serves only
- * requests in the mode it was granted in.
- */
-export interface LeasingDecider extends ResilientDecider {
-  decideNow(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined;
-  /** Units this isolate holds on lease and has not spent yet, over every rule (no Redis call). */
-  leasedUnits(): number;
-}
+/** A decider that may also tell its endpoints' health apart (src/resilience/sharded.ts). */
+type InnerDecider = ResilientDecider & { endpointHealth?(): DeciderHealth[] };
 
 /**
  * How many lease calls in a row a request may wait for (each one Redis round trip, all within its budget)
@@ -54,86 +46,47 @@ const leasable = (call: RuleCall): boolean =>
   traitsOf(call.algorithm).leasable && call.lease !== false && !((call.delayMs ?? 0) > 0);
 
 /**
- * Wraps `decider` so that hot identities are decided from leases.
+ * A decider that decides hot identities from leases, over `inner`, which decides everything else; `forget` (an
+ * admin reset or override change, from the change log) also revokes that identity's leases. A mode switch needs
+ * no hook: a lease serves only requests in the mode it was granted in.
  * @example
- * const decider = withLeases(createDecider(store), { refund: store.refund, maxMs: 1000 });
+ * const decider = new LeasingDecider(new EndpointDecider(store), { refund: store.refund, maxMs: 1000 });
  */
-export function withLeases<D extends ResilientDecider>(
-  decider: D,
-  options: LeaseOptions = {},
-): D & LeasingDecider {
-  const maxMs = options.maxMs ?? DEFAULTS.leaseMs;
-  const table = new LeaseTable(TRACKED_PAIRS);
-  // Units back in Redis may turn a cached denial wrong: this isolate asks Redis again next time.
-  const sweep = createSweep(table, options.refund, (rule, identityHash) =>
-    decider.forget(rule, identityHash),
-  );
+export class LeasingDecider implements ResilientDecider {
+  readonly #inner: InnerDecider;
+  readonly #maxMs: number;
+  readonly #table = new LeaseTable(TRACKED_PAIRS);
+  /** Gives back what expired leases left unspent (src/leases/returns.ts). */
+  readonly #sweep: ReturnType<typeof createSweep>;
+
+  constructor(inner: InnerDecider, options: LeaseOptions = {}) {
+    this.#inner = inner;
+    this.#maxMs = options.maxMs ?? DEFAULTS.leaseMs;
+    // Units back in Redis may turn a cached denial wrong: this isolate asks Redis again next time.
+    this.#sweep = createSweep(this.#table, options.refund, (rule, identityHash) =>
+      inner.forget(rule, identityHash),
+    );
+  }
 
   /** The request decided from its leases when every rule holds one with room; else `undefined`. */
-  function decideNow(
-    calls: RuleCall[],
-    requestId: string,
-    waitUntil: WaitUntil | undefined,
-  ): Decision | undefined {
+  decideNow(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined {
     const at = Date.now();
-    sweep(at, waitUntil);
+    this.#sweep(at, waitUntil);
     if (calls.length === 0 || !calls.every(leasable)) return undefined;
-    const leases = calls.map((call) => table.usable(call, at));
+    const leases = calls.map((call) => this.#table.usable(call, at));
     if (!leases.every((lease) => lease !== undefined)) return undefined;
-    return spend(calls, leases as Lease[], at, requestId, waitUntil);
+    return this.#spend(calls, leases as Lease[], at, requestId, waitUntil);
   }
 
-  /**
-   * Spends the request's cost from `leases`. Half spent, no spare yet, none on its way, and plenty left in
-   * Redis: the next lease is fetched in the background, so a hot identity never waits on Redis (and its
-   * concurrent requests do not all go there when it runs out). Near the end of the quota, no renewal: the
-   * last units go one by one. Only the rules that need one: a fresh lease of another rule would only park
-   * units in a spare.
-   */
-  function spend(
-    calls: RuleCall[],
-    leases: Lease[],
-    at: number,
-    requestId: string,
-    waitUntil: WaitUntil | undefined,
-  ): Decision {
-    const wanted = calls.map((call) => table.wanted(call, at, maxMs));
-    const decision = decideFromLeases(table, calls, leases, at);
-    let renewing: number[] | undefined; // indexes into `calls`: most requests renew nothing and make no array
-    calls.forEach((call, i) => {
-      const lease = leases[i] as Lease;
-      const units = lease.grant.units;
-      if (
-        2 * lease.left < units &&
-        // Plenty left: what Redis leaves plus the lease's own units (the grant's figure, or less since).
-        lease.stateLeft + units - lease.call.cost >= 4 * units &&
-        !table.hasSpare(call) &&
-        !table.asking(call, at)
-      ) {
-        renewing ??= [];
-        renewing.push(i);
-      }
-    });
-    if (renewing && waitUntil) {
-      const units = renewing.map((i) => wanted[i] as number);
-      waitUntil(
-        renewal(
-          renewing.map((i) => calls[i] as RuleCall),
-          units,
-          requestId,
-        ),
-      );
-    }
-    return decision;
-  }
-
-  async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
-    const known = decideNow(calls, requestId, opts.waitUntil);
+  async decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
+    const table = this.#table;
+    const maxMs = this.#maxMs;
+    const known = this.decideNow(calls, requestId, opts.waitUntil);
     if (known) return known;
     // A request with a rule that is never leased (a concurrency slot) always goes to Redis, so leasing its
     // other rules would only park units where this request cannot spend them.
     if (calls.length === 0 || !calls.every(leasable))
-      return observed(table, await decider.decide(calls, requestId, opts));
+      return observed(table, await this.#inner.decide(calls, requestId, opts));
     let at = Date.now();
     let leases = calls.map((call) => table.usable(call, at));
     // Rules without room whose lease call is on its way (a burst, or a renewal not back yet): wait for it
@@ -150,7 +103,7 @@ export function withLeases<D extends ResilientDecider>(
       const flights = flying.map((call) => table.flight(call, at));
       if (!flights.every((flight): flight is Flight => flight !== undefined)) break;
       for (const flight of flights) flight.waiting++;
-      const granted = await landingWithin(flights, opts.budgetMs - (at - startedAt));
+      const granted = await this.#landingWithin(flights, opts.budgetMs - (at - startedAt));
       backlog = 0;
       for (const flight of flights) backlog = Math.max(backlog, --flight.waiting);
       at = Date.now();
@@ -168,7 +121,7 @@ export function withLeases<D extends ResilientDecider>(
       if (!granted.every(Boolean) || at - startedAt >= opts.budgetMs) break;
     }
     if (leases.every((lease) => lease !== undefined)) {
-      return spend(calls, leases as Lease[], at, requestId, opts.waitUntil);
+      return this.#spend(calls, leases as Lease[], at, requestId, opts.waitUntil);
     }
     const budget = spent
       ? { ...opts, budgetMs: 0 }
@@ -192,9 +145,14 @@ export function withLeases<D extends ResilientDecider>(
     });
     const asking = cold ? [] : sent.filter((call, i) => (units[i] as number) > call.cost);
     if (asking.length === 0) {
-      return answerOf(table, observed(table, await decider.decide(sent, requestId, budget)), calls, short);
+      return answerOf(
+        table,
+        observed(table, await this.#inner.decide(sent, requestId, budget)),
+        calls,
+        short,
+      );
     }
-    const decided = decider.decide(sent, requestId, { ...budget, lease: { units, maxMs } });
+    const decided = this.#inner.decide(sent, requestId, { ...budget, lease: { units, maxMs } });
     const landed = decided.then((decision) => take(table, decision, requestId, at));
     for (const call of asking) table.ask(call, landed, at);
     // Others may be waiting for it: it lands even if this request is cancelled (its client gone).
@@ -205,10 +163,55 @@ export function withLeases<D extends ResilientDecider>(
   }
 
   /**
+   * Spends the request's cost from `leases`. Half spent, no spare yet, none on its way, and plenty left in
+   * Redis: the next lease is fetched in the background, so a hot identity never waits on Redis (and its
+   * concurrent requests do not all go there when it runs out). Near the end of the quota, no renewal: the
+   * last units go one by one. Only the rules that need one: a fresh lease of another rule would only park
+   * units in a spare.
+   */
+  #spend(
+    calls: RuleCall[],
+    leases: Lease[],
+    at: number,
+    requestId: string,
+    waitUntil: WaitUntil | undefined,
+  ): Decision {
+    const table = this.#table;
+    const wanted = calls.map((call) => table.wanted(call, at, this.#maxMs));
+    const decision = decideFromLeases(table, calls, leases, at);
+    let renewing: number[] | undefined; // indexes into `calls`: most requests renew nothing and make no array
+    calls.forEach((call, i) => {
+      const lease = leases[i] as Lease;
+      const units = lease.grant.units;
+      if (
+        2 * lease.left < units &&
+        // Plenty left: what Redis leaves plus the lease's own units (the grant's figure, or less since).
+        lease.stateLeft + units - lease.call.cost >= 4 * units &&
+        !table.hasSpare(call) &&
+        !table.asking(call, at)
+      ) {
+        renewing ??= [];
+        renewing.push(i);
+      }
+    });
+    if (renewing && waitUntil) {
+      const units = renewing.map((i) => wanted[i] as number);
+      waitUntil(
+        this.#renewal(
+          renewing.map((i) => calls[i] as RuleCall),
+          units,
+          requestId,
+        ),
+      );
+    }
+    return decision;
+  }
+
+  /**
    * Whether each flight leased something, once all have landed; `undefined` if that takes longer than `ms`
    * (a lease call another request sent is awaited only as long as this request may wait on Redis).
    */
-  function landingWithin(flights: Flight[], ms: number): Promise<boolean[] | undefined> {
+  #landingWithin(flights: Flight[], ms: number): Promise<boolean[] | undefined> {
     // `landed` never rejects (LeaseTable.ask).
     return within(Promise.all(flights.map((flight) => flight.landed)), ms);
   }
@@ -217,7 +220,7 @@ export function withLeases<D extends ResilientDecider>(
    * A lease call for no request (cost 0: lua/lease.lua), run in the background. A rule
    * with nothing left to lease gets none and nothing is counted; the current lease is spent meanwhile.
    */
-  async function renewal(calls: RuleCall[], wanted: number[], requestId: string): Promise<void> {
+  async #renewal(calls: RuleCall[], wanted: number[], requestId: string): Promise<void> {
     const at = Date.now();
     const renewing = calls.map((call) => ({ ...call, cost: 0 }));
     // State that stores ids (a sliding log's members) names them after the lease's: a renewal must not reuse
@@ -225,7 +228,9 @@ export function withLeases<D extends ResilientDecider>(
     const leaseId = calls.some((call) => traitsOf(call.algorithm).storesRequestId)
       ? `${requestId}:r`
       : requestId;
-    const landed = decider.decide(renewing, leaseId, { lease: { units: wanted, maxMs } }).then((decision) => {
+    const table = this.#table;
+    const lease = { units: wanted, maxMs: this.#maxMs };
+    const landed = this.#inner.decide(renewing, leaseId, { lease }).then((decision) => {
       if (decision.allowed) return take(table, decision, leaseId, at);
       observed(table, decision); // nothing leased, but what Redis says is left still bounds the current lease
       return new Set<string>();
@@ -235,14 +240,34 @@ export function withLeases<D extends ResilientDecider>(
     await landed.catch(() => undefined);
   }
 
-  return {
-    ...decider,
-    decide,
-    decideNow,
-    leasedUnits: () => table.outstanding(Date.now()),
-    forget(rule, identityHash) {
-      table.revoke(rule, identityHash, Date.now());
-      decider.forget(rule, identityHash);
-    },
-  };
+  /** Units this isolate holds on lease and has not spent yet, over every rule (no Redis call). */
+  leasedUnits(): number {
+    return this.#table.outstanding(Date.now());
+  }
+
+  forget(rule: string, identityHash: string): void {
+    this.#table.revoke(rule, identityHash, Date.now());
+    this.#inner.forget(rule, identityHash);
+  }
+
+  release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
+    return this.#inner.release(call, requestId, reservation);
+  }
+
+  health(): DeciderHealth {
+    return this.#inner.health();
+  }
+
+  /** Each endpoint's health, as the decider below tells them apart (one endpoint: its own). */
+  endpointHealth(): DeciderHealth[] {
+    return this.#inner.endpointHealth?.() ?? [this.#inner.health()];
+  }
+
+  cachedDenial(call: RuleCall): RuleResult | undefined {
+    return this.#inner.cachedDenial(call);
+  }
+
+  cachedFigures(call: RuleCall): RuleResult | undefined {
+    return this.#inner.cachedFigures(call);
+  }
 }

@@ -36,10 +36,10 @@ export interface DecisionStore {
   release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void>;
 }
 
-/** Options of `createDecider`. */
 /** The default grace beyond a decision's budget before the decider stops waiting on the store, ms. */
 export const GUARD_MS = 50;
 
+/** Options of {@link EndpointDecider}. */
 export interface DeciderOptions {
   /**
    * The decision budget the store enforces (`RATE_LIMIT_TIMEOUT_MS`), ms. The decider gives up itself
@@ -78,8 +78,8 @@ export interface ResilientDecider extends Decider {
 }
 
 /**
- * Wraps a store into a Decider that never throws. Create it once per isolate (the breaker, deny cache
- * and fallback counts live in it), lazily inside a request: nothing here does I/O or uses timers until
+ * Wraps a store into a Decider that never throws: one per Redis endpoint and isolate (the breaker, deny cache
+ * and fallback counts live in it), created lazily inside a request: nothing here does I/O or uses timers until
  * `decide` is called.
  *
  * Results not from Redis carry `source` and `reason`. An `undecided` result's `outcome` is `allowed`
@@ -90,33 +90,141 @@ export interface ResilientDecider extends Decider {
  * gave them beside the denial, where it kept them, and leaves the rest undecided).
  *
  * @example
- * const decider = createDecider(createStore({ url, token, prefix, timeoutMs }), { timeoutMs });
+ * const decider = new EndpointDecider(createStore({ url, token, prefix, timeoutMs }), { timeoutMs });
  * const decision = await decider.decide(calls, crypto.randomUUID());
  */
-export function createDecider(store: DecisionStore, options: DeciderOptions = {}): ResilientDecider {
-  const now = options.now ?? Date.now;
-  const write = options.log ?? ((line: string) => console.warn(line));
-  const { endpointName } = options;
-  const log = endpointName === undefined ? write : (line: string) => write(`${line} (${endpointName})`);
-  const timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
-  const guardMs = options.guardMs ?? GUARD_MS;
-  const breaker = new CircuitBreaker(options.breaker, now);
-  const denyCache = new DenyCache(options.denyCacheEntries ?? DEFAULT_DENY_CACHE_ENTRIES, now);
-  const fallbackEntries = options.fallbackEntries ?? DEFAULT_FALLBACK_ENTRIES;
-  const fallback = new FallbackLimiter(fallbackEntries, now);
-
-  const tracker = new HealthTracker(log, now);
+export class EndpointDecider implements ResilientDecider {
+  readonly #store: DecisionStore;
+  readonly #now: () => number;
+  readonly #log: (line: string) => void;
+  readonly #timeoutMs: number;
+  readonly #guardMs: number;
+  readonly #breaker: CircuitBreaker;
+  readonly #denyCache: DenyCache;
+  readonly #fallbackEntries: number;
+  readonly #fallback: FallbackLimiter;
+  readonly #tracker: HealthTracker;
   /** When Redis last answered a decision, ms: a shortened call's timeout counts only once it has been silent. */
-  let lastAnsweredAt = Number.NEGATIVE_INFINITY;
+  #lastAnsweredAt = Number.NEGATIVE_INFINITY;
   /**
    * Whether the last failed decision timed out: Redis is then taken for alive but slow (it may still count what
    * it was sent, and admit other requests), and the fallback admits only its share (src/resilience/fallback.ts).
    * The breaker's open time keeps the kind of the failures that opened it.
    */
-  let slow = false;
+  #slow = false;
 
-  function undecided(call: RuleCall, reason: DegradedReason): RuleResult {
-    const retryAfterMs = Math.max(1000, breaker.remainingOpenMs());
+  constructor(store: DecisionStore, options: DeciderOptions = {}) {
+    this.#store = store;
+    const now = options.now ?? Date.now;
+    this.#now = now;
+    const write = options.log ?? ((line: string) => console.warn(line));
+    const { endpointName } = options;
+    this.#log = endpointName === undefined ? write : (line: string) => write(`${line} (${endpointName})`);
+    this.#timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
+    this.#guardMs = options.guardMs ?? GUARD_MS;
+    this.#breaker = new CircuitBreaker(options.breaker, now);
+    this.#denyCache = new DenyCache(options.denyCacheEntries ?? DEFAULT_DENY_CACHE_ENTRIES, now);
+    this.#fallbackEntries = options.fallbackEntries ?? DEFAULT_FALLBACK_ENTRIES;
+    this.#fallback = new FallbackLimiter(this.#fallbackEntries, now);
+    this.#tracker = new HealthTracker(this.#log, now);
+  }
+
+  async decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
+    const startedMs = performance.now();
+    const finish = (allowed: boolean, results: RuleResult[]): Decision =>
+      decisionOf(allowed, results, performance.now() - startedMs);
+    if (calls.length === 0) return finish(true, []);
+
+    const denied = this.#cachedDenialOf(calls);
+    if (denied) return finish(false, denied);
+
+    let budgetMs = Math.min(this.#timeoutMs, opts.budgetMs ?? this.#timeoutMs);
+    // A denial of this request just expired and another request is asking Redis about it: its answer, not a
+    // call of our own (src/resilience/deny-cache.ts says why waiting, and what each answer means here).
+    const refreshing = budgetMs > 0 ? this.#denyCache.refreshing(calls) : undefined;
+    if (refreshing) {
+      const waitedFrom = this.#now();
+      const landed = await within(refreshing.landed, budgetMs);
+      // Not landed within this request's budget: its failure policy, as after a call of its own that timed
+      // out (the breaker counts the refreshing call's outcome, once).
+      if (landed === undefined) return this.#degradedDecision(calls, "timeout", finish, requestId);
+      if (landed !== "answered") return this.#degradedDecision(calls, landed, finish, requestId);
+      const deniedAgain = this.#cachedDenialOf(calls);
+      if (deniedAgain) return finish(false, deniedAgain);
+      // Let through (on a unit of its own, not ours), or denied in a way that does not answer this request.
+      budgetMs -= this.#now() - waitedFrom;
+    }
+    // No budget left (the request already waited on Redis as long as it may: a live-mode read, a lease call
+    // another request sent, a refresh above): a call now would still be counted by Redis, its answer heard or
+    // not as a 0 ms abort timer happens to allow, and a negative budget throws in `AbortSignal.timeout`. Redis
+    // did not fail: no breaker failure, and, asked before the breaker, no probe taken and left unanswered.
+    if (!(budgetMs > 0)) return this.#degradedDecision(calls, "timeout", finish, requestId);
+
+    const admission = this.#breaker.admit();
+    if (admission === "skip") return this.#degradedDecision(calls, "breaker_open", finish, requestId);
+
+    const refresh = this.#denyCache.refreshBy(calls, this.#now() + budgetMs + this.#guardMs);
+    if (refresh) opts.waitUntil?.(refresh.landed);
+    let outcome: RefreshOutcome = "answered";
+    const sent = this.#fallback.sent(calls, opts.lease?.units);
+    try {
+      const decision = await decideWithin(
+        this.#store,
+        calls,
+        requestId,
+        budgetMs,
+        this.#guardMs,
+        opts.onTimer,
+        opts.lease ? { lease: opts.lease } : opts.stamps ? { stamps: true } : undefined,
+      );
+      if (this.#breaker.state !== "closed")
+        this.#log("floodgate: Redis answers again; circuit breaker closed");
+      this.#breaker.success();
+      this.#tracker.succeeded();
+      this.#lastAnsweredAt = this.#now();
+      this.#fallback.heard(decision.results, sent);
+      if (!decision.allowed) this.#denyCache.remember(decision.results);
+      return decision;
+    } catch (error) {
+      outcome = this.#recordFailure(error, admission === "probe", budgetMs < this.#timeoutMs);
+      // Refused or unreachable: not counted. A timeout may have been: its units weigh on the fallback.
+      if (outcome !== "timeout") this.#fallback.lost(calls, sent);
+      return this.#degradedDecision(calls, outcome, finish, requestId, sent);
+    } finally {
+      // After the answer is in the cache: the requests waiting for it look there first.
+      if (refresh) this.#denyCache.settle(refresh, outcome);
+    }
+  }
+
+  async release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
+    this.#fallback.release(call, requestId);
+    // A slot we cannot free now is freed by its lease in Redis; releases never touch the breaker.
+    if (this.#breaker.state === "open") return;
+    try {
+      await this.#store.release(call, requestId, reservation);
+    } catch {
+      // Same: the lease expires on its own.
+    }
+  }
+
+  health(): DeciderHealth {
+    return this.#tracker.report(this.#breaker);
+  }
+
+  forget(rule: string, identityHash: string): void {
+    this.#denyCache.forget(rule, identityHash);
+  }
+
+  cachedDenial(call: RuleCall): RuleResult | undefined {
+    return this.#denyCache.lookup(call);
+  }
+
+  cachedFigures(call: RuleCall): RuleResult | undefined {
+    return this.#denyCache.figures(call);
+  }
+
+  #undecided(call: RuleCall, reason: DegradedReason): RuleResult {
+    const retryAfterMs = Math.max(1000, this.#breaker.remainingOpenMs());
     return ruleResult({
       call,
       outcome: "allowed",
@@ -129,41 +237,47 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
     });
   }
 
-  /** A rule not evaluated because a cached denial already answers the request. */
-  const notEvaluated = (call: RuleCall): RuleResult => undecided(call, "deny_cache");
-  /** Another rule of a request a cached denial answers: the figures kept beside it, else not evaluated. */
-  const besideDenial = (call: RuleCall): RuleResult => denyCache.figures(call) ?? notEvaluated(call);
-
   /** The request's results when a cached denial answers it (`deniedFromCache`), else `undefined`. */
-  const cachedDenialOf = (calls: readonly RuleCall[]): RuleResult[] | undefined =>
-    deniedFromCache(
+  #cachedDenialOf(calls: readonly RuleCall[]): RuleResult[] | undefined {
+    return deniedFromCache(
       calls,
-      calls.map((call) => denyCache.lookup(call)),
-      besideDenial,
+      calls.map((call) => this.#denyCache.lookup(call)),
+      // Another rule of a request a cached denial answers: the figures kept beside it, else not evaluated.
+      (call) => this.#denyCache.figures(call) ?? this.#undecided(call, "deny_cache"),
     );
+  }
 
   /**
    * Redis could not be asked or could not answer: fallback for fail-open `on` rules, undecided otherwise.
    * `sent`: the request's own calls to Redis, which an admission here now stands for.
    */
-  function degraded(
-    calls: RuleCall[],
-    reason: DegradedReason,
-    requestId: string,
-    sent: SentCalls,
-  ): RuleResult[] {
-    const slowNow = reason === "timeout" || (reason === "breaker_open" && slow);
+  #degraded(calls: RuleCall[], reason: DegradedReason, requestId: string, sent: SentCalls): RuleResult[] {
+    const slowNow = reason === "timeout" || (reason === "breaker_open" && this.#slow);
     const results = calls.map((call, i) => {
-      if (call.mode !== "on" || call.failure !== "open" || fallbackEntries <= 0)
-        return undecided(call, reason);
-      return ruleResult({ ...fallback.judge(call, slowNow, sent[i]), source: "fallback", reason });
+      if (call.mode !== "on" || call.failure !== "open" || this.#fallbackEntries <= 0)
+        return this.#undecided(call, reason);
+      return ruleResult({ ...this.#fallback.judge(call, slowNow, sent[i]), source: "fallback", reason });
     });
     if (results.every((r) => r.source !== "fallback" || r.outcome === "allowed")) {
       results.forEach((r, i) => {
-        if (r.source === "fallback") fallback.commit(r.call, requestId, sent[i]);
+        if (r.source === "fallback") this.#fallback.commit(r.call, requestId, sent[i]);
       });
     }
     return results;
+  }
+
+  #degradedDecision(
+    calls: RuleCall[],
+    reason: DegradedReason,
+    finish: (allowed: boolean, results: RuleResult[]) => Decision,
+    requestId: string,
+    sent: SentCalls = [],
+  ): Decision {
+    const results = this.#degraded(calls, reason, requestId, sent);
+    const denied = results.some(
+      (r) => r.call.mode === "on" && r.source === "fallback" && r.outcome !== "allowed",
+    );
+    return finish(!denied, results);
   }
 
   /**
@@ -174,121 +288,31 @@ export function createDecider(store: DecisionStore, options: DeciderOptions = {}
    * would each time out and open it for every identity of the isolate. A silent Redis answers nothing, so
    * there every timeout counts, shortened or not. A probe always reports. Health hears of every failure.
    */
-  function recordFailure(error: unknown, probe: boolean, shortened: boolean): DegradedReason {
+  #recordFailure(error: unknown, probe: boolean, shortened: boolean): DegradedReason {
     const failure = classifyFailure(error);
-    tracker.failed(failure);
-    slow = failure.reason === "timeout";
-    const answeredLately = now() - lastAnsweredAt < timeoutMs;
+    this.#tracker.failed(failure);
+    this.#slow = failure.reason === "timeout";
+    const answeredLately = this.#now() - this.#lastAnsweredAt < this.#timeoutMs;
     if (shortened && !probe && failure.reason === "timeout" && answeredLately) return failure.reason;
-    if (breaker.failure(probe)) {
-      log(
-        `floodgate: circuit breaker open for ${breaker.remainingOpenMs()} ms after ${breaker.failures} ` +
+    if (this.#breaker.failure(probe)) {
+      this.#log(
+        `floodgate: circuit breaker open for ${this.#breaker.remainingOpenMs()} ms after ${this.#breaker.failures} ` +
           `failed Redis decision(s) in a row (last: ${FAILURE_TEXT[failure.kind]}); ` +
           "rules follow their failure policy",
       );
     }
     return failure.reason;
   }
+}
 
-  async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
-    const startedMs = performance.now();
-    const finish = (allowed: boolean, results: RuleResult[]): Decision =>
-      decisionOf(allowed, results, performance.now() - startedMs);
-    if (calls.length === 0) return finish(true, []);
-
-    const denied = cachedDenialOf(calls);
-    if (denied) return finish(false, denied);
-
-    let budgetMs = Math.min(timeoutMs, opts.budgetMs ?? timeoutMs);
-    // A denial of this request just expired and another request is asking Redis about it: its answer, not a
-    // call of our own (src/resilience/deny-cache.ts says why waiting, and what each answer means here).
-    const refreshing = budgetMs > 0 ? denyCache.refreshing(calls) : undefined;
-    if (refreshing) {
-      const waitedFrom = now();
-      const landed = await within(refreshing.landed, budgetMs);
-      // Not landed within this request's budget: its failure policy, as after a call of its own that timed
-      // out (the breaker counts the refreshing call's outcome, once).
-      if (landed === undefined) return degradedDecision(calls, "timeout", finish, requestId);
-      if (landed !== "answered") return degradedDecision(calls, landed, finish, requestId);
-      const deniedAgain = cachedDenialOf(calls);
-      if (deniedAgain) return finish(false, deniedAgain);
-      // Let through (on a unit of its own, not ours), or denied in a way that does not answer this request.
-      budgetMs -= now() - waitedFrom;
-    }
-    // No budget left (the request already waited on Redis as long as it may: a live-mode read, a lease call
-    // another request sent, a refresh above): a call now would still be counted by Redis, its answer heard or
-    // not as a 0 ms abort timer happens to allow, and a negative budget throws in `AbortSignal.timeout`. Redis
-    // did not fail: no breaker failure, and, asked before the breaker, no probe taken and left unanswered.
-    if (!(budgetMs > 0)) return degradedDecision(calls, "timeout", finish, requestId);
-
-    const admission = breaker.admit();
-    if (admission === "skip") return degradedDecision(calls, "breaker_open", finish, requestId);
-
-    const refresh = denyCache.refreshBy(calls, now() + budgetMs + guardMs);
-    if (refresh) opts.waitUntil?.(refresh.landed);
-    let outcome: RefreshOutcome = "answered";
-    const sent = fallback.sent(calls, opts.lease?.units);
-    try {
-      const decision = await decideWithin(
-        store,
-        calls,
-        requestId,
-        budgetMs,
-        guardMs,
-        opts.onTimer,
-        opts.lease ? { lease: opts.lease } : opts.stamps ? { stamps: true } : undefined,
-      );
-      if (breaker.state !== "closed") log("floodgate: Redis answers again; circuit breaker closed");
-      breaker.success();
-      tracker.succeeded();
-      lastAnsweredAt = now();
-      fallback.heard(decision.results, sent);
-      if (!decision.allowed) denyCache.remember(decision.results);
-      return decision;
-    } catch (error) {
-      outcome = recordFailure(error, admission === "probe", budgetMs < timeoutMs);
-      // Refused or unreachable: not counted. A timeout may have been: its units weigh on the fallback.
-      if (outcome !== "timeout") fallback.lost(calls, sent);
-      return degradedDecision(calls, outcome, finish, requestId, sent);
-    } finally {
-      // After the answer is in the cache: the requests waiting for it look there first.
-      if (refresh) denyCache.settle(refresh, outcome);
-    }
-  }
-
-  function degradedDecision(
-    calls: RuleCall[],
-    reason: DegradedReason,
-    finish: (allowed: boolean, results: RuleResult[]) => Decision,
-    requestId: string,
-    sent: SentCalls = [],
-  ): Decision {
-    const results = degraded(calls, reason, requestId, sent);
-    const denied = results.some(
-      (r) => r.call.mode === "on" && r.source === "fallback" && r.outcome !== "allowed",
-    );
-    return finish(!denied, results);
-  }
-
-  return {
-    decide,
-    async release(call, requestId, reservation) {
-      fallback.release(call, requestId);
-      // A slot we cannot free now is freed by its lease in Redis; releases never touch the breaker.
-      if (breaker.state === "open") return;
-      try {
-        await store.release(call, requestId, reservation);
-      } catch {
-        // Same: the lease expires on its own.
-      }
-    },
-    health: () => tracker.report(breaker),
-    forget(rule, identityHash) {
-      denyCache.forget(rule, identityHash);
-    },
-    cachedDenial: (call) => denyCache.lookup(call),
-    cachedFigures: (call) => denyCache.figures(call),
-  };
+/**
+ * A never-throwing decider over `store` (an {@link EndpointDecider}): the library's entry to a ready engine
+ * for `rateLimit({ decider })`.
+ * @example
+ * const decider = createDecider(createStore({ url, token, prefix, timeoutMs }), { timeoutMs });
+ */
+export function createDecider(store: DecisionStore, options: DeciderOptions = {}): ResilientDecider {
+  return new EndpointDecider(store, options);
 }
 
 /**

@@ -7,9 +7,9 @@ import { DEFAULTS } from "../engine/defaults";
 import { rendezvous } from "../engine/shards";
 import { createStore, type Store } from "../engine/store";
 import type { Decision, RefundCall, RuleCall, WaitUntil } from "../engine/types";
-import { withLeases } from "../leases";
-import { createDecider, type DeciderOptions } from "./decider";
-import { createShardedDecider, type ShardedDecider } from "./sharded";
+import { LeasingDecider } from "../leases";
+import { type DeciderHealth, type DeciderOptions, EndpointDecider, type ResilientDecider } from "./decider";
+import { ShardedDecider } from "./sharded";
 
 /** What {@link createEngine} builds from. */
 export interface EngineOptions {
@@ -35,7 +35,9 @@ export interface EngineOptions {
  * The engine's decider: the whole stack. `decideNow` answers a request from its leases with no promise
  * (absent with leases off); `endpointHealth` tells the endpoints apart.
  */
-export interface EngineDecider extends ShardedDecider {
+export interface EngineDecider extends ResilientDecider {
+  /** Each endpoint's health, in the endpoints' order. */
+  endpointHealth(): DeciderHealth[];
   decideNow?(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined;
   /** Units this isolate holds on lease, unspent (absent with leases off; docs/monitoring.md). */
   leasedUnits?(): number;
@@ -89,14 +91,15 @@ export function createEngine(options: EngineOptions): Engine {
   // Scored by URL, so the endpoints' order in the binding does not matter (src/engine/shards.ts).
   const shardOf = rendezvous(endpoints.map((e) => e.url));
   // With several endpoints, each decider's log lines (breaker, credentials) say which one, as health does.
-  const deciders = stores.map((store, i) =>
-    createDecider(store, {
-      ...options.decider,
-      timeoutMs,
-      ...(stores.length > 1 && { endpointName: `endpoint ${i}` }),
-    }),
+  const deciders = stores.map(
+    (store, i) =>
+      new EndpointDecider(store, {
+        ...options.decider,
+        timeoutMs,
+        ...(stores.length > 1 && { endpointName: `endpoint ${i}` }),
+      }),
   );
-  const sharded = createShardedDecider({
+  const sharded = new ShardedDecider({
     deciders,
     shardOf,
     refund: (shard, calls, requestId, ageUs) => (stores[shard] as Store).refund(calls, requestId, -ageUs),
@@ -127,7 +130,7 @@ export function createEngine(options: EngineOptions): Engine {
   }
   const decider: EngineDecider =
     (options.leases ?? DEFAULTS.leases) === "on"
-      ? withLeases(sharded, { refund, maxMs: options.leaseMs ?? DEFAULTS.leaseMs })
+      ? new LeasingDecider(sharded, { refund, maxMs: options.leaseMs ?? DEFAULTS.leaseMs })
       : sharded;
   // What the limiter gives back after a response (a rule counting by status: docs/counting.md). Units back in
   // Redis may turn a denial this isolate cached wrong: it asks Redis again next time.

@@ -12,11 +12,11 @@ import { traitsOf } from "../engine/algorithms";
 import { DEFAULTS } from "../engine/defaults";
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
 import { decisionOf, refusedDecision, ruleResult } from "../engine/results";
-import type { DecideOptions, Decision, RefundCall, RuleCall, RuleResult } from "../engine/types";
+import type { DecideOptions, Decision, RefundCall, Reservation, RuleCall, RuleResult } from "../engine/types";
 import { BREAKER_RANK } from "./breaker";
 import { type DeciderHealth, deniedFromCache, type ResilientDecider } from "./decider";
 
-/** Options of {@link createShardedDecider}. */
+/** Options of {@link ShardedDecider}. */
 export interface ShardedDeciderOptions {
   /** One decider per endpoint, in `UPSTASH_REDIS_REST_URL`'s order. */
   deciders: readonly ResilientDecider[];
@@ -43,12 +43,6 @@ export interface ShardedDeciderOptions {
   slotGroups?: boolean;
 }
 
-/** A decider over several endpoints; `health()` sums them up, `endpointHealth()` tells each apart. */
-export interface ShardedDecider extends ResilientDecider {
-  /** Each endpoint's health, in `deciders`' order. */
-  endpointHealth(): DeciderHealth[];
-}
-
 /** A rule not evaluated because the request is already denied by a cached denial, with no figures kept. */
 const skipped = (call: RuleCall): RuleResult =>
   ruleResult({
@@ -63,39 +57,56 @@ const skipped = (call: RuleCall): RuleResult =>
   });
 
 /**
- * Routes every decision, release and forget to the endpoints holding its identities.
+ * A decider over several endpoints: routes every decision, release and forget to the endpoints holding its
+ * identities; `health()` sums them up, `endpointHealth()` tells each apart.
  * @example
- * const decider = createShardedDecider({ deciders, shardOf: rendezvous(urls), refund });
+ * const decider = new ShardedDecider({ deciders, shardOf: rendezvous(urls), refund });
  * const decision = await decider.decide(calls, requestId, { waitUntil: (p) => ctx.waitUntil(p) });
  */
-export function createShardedDecider(options: ShardedDeciderOptions): ShardedDecider {
-  const {
-    deciders,
-    shardOf,
-    refund,
-    refundTimeoutMs = DEFAULTS.adminTimeoutMs,
-    slotGroups = false,
-  } = options;
-  if (deciders.length === 0) throw new Error("createShardedDecider: at least one decider is required");
-  const deciderOf = (shard: number) => deciders[shard] as ResilientDecider;
-  const single = deciders.length === 1;
-  const route = single ? () => 0 : shardOf;
-  /** Another rule of a request a cached denial answers: the figures its endpoint kept, else skipped. */
-  const besideDenial = (call: RuleCall): RuleResult =>
-    deciderOf(route(call.identityHash)).cachedFigures(call) ?? skipped(call);
+export class ShardedDecider implements ResilientDecider {
+  readonly #deciders: readonly ResilientDecider[];
+  readonly #refund: ShardedDeciderOptions["refund"];
+  readonly #refundTimeoutMs: number;
+  readonly #slotGroups: boolean;
+  /** One endpoint: every identity is its. */
+  readonly #single: boolean;
+  /** The endpoint (index into `#deciders`) holding an identity. */
+  readonly #route: (identityHash: string) => number;
 
-  async function decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
+  constructor(options: ShardedDeciderOptions) {
+    const {
+      deciders,
+      shardOf,
+      refund,
+      refundTimeoutMs = DEFAULTS.adminTimeoutMs,
+      slotGroups = false,
+    } = options;
+    if (deciders.length === 0) throw new Error("ShardedDecider: at least one decider is required");
+    this.#deciders = deciders;
+    this.#refund = refund;
+    this.#refundTimeoutMs = refundTimeoutMs;
+    this.#slotGroups = slotGroups;
+    this.#single = deciders.length === 1;
+    this.#route = this.#single ? () => 0 : shardOf;
+  }
+
+  async decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
     const first = calls[0];
     // One identity (the common case), or one Redis that is not a cluster: one call, as without sharding.
-    if (first === undefined || sameIdentity(calls) || (single && !slotGroups)) {
-      return deciderOf(first === undefined ? 0 : route(first.identityHash)).decide(calls, requestId, opts);
+    if (first === undefined || sameIdentity(calls) || (this.#single && !this.#slotGroups)) {
+      return this.#deciderOf(first === undefined ? 0 : this.#route(first.identityHash)).decide(
+        calls,
+        requestId,
+        opts,
+      );
     }
     // A denial this isolate has cached answers at once, as for one group: no group is called and counted
     // only to be refunded. Not when a rule left undecided would be fail-closed (the decider's own rule).
-    const cached = calls.map((call) => deciderOf(route(call.identityHash)).cachedDenial(call));
-    const denied = deniedFromCache(calls, cached, besideDenial);
+    const cached = calls.map((call) => this.cachedDenial(call));
+    // Another rule of such a request: the figures its endpoint kept, else skipped.
+    const denied = deniedFromCache(calls, cached, (call) => this.cachedFigures(call) ?? skipped(call));
     if (denied) return decisionOf(false, denied, 0);
-    const groups = groupCalls(calls, route, slotGroups);
+    const groups = groupCalls(calls, this.#route, this.#slotGroups);
 
     // No leases across groups: a refund of a denied split request could take back leased units with the
     // request's own (a sliding log's members are named by request id), and a lease must never outlive its units.
@@ -107,7 +118,7 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
     const startedMs = performance.now();
     const decisions = await Promise.all(
       groups.map((group) =>
-        deciderOf(group.shard).decide(
+        this.#deciderOf(group.shard).decide(
           group.calls,
           requestId,
           group.calls.some((call) => traitsOf(call.algorithm).shape === "bucket") ? stamped : groupOpts,
@@ -118,12 +129,12 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
     const decision = mergeDecisions(calls.length, groups, decisions, elapsedMs);
     if (!admitted(decision)) {
       // The units were taken after `startedMs`; the refund runs within its timeout of now.
-      const ageUs = Math.ceil((elapsedMs + refundTimeoutMs + 1) * 1000);
+      const ageUs = Math.ceil((elapsedMs + this.#refundTimeoutMs + 1) * 1000);
       const refunds: Promise<unknown>[] = [];
       groups.forEach((group, g) => {
         const consumed = consumedCalls(decisions[g] as Decision);
         if (consumed.length > 0) {
-          refunds.push(refund(group.shard, consumed, requestId, ageUs).catch(() => undefined));
+          refunds.push(this.#refund(group.shard, consumed, requestId, ageUs).catch(() => undefined));
         }
       });
       if (refunds.length > 0) {
@@ -137,49 +148,61 @@ export function createShardedDecider(options: ShardedDeciderOptions): ShardedDec
     return decision;
   }
 
-  function endpointHealth(): DeciderHealth[] {
-    return deciders.map((d) => d.health());
+  release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
+    return this.#deciderOf(this.#route(call.identityHash)).release(call, requestId, reservation);
   }
 
-  return {
-    decide,
-    release: (call, requestId, reservation) =>
-      deciderOf(route(call.identityHash)).release(call, requestId, reservation),
-    forget: (rule, identityHash) => deciderOf(route(identityHash)).forget(rule, identityHash),
-    cachedDenial: (call) => deciderOf(route(call.identityHash)).cachedDenial(call),
-    cachedFigures: (call) => deciderOf(route(call.identityHash)).cachedFigures(call),
-    endpointHealth,
-    health() {
-      if (single) return deciderOf(0).health();
-      // The worst endpoint speaks for all: degraded if any is, the breaker state of the worst one.
-      const each = endpointHealth();
-      let worst = each[0] as DeciderHealth;
-      for (const h of each) if (BREAKER_RANK[h.breaker] > BREAKER_RANK[worst.breaker]) worst = h;
-      const latest = each
-        .map((h) => h.lastFailure)
-        .filter((f) => f !== null)
-        .sort((a, b) => a.agoMs - b.agoMs)[0];
-      return {
-        status: each.some((h) => h.status === "degraded") ? "degraded" : "ok",
-        breaker: worst.breaker,
-        breakerRemainingMs: Math.max(...each.map((h) => h.breakerRemainingMs)),
-        consecutiveFailures: Math.max(...each.map((h) => h.consecutiveFailures)),
-        lastFailure: latest ?? null,
-        credentials: each.some((h) => h.credentials === "rejected")
-          ? "rejected"
-          : each.every((h) => h.credentials === "accepted")
-            ? "accepted"
-            : "unknown",
-        errors: {
-          timeout: sum(each, (h) => h.errors.timeout),
-          unavailable: sum(each, (h) => h.errors.unavailable),
-          auth: sum(each, (h) => h.errors.auth),
-          script: sum(each, (h) => h.errors.script),
-        },
-        breakerOpens: sum(each, (h) => h.breakerOpens),
-      };
-    },
-  };
+  forget(rule: string, identityHash: string): void {
+    this.#deciderOf(this.#route(identityHash)).forget(rule, identityHash);
+  }
+
+  cachedDenial(call: RuleCall): RuleResult | undefined {
+    return this.#deciderOf(this.#route(call.identityHash)).cachedDenial(call);
+  }
+
+  cachedFigures(call: RuleCall): RuleResult | undefined {
+    return this.#deciderOf(this.#route(call.identityHash)).cachedFigures(call);
+  }
+
+  /** Each endpoint's health, in `deciders`' order. */
+  endpointHealth(): DeciderHealth[] {
+    return this.#deciders.map((d) => d.health());
+  }
+
+  health(): DeciderHealth {
+    if (this.#single) return this.#deciderOf(0).health();
+    // The worst endpoint speaks for all: degraded if any is, the breaker state of the worst one.
+    const each = this.endpointHealth();
+    let worst = each[0] as DeciderHealth;
+    for (const h of each) if (BREAKER_RANK[h.breaker] > BREAKER_RANK[worst.breaker]) worst = h;
+    const latest = each
+      .map((h) => h.lastFailure)
+      .filter((f) => f !== null)
+      .sort((a, b) => a.agoMs - b.agoMs)[0];
+    return {
+      status: each.some((h) => h.status === "degraded") ? "degraded" : "ok",
+      breaker: worst.breaker,
+      breakerRemainingMs: Math.max(...each.map((h) => h.breakerRemainingMs)),
+      consecutiveFailures: Math.max(...each.map((h) => h.consecutiveFailures)),
+      lastFailure: latest ?? null,
+      credentials: each.some((h) => h.credentials === "rejected")
+        ? "rejected"
+        : each.every((h) => h.credentials === "accepted")
+          ? "accepted"
+          : "unknown",
+      errors: {
+        timeout: sum(each, (h) => h.errors.timeout),
+        unavailable: sum(each, (h) => h.errors.unavailable),
+        auth: sum(each, (h) => h.errors.auth),
+        script: sum(each, (h) => h.errors.script),
+      },
+      breakerOpens: sum(each, (h) => h.breakerOpens),
+    };
+  }
+
+  #deciderOf(shard: number): ResilientDecider {
+    return this.#deciders[shard] as ResilientDecider;
+  }
 }
 
 const sum = <T>(items: readonly T[], of: (item: T) => number): number =>

@@ -21,14 +21,14 @@ import { refundOf } from "../../src/engine/results";
 import { scriptArguments } from "../../src/engine/script";
 import type { Store } from "../../src/engine/store";
 import type { RuleCall, RuleResult } from "../../src/engine/types";
-import { withLeases } from "../../src/leases";
+import { LeasingDecider } from "../../src/leases";
 import { LoadShedError, QuotaExceededError } from "../../src/middleware/errors";
 import { rateLimitHeaders } from "../../src/middleware/headers";
 import { verdictOf } from "../../src/middleware/verdict";
-import { createDecider, type ResilientDecider } from "../../src/resilience/decider";
+import { EndpointDecider, type ResilientDecider } from "../../src/resilience/decider";
 import { DenyCache } from "../../src/resilience/deny-cache";
 import { FallbackLimiter } from "../../src/resilience/fallback";
-import { directRedis, requestId, ruleCall, testStore, uniquePrefix } from "./lua-support";
+import { directRedis, requestId, ruleCall, testStore, uniquePrefix, withDecide } from "./lua-support";
 
 /** A valid rule of `algorithm`, plus `fields`. */
 function rule(algorithm: Algorithm, fields: Record<string, unknown> = {}): Record<string, unknown> {
@@ -208,16 +208,15 @@ describe("leases on real Redis", () => {
   afterAll(() => redis.quit());
 
   it.each(ALGORITHMS)("%s: a hot identity is leased only where the table says so", async (algorithm) => {
-    const inner = createDecider(store, { timeoutMs: 5000 });
+    const inner = new EndpointDecider(store, { timeoutMs: 5000 });
     let leaseCalls = 0;
-    const counted: ResilientDecider = {
-      ...inner,
+    const counted: ResilientDecider = withDecide(inner, {
       decide(rules, id, opts) {
         if (opts?.lease) leaseCalls++;
         return inner.decide(rules, id, opts);
       },
-    };
-    const isolate = withLeases(counted, { refund: store.refund, maxMs: 1000 });
+    });
+    const isolate = new LeasingDecider(counted, { refund: store.refund, maxMs: 1000 });
     const hot = ruleCall({ algorithm, limit: 1000, burst: 1000, periodMs: 3_600_000 });
     for (let i = 0; i < 40; i++) {
       const id = requestId();

@@ -15,7 +15,7 @@ import { rendezvous } from "../../src/engine/shards";
 import { createStore, type Store, StoreError } from "../../src/engine/store";
 import type { Algorithm, Decision, RefundCall, RuleCall } from "../../src/engine/types";
 import { giveBack } from "../../src/middleware/delay";
-import { createDecider } from "../../src/resilience/decider";
+import { EndpointDecider } from "../../src/resilience/decider";
 import { createEngine, type Engine } from "../../src/resilience/engine";
 import { peekRemaining, requestId, ruleCall, uniquePrefix } from "./lua-support";
 
@@ -296,7 +296,7 @@ describe("a bucket's refund priced by its decision's stamp (the TAT it wrote)", 
     expect(decision.results[0]?.delayMs).toBeGreaterThan(0);
     const [heldKey, plainKey] = [held, plain].map((call) => stateKey(prefix, call.rule, call.identityHash));
     const plainTat = await redis.get(plainKey as string);
-    await giveBack(createDecider(store), decision, id);
+    await giveBack(new EndpointDecider(store), decision, id);
     expect(await redis.get(heldKey as string)).toBe(String(decision.results[0]?.reservation?.previousTatUs));
     expect(await redis.get(plainKey as string)).toBe(plainTat);
   });

@@ -17,7 +17,7 @@ import { reaimArguments } from "../../src/engine/script";
 import type { Store } from "../../src/engine/store";
 import type { Decision, LeaseGrant, RuleCall, RuleResult } from "../../src/engine/types";
 import { giveBack as giveBackHeld } from "../../src/middleware/delay";
-import { createDecider } from "../../src/resilience/decider";
+import { EndpointDecider } from "../../src/resilience/decider";
 import { awayFromWindowEdge } from "../support/window-edge";
 import { directRedis, redisNowMs, requestId, ruleCall, sleep, testStore, uniquePrefix } from "./lua-support";
 
@@ -482,7 +482,7 @@ describe("a bucket's TAT rebuilt to the very µs a write from before a reset lef
     await reset(call);
     expect(await rebuildTo(call, reservation.tatUs, 1_500_000)).toBe(true); // fresh held requests up to it
     const tat = await redis.get(counterOf(call));
-    await giveBackHeld(createDecider(store), held, id); // its client went away
+    await giveBackHeld(new EndpointDecider(store), held, id); // its client went away
     // Before: the TAT from before the reset came back, a second of the rate freed.
     expect(await redis.get(counterOf(call))).toBe(tat);
   });
@@ -515,7 +515,7 @@ describe("a bucket's TAT rebuilt to the very µs a write from before a reset lef
       await sleep(300); // past the capacity's fence
       expect(await rebuildTo(call, reservation.tatUs, 100_000)).toBe(true); // fresh held requests up to it
       const tat = await redis.get(counterOf(call));
-      await giveBackHeld(createDecider(store), held, id);
+      await giveBackHeld(new EndpointDecider(store), held, id);
       expect(await redis.get(counterOf(call))).toBe(tat);
     },
   );
@@ -560,14 +560,14 @@ describe("a bucket's TAT rebuilt to the very µs a write from before a reset lef
     const held = await store.decide([call], id);
     expect(held.results[0]?.delayMs).toBeGreaterThan(0);
     const tat = await redis.get(counterOf(call));
-    await giveBackHeld(createDecider(store), held, id);
+    await giveBackHeld(new EndpointDecider(store), held, id);
     expect(await redis.get(counterOf(call))).toBe(tat);
     // Held under the rule's own limits, the same give-back restores the TAT it replaced.
     const own = { ...call, override: false, identityHash: `${call.identityHash}-own` };
     await store.decide([own], requestId());
     const ownId = requestId();
     const ownHeld = await store.decide([own], ownId);
-    await giveBackHeld(createDecider(store), ownHeld, ownId);
+    await giveBackHeld(new EndpointDecider(store), ownHeld, ownId);
     expect(await redis.get(counterOf(own))).toBe(String(ownHeld.results[0]?.reservation?.previousTatUs));
   });
 });

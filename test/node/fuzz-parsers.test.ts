@@ -24,7 +24,7 @@ import {
 import { RequestFacts } from "../../src/identity/request";
 import { headerCost } from "../../src/middleware/cost";
 import { InvalidCostError } from "../../src/middleware/errors";
-import { createDecider } from "../../src/resilience/decider";
+import { EndpointDecider } from "../../src/resilience/decider";
 import { ProblemError } from "../../src/util/problem";
 import { directRedis, keysUnder, testStore, uniquePrefix } from "./lua-support";
 
@@ -442,7 +442,7 @@ describe("admin API bodies", () => {
         timeoutMs: 1000,
         clientIpHeader: "cf-connecting-ip",
       } as const;
-      const context = adminContextOf({ config, stores: [store], decider: createDecider(store) });
+      const context = adminContextOf({ config, stores: [store], decider: new EndpointDecider(store) });
       app = createAdminApp(() => context);
     });
     afterAll(() => redis.quit());

@@ -1,5 +1,5 @@
-// Leases at the edges, on real Redis (through the run's REST server): each isolate is a `withLeases` decider
-// over its own `createDecider`, as src/worker.ts builds it, and a second decider stands for another isolate.
+// Leases at the edges, on real Redis (through the run's REST server): each isolate is a `LeasingDecider`
+// over its own `EndpointDecider`, as src/resilience/engine.ts builds it, and a second decider stands for another isolate.
 // A bucket's return never gives back units that stand for someone else's; a leased bucket's headers never
 // promise more than a client gets; a grant answered after a revoke is not taken.
 import type { Redis as IORedis } from "ioredis";
@@ -9,8 +9,8 @@ import { admitted } from "../../src/engine/groups";
 import { resetFenceKey, resetFenceMs, stateKey } from "../../src/engine/keys";
 import { createStore, type Store } from "../../src/engine/store";
 import type { Algorithm, Decision, RuleCall } from "../../src/engine/types";
-import { withLeases } from "../../src/leases";
-import { createDecider, type DecisionStore, type ResilientDecider } from "../../src/resilience/decider";
+import { LeasingDecider } from "../../src/leases";
+import { type DecisionStore, EndpointDecider, type ResilientDecider } from "../../src/resilience/decider";
 import { awayFromWindowEdge } from "../support/window-edge";
 import {
   directRedis,
@@ -21,6 +21,7 @@ import {
   sleep,
   testStore,
   uniquePrefix,
+  withDecide,
 } from "./lua-support";
 
 let redis: IORedis;
@@ -32,13 +33,13 @@ beforeAll(() => {
 });
 afterAll(() => redis.quit());
 
-const isolate = (decider: ResilientDecider = createDecider(store, { timeoutMs: 5000 })) =>
-  withLeases(decider, { refund: store.refund, maxMs: 1000 });
+const isolate = (decider: ResilientDecider = new EndpointDecider(store, { timeoutMs: 5000 })) =>
+  new LeasingDecider(decider, { refund: store.refund, maxMs: 1000 });
 
 /** An isolate whose lease returns are recorded: the units each return got back. */
 function recordingReturns() {
   const refunded: number[][] = [];
-  const decider = withLeases(createDecider(store, { timeoutMs: 5000 }), {
+  const decider = new LeasingDecider(new EndpointDecider(store, { timeoutMs: 5000 }), {
     refund: async (calls, id, whenUs) => {
       const back = await store.refund(calls, id, whenUs);
       refunded.push(back);
@@ -51,29 +52,27 @@ function recordingReturns() {
 
 /** An isolate whose calls to Redis (its inner decider) are counted. */
 function countingRedisCalls() {
-  const inner = createDecider(store, { timeoutMs: 5000 });
+  const inner = new EndpointDecider(store, { timeoutMs: 5000 });
   let calls = 0;
-  const counted: ResilientDecider = {
-    ...inner,
+  const counted: ResilientDecider = withDecide(inner, {
     decide(rules, id, opts) {
       calls++;
       return inner.decide(rules, id, opts);
     },
-  };
+  });
   return { isolate: isolate(counted), redisCalls: () => calls };
 }
 
 /** An isolate whose lease calls (decisions asking Redis for a lease) are counted. */
 function countingLeaseCalls() {
-  const inner = createDecider(store, { timeoutMs: 5000 });
+  const inner = new EndpointDecider(store, { timeoutMs: 5000 });
   let calls = 0;
-  const counted: ResilientDecider = {
-    ...inner,
+  const counted: ResilientDecider = withDecide(inner, {
     decide(rules, id, opts) {
       if (opts?.lease) calls++;
       return inner.decide(rules, id, opts);
     },
-  };
+  });
   return { isolate: isolate(counted), leaseCalls: () => calls };
 }
 
@@ -98,7 +97,7 @@ describe.each(["token-bucket", "gcra"] as Algorithm[])("%s", (algorithm) => {
     const x = ruleCall({ algorithm, limit: 100, periodMs: 10_000 });
     const y = ruleCall({ algorithm, limit: 100, periodMs: 10_000 });
     const { isolate: a, refunded } = recordingReturns();
-    const b = createDecider(store, { timeoutMs: 5000 }); // another isolate (or X cold there: plain decisions)
+    const b = new EndpointDecider(store, { timeoutMs: 5000 }); // another isolate (or X cold there: plain decisions)
 
     // X is hot in isolate A; then one request of cost 10 leases 20 units and spends 10: 10 stay in the lease.
     await untilLocal(a, x, 10);
@@ -134,7 +133,7 @@ describe.each(["token-bucket", "gcra"] as Algorithm[])("%s", (algorithm) => {
     // I = 10 ms, burst 1000 (a 10 s bucket). The identity has spent 700 at once elsewhere: its TAT is 7 s ahead.
     const x = ruleCall({ algorithm, limit: 1000, periodMs: 10_000 });
     const y = ruleCall({ algorithm, limit: 1000, periodMs: 10_000 });
-    const b = createDecider(store, { timeoutMs: 5000 }); // another isolate
+    const b = new EndpointDecider(store, { timeoutMs: 5000 }); // another isolate
     expect((await b.decide([{ ...x, cost: 700 }], requestId())).allowed).toBe(true);
     const { isolate: a, refunded } = recordingReturns();
     // X turns hot in isolate A (a few requests within a second), then a request of cost 50 leases more;
@@ -279,16 +278,15 @@ describe("a request whose cost its lease cannot cover", () => {
   }, 30_000);
 
   it("swept while its denied call was on its way: the units still reach Redis at the next sweep", async () => {
-    const inner = createDecider(store, { timeoutMs: 5000 });
+    const inner = new EndpointDecider(store, { timeoutMs: 5000 });
     let gate: Promise<void> | undefined;
-    const slow: ResilientDecider = {
-      ...inner,
+    const slow: ResilientDecider = withDecide(inner, {
       async decide(calls, id, opts) {
         const decision = await inner.decide(calls, id, opts);
         await gate;
         return decision;
       },
-    };
+    });
     const { a, x, admitted, counted } = await hotClient("short-swept", {}, isolate(slow));
     let open = () => {};
     gate = new Promise<void>((resolve) => {
@@ -307,15 +305,14 @@ describe("a request whose cost its lease cannot cover", () => {
   it("spends no lease that may end before Redis answers: at a window's edge, its units and the rest would count in two windows", async () => {
     const periodMs = 4000;
     const x = ruleCall({ algorithm: "fixed-window", rule: "short-edge", limit, periodMs });
-    const inner = createDecider(store, { timeoutMs: 5000 });
+    const inner = new EndpointDecider(store, { timeoutMs: 5000 });
     let outMs = 0; // a slow way to Redis, for the one request that sets it
-    const slowOut: ResilientDecider = {
-      ...inner,
+    const slowOut: ResilientDecider = withDecide(inner, {
       async decide(calls, id, opts) {
         if (outMs > 0) await sleep(outMs);
         return inner.decide(calls, id, opts);
       },
-    };
+    });
     const a = isolate(slowOut);
     const windowOf = (ms: number) => Math.floor(ms / periodMs);
     const toEdge = async () => periodMs - ((await redisNowMs(redis)) % periodMs);
@@ -341,7 +338,7 @@ describe("a request whose cost its lease cannot cover", () => {
     expect(big.allowed).toBe(true);
     expect(answeredIn, "admitted in the next window").toBe(leaseWindow + 1);
     // In that window the client keeps sending, through both isolates, until neither admits.
-    const b = createDecider(store, { timeoutMs: 5000 });
+    const b = new EndpointDecider(store, { timeoutMs: 5000 });
     let more = 0;
     for (let i = 0; i < 2 * limit; i++) {
       const [fromA, fromB] = [await a.decide([x], requestId()), await b.decide([x], requestId())];
@@ -384,7 +381,7 @@ describe("a request whose cost its lease cannot cover", () => {
       if (grant && decision.results[0]?.source === "redis") held = grant.units - x.cost;
     }
     expect(held, "units leased here").toBeGreaterThanOrEqual(4);
-    const elsewhere = createDecider(store, { timeoutMs: 5000 });
+    const elsewhere = new EndpointDecider(store, { timeoutMs: 5000 });
     const left = await peekRemaining(store, x);
     expect((await elsewhere.decide([{ ...x, cost: left - 2 }], requestId())).allowed).toBe(true);
     const cost = held + 15; // Redis is asked for 15, has about 2
@@ -408,18 +405,17 @@ async function returned(a: ReturnType<typeof isolate>, x: RuleCall, ms = 1100) {
 
 it("a lease whose answer arrives after its identity was revoked here is not taken", async () => {
   const x = ruleCall({ algorithm: "fixed-window", limit: 1000, periodMs: 3_600_000 });
-  const inner = createDecider(store, { timeoutMs: 5000 });
+  const inner = new EndpointDecider(store, { timeoutMs: 5000 });
   // Network latency on the answer of a lease call: Redis executed it, the isolate has not heard yet.
   let gate: Promise<void> | undefined;
   let open = () => {};
-  const slow: ResilientDecider = {
-    ...inner,
+  const slow: ResilientDecider = withDecide(inner, {
     async decide(calls, id, opts) {
       const decision = await inner.decide(calls, id, opts);
       if (opts?.lease && gate) await gate;
       return decision;
     },
-  };
+  });
   const a = isolate(slow);
   await untilLocal(a, x, 10); // hot
   gate = new Promise<void>((resolve) => {
@@ -488,17 +484,16 @@ describe("a burst into one isolate", () => {
         return store.decide(calls, id, opts);
       },
     };
-    const inner = createDecider(counted, { timeoutMs: 5000 });
+    const inner = new EndpointDecider(counted, { timeoutMs: 5000 });
     // A lease call whose request's context went away with it: it never lands.
     let lose = false;
-    const lossy: ResilientDecider = {
-      ...inner,
+    const lossy: ResilientDecider = withDecide(inner, {
       decide(calls, id, opts) {
         if (!lose || !opts?.lease) return inner.decide(calls, id, opts);
         lose = false;
         return new Promise(() => {});
       },
-    };
+    });
     const a = isolate(lossy);
     const options = { budgetMs: 300, waitUntil: () => {} };
     // Six requests at once into a cold identity: the first four are decided one by one, the fifth asks
@@ -572,15 +567,14 @@ it("asks no lease while another of the request's rules is cold, and parks no uni
 it("renews only the rules of a request whose lease is half spent, parking no units for the others", async () => {
   const x = ruleCall({ algorithm: "fixed-window", rule: "x", limit: 1_000_000, periodMs: 3_600_000 });
   const y = { ...x, rule: "y" };
-  const inner = createDecider(store, { timeoutMs: 5000 });
+  const inner = new EndpointDecider(store, { timeoutMs: 5000 });
   const renewed: string[][] = [];
-  const watched: ResilientDecider = {
-    ...inner,
+  const watched: ResilientDecider = withDecide(inner, {
     decide(calls, id, opts) {
       if (opts?.lease && calls.every((call) => call.cost === 0)) renewed.push(calls.map((call) => call.rule));
       return inner.decide(calls, id, opts);
     },
-  };
+  });
   const a = isolate(watched);
   // Both rules leased by requests matching both, hot enough for leases of several units.
   for (let i = 0; i < 60; i++) await a.decide([x, y], requestId());
@@ -625,7 +619,7 @@ it("gives every result the same fields in the same order, whatever decided it (o
   await awayFromWindowEdge(hot.periodMs, 3_000); // no lease crosses a window's edge
   const leased = await untilLocal(isolate(), hot, 20);
 
-  const cachingDecider = createDecider(store, { timeoutMs: 5000 });
+  const cachingDecider = new EndpointDecider(store, { timeoutMs: 5000 });
   const tight = ruleCall({ algorithm: "gcra", limit: 1, periodMs: 5_000, override: false });
   await cachingDecider.decide([tight], requestId());
   const denied = await cachingDecider.decide([tight], requestId());
@@ -639,7 +633,7 @@ it("gives every result the same fields in the same order, whatever decided it (o
     prefix,
     timeoutMs: 1000,
   });
-  const degraded = await createDecider(unreachable, { timeoutMs: 1000 }).decide(
+  const degraded = await new EndpointDecider(unreachable, { timeoutMs: 1000 }).decide(
     [ruleCall({ algorithm: "fixed-window" }), ruleCall({ algorithm: "fixed-window", failure: "closed" })],
     requestId(),
   );

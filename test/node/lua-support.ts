@@ -6,6 +6,7 @@ import { Redis as IORedis } from "ioredis";
 import { inject } from "vitest";
 import { createStore, type Store } from "../../src/engine/store";
 import type { RuleCall } from "../../src/engine/types";
+import type { ResilientDecider } from "../../src/resilience/decider";
 
 export { ALGORITHMS } from "../../src/engine/types";
 
@@ -80,3 +81,21 @@ export async function keysUnder(redis: IORedis, prefix: string): Promise<string[
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * `inner` with its `decide` replaced (the replacement may call `inner.decide`), every other method passed
+ * through: a test's window on the calls an isolate's decider makes.
+ */
+export function withDecide(
+  inner: ResilientDecider,
+  { decide }: Pick<ResilientDecider, "decide">,
+): ResilientDecider {
+  return {
+    decide,
+    release: (call, requestId, reservation) => inner.release(call, requestId, reservation),
+    health: () => inner.health(),
+    forget: (rule, identityHash) => inner.forget(rule, identityHash),
+    cachedDenial: (call) => inner.cachedDenial(call),
+    cachedFigures: (call) => inner.cachedFigures(call),
+  };
+}

@@ -9,7 +9,7 @@ import { DEFAULTS } from "../../src/engine/defaults";
 import { stateKey } from "../../src/engine/keys";
 import { createStore } from "../../src/engine/store";
 import type { Decision, RuleCall } from "../../src/engine/types";
-import { createDecider, type DeciderOptions, type DecisionStore } from "../../src/resilience/decider";
+import { type DeciderOptions, type DecisionStore, EndpointDecider } from "../../src/resilience/decider";
 import { DENY_CACHE_HOLD_MS } from "../../src/resilience/deny-cache";
 import { waitUntilRestReachesRedis } from "../support/rest-ready";
 
@@ -65,7 +65,7 @@ function rule(overrides: Partial<RuleCall> = {}): RuleCall {
 function setup(options: DeciderOptions = {}, store?: ReturnType<typeof createStore>) {
   const timeoutMs = options.timeoutMs ?? ROOMY_TIMEOUT_MS;
   const logs: string[] = [];
-  const decider = createDecider(store ?? createStore({ url: rest.url, token: rest.token, timeoutMs }), {
+  const decider = new EndpointDecider(store ?? createStore({ url: rest.url, token: rest.token, timeoutMs }), {
     log: (line) => logs.push(line),
     ...options,
     timeoutMs,
@@ -406,7 +406,7 @@ describe("when a cached denial expires", () => {
     return decider;
   }
 
-  const crowd = (decider: ReturnType<typeof createDecider>, call: RuleCall, n: number) =>
+  const crowd = (decider: EndpointDecider, call: RuleCall, n: number) =>
     Promise.all(Array.from({ length: n }, (_, i) => timed(() => decider.decide([call], `crowd${i}`))));
 
   it("asks Redis once for the decisions arriving meanwhile, and answers them with Redis's new denial", async () => {
@@ -501,7 +501,7 @@ describe("when a cached denial expires behind a slow Redis", () => {
 describe("a store that never answers", () => {
   it("is not waited for past the budget plus the decider's grace", async () => {
     const hung: DecisionStore = { decide: () => new Promise(() => {}), release: () => new Promise(() => {}) };
-    const decider = createDecider(hung, { timeoutMs: 100, guardMs: 20, log: () => {} });
+    const decider = new EndpointDecider(hung, { timeoutMs: 100, guardMs: 20, log: () => {} });
     const { decision, ms } = await timed(() => decider.decide([rule()], "hung"));
     expect(decision.results[0]).toMatchObject({ source: "fallback", reason: "timeout" });
     expect(ms).toBeGreaterThanOrEqual(100);
