@@ -100,6 +100,39 @@ export const CLIENT_ACTIONS = `
       form.elements.identity.value = "";
       return lookUp(form.closest("[data-rule]"), rule, value);
     },
+    whatif: function (rule, form) {
+      var limit = form.elements.limit.value;
+      var query = limit ? "?limit=" + encodeURIComponent(limit) : "";
+      return api("GET", "/whatif/" + encodeURIComponent(rule) + query).then(function (result) {
+        var panel = form.closest("[data-rule]").querySelector('[data-panel="whatif"]');
+        panel.replaceChildren();
+        var list = document.createElement("ol");
+        list.className = "spread";
+        result.spread.forEach(function (band) {
+          var li = document.createElement("li");
+          var bar = document.createElement("span");
+          bar.className = "bar" + (band.toPercent === null ? " over" : "");
+          bar.style.width = (result.identities ? Math.round((100 * band.identities) / result.identities) : 0) + "%";
+          li.textContent = (band.toPercent === null ? "over 100 %" : band.fromPercent + "–" + band.toPercent + " %") +
+            ": " + band.identities;
+          li.appendChild(bar);
+          list.appendChild(li);
+        });
+        var heading = document.createElement("p");
+        heading.textContent = result.identities + " identities in the last hour, by their peak demand (% of " +
+          result.capacity.of + " " + result.capacity.units + "):";
+        panel.appendChild(heading);
+        panel.appendChild(list);
+        var verdict = document.createElement("p");
+        verdict.setAttribute("data-field", "whatif.verdict");
+        verdict.textContent = result.proposed
+          ? "At " + result.capacity.of + " " + result.proposed.limit + ", " + result.proposed.denied + " of " +
+            result.identities + " identities would have been denied in the last hour."
+          : "Give a " + result.capacity.of + " to see how many would have been denied.";
+        panel.appendChild(verdict);
+        return "What if for " + rule + ": nothing was changed.";
+      });
+    },
     mode: function (rule, form) {
       var value = form.elements.mode.value;
       if (value === "off" && !confirmOff("rule " + rule)) return Promise.resolve("Rule " + rule + " was not switched.");

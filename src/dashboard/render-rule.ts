@@ -85,6 +85,11 @@ ${rule.shaping ? `<div><dt>Shaping</dt><dd data-field="shaping">${escapeHtml(rul
 <button type="submit">Look up</button>
 </form>
 <output class="lookup" data-panel="lookup"></output>
+<form data-action="whatif">
+<label>What if the ${rule.capacity.of} were <input name="limit" type="number" min="1" step="1" placeholder="${rule.capacity.units}"></label>
+<button type="submit">What if</button>
+</form>
+<output class="whatif" data-panel="whatif"></output>
 <form data-action="mode">
 <label>Mode <select name="mode">${modeOptions(rule.mode.effective)}</select></label>
 <button type="submit">Switch</button>

@@ -9,6 +9,7 @@
  *   POST /__floodgate/lookup/:rule    Look up: a value's state by its hash, read-only (lookup.ts)
  *   GET  /__floodgate/audit           the audit trail of admin changes (audit.ts, which also records them)
  *   PUT  /__floodgate/labels/:rule/:identity   an operator's label for a hashed identity (labels.ts); DELETE
+ *   GET  /__floodgate/whatif/:rule?limit=N      identities' peak demand in the last hour, and N's effect (whatif.ts)
  *
  * Every response here carries the dashboard's CSP (csp.ts).
  */
@@ -29,6 +30,7 @@ import { DASHBOARD_HEADERS } from "./csp";
 import { readDashboard } from "./data";
 import { labelRoutes } from "./labels";
 import { lookupRoutes } from "./lookup";
+import { whatIfRoutes } from "./whatif";
 import { renderDashboard, renderSignIn } from "./render";
 import { DASHBOARD_STYLE } from "./style";
 
@@ -166,6 +168,7 @@ export function dashboardRoutes(app: Hono<AdminEnv>): void {
   auditRoutes(app);
   lookupRoutes(app);
   labelRoutes(app);
+  whatIfRoutes(app);
   app.get("/dashboard.json", async (c) =>
     c.json(await readDashboard(c.get("admin"), (p) => c.executionCtx.waitUntil(p))),
   );

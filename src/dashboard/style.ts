@@ -44,6 +44,12 @@ form.inline { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: end; }
 .row-actions { display: inline-flex; gap: 0.25rem; margin-left: 0.4rem; font-family: system-ui, sans-serif; }
 .row-actions button { font-size: 0.75rem; }
 .lookup { display: block; font-size: 0.8rem; font-family: ui-monospace, monospace; word-break: break-all; margin-top: 0.25rem; }
+.whatif { display: block; font-size: 0.8rem; }
+.whatif p { margin: 0.25rem 0; }
+.spread { list-style: none; padding: 0; margin: 0; font-variant-numeric: tabular-nums; }
+.spread li { display: grid; grid-template-columns: 9rem 1fr; align-items: center; }
+.spread .bar { display: block; height: 0.6rem; background: #2f855a; min-width: 1px; }
+.spread .bar.over { background: #c53030; }
 .actions form { display: flex; flex-wrap: wrap; gap: 0.4rem; align-items: end; margin-top: 0.5rem; font-size: 0.8rem; }
 .actions input { width: 9rem; }
 .actions input[type="number"] { width: 4.5rem; }

@@ -10,6 +10,9 @@
  *                                           `~failed-open` / `~failed-closed` (Redis could not decide)
  *   <prefix>:metrics:<minute>:denied:<rule> sorted set: hashed identity → denials (incl. would-deny)
  *   <prefix>:metrics:<minute>:near:<rule>   sorted set: hashed identity → lowest remaining, ‰ of its capacity
+ *   <prefix>:metrics:<minute>:peak:<rule>   sorted set: hashed identity → highest demand, ‰ of its capacity
+ *                                           (units used after an allowed request; used + cost for a denied one,
+ *                                           so above 1000 = denied), every tracked identity (`ZADD GT`)
  *   <prefix>:metrics:<minute>:paths:<rule>  sorted set: `<METHOD> <path>` → denials (incl. would-deny); the path
  *                                           without its query, id-like segments as `:id` ({@link routeOf})
  *
@@ -44,6 +47,7 @@ export const metricsKeys = (prefix: string, minute: number) => ({
   denied: (rule: string) => `${prefix}:metrics:${minute}:denied:${rule}`,
   near: (rule: string) => `${prefix}:metrics:${minute}:near:${rule}`,
   paths: (rule: string) => `${prefix}:metrics:${minute}:paths:${rule}`,
+  peak: (rule: string) => `${prefix}:metrics:${minute}:peak:${rule}`,
 });
 
 /** The longest path kept, characters (a route, not a payload). */
@@ -81,6 +85,8 @@ interface Bucket {
   near: Map<string, Map<string, number>>;
   /** rule → `<METHOD> <route>` → denials */
   paths: Map<string, Map<string, number>>;
+  /** rule → hashed identity → highest demand seen, ‰ of its capacity (above 1000: denied) */
+  peak: Map<string, Map<string, number>>;
 }
 
 /** What the request was, for the paths a rule denies most: its method and URL (only read on a denial). */
@@ -157,7 +163,20 @@ export class MetricsAggregator {
       if (verdict === "denied" || verdict === "would-deny") {
         add(tracked(bucket.denied, rule), identityHash, 1);
         if (request) add(tracked(bucket.paths, rule), `${request.method} ${routeOf(request.url)}`, 1);
-      } else if (verdict === "allowed" && result.source === "redis" && capacityOf(result) > 0) {
+      }
+      if (result.source === "redis" && capacityOf(result) > 0 && verdict !== "unavailable") {
+        // What the identity asked of the rule: what it holds after an allowed request, that plus this
+        // request's cost for a denied one (more than the capacity). The dashboard's "what if" reads it.
+        const used =
+          capacityOf(result) - result.remaining + (result.outcome === "allowed" ? 0 : result.call.cost);
+        const demand = Math.round((1000 * used) / capacityOf(result));
+        const peaks = tracked(bucket.peak, rule);
+        const before = peaks.get(identityHash);
+        if (before === undefined ? peaks.size < MAX_TRACKED_IDENTITIES : demand > before) {
+          peaks.set(identityHash, demand);
+        }
+      }
+      if (verdict === "allowed" && result.source === "redis" && capacityOf(result) > 0) {
         const permille = Math.min(1000, Math.round((1000 * result.remaining) / capacityOf(result)));
         const seen = tracked(bucket.near, rule);
         const before = seen.get(identityHash);
@@ -202,6 +221,13 @@ export class MetricsAggregator {
           pipeline.push(["zincrby", keys.denied(rule), count, identity]);
         }
         expire(keys.denied(rule));
+      }
+      for (const [rule, identities] of bucket.peak) {
+        const members = [...identities].flatMap(([member, demand]) => [demand, member]);
+        if (members.length === 0) continue;
+        // GT keeps each identity's highest demand across isolates; one ZADD carries every member.
+        pipeline.push(["zadd", keys.peak(rule), "gt", ...members]);
+        expire(keys.peak(rule));
       }
       for (const [rule, routes] of bucket.paths) {
         for (const [route, count] of top(routes, (a, b) => b - a)) {
@@ -262,6 +288,14 @@ export class MetricsAggregator {
         const seen = tracked(into.denied, rule);
         for (const [identity, n] of identities) add(seen, identity, n);
       }
+      for (const [rule, identities] of from.peak) {
+        const seen = tracked(into.peak, rule);
+        for (const [identity, demand] of identities) {
+          const before = seen.get(identity);
+          if (before === undefined ? seen.size < MAX_TRACKED_IDENTITIES : demand > before)
+            seen.set(identity, demand);
+        }
+      }
       for (const [rule, routes] of from.paths) {
         const seen = tracked(into.paths, rule);
         for (const [route, n] of routes) add(seen, route, n);
@@ -280,7 +314,7 @@ export class MetricsAggregator {
   private bucket(minute: number): Bucket {
     let bucket = this.buckets.get(minute);
     if (!bucket) {
-      bucket = { counts: new Map(), denied: new Map(), near: new Map(), paths: new Map() };
+      bucket = { counts: new Map(), denied: new Map(), near: new Map(), paths: new Map(), peak: new Map() };
       this.buckets.set(minute, bucket);
     }
     return bucket;

@@ -32,6 +32,14 @@ const RULES = [
     period: "1h",
   },
   {
+    name: "window",
+    match: { path: "/window/*" },
+    key: "header:x-user",
+    algorithm: "sliding-log",
+    limit: 10,
+    period: "1h",
+  },
+  {
     name: "per-user",
     match: { path: "/user/*" },
     key: "header:x-user",
@@ -268,6 +276,50 @@ describe("who is being limited, and why", () => {
     await expect.poll(() => stack.proxied("/user/me", user), { timeout: 3000 }).toBe(429);
     const rules = (await (await stack.admin("GET", "/rules")).json()) as { mode: { live: unknown } };
     expect(rules.mode.live).toBeNull();
+  });
+});
+
+describe("what if the limit changed", () => {
+  it("shows how the rule's identities spread by peak demand, and how many a lower limit would have denied", async () => {
+    const { card, status } = await stack.openDashboard();
+    const send = async (user: string, n: number) => {
+      const statuses = [];
+      for (let i = 0; i < n; i++) statuses.push(await stack.proxied("/window/feed", { "x-user": user }));
+      return statuses;
+    };
+    await send("light-user", 2); // 20 % of the limit of 10
+    await send("medium-user", 5); // 50 %
+    expect((await send("heavy-user", 11)).filter((s) => s === 429)).toHaveLength(1); // over it: denied
+    // The page has read the counts (so every isolate's have been flushed) once it shows them.
+    await expect
+      .poll(() => card("window").locator('[data-field="last5m.denied"]').textContent(), { timeout: 15_000 })
+      .toBe("1");
+
+    const form = card("window").locator('form[data-action="whatif"]');
+    await form.locator('input[name="limit"]').fill("4");
+    await form.getByRole("button", { name: "What if" }).click();
+    await expect.poll(status).toBe("What if for window: nothing was changed.");
+    const panel = card("window").locator('[data-panel="whatif"]');
+    expect(await panel.locator("p").first().textContent()).toBe(
+      "3 identities in the last hour, by their peak demand (% of limit 10):",
+    );
+    const bands = await panel.locator(".spread li").allTextContents();
+    expect(bands.filter((band) => !band.endsWith(": 0"))).toEqual([
+      "20–30 %: 1",
+      "50–60 %: 1",
+      "over 100 %: 1",
+    ]);
+    expect(await panel.locator('[data-field="whatif.verdict"]').textContent()).toBe(
+      "At limit 4, 2 of 3 identities would have been denied in the last hour.",
+    );
+    // Raising it past everyone's demand: nobody.
+    await form.locator('input[name="limit"]').fill("20");
+    await form.getByRole("button", { name: "What if" }).click();
+    await expect
+      .poll(() => panel.locator('[data-field="whatif.verdict"]').textContent())
+      .toBe("At limit 20, 0 of 3 identities would have been denied in the last hour.");
+    // Asking changed nothing: the heavy user is still denied.
+    expect(await stack.proxied("/window/feed", { "x-user": "heavy-user" })).toBe(429);
   });
 });
 

@@ -80,7 +80,10 @@ describe("the dashboard's counts", () => {
     const dump = JSON.stringify(
       await Promise.all(
         keys.map((key) =>
-          key.includes(":denied:") || key.includes(":near:") || key.includes(":paths:")
+          key.includes(":denied:") ||
+          key.includes(":near:") ||
+          key.includes(":paths:") ||
+          key.includes(":peak:")
             ? redis.zrange(key, 0, -1)
             : redis.hgetall(key),
         ),
