@@ -34,6 +34,7 @@ export {
   type KeyPart,
   parseRules,
   type RuleConfig,
+  type SettleSource,
   type ShedConfig,
   type TierLimits,
 } from "./rules";

@@ -25,6 +25,14 @@ export type KeyPart =
   /** A cookie's value, its name as written (cookie names are case-sensitive): src/identity/cookie.ts. */
   | { kind: "cookie"; name: string };
 
+/**
+ * Where a rule's real cost comes from in the response (`settle`, docs/settle.md): a response header, or a number
+ * at a path of a JSON body (`json`) or of the last server-sent event whose JSON data carries it (`sse`).
+ */
+export type SettleSource =
+  | { kind: "header"; name: string; text: string }
+  | { kind: "json" | "sse"; path: string[]; text: string };
+
 /** Per-tier values; absent fields fall back to the rule's own. */
 export interface TierLimits {
   limit?: number;
@@ -93,6 +101,8 @@ export interface RuleConfig {
    * period's nominal length, and each request gets the current one's (src/config/limits.ts).
    */
   calendar?: CalendarPeriod;
+  /** Where the request's real cost comes from in its response (docs/settle.md); absent = its `cost` is final. */
+  settle?: SettleSource;
 }
 
 /** Default slot lease of a `concurrency` rule: when a slot held by a request that never finished is freed. */
@@ -209,6 +219,11 @@ function ruleConfig(
       `${at}.count: a ${rule.algorithm} rule holds a slot while a request is in flight, whatever its response; count by status applies to window and bucket rules`,
     );
   }
+  if (rule.settle !== undefined && !traits.settles) {
+    problems.push(
+      `${at}.settle: only ${namesWith("settles")} rules can settle a cost from the response (this one is ${rule.algorithm})`,
+    );
+  }
   const cap = traits.maxRequestsPerWindow;
   if (cap < Number.POSITIVE_INFINITY) {
     // One member per request in the window (src/config/window-cap.ts): the requests a limit lets in.
@@ -262,7 +277,10 @@ function ruleConfig(
       rule.delay === undefined &&
       rule.count === undefined &&
       calendar === undefined &&
+      // A settled rule is decided by Redis: a lease's units are spent locally before any debt is known.
+      rule.settle === undefined &&
       traits.leasable,
+    ...(rule.settle === undefined ? {} : { settle: settleSource(rule.settle) }),
   } satisfies RuleConfig;
 }
 
@@ -394,6 +412,15 @@ function shedConfig(rule: v.InferOutput<typeof ruleSchema>, at: string): ShedCon
 
 const upperCaseKeys = (r: Record<string, number>): Record<string, number> =>
   Object.fromEntries(Object.entries(r).map(([k, share]) => [k.toUpperCase(), share]));
+
+/** `"sse:usage.total_tokens"` → `{ kind: "sse", path: ["usage", "total_tokens"] }` (the schema checked it). */
+function settleSource(text: string): SettleSource {
+  const colon = text.indexOf(":");
+  const kind = text.slice(0, colon);
+  const rest = text.slice(colon + 1);
+  if (kind === "header") return { kind, name: rest.toLowerCase(), text };
+  return { kind: kind === "json" ? "json" : "sse", path: rest.split("."), text };
+}
 
 /** `"header:X-Api-Key"` → `{ kind: "header", name: "x-api-key" }`; arrays → composite parts. */
 export function parseKey(source: string | readonly string[]): KeyPart[] {

@@ -139,6 +139,12 @@ export const delayMs = v.pipe(
   }),
 );
 
+/**
+ * Where a rule's real cost comes from in the response (`settle`): a response header, or a number at a dot path
+ * of a JSON body or of a server-sent event's JSON data (docs/settle.md).
+ */
+export const SETTLE_SOURCE = new RegExp(`^(?:header:${TOKEN}|(?:json|sse):[^.\\s]+(?:\\.[^.\\s]+)*)$`);
+
 /** The largest limit, burst or cost (keeps every Redis integer exact). */
 export const MAX_UNITS = 1_000_000_000;
 
@@ -295,6 +301,17 @@ export const ruleSchema = v.strictObject(
       ),
     ),
     delay: v.optional(delayMs),
+    settle: v.optional(
+      v.pipe(
+        v.string(
+          (i) => `${show(i.input)} is not a settle source (header:<name> | json:<dot.path> | sse:<dot.path>)`,
+        ),
+        v.regex(
+          SETTLE_SOURCE,
+          (i) => `${show(i.input)} is not a settle source (header:<name> | json:<dot.path> | sse:<dot.path>)`,
+        ),
+      ),
+    ),
     priority: v.optional(
       v.union(
         [v.literal("method"), keyField],

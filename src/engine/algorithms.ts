@@ -42,6 +42,11 @@ export interface AlgorithmTraits {
   readonly takesPriorities: boolean;
   /** May be decided from a lease (docs/leases.md). */
   readonly leasable: boolean;
+  /**
+   * Accepts `settle` (the real cost from the response, charged or given back after it: docs/settle.md): a
+   * state that counts units, where a charge is one write and a debt blocks until repaid.
+   */
+  readonly settles: boolean;
   /** An identity's override (admin API) applies: the script reads it in the decision. */
   readonly readsOverride: boolean;
   /**
@@ -88,6 +93,7 @@ const WINDOW = {
   takesDelay: false,
   takesPriorities: false,
   leasable: true,
+  settles: true,
   readsOverride: true,
   reaimsOnOverride: false,
   integerReply: false,
@@ -117,6 +123,7 @@ const SLOTS = {
   takesDelay: false,
   takesPriorities: false,
   leasable: false,
+  settles: false,
   readsOverride: true,
   reaimsOnOverride: false,
   integerReply: false,
@@ -159,6 +166,8 @@ export const ALGORITHM_TRAITS: Readonly<Record<Algorithm, AlgorithmTraits>> = {
     ...WINDOW,
     code: 3,
     storesRequestId: true,
+    // One member per request: a charge after the response would be a member of its own, outside the cap.
+    settles: false,
     maxRequestsPerWindow: MAX_LOG_REQUESTS,
     logic: slidingLog,
   },

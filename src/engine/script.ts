@@ -14,10 +14,20 @@ import {
 } from "./keys";
 import type { CalendarBounds } from "../util/calendar";
 import type { RedisScript } from "./redis";
-import { DECIDE, DECIDE_WITH_OPTIONS, FENCE, GIVE_BACK, LEASE, REAIM, REFUND, SCRIPTS } from "./scripts";
-import type { RefundCall, Reservation, RuleCall } from "./types";
+import {
+  DECIDE,
+  DECIDE_WITH_OPTIONS,
+  FENCE,
+  GIVE_BACK,
+  LEASE,
+  REAIM,
+  REFUND,
+  SCRIPTS,
+  SETTLE,
+} from "./scripts";
+import type { RefundCall, Reservation, RuleCall, Settlement } from "./types";
 
-export { DECIDE, DECIDE_WITH_OPTIONS, FENCE, GIVE_BACK, LEASE, REAIM, REFUND, SCRIPTS };
+export { DECIDE, DECIDE_WITH_OPTIONS, FENCE, GIVE_BACK, LEASE, REAIM, REFUND, SCRIPTS, SETTLE };
 
 /** One script call: the script that serves it, and its KEYS and ARGV (`RedisPort.runScript`'s arguments). */
 export interface ScriptCall {
@@ -57,6 +67,27 @@ export function giveBackArguments(prefix: string, call: RuleCall, reservation: R
     ],
     args: [String(reservation.tatUs), String(reservation.previousTatUs), String(reservation.writtenAtUs)],
   };
+}
+
+/**
+ * A settle call (lua/settle.lua): each settlement's units charged to its rule's state, priced at the limits in
+ * force at its decision (an override's, where one applied). Only charges: units to give back go to a refund.
+ */
+export function settleArguments(prefix: string, charges: readonly Settlement[]): ScriptCall {
+  const keys: string[] = [];
+  const args: string[] = [];
+  for (const { result, units } of charges) {
+    const { call } = result;
+    keys.push(stateKey(prefix, call.rule, call.identityHash));
+    args.push(
+      String(traitsOf(call.algorithm).code),
+      String(result.limit),
+      String(result.periodMs),
+      String(call.burst),
+      String(units),
+    );
+  }
+  return { script: SETTLE, keys, args };
 }
 
 /**

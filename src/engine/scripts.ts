@@ -23,6 +23,7 @@ import constants from "../../lua/lib/constants.lua";
 import override from "../../lua/lib/override.lua";
 import reaim from "../../lua/reaim.lua";
 import refund from "../../lua/refund.lua";
+import settle from "../../lua/settle.lua";
 import { stripLua } from "./lua-text";
 import type { RedisScript } from "./redis";
 
@@ -102,6 +103,8 @@ export const DECIDE_WITH_OPTIONS: RedisScript = script("decide-with-options", de
 export const LEASE: RedisScript = script("lease", lease);
 /** Units consumed earlier given back (lua/refund.lua). */
 export const REFUND: RedisScript = script("refund", refund);
+/** A response's cost beyond its reservation charged (lua/settle.lua). */
+export const SETTLE: RedisScript = script("settle", settle);
 /** A delayed request's reserved slot given back (lua/give-back.lua). */
 export const GIVE_BACK: RedisScript = script("give-back", giveBack);
 /** A fixed-window counter re-aimed at the period in force (lua/reaim.lua). */
@@ -115,6 +118,7 @@ export const SCRIPTS: readonly RedisScript[] = [
   DECIDE_WITH_OPTIONS,
   LEASE,
   REFUND,
+  SETTLE,
   GIVE_BACK,
   REAIM,
   FENCE,

@@ -8,10 +8,25 @@ import { DEFAULTS } from "./defaults";
 import { capacityUs, resetFenceMs, stateKey } from "./keys";
 import { createRedisPort, type RedisPort } from "./redis";
 import { decodeRefund, decodeReply } from "./reply";
-import { decisionOf } from "./results";
-import { type CallOptions, giveBackArguments, LEASE, refundArguments, scriptArguments } from "./script";
+import { decisionOf, refundOf } from "./results";
+import {
+  type CallOptions,
+  giveBackArguments,
+  LEASE,
+  refundArguments,
+  scriptArguments,
+  settleArguments,
+} from "./script";
 import { StoreError } from "./store-error";
-import type { DecideOptions, Decision, RefundCall, Reservation, RuleCall } from "./types";
+import type {
+  DecideOptions,
+  Decision,
+  RefundCall,
+  Reservation,
+  RuleCall,
+  SettledUnits,
+  Settlement,
+} from "./types";
 
 /** The store's error and its kinds (src/engine/store-error.ts), named with the store. */
 export { StoreError, type StoreErrorKind } from "./store-error";
@@ -66,6 +81,13 @@ export interface Store {
    * @throws {StoreError} when Redis cannot answer.
    */
   refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]>;
+  /**
+   * Settles costs after their responses (docs/settle.md): the charges in one settle call (lua/settle.lua), the
+   * units to give back in one refund "at most this long ago" (since `decidedAtMs`, the refund's own timeout
+   * included), so that a window crossed since, or a bucket's units already elapsed, give nothing back.
+   * @throws {StoreError} when Redis cannot answer.
+   */
+  settle(settlements: Settlement[], requestId: string, decidedAtMs: number): Promise<SettledUnits[]>;
 }
 
 /**
@@ -168,5 +190,42 @@ export function createStore(options: StoreOptions): Store {
     return decodedBy(() => decodeRefund(raw, calls));
   }
 
-  return { prefix, redis, decide, release, refund };
+  async function settle(
+    settlements: Settlement[],
+    requestId: string,
+    decidedAtMs: number,
+  ): Promise<SettledUnits[]> {
+    const charges = settlements.filter((s) => s.units > 0);
+    const backs = settlements.filter((s) => s.units < 0);
+    const charging = async (): Promise<number[]> => {
+      if (charges.length === 0) return [];
+      const { script, keys, args } = settleArguments(prefix, charges);
+      const raw = await redis.runScript(script, keys, args);
+      return decodedBy(() =>
+        decodeRefund(
+          raw,
+          charges.map((s) => s.result.call),
+        ),
+      );
+    };
+    // The units were taken after `decidedAtMs`; the refund lands within its timeout of now.
+    const ageUs = Math.ceil((Date.now() - decidedAtMs + adminTimeoutMs + 1) * 1000);
+    const [remaining, given] = await Promise.all([
+      charging(),
+      backs.length === 0
+        ? Promise.resolve([] as number[])
+        : refund(
+            backs.map((s) => refundOf(s.result, -s.units)),
+            requestId,
+            -ageUs,
+          ),
+    ]);
+    let c = 0;
+    let b = 0;
+    return settlements.map((s) =>
+      s.units > 0 ? { applied: s.units, remaining: remaining[c++] ?? 0 } : { applied: -(given[b++] ?? 0) },
+    );
+  }
+
+  return { prefix, redis, decide, release, refund, settle };
 }

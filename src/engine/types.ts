@@ -238,6 +238,25 @@ export interface DecideOptions {
   onTimer?: (timer: RunningTimer) => void;
 }
 
+/**
+ * A settlement (a rule's `settle`: src/middleware/settle.ts): the response said the request allowed by `result`
+ * cost `units` more (> 0: charged, lua/settle.lua) or fewer (< 0: given back as a refund proves it may,
+ * lua/refund.lua) than its admission charged.
+ */
+export interface Settlement {
+  result: RuleResult;
+  /** Signed units: the real cost less the reservation (`result.call.cost`); never 0. */
+  units: number;
+}
+
+/** What one settlement did: units charged (> 0) or given back (< 0), and for a charge what the rule has left. */
+export interface SettledUnits {
+  /** Units charged, or given back (negative); 0 = nothing moved. */
+  applied: number;
+  /** A charge's units available after it, negative = the identity's debt; absent for a give-back. */
+  remaining?: number;
+}
+
 /** Schedules work that may outlive the response (`executionCtx.waitUntil`). */
 export type WaitUntil = (promise: Promise<unknown>) => void;
 
@@ -264,4 +283,10 @@ export interface Decider {
    * keeps every request's units: docs/counting.md).
    */
   refund?(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]>;
+  /**
+   * Settles allowed calls' costs after their response (one script call per database and direction; docs/settle.md).
+   * `decidedAtMs`: `Date.now()` before the decision was sent (a give-back reaches no further back than that).
+   * Not bound by the decision budget. Absent = costs are never settled (the reservation stands).
+   */
+  settle?(settlements: Settlement[], requestId: string, decidedAtMs: number): Promise<SettledUnits[]>;
 }

@@ -170,5 +170,7 @@ function engineOf(redis: RedisCredentials, settings: MiddlewareSettings): Decide
     release: (call, requestId, reservation) => get().release(call, requestId, reservation),
     refund: (calls, requestId, whenUs) =>
       get().refund?.(calls, requestId, whenUs) ?? Promise.resolve(calls.map(() => 0)),
+    settle: (settlements, requestId, decidedAtMs) =>
+      get().settle?.(settlements, requestId, decidedAtMs) ?? Promise.reject(new Error("no settle")),
   };
 }

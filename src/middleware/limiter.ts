@@ -22,6 +22,7 @@ import { type PlannedRule, planCalls } from "./plan";
 import { heldSlots, releaseWhenWritten } from "./release";
 import { infoOf, report } from "./report";
 import { replaceResponse, withHeaders } from "./respond";
+import { settleFrom, settlingOf } from "./settle";
 import { serverTiming, verdictOf } from "./verdict";
 
 /**
@@ -71,14 +72,15 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
   const compiled = compileRules(rules.map((p) => p.rule));
   const planned = new Map(rules.map((p) => [p.rule, p]));
   const { decider, mode, failure, timeoutMs, overrides } = deps;
-  // The rules that count by status (docs/counting.md), and whether a bucket's must ask for its stamps: what its
-  // give-back proves still owed.
+  // The rules that count by status (docs/counting.md) and those whose cost settles from the response
+  // (docs/settle.md); whether a bucket's must ask for its stamps: what its give-back proves still owed.
   const statusCounts: StatusCounts = new Map(
     rules.flatMap(({ rule }) => (rule.count ? [[rule.name, rule.count] as const] : [])),
   );
-  const stampedCounts = new Set(
+  const settleSources = new Map(rules.flatMap((p) => (p.rule.settle ? [[p.rule.name, p.rule.settle]] : [])));
+  const stamped = new Set(
     rules
-      .filter(({ rule }) => rule.count && traitsOf(rule.algorithm).shape === "bucket")
+      .filter(({ rule }) => (rule.count || rule.settle) && traitsOf(rule.algorithm).shape === "bucket")
       .map(({ rule }) => rule.name),
   );
 
@@ -137,9 +139,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     if (calls.length === 0) return next(); // every matched rule is off or skipped: no headers, no Redis call
 
     // A bucket's give-back enters the request in its refund ledger: a real id there too.
-    const requestId = calls.some(
-      (call) => traitsOf(call.algorithm).storesRequestId || stampedCounts.has(call.rule),
-    )
+    const requestId = calls.some((call) => traitsOf(call.algorithm).storesRequestId || stamped.has(call.rule))
       ? request.id()
       : NO_REQUEST_ID;
     // A rule that fails closed and could not be keyed (the JWKS is unreachable) answers 503 without Redis; a
@@ -153,7 +153,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
         budgetMs,
         waitUntil,
         onTimer: (timer) => c.set("floodgateTimer", timer),
-        ...(stampedCounts.size > 0 && calls.some((call) => stampedCounts.has(call.rule)) && { stamps: true }),
+        ...(stamped.size > 0 && calls.some((call) => stamped.has(call.rule)) && { stamps: true }),
       }));
     report(deps.onDecision, decision, c.req.raw, request);
     c.set("rateLimit", infoOf(decision));
@@ -192,7 +192,24 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       if (releaseSlots) waitUntil(releaseSlots().catch(() => undefined));
       return;
     }
-    const response = withHeaders(c.res, verdict.headers, timing);
+    let response = withHeaders(c.res, verdict.headers, timing);
+    // A rule that also counts by status settles only a response it counts (the others' units went back above).
+    const settling =
+      settleSources.size > 0
+        ? settlingOf(decision, settleSources, (rule) => statusCounts.get(rule)?.counts(c.res.status) ?? true)
+        : undefined;
+    if (settling) {
+      // A refund's ledger entry is named by the request (lua/refund.lua): a real id, not the shared "-".
+      const settleId = requestId === NO_REQUEST_ID ? request.id() : requestId;
+      const context = {
+        decider,
+        requestId: settleId,
+        decidedAtMs,
+        waitUntil,
+        log: (line: string) => console.warn(line),
+      };
+      response = settleFrom(response, settling, context, c.error !== undefined);
+    }
     if (releaseSlots) {
       // A slot is held while the response body is written. A handler that threw (the proxy's 502/504)
       // or a body-less answer has nothing left to write: the slot goes back at once.

@@ -18,6 +18,8 @@ import {
   type Reservation,
   type RuleCall,
   type RuleResult,
+  type SettledUnits,
+  type Settlement,
 } from "../engine/types";
 import { within } from "../util/timer";
 import { decideWithin } from "./bounded";
@@ -34,6 +36,8 @@ export interface DecisionStore {
   /** One atomic decision; throws a `StoreError` (with `kind`) when Redis cannot answer. */
   decide(calls: RuleCall[], requestId: string, options?: DecideOptions): Promise<Decision>;
   release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void>;
+  /** Settles costs after their responses (docs/settle.md); absent = never (the reservations stand). */
+  settle?(settlements: Settlement[], requestId: string, decidedAtMs: number): Promise<SettledUnits[]>;
 }
 
 /** The default grace beyond a decision's budget before the decider stops waiting on the store, ms. */
@@ -205,6 +209,14 @@ export class EndpointDecider implements ResilientDecider {
     } catch {
       // Same: the lease expires on its own.
     }
+  }
+
+  async settle(settlements: Settlement[], requestId: string, decidedAtMs: number): Promise<SettledUnits[]> {
+    // Like a release, a settlement never touches the breaker; while it is open the reservations stand.
+    if (this.#breaker.state === "open" || !this.#store.settle) throw new Error("Redis is not being called");
+    // Units back in Redis may turn a cached denial wrong: this isolate asks Redis again next time.
+    for (const { result } of settlements) this.#denyCache.forget(result.call.rule, result.call.identityHash);
+    return this.#store.settle(settlements, requestId, decidedAtMs);
   }
 
   health(): DeciderHealth {

@@ -141,6 +141,9 @@ export function createEngine(options: EngineOptions): Engine {
     });
     return given;
   };
+  // What a settled rule charges or gives back after a response (docs/settle.md).
+  decider.settle = (settlements, requestId, decidedAtMs) =>
+    sharded.settle(settlements, requestId, decidedAtMs);
 
   return {
     stores,

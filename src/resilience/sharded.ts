@@ -12,7 +12,16 @@ import { traitsOf } from "../engine/algorithms";
 import { DEFAULTS } from "../engine/defaults";
 import { admitted, consumedCalls, groupCalls, mergeDecisions, sameIdentity } from "../engine/groups";
 import { decisionOf, refusedDecision, ruleResult } from "../engine/results";
-import type { DecideOptions, Decision, RefundCall, Reservation, RuleCall, RuleResult } from "../engine/types";
+import type {
+  DecideOptions,
+  Decision,
+  RefundCall,
+  Reservation,
+  RuleCall,
+  RuleResult,
+  SettledUnits,
+  Settlement,
+} from "../engine/types";
 import { BREAKER_RANK } from "./breaker";
 import { type DeciderHealth, deniedFromCache, type ResilientDecider } from "./decider";
 
@@ -152,6 +161,18 @@ export class ShardedDecider implements ResilientDecider {
     return this.#deciderOf(this.#route(call.identityHash)).release(call, requestId, reservation);
   }
 
+  /** Settlements sent to the endpoint holding each identity (docs/settle.md). */
+  settle(settlements: Settlement[], requestId: string, decidedAtMs: number): Promise<SettledUnits[]> {
+    return settleByShard(
+      settlements,
+      (s) => this.#route(s.result.call.identityHash),
+      (shard, part) => {
+        const own = this.#deciderOf(shard);
+        return own.settle ? own.settle(part, requestId, decidedAtMs) : Promise.reject(new Error("no settle"));
+      },
+    );
+  }
+
   forget(rule: string, identityHash: string): void {
     this.#deciderOf(this.#route(identityHash)).forget(rule, identityHash);
   }
@@ -207,3 +228,33 @@ export class ShardedDecider implements ResilientDecider {
 
 const sum = <T>(items: readonly T[], of: (item: T) => number): number =>
   items.reduce((total, item) => total + of(item), 0);
+
+/**
+ * Settlements sent to the endpoint holding each identity (one call per endpoint concerned), their outcomes in
+ * the settlements' order. An endpoint that fails rejects the whole (the caller logs it; its reservations stand).
+ */
+async function settleByShard(
+  settlements: Settlement[],
+  shardOf: (s: Settlement) => number,
+  send: (shard: number, part: Settlement[]) => Promise<SettledUnits[]>,
+): Promise<SettledUnits[]> {
+  const byShard = new Map<number, number[]>();
+  settlements.forEach((s, i) => {
+    const shard = shardOf(s);
+    byShard.set(shard, [...(byShard.get(shard) ?? []), i]);
+  });
+  if (byShard.size === 1) return send(shardOf(settlements[0] as Settlement), settlements);
+  const out = new Array<SettledUnits>(settlements.length);
+  await Promise.all(
+    [...byShard].map(async ([shard, indices]) => {
+      const done = await send(
+        shard,
+        indices.map((i) => settlements[i] as Settlement),
+      );
+      indices.forEach((at, k) => {
+        out[at] = done[k] ?? { applied: 0 };
+      });
+    }),
+  );
+  return out;
+}

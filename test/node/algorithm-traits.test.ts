@@ -124,6 +124,16 @@ describe.each(ALGORITHMS)("%s: consumers follow its row", (algorithm) => {
     expect(warnings.includes(".cost: ignored")).toBe(!t.takesCost);
   });
 
+  it(`config: settle is ${t.settles ? "accepted, and the rule never leased" : "refused, naming the algorithms that take it"}`, () => {
+    const raw = rule(algorithm, { settle: "sse:usage.total_tokens" });
+    if (t.settles)
+      expect(parse(raw)).toMatchObject({
+        lease: false,
+        settle: { kind: "sse", path: ["usage", "total_tokens"] },
+      });
+    else expect(parseError(raw)).toContain(`.settle: only ${namesWith("settles")} rules can settle a cost`);
+  });
+
   it(`config: a rule ${t.leasable ? "may be" : "is never"} leased`, () => {
     expect(parse(rule(algorithm))?.lease).toBe(t.leasable);
   });

@@ -246,6 +246,33 @@ RATE_LIMIT_RULES = '[{"name":"s","key":"header:x-api-key","algorithm":"token-buc
     expect(shed.out).toContain("RATE_LIMIT_RULES[0].priorities: required for shed");
   });
 
+  it("reports settle on a rule that cannot settle, and a settle source of no known form, naming the field", async () => {
+    const { code, out } = await checkConfig(valid, [], {
+      RATE_LIMIT_RULES: JSON.stringify([
+        { name: "c", key: "ip", algorithm: "concurrency", limit: 2, settle: "header:x-tokens" },
+        { name: "f", key: "ip", algorithm: "fixed-window", limit: 9, period: "1m", settle: "body:usage" },
+        { name: "g", key: "ip", algorithm: "gcra", limit: 9, period: "1m", settle: "sse:usage..total" },
+        {
+          name: "h",
+          key: "ip",
+          algorithm: "token-bucket",
+          limit: 9,
+          period: "1m",
+          settle: "json:usage.total_tokens",
+        },
+      ]),
+    });
+    expect(code).toBe(1);
+    expect(out).toContain(
+      "RATE_LIMIT_RULES[0].settle: only fixed-window, sliding-window, token-bucket and gcra rules can settle a cost from the response (this one is concurrency)",
+    );
+    expect(out).toContain(
+      'RATE_LIMIT_RULES[1].settle: "body:usage" is not a settle source (header:<name> | json:<dot.path> | sse:<dot.path>)',
+    );
+    expect(out).toContain('RATE_LIMIT_RULES[2].settle: "sse:usage..total" is not a settle source');
+    expect(out).not.toContain("RATE_LIMIT_RULES[3]");
+  });
+
   it("reads .dev.vars as wrangler does: quoted values over several lines, export, comments", async () => {
     const devVars = `# local secrets
 export RATE_LIMIT_MODE=monitor # not part of the value

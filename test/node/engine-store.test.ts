@@ -26,6 +26,7 @@ describe("the scripts", () => {
       "decide-with-options",
       "lease",
       "refund",
+      "settle",
       "give-back",
       "reaim",
       "fence",
