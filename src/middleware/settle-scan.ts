@@ -85,96 +85,76 @@ function sseScanner(path: readonly string[]): Scanner {
   const decoder = new TextDecoder();
   // The path's last key as it appears in JSON text: an event without it cannot carry the path.
   const needle = JSON.stringify(path[path.length - 1]);
-  let line = ""; // the current line's text so far
-  let lineTooLong = false;
-  let data: string[] = []; // the current event's `data` fields
-  let dataChars = 0;
+  let tail = ""; // the text after the last complete event, "\n" line ends
+  let skipping = false; // the current event grew past MAX_EVENT_CHARS: dropped up to its end
+  let heldCR = false; // the previous text ended in "\r", which a "\n" opening the next may complete
   let found: ScanResult = { missing: "no event carried the path" };
-  let afterCR = false; // the previous chunk ended in "\r": a "\n" opening this one ends no second line
 
-  function dispatch(): void {
-    if (dataChars > MAX_EVENT_CHARS) {
-      data = [];
-      dataChars = 0;
-      return;
-    }
-    if (data.length === 0) return;
-    const text = data.length === 1 ? (data[0] as string) : data.join("\n");
-    data = [];
-    dataChars = 0;
+  /** One complete event's text ("\n" line ends, no blank line): its number at the path, if it carries it. */
+  function event(text: string): void {
     if (!text.includes(needle)) return;
+    const data: string[] = [];
+    for (const line of text.split("\n")) {
+      if (!line.startsWith("data")) continue; // comments, event, id, retry: not the data
+      if (line.length === 4) data.push("");
+      else if (line.charCodeAt(4) === 58)
+        data.push(line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5));
+    }
     let parsed: unknown;
     try {
-      parsed = JSON.parse(text);
+      parsed = JSON.parse(data.join("\n"));
     } catch {
       return; // not JSON: not an event that carries the path
     }
     const value = at(parsed, path);
-    if (value === undefined || value === null) return;
-    found = numberAt(value);
+    if (value !== undefined && value !== null) found = numberAt(value);
   }
 
-  function field(text: string): void {
-    if (text === "") {
-      dispatch();
-      return;
+  /**
+   * The text's complete events, read where they may carry the path; the rest kept for the next text. Only
+   * native searches run over the whole stream: an event is split into lines only when it names the key.
+   */
+  function feed(raw: string, last: boolean): void {
+    let text = raw;
+    if (heldCR) text = `\r${text}`;
+    heldCR = !last && text.endsWith("\r");
+    if (heldCR) text = text.slice(0, -1);
+    if (text.includes("\r")) text = text.replace(/\r\n?/g, "\n");
+    let buffer = tail + text;
+    let end = buffer.lastIndexOf("\n\n");
+    if (last && end < 0 && buffer !== "") {
+      buffer += "\n\n"; // a last event not followed by a blank line still counts: a stream cut after its usage
+      end = buffer.length - 2;
     }
-    if (!text.startsWith("data")) return; // comments, event, id, retry: not the data
-    if (text.length === 4) {
-      data.push("");
-      return;
+    if (end < 0) {
+      tail = buffer;
+    } else {
+      let from = 0;
+      if (skipping) {
+        // The oversized event's rest, up to its end: dropped.
+        from = buffer.indexOf("\n\n") + 2;
+        skipping = false;
+      }
+      for (let hit = buffer.indexOf(needle, from); hit >= 0 && hit < end; hit = buffer.indexOf(needle, hit)) {
+        const start = buffer.lastIndexOf("\n\n", hit); // -1: the event opens the buffer
+        const stop = buffer.indexOf("\n\n", hit);
+        event(buffer.slice(Math.max(start < 0 ? 0 : start + 2, from), stop));
+        hit = stop + 2;
+      }
+      tail = buffer.slice(end + 2);
     }
-    if (text.charCodeAt(4) !== 58) return; // "data" followed by something else than ":": another field
-    const value = text.charCodeAt(5) === 32 ? text.slice(6) : text.slice(5);
-    dataChars += value.length + 1;
-    if (dataChars <= MAX_EVENT_CHARS) data.push(value);
-  }
-
-  function feed(text: string): void {
-    let from = 0;
-    if (afterCR && text.charCodeAt(0) === 10) from = 1;
-    afterCR = false;
-    // Where the next "\n" and "\r" are, each searched for again only once passed (native searches: a long
-    // stream is scanned at memchr speed, not a JS loop per character).
-    let nl = text.indexOf("\n", from);
-    let cr = text.indexOf("\r", from);
-    for (;;) {
-      if (nl >= 0 && nl < from) nl = text.indexOf("\n", from);
-      if (cr >= 0 && cr < from) cr = text.indexOf("\r", from);
-      const end = nl < 0 ? cr : cr < 0 ? nl : Math.min(nl, cr);
-      if (end < 0) {
-        if (!lineTooLong) {
-          line += text.slice(from);
-          if (line.length > MAX_EVENT_CHARS) {
-            line = "";
-            lineTooLong = true;
-          }
-        }
-        return;
-      }
-      const whole = lineTooLong ? undefined : line + text.slice(from, end);
-      line = "";
-      if (whole !== undefined) field(whole);
-      else dataChars = MAX_EVENT_CHARS + 1; // the event had a line too long to keep: skipped
-      lineTooLong = false;
-      from = end + 1;
-      if (text.charCodeAt(end) === 13) {
-        if (from === text.length) afterCR = true;
-        else if (text.charCodeAt(from) === 10) from++;
-      }
+    if (tail.length > MAX_EVENT_CHARS) {
+      tail = "";
+      skipping = true;
     }
   }
 
   return {
     chunk(chunk) {
-      feed(decoder.decode(chunk, { stream: true }));
+      feed(decoder.decode(chunk, { stream: true }), false);
     },
     end() {
-      feed(decoder.decode());
-      // A last event not followed by a blank line still counts: a stream cut right after its usage.
-      if (!lineTooLong && line !== "") field(line);
-      line = "";
-      dispatch();
+      feed(decoder.decode(), true);
       return found;
     },
   };

@@ -27,6 +27,9 @@ export interface SettleContext {
   log: (line: string) => void;
 }
 
+/** Most bytes one read takes from the origin's body: fewer, larger reads than its own chunking. */
+const READ_BYTES = 64 * 1024;
+
 /** The largest cost a response may state (a rule's largest `cost`). */
 const MAX_UNITS = 1_000_000_000;
 
@@ -102,7 +105,7 @@ function scanned(
   scanners: readonly Scanner[],
   done: (complete: boolean) => void,
 ): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
+  const reader = body.getReader({ mode: "byob" });
   let finished = false;
   const finish = (complete: boolean) => {
     if (finished) return;
@@ -114,19 +117,21 @@ function scanned(
       async pull(controller) {
         let chunk: Awaited<ReturnType<typeof reader.read>>;
         try {
-          chunk = await reader.read();
+          chunk = await reader.read(new Uint8Array(READ_BYTES));
         } catch (error) {
           finish(false);
           controller.error(error);
           return;
         }
-        if (chunk.done) {
+        if (chunk.done || chunk.value === undefined) {
           controller.close();
           finish(true);
           return;
         }
-        for (const scanner of scanners) scanner.chunk(chunk.value);
-        controller.enqueue(chunk.value);
+        const bytes = chunk.value as Uint8Array; // a read into a Uint8Array fills one
+        // Scanned before it is passed on: enqueuing may hand its buffer over (detached here).
+        for (const scanner of scanners) scanner.chunk(bytes);
+        controller.enqueue(bytes);
       },
       cancel(reason) {
         finish(false);
