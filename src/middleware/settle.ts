@@ -105,7 +105,7 @@ function scanned(
   scanners: readonly Scanner[],
   done: (complete: boolean) => void,
 ): ReadableStream<Uint8Array> {
-  const reader = body.getReader({ mode: "byob" });
+  const reader = readerOf(body);
   let finished = false;
   const finish = (complete: boolean) => {
     if (finished) return;
@@ -117,7 +117,7 @@ function scanned(
       async pull(controller) {
         let chunk: Awaited<ReturnType<typeof reader.read>>;
         try {
-          chunk = await reader.read(new Uint8Array(READ_BYTES));
+          chunk = await reader.read();
         } catch (error) {
           finish(false);
           controller.error(error);
@@ -128,7 +128,7 @@ function scanned(
           finish(true);
           return;
         }
-        const bytes = chunk.value as Uint8Array; // a read into a Uint8Array fills one
+        const bytes = chunk.value;
         // Scanned before it is passed on: enqueuing may hand its buffer over (detached here).
         for (const scanner of scanners) scanner.chunk(bytes);
         controller.enqueue(bytes);
@@ -140,6 +140,26 @@ function scanned(
     },
     { highWaterMark: 0 },
   );
+}
+
+/**
+ * A reader of `body` in reads of up to `READ_BYTES` (BYOB: one JS hop per read, where the origin's own chunking
+ * may be a few KiB), or of its own chunks when it is not a byte stream (a handler's JS `ReadableStream`).
+ */
+function readerOf(body: ReadableStream<Uint8Array>): {
+  read(): Promise<{ done: boolean; value?: Uint8Array | undefined }>;
+  cancel(reason: unknown): Promise<void>;
+} {
+  try {
+    const byob = body.getReader({ mode: "byob" });
+    return {
+      read: () => byob.read(new Uint8Array(READ_BYTES)),
+      cancel: (reason) => byob.cancel(reason),
+    };
+  } catch {
+    const reader = body.getReader();
+    return { read: () => reader.read(), cancel: (reason) => reader.cancel(reason) };
+  }
 }
 
 /** The settlements `found` calls for, sent in one call; what could not be settled, logged in one line. */
