@@ -174,6 +174,12 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
    * rules; such a rule is never decided from a lease. @default every admitted request is charged
    */
   count?: { status: (`${number}` | `${1 | 2 | 3 | 4 | 5}xx` | number)[] };
+  /**
+   * The request's real cost, read from its response and settled after it (docs/settle.md): a response header,
+   * or a number at a dot path of a JSON body or of the last server-sent event carrying it. `cost` is then the
+   * reservation charged at admission. Not on `concurrency`, `shed` or `sliding-log`. @default none
+   */
+  settle?: `header:${string}` | `json:${string}` | `sse:${string}`;
 }
 
 /** Options of `rateLimit`. */
