@@ -23,6 +23,7 @@ export {
   ConfigError,
   type KeyPart,
   type RuleConfig,
+  type SettleSource,
   type ShedConfig,
   type TierLimits,
 } from "./config";
@@ -43,6 +44,8 @@ export type {
   Reservation,
   RuleCall,
   RuleResult,
+  SettledUnits,
+  Settlement,
   Source,
   WaitUntil,
 } from "./engine/types";
