@@ -13,7 +13,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { startFloodgate } from "./lib/floodgate.mjs";
-import { freePort, startProcess, stopAll } from "./lib/procs.mjs";
+import { cpuSeconds, freePort, startProcess, stopAll } from "./lib/procs.mjs";
 import { fmt, median, table } from "./lib/report.mjs";
 import { restCommand, startRedis, startRest } from "./lib/stack.mjs";
 
@@ -99,6 +99,7 @@ async function main() {
     });
     target.ttfb = [];
     target.mbps = [];
+    target.cpuMs = [];
   }
 
   // Stream: one client at a time, the two targets alternating, a warm-up request each first.
@@ -106,7 +107,9 @@ async function main() {
   for (const target of targets) await timed(`${target.worker.url}/fw/warm?mb=1`, headers);
   for (let round = 0; round < rounds; round++) {
     for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
+      const cpuBefore = cpuSeconds(target.worker.pid);
       const { firstByteMs, totalMs, bytes } = await timed(`${target.worker.url}/fw/stream?mb=${mb}`, headers);
+      target.cpuMs.push((cpuSeconds(target.worker.pid) - cpuBefore) * 1000);
       target.ttfb.push(firstByteMs);
       target.mbps.push(bytes / 1024 / 1024 / (totalMs / 1000));
     }
@@ -144,8 +147,8 @@ async function main() {
     `Settle bench: ${rounds} interleaved rounds of a ${mb} MB SSE stream, one client; ${requests} requests per command count.`,
     "",
     table(
-      ["target", "TTFB ms (median)", "MB/s (median)"],
-      targets.map((t) => [t.label, fmt(median(t.ttfb), 1), fmt(median(t.mbps), 0)]),
+      ["target", "TTFB ms (median)", "MB/s (median)", "workerd CPU ms per stream (median)"],
+      targets.map((t) => [t.label, fmt(median(t.ttfb), 1), fmt(median(t.mbps), 0), fmt(median(t.cpuMs), 0)]),
     ),
     "",
     `settled / plain: throughput ${ratio(median(settled.mbps), median(plain.mbps))}×, time to first byte ${ratio(median(settled.ttfb), median(plain.ttfb))}× (lower is better)`,

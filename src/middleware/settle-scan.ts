@@ -2,16 +2,16 @@
  * Reading a response's real cost while its body streams through unchanged (docs/settle.md): a scanner sees
  * every chunk once, keeps what it needs in bounded memory, and answers when the body has ended.
  * - `sse`: the last server-sent event whose JSON data has a number at the path (OpenAI's `usage` chunk,
- *   Anthropic's `message_delta`). Events are split as the SSE spec says (lines, `data:` fields, a blank line
- *   ends one); only an event whose data names the path's last key is parsed, so a long stream costs one
- *   pass over its text and a `JSON.parse` of one or two small events.
+ *   Anthropic's `message_delta`), events split as the SSE spec says (`\n`, `\r\n` or `\r` line ends, `data:`
+ *   fields, a blank line ends one). The bytes are searched for the path's last key (natively, for its rarest
+ *   byte; no decoding); only an event that holds it is decoded and parsed.
  * - `json`: a number at the path of the JSON body, read from at most `MAX_JSON_BYTES` of it.
  */
 import type { SettleSource } from "../config";
 
 /** Most bytes of a JSON body kept to read its cost from; a longer body keeps its reservation. */
 export const MAX_JSON_BYTES = 1 << 20;
-/** Most characters of one server-sent event's data (or one line) kept; a longer event is skipped. */
+/** Most bytes of one server-sent event kept; a longer event is skipped. */
 export const MAX_EVENT_CHARS = 1 << 20;
 
 /** What a scan found: a cost, or why there is none. */
@@ -81,20 +81,105 @@ function jsonScanner(path: readonly string[]): Scanner {
   };
 }
 
+const LF = 10;
+const CR = 13;
+
+/** Whether `b` ends a line (`\n` or `\r`). */
+const isEol = (b: number | undefined): boolean => b === LF || b === CR;
+
+/**
+ * Where the last blank line in `bytes[0, limit)` ends (the index after it: where the next event starts), or -1.
+ * A blank line is a line end right after another (`\n\n`, `\r\r`, `\r\n\r\n`, …; `\r\n` is one line end). A
+ * `\r` at `limit - 1` may be the first half of a `\r\n`: not counted until the next byte is known.
+ */
+function lastEventEnd(bytes: Uint8Array, limit: number): number {
+  for (let i = limit - 1; i >= 1; i--) {
+    const c = bytes[i];
+    if (!isEol(c)) continue;
+    if (c === CR && i === limit - 1) continue; // maybe half of a "\r\n"
+    // The line end at i, and where it begins (a "\r\n" begins at its "\r").
+    const begins = c === LF && bytes[i - 1] === CR ? i - 1 : i;
+    if (begins >= 1 && isEol(bytes[begins - 1])) return c === CR && bytes[i + 1] === LF ? i + 2 : i + 1;
+  }
+  return -1;
+}
+
+/** Where the event holding `at` begins in `bytes` (after the blank line before it, or `from`). */
+function eventStart(bytes: Uint8Array, at: number, from: number): number {
+  return Math.max(lastEventEnd(bytes, at), from);
+}
+
+/** Where the event holding `at` ends in `bytes` (where the blank line after it begins), or `limit`. */
+function eventStop(bytes: Uint8Array, at: number, limit: number): number {
+  for (let i = at; i < limit - 1; i++) {
+    const c = bytes[i];
+    if (!isEol(c)) continue;
+    const next = afterEol(bytes, i);
+    if (isEol(bytes[next])) return i;
+    i = next - 1;
+  }
+  return limit;
+}
+
+/** The index after the line end at `i` (`\r\n` is one). */
+const afterEol = (bytes: Uint8Array, i: number): number =>
+  bytes[i] === CR && bytes[i + 1] === LF ? i + 2 : i + 1;
+
+/**
+ * ASCII bytes from rarest to commonest in JSON text (English letters by frequency, after the rarer
+ * punctuation): the byte of a key a search looks for first.
+ */
+const RARITY = "_-$@~^|`zqxjkvbpygfwmucldrhsnioaet";
+
+/** A needle: its bytes, and the one a search anchors on (its rarest) with that byte's offset in it. */
+interface Needle {
+  bytes: Uint8Array;
+  anchor: number;
+  offset: number;
+}
+
+function needleOf(text: string): Needle {
+  const bytes = new TextEncoder().encode(text);
+  let offset = 1; // past the opening quote
+  let best = Number.POSITIVE_INFINITY;
+  for (let k = 1; k < bytes.length - 1; k++) {
+    const rank = RARITY.indexOf(String.fromCharCode(bytes[k] as number).toLowerCase());
+    const score = rank < 0 ? RARITY.length : rank;
+    if (score < best) [best, offset] = [score, k];
+  }
+  return { bytes, anchor: bytes[offset] as number, offset };
+}
+
+/**
+ * The first index of `needle` in `hay[from, limit)`, or -1: the native `indexOf` finds each occurrence of its
+ * rarest byte, and only there are its other bytes compared (a long stream without it costs a few ns a KiB).
+ */
+function indexOfBytes(hay: Uint8Array, needle: Needle, from: number, limit: number): number {
+  const { bytes, anchor, offset } = needle;
+  const m = bytes.length;
+  for (let i = hay.indexOf(anchor, from + offset); i >= 0; i = hay.indexOf(anchor, i + 1)) {
+    const start = i - offset;
+    if (start + m > limit) return -1;
+    let k = 0;
+    while (k < m && hay[start + k] === bytes[k]) k++;
+    if (k === m) return start;
+  }
+  return -1;
+}
+
 function sseScanner(path: readonly string[]): Scanner {
+  // The path's last key as it appears in JSON text: an event without it cannot carry the path. Searched for in
+  // the bytes (UTF-8 never puts an ASCII byte inside another character), and only an event holding it is decoded.
+  const needle = needleOf(JSON.stringify(path[path.length - 1]));
   const decoder = new TextDecoder();
-  // The path's last key as it appears in JSON text: an event without it cannot carry the path.
-  const needle = JSON.stringify(path[path.length - 1]);
-  let tail = ""; // the text after the last complete event, "\n" line ends
-  let skipping = false; // the current event grew past MAX_EVENT_CHARS: dropped up to its end
-  let heldCR = false; // the previous text ended in "\r", which a "\n" opening the next may complete
+  let tail: Uint8Array = new Uint8Array(0); // the bytes after the last complete event
+  let skipping = false; // the current event grew past MAX_EVENT_CHARS bytes: dropped up to its end
   let found: ScanResult = { missing: "no event carried the path" };
 
-  /** One complete event's text ("\n" line ends, no blank line): its number at the path, if it carries it. */
+  /** One complete event's text: its number at the path, if it carries it. */
   function event(text: string): void {
-    if (!text.includes(needle)) return;
     const data: string[] = [];
-    for (const line of text.split("\n")) {
+    for (const line of text.split(/\r\n?|\n/)) {
       if (!line.startsWith("data")) continue; // comments, event, id, retry: not the data
       if (line.length === 4) data.push("");
       else if (line.charCodeAt(4) === 58)
@@ -110,51 +195,46 @@ function sseScanner(path: readonly string[]): Scanner {
     if (value !== undefined && value !== null) found = numberAt(value);
   }
 
-  /**
-   * The text's complete events, read where they may carry the path; the rest kept for the next text. Only
-   * native searches run over the whole stream: an event is split into lines only when it names the key.
-   */
-  function feed(raw: string, last: boolean): void {
-    let text = raw;
-    if (heldCR) text = `\r${text}`;
-    heldCR = !last && text.endsWith("\r");
-    if (heldCR) text = text.slice(0, -1);
-    if (text.includes("\r")) text = text.replace(/\r\n?/g, "\n");
-    let buffer = tail + text;
-    let end = buffer.lastIndexOf("\n\n");
-    if (last && end < 0 && buffer !== "") {
-      buffer += "\n\n"; // a last event not followed by a blank line still counts: a stream cut after its usage
-      end = buffer.length - 2;
+  /** `chunk`'s complete events (with what was kept before) read where they hold the key; the rest kept. */
+  function feed(chunk: Uint8Array, last: boolean): void {
+    let bytes = chunk;
+    if (tail.length > 0) {
+      bytes = new Uint8Array(tail.length + chunk.length);
+      bytes.set(tail);
+      bytes.set(chunk, tail.length);
     }
+    // A last event that no blank line ends still counts: a stream cut right after its usage.
+    const end = last ? bytes.length : lastEventEnd(bytes, bytes.length);
     if (end < 0) {
-      tail = buffer;
+      tail = bytes === chunk ? chunk.slice() : bytes; // a chunk's buffer is handed on after the scan: copied
     } else {
       let from = 0;
       if (skipping) {
         // The oversized event's rest, up to its end: dropped.
-        from = buffer.indexOf("\n\n") + 2;
+        const stop = eventStop(bytes, 0, end); // where the blank line ending it begins
+        from = stop < end ? Math.min(afterEol(bytes, afterEol(bytes, stop)), end) : end;
         skipping = false;
       }
-      for (let hit = buffer.indexOf(needle, from); hit >= 0 && hit < end; hit = buffer.indexOf(needle, hit)) {
-        const start = buffer.lastIndexOf("\n\n", hit); // -1: the event opens the buffer
-        const stop = buffer.indexOf("\n\n", hit);
-        event(buffer.slice(Math.max(start < 0 ? 0 : start + 2, from), stop));
-        hit = stop + 2;
+      for (let hit = indexOfBytes(bytes, needle, from, end); hit >= 0; ) {
+        const start = eventStart(bytes, hit, from);
+        const stop = eventStop(bytes, hit, end);
+        if (stop - start <= MAX_EVENT_CHARS) event(decoder.decode(bytes.subarray(start, stop)));
+        hit = indexOfBytes(bytes, needle, stop, end);
       }
-      tail = buffer.slice(end + 2);
+      tail = end < bytes.length ? bytes.slice(end) : new Uint8Array(0);
     }
     if (tail.length > MAX_EVENT_CHARS) {
-      tail = "";
+      tail = new Uint8Array(0);
       skipping = true;
     }
   }
 
   return {
     chunk(chunk) {
-      feed(decoder.decode(chunk, { stream: true }), false);
+      feed(chunk, false);
     },
     end() {
-      feed(decoder.decode(), true);
+      feed(new Uint8Array(0), true);
       return found;
     },
   };

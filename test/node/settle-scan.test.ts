@@ -79,6 +79,8 @@ describe("sse: the last server-sent event carrying the path", () => {
     ).toEqual({
       units: 6,
     });
+    const crlf = `${huge.replaceAll("\n", "\r\n")}data: {"usage":{"total_tokens":7}}\r\n\r\n`;
+    expect(scan(sse("usage.total_tokens"), crlf, 50_000)).toEqual({ units: 7 });
   });
 });
 
