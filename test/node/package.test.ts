@@ -258,10 +258,10 @@ describe("the npm package, installed from its tarball into a fresh Hono app", ()
     });
   });
 
-  // At most 200 KiB, 60 KiB gzipped (a bare Hono app is 21 KiB / 9 KiB minified); 168 KiB / 57 KiB with the Lua
-  // inlined without its comments (package/README.md, "Bundle size").
+  // At most 200 KiB, 64 KiB gzipped (a bare Hono app is 21 KiB / 9 KiB minified); 178 KiB / 60 KiB with the Lua
+  // inlined without its comments and a rule's `settle` (package/README.md, "Bundle size").
   const MAX_BUNDLE = 200 * 1024;
-  const MAX_BUNDLE_GZIP = 60 * 1024;
+  const MAX_BUNDLE_GZIP = 64 * 1024;
 
   it("builds the README's Workers example as written with wrangler, small enough, and Redis decides its requests on workerd", async () => {
     const example = filesOf(await readFile(join(app, "node_modules/hono-floodgate/README.md"), "utf8"));
