@@ -5,7 +5,7 @@
 //   capacity as a share of what a full bucket holds; switching off asks first; the audit trail says who
 //   changed what, on the page and at GET /__floodgate/audit; a global switch that lapses by itself.
 // - On a phone (390 × 844): the summary first, cards collapsed, targets of 44 px, inputs of 16 px.
-// FLOODGATE_SCREENSHOTS=1 also writes docs/dashboard-who.png (1280 wide) and docs/dashboard-phone.png
+// FLOODGATE_SCREENSHOTS=1 also writes docs/dashboard-who.png, docs/dashboard-whatif.png (1280 wide) and docs/dashboard-phone.png
 // (390 wide): FLOODGATE_SCREENSHOTS=1 npx vitest run test/node/dashboard-operator.test.ts
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
@@ -312,6 +312,7 @@ describe("what if the limit changed", () => {
     expect(await panel.locator('[data-field="whatif.verdict"]').textContent()).toBe(
       "At limit 4, 2 of 3 identities would have been denied in the last hour.",
     );
+    if (SCREENSHOTS) await card("window").screenshot({ path: docs("dashboard-whatif.png") });
     // Raising it past everyone's demand: nobody.
     await form.locator('input[name="limit"]').fill("20");
     await form.getByRole("button", { name: "What if" }).click();
