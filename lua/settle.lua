@@ -10,7 +10,7 @@ KEYS (n rules):
 ARGV (5 per rule):
   ARGV[1 + 5(i-1)]  algorithm code: 1 fixed-window | 2 sliding-window | 4 token-bucket | 5 gcra
   ARGV[2 + 5(i-1)]  limit in force at the decision, units per period
-  ARGV[3 + 5(i-1)]  period in force at the decision, ms
+  ARGV[3 + 5(i-1)]  period in force at the decision, ms; 0 for a calendar period (fixed-window)
   ARGV[4 + 5(i-1)]  burst in force at the decision, units (token-bucket/gcra capacity; ignored by windows)
   ARGV[5 + 5(i-1)]  units to charge, >= 1
 Reply: { remaining } per rule, in rule order: units available after the charge, negative = the debt.
@@ -44,7 +44,13 @@ for i = 1, n do
     -- to the next (the debt is known only now). A counter that did not exist gets its window's end as expiry.
     local counted = redis.pcall("INCRBY", key, units_arg)
     if type(counted) == "number" then
-      if counted == units then
+      if counted == units and period == 0 then
+        -- A calendar period's counter that did not exist: its period ended since the admission, and where the
+        -- new one ends only the decision's bounds say. Not charged (the debt of a response that outlived its
+        -- period is forgiven: docs/settle.md).
+        redis.call("DEL", key)
+        counted = 0
+      elseif counted == units then
         local now_ms = floor(clock() / 1000)
         redis.call("PEXPIREAT", key, format("%d", now_ms - now_ms % period + period))
       end

@@ -82,7 +82,7 @@ export function settleArguments(prefix: string, charges: readonly Settlement[]):
     args.push(
       String(traitsOf(call.algorithm).code),
       String(result.limit),
-      String(result.periodMs),
+      String(call.calendar ? 0 : result.periodMs), // a calendar period's end only its bounds say
       String(call.burst),
       String(units),
     );
