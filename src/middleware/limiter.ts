@@ -176,6 +176,10 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       // The client went away before its slot: no one to answer, and its slots go back where they can.
       waitUntil(giveBack(decider, decision, requestId).catch(() => undefined));
       if (releaseSlots) waitUntil(releaseSlots().catch(() => undefined));
+      // Nothing reached the origin: a rule counting by status gets its units back (a delayed rule's went back
+      // with its slot just above).
+      const held = heldUntilStatus(decision, statusCounts).filter((r) => !r.delayMs);
+      giveBackUncounted(decider, held, statusCounts, 499, requestId, decidedAtMs, waitUntil);
       return new Response(null, { status: 499 });
     }
 

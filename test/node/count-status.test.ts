@@ -6,6 +6,7 @@ import { Hono } from "hono";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { ConfigError } from "../../src/config";
+import { hashIdentity, stateKey } from "../../src/engine/keys";
 import type { Decider } from "../../src/engine/types";
 import { rateLimit } from "../../src/middleware";
 import { createEngine } from "../../src/resilience/engine";
@@ -165,6 +166,46 @@ describe("count = { status = [...] }", () => {
     expect((await app.request("/?status=599", { headers: user })).status).toBe(599);
     await landed();
     expect((await app.request("/?status=200", { headers: user })).status).toBe(429);
+  });
+
+  it("gives the units back when the client leaves while its request waits for a delayed slot", async () => {
+    const prefix = `count-delay-${Date.now().toString(36)}`;
+    const { decider, landed } = recordingDecider(prefix);
+    const app = new Hono();
+    app.use(
+      "*",
+      rateLimit({
+        decider,
+        rules: [
+          { name: "pace", key: "header:x-user", algorithm: "gcra", limit: 1, period: "4s", delay: "5s" },
+          {
+            name: "errors",
+            key: "header:x-user",
+            algorithm: "fixed-window",
+            limit: 5,
+            period: "1h",
+            count: { status: ["5xx"] },
+          },
+        ],
+      }),
+    );
+    app.all("*", (c) => c.text("answered", 500));
+    const user = `u-${crypto.randomUUID()}`;
+    const counter = stateKey(prefix, "errors", await hashIdentity(user));
+    expect((await app.request("/", { headers: { "x-user": user } })).status).toBe(500);
+    await landed();
+    expect(await direct.get(counter)).toBe("1");
+    // The next one waits for its slot (4 s on): the client goes away after 200 ms.
+    const away = new AbortController();
+    const waiting = app.request(
+      new Request("http://x/", { headers: { "x-user": user }, signal: away.signal }),
+    );
+    await sleep(200);
+    expect(await direct.get(counter)).toBe("2"); // held while it waits
+    away.abort();
+    expect((await waiting).status).toBe(499);
+    await landed();
+    expect(await direct.get(counter)).toBe("1");
   });
 
   it("in monitor mode counts the listed statuses and never denies", async () => {
