@@ -65,6 +65,11 @@ export interface RuleCall {
   /** `false` = never decided from a lease (the rule's `lease = false`); concurrency never is. @default true */
   lease?: boolean;
   /**
+   * Its units may go back once the response is known (a rule counting by status: docs/counting.md), at any
+   * moment and from any instance: a denial under it is never answered from the deny cache. @default false
+   */
+  givesBackAfterResponse?: boolean;
+  /**
    * A fixed-window rule over calendar periods: the boundaries around the edge's clock, among which the script
    * picks by Redis's (lua/decide/calendar.lua); `periodMs` is then the current period's length as the edge
    * sees it, and a result's the one Redis chose. Absent = windows aligned to the epoch.

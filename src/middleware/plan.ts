@@ -204,6 +204,7 @@ function callOf(
     lease: rule.lease,
   };
   if (calendar !== undefined) call.calendar = calendar;
+  if (rule.count !== undefined) call.givesBackAfterResponse = true;
   if (share !== undefined) call.priorityClass = share.priorityClass;
   return call;
 }

@@ -8,7 +8,8 @@
  * split request's refund, src/resilience/sharded.ts: the denial may have met units held only until that
  * refund landed), so an entry answers for at most `DENY_CACHE_HOLD_MS`, then Redis is asked again. Other
  * isolates also forget a denial an admin reset or override ended when the live-mode refresh replays the
- * change log (src/live/changes.ts). Not cached: `concurrency` and `shed` (a slot may free at any moment),
+ * change log (src/live/changes.ts). Not cached: `concurrency` and `shed` (a slot may free at any moment), a
+ * rule counting by status (`RuleCall.givesBackAfterResponse`: a request in flight may give its units back),
  * `cost-exceeds-capacity` (no wait would help), and a denial under limits an override set (the script says
  * so: `RuleResult.overridden`): a `ttl` may end the override before the retry time, and nothing here knows
  * when, so a cached denial would outlive it (docs/operating.md, "How soon an override applies": its `ttl` ends it exactly).
@@ -107,6 +108,7 @@ const keptDenial = (result: RuleResult): boolean =>
   result.call.mode === "on" &&
   result.call.cost > 0 &&
   !traitsOf(result.call.algorithm).holdsSlot &&
+  !result.call.givesBackAfterResponse &&
   result.retryAfterMs > 0 &&
   !result.overridden;
 
