@@ -441,16 +441,19 @@ it("a lease whose answer arrives after its identity was revoked here is not take
 }, 30_000);
 
 describe("a burst into one isolate", () => {
-  /** `clients` concurrent clients, each sending its next request when the last is answered, for `ms`. */
-  async function burst(x: RuleCall, clients: number, ms: number) {
+  /**
+   * `clients` concurrent clients, each sending its next request when the last is answered, `total` requests in
+   * all (a count, not a duration: a loaded machine answers fewer in a given time, and the assertions are about
+   * how the requests were decided, not how fast).
+   */
+  async function burst(x: RuleCall, clients: number, total: number) {
     const { isolate: a, redisCalls } = countingRedisCalls();
     const pending: Promise<unknown>[] = [];
-    const until = Date.now() + ms;
     let allowed = 0;
     let requests = 0;
     await Promise.all(
       Array.from({ length: clients }, async () => {
-        while (Date.now() < until) {
+        while (requests < total) {
           requests++;
           // As the middleware asks: with the request's budget and its waitUntil.
           const decision = await a.decide([x], requestId(), {
@@ -467,11 +470,11 @@ describe("a burst into one isolate", () => {
 
   it("into a cold identity is decided by a few Redis calls, not one per request in flight", async () => {
     const x = ruleCall({ algorithm: "sliding-window", limit: 1_000_000, periodMs: 3_600_000 });
-    const { redisCalls, allowed, requests } = await burst(x, 32, 500);
+    const { redisCalls, allowed, requests } = await burst(x, 32, 400);
     expect(allowed).toBe(requests);
-    expect(requests).toBeGreaterThan(200);
+    expect(requests).toBe(400);
     // Without waiting for the lease call on its way, every request in flight meanwhile went to Redis.
-    expect(redisCalls).toBeLessThan(requests / 10);
+    expect(redisCalls).toBeLessThan(requests / 5);
   }, 30_000);
 
   it("waits for a lease call another request sent only within its own budget, and asks Redis after one is lost", async () => {
@@ -523,8 +526,8 @@ describe("a burst into one isolate", () => {
 
   it("never admits more than the limit, the last units decided in Redis", async () => {
     const x = ruleCall({ algorithm: "fixed-window", limit: 150, periodMs: 3_600_000 });
-    const { allowed, requests } = await burst(x, 32, 500);
-    expect(requests).toBeGreaterThan(150);
+    const { allowed, requests } = await burst(x, 32, 300);
+    expect(requests).toBe(300);
     expect(allowed).toBe(150);
   }, 30_000);
 });
