@@ -114,6 +114,12 @@ try {
   console.log(
     `check-config: ${where}: OK, ${config.rules.length} rule(s): ${config.rules.map((r) => r.name).join(", ")}`,
   );
+  if (config.actions.length > 0) {
+    // Action rules (docs/lists.md), in the order they are walked among the others.
+    console.log(
+      `  ${config.actions.length} action rule(s): ${config.actions.map((a) => `${a.name} (${a.action})`).join(", ")}`,
+    );
+  }
   console.log(
     `  mode ${config.mode}, failure ${config.failure}, origin ${config.originUrl.origin}, prefix ${config.prefix}`,
   );

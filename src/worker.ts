@@ -35,7 +35,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   // first endpoint (docs/scaling-out.md).
   const store = stores[0] as (typeof stores)[0];
   const liveModes = createLiveModes(store.redis, config.prefix, {
-    ruleNames: config.rules.map((rule) => rule.name),
+    ruleNames: [...config.rules, ...config.actions].map((rule) => rule.name),
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     coldLoadTimeoutMs: config.timeoutMs,
   });
@@ -103,6 +103,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
       // What `onError` would answer, without the throw.
       answer: problemResponse,
+      actions: config.actions,
     },
   );
   app.use("*", limiter.middleware);

@@ -6,7 +6,7 @@
  */
 import type { Hono } from "hono";
 import type { FloodgateConfig } from "../config";
-import type { RuleConfig, ShedConfig } from "../config/rules";
+import type { ActionRule, RuleConfig, ShedConfig } from "../config/rules";
 import type { Mode } from "../engine/types";
 import { explainMode, type ModeSource } from "../live/effective";
 import { type LiveModes, readLiveModes, writeLiveMode } from "../live/modes";
@@ -22,15 +22,16 @@ export function liveRoutes(app: Hono<AdminEnv>): void {
   app.put("/mode", async (c) => {
     const admin = c.get("admin");
     const body = await parseBody(c.req.raw, ModeBody);
-    if (body.rule !== undefined) findRule(admin, body.rule);
+    // An action rule (docs/lists.md) has a mode too: it is switched like any other.
+    if (body.rule !== undefined && !admin.config.actions?.some((a) => a.name === body.rule)) {
+      findRule(admin, body.rule);
+    }
     // The write and the read back share one wait for Redis, the admin timeout, not one each.
     const live = await withDeadline(admin.adminTimeoutMs, async (deadline) => {
       await deadline.within(() =>
         writeLiveMode(admin.redis, admin.config.prefix, body.rule, body.mode, body.ttl),
       );
-      return deadline.within(() =>
-        readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config.rules)),
-      );
+      return deadline.within(() => readLiveModes(admin.redis, admin.config.prefix, ruleNames(admin.config)));
     });
     // This isolate obeys its own switch from its next request; every other one within its refresh interval.
     admin.liveModes?.replace(live);
@@ -45,9 +46,10 @@ export function liveRoutes(app: Hono<AdminEnv>): void {
   });
 }
 
-const ruleNames = (rules: readonly RuleConfig[]) => rules.map((rule) => rule.name);
+/** Every rule's name, action rules' too: each may have a live mode. */
+const ruleNames = (config: Config) => [...config.rules, ...(config.actions ?? [])].map((rule) => rule.name);
 
-type Config = Pick<FloodgateConfig, "rules" | "mode" | "failure">;
+type Config = Pick<FloodgateConfig, "rules" | "mode" | "failure"> & Partial<Pick<FloodgateConfig, "actions">>;
 
 /** The effective configuration: every rule as configured (`source: "binding"`), modes with their source. */
 function describe(config: Config, live: LiveModes, liveModesFrom: LiveModesFrom) {
@@ -64,6 +66,7 @@ function describe(config: Config, live: LiveModes, liveModesFrom: LiveModesFrom)
     },
     failure: config.failure,
     rules: config.rules.map((rule) => describeRule(rule, config, live)),
+    actions: (config.actions ?? []).map((rule) => describeAction(rule, config, live)),
     liveModesFrom,
   };
 }
@@ -91,6 +94,24 @@ function showShed(shed: ShedConfig, capacity: number) {
     ),
     unknownClass: shed.fallback,
     shards: shed.shards,
+  };
+}
+
+/** An action rule (docs/lists.md); `before`: the counting rule it is evaluated ahead of (absent: after all). */
+function describeAction(rule: ActionRule, config: Config, live: LiveModes) {
+  const mode = explainMode(rule, config.mode, live);
+  return {
+    name: rule.name,
+    action: rule.action,
+    match: rule.match,
+    key: rule.keyText,
+    before: config.rules[rule.before]?.name,
+    mode: {
+      effective: mode.mode,
+      source: mode.source,
+      configured: rule.mode ?? null,
+      live: (live.rules[rule.name] as Mode | undefined) ?? null,
+    },
   };
 }
 

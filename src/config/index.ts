@@ -9,7 +9,7 @@ import { FAILURES, type FailurePolicy, MODES, type Mode } from "../engine/types"
 import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
 import { ConfigError, collecting, configErrorFrom } from "./errors";
-import { parseRules, type RuleConfig, unreadFields } from "./rules";
+import { type ActionRule, parseRuleSet, type RuleConfig, unreadFields } from "./rules";
 import { MAX_LEASE_MS, ON_OFF } from "./schema";
 import {
   bearerSecret,
@@ -29,16 +29,19 @@ export { ConfigError, collecting } from "./errors";
 export { limitsFor } from "./limits";
 export { MIDDLEWARE_OPTIONS, type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
 export {
+  type ActionRule,
   clientChosenSources,
   headersRead,
   type KeyPart,
+  parseRuleSet,
   parseRules,
   type RuleConfig,
+  type RuleSet,
   type SettleSource,
   type ShedConfig,
   type TierLimits,
 } from "./rules";
-export { CF_FIELDS, type CfField, MAX_LEASE_MS, MAX_UNITS } from "./schema";
+export { CF_FIELDS, type CfField, LIST_NAME, MAX_LEASE_MS, MAX_UNITS } from "./schema";
 
 /** Everything the Worker needs, validated, with defaults applied. */
 export interface FloodgateConfig {
@@ -46,7 +49,10 @@ export interface FloodgateConfig {
   originUrl: URL;
   /** Every endpoint `UPSTASH_REDIS_REST_URL` lists, in its order (docs/scaling-out.md). */
   redisEndpoints: RedisEndpoint[];
+  /** The counting rules (those with an `algorithm`), in the order written. */
   rules: RuleConfig[];
+  /** The action rules (`action = "deny" | "allow"`, docs/lists.md), each with its place among `rules`. */
+  actions: ActionRule[];
   mode: Mode;
   failure: FailurePolicy;
   timeoutMs: number;
@@ -140,18 +146,19 @@ export function parseEnv(
   if (requireOrigin && present.ORIGIN_URL === undefined) {
     problems.push("ORIGIN_URL: required (where allowed requests go, e.g. https://origin.example.com)");
   }
-  const rules = collecting(problems, () =>
-    parseRules(rulesFrom(env.RATE_LIMIT_RULES), {
+  const ruleSet = collecting(problems, () =>
+    parseRuleSet(rulesFrom(env.RATE_LIMIT_RULES), {
       label: "RATE_LIMIT_RULES",
       jwtVerifiable: Boolean(env.RATE_LIMIT_JWT_SECRET) || Boolean(env.RATE_LIMIT_JWKS_URL),
     }),
   );
-  if (!result.success || !endpoints || !rules || problems.length > 0) throw new ConfigError(problems);
+  if (!result.success || !endpoints || !ruleSet || problems.length > 0) throw new ConfigError(problems);
   const b = result.output;
   return {
     originUrl: new URL(b.ORIGIN_URL ?? "http://origin.invalid"),
     redisEndpoints: endpoints,
-    rules,
+    rules: ruleSet.rules,
+    actions: ruleSet.actions,
     mode: b.RATE_LIMIT_MODE,
     failure: b.RATE_LIMIT_FAILURE,
     timeoutMs: b.RATE_LIMIT_TIMEOUT_MS,

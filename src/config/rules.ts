@@ -9,7 +9,7 @@ import type { CalendarPeriod } from "../util/calendar";
 import { calendarOf, NOMINAL_MS } from "./calendar";
 import { type StatusCount, statusCount } from "./count";
 import { ConfigError, collecting, configErrorFrom } from "./errors";
-import { type CfField, ruleSchema } from "./schema";
+import { actionRuleSchema, type CfField, ruleSchema } from "./schema";
 import { windowCapProblem } from "./window-cap";
 
 /** One part of a key (or tier) source. */
@@ -68,6 +68,16 @@ export interface RuleConfig {
     case_insensitive?: boolean;
     /** `false`: a request counts under its own method only, never the method it tunnels (src/rules/method.ts). */
     method_override?: boolean;
+    /** Client addresses and CIDRs (docs/lists.md); an IPv4-mapped IPv6 client matches its IPv4 form. */
+    ip?: string[];
+    /** `request.cf.country` codes, upper case. */
+    country?: string[];
+    /** `request.cf.asn` numbers. */
+    asn?: number[];
+    /** Case-insensitive globs of the `User-Agent` header (`*`: any characters). */
+    user_agent?: string[];
+    /** A live list (docs/lists.md): its IP entries hold the client IP, its identity entries the rule's key. */
+    list?: string;
   };
   /** The key's parts; more than one = a composite identity. */
   key: KeyPart[];
@@ -105,6 +115,29 @@ export interface RuleConfig {
   settle?: SettleSource;
 }
 
+/**
+ * A rule with an `action` instead of an `algorithm` (docs/lists.md): `deny` answers 403 naming it, `allow`
+ * exempts the request from every rule listed after it. Neither counts anything, so neither calls Redis.
+ */
+export interface ActionRule {
+  name: string;
+  action: "deny" | "allow";
+  match: RuleConfig["match"];
+  /** What a live list's identity entries are compared with; `ip` unless the rule says otherwise. */
+  key: KeyPart[];
+  keyText: string;
+  /** Per-rule override of the global mode; `undefined` = follow the global mode. */
+  mode?: Mode;
+  /** How many counting rules are listed before it: it is evaluated just before `rules[before]`. */
+  before: number;
+}
+
+/** The rules as written, split by kind: the counting rules, and the action rules with their places among them. */
+export interface RuleSet {
+  rules: RuleConfig[];
+  actions: ActionRule[];
+}
+
 /** Default slot lease of a `concurrency` rule: when a slot held by a request that never finished is freed. */
 export const DEFAULT_SLOT_LEASE_MS = 60_000;
 
@@ -121,15 +154,35 @@ export interface ParseRulesOptions {
  * each rule's field errors, a name used twice, and, for a rule whose fields are each valid, what its fields
  * say against each other (a `delay` on a window rule, a `jwt:` key with no verifier).
  */
-export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesOptions): RuleConfig[] {
+export function parseRules(input: unknown, options: ParseRulesOptions): RuleConfig[] {
+  return parseRuleSet(input, options).rules;
+}
+
+/**
+ * {@link parseRules}, keeping the action rules (docs/lists.md) too: every rule as written, split into the
+ * counting rules and the action rules, each action rule knowing its place among the counting ones.
+ */
+export function parseRuleSet(input: unknown, { label, jwtVerifiable }: ParseRulesOptions): RuleSet {
   if (!Array.isArray(input)) {
     throw new ConfigError(`${label}: expected an array of rules (a TOML array of tables, or a JSON array)`);
   }
   if (input.length === 0) throw new ConfigError(`${label}: no rules, add at least one`);
   const problems: string[] = [];
   const seen = new Map<string, number>();
+  const actions: ActionRule[] = [];
+  let counted = 0;
   const rules = input.map((raw, index) => {
     const at = `${label}[${index}]`;
+    if (isActionRule(raw)) {
+      const name = raw.name;
+      const first = typeof name === "string" ? seen.get(name) : undefined;
+      if (first !== undefined) problems.push(`${at}.name: "${name}" is already used by ${label}[${first}]`);
+      else if (typeof name === "string") seen.set(name, index);
+      const action = collecting(problems, () => actionRule(raw, at, label, jwtVerifiable, counted));
+      if (action) actions.push(action);
+      return undefined;
+    }
+    counted++;
     const result = v.safeParse(ruleSchema, raw);
     if (!result.success) problems.push(...configErrorFrom(at, result.issues).problems);
     problems.push(...reservedNames(raw, at));
@@ -142,7 +195,56 @@ export function parseRules(input: unknown, { label, jwtVerifiable }: ParseRulesO
     return collecting(problems, () => ruleConfig(rule, at, label, jwtVerifiable));
   });
   if (problems.length > 0) throw new ConfigError(problems);
-  return rules as RuleConfig[];
+  return { rules: rules.filter((rule): rule is RuleConfig => rule !== undefined), actions };
+}
+
+/** Whether a rule as written is an action rule: it names an `action` (it may wrongly name an `algorithm` too). */
+const isActionRule = (raw: unknown): raw is Record<string, unknown> =>
+  typeof raw === "object" && raw !== null && "action" in raw;
+
+/** The fields only counting rules have (every field of the rule syntax an action rule does not know). */
+const COUNTING_FIELDS = Object.keys(ruleSchema.entries).filter(
+  (field) => !(field in actionRuleSchema.entries),
+);
+
+/** One action rule, checked. */
+function actionRule(
+  raw: Record<string, unknown>,
+  at: string,
+  label: string,
+  jwtVerifiable: boolean,
+  before: number,
+): ActionRule {
+  const counting = COUNTING_FIELDS.filter((field) => raw[field] !== undefined);
+  if (counting.length > 0) {
+    throw new ConfigError(
+      counting.map((field) =>
+        field === "algorithm"
+          ? `${at}.action: a rule has an action or an algorithm, not both (an action rule counts nothing)`
+          : `${at}.${field}: an action rule counts nothing, so it has no ${field} (only rules with an algorithm do)`,
+      ),
+    );
+  }
+  const result = v.safeParse(actionRuleSchema, raw);
+  if (!result.success) throw configErrorFrom(at, result.issues);
+  const rule = result.output;
+  const keyText = rule.key === undefined ? "ip" : Array.isArray(rule.key) ? rule.key.join("|") : rule.key;
+  const key = parseKey(rule.key ?? "ip");
+  const jwt = key.find((part) => part.kind === "jwt");
+  if (jwt && !jwtVerifiable) {
+    throw new ConfigError(
+      `${at}.key: "jwt:${jwt.claim}" needs ${label === "RATE_LIMIT_RULES" ? "RATE_LIMIT_JWT_SECRET or RATE_LIMIT_JWKS_URL" : "jwt.secret or jwt.jwksUrl"} (unverified claims are forgeable)`,
+    );
+  }
+  return {
+    name: rule.name,
+    action: rule.action,
+    match: rule.match ?? {},
+    key,
+    keyText,
+    mode: rule.mode,
+    before,
+  };
 }
 
 /**

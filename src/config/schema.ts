@@ -5,6 +5,7 @@
  */
 import * as v from "valibot";
 import { ALGORITHMS, FAILURES, MODES } from "../engine/types";
+import { parsePrefix } from "../util/address";
 import { MAX_PERIOD_MS, MIN_PERIOD_MS, parseDurationMs } from "./duration";
 
 /** A value as a config message quotes it: JSON, cut at 80 characters. */
@@ -195,6 +196,65 @@ function neverMatchingPath(pattern: string): string | undefined {
   return undefined;
 }
 
+/** Most values one `match` field may list (`ip`, `country`, `asn`, `user_agent`): longer sets belong in a live list. */
+export const MAX_MATCH_VALUES = 1000;
+
+/** A list of at least one value, at most {@link MAX_MATCH_VALUES}. */
+const nonEmptyList = <T extends v.GenericSchema>(item: T, what: string) =>
+  v.pipe(
+    v.array(item, (i) => `${show(i.input)} is not a list of ${what}`),
+    v.minLength(1, `an empty list matches no request (leave the field out to match every request)`),
+    v.maxLength(
+      MAX_MATCH_VALUES,
+      `more than ${MAX_MATCH_VALUES} ${what}: put them in a live list (docs/lists.md)`,
+    ),
+  );
+
+/** `match.ip`: an address or a CIDR (IPv4, IPv6); its host bits must be zero. */
+const ipEntry = v.pipe(
+  v.string((i) => `${show(i.input)} is not an IP address or CIDR`),
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (!dataset.typed) return;
+    const prefix = parsePrefix(dataset.value.trim());
+    if (typeof prefix === "string") addIssue({ message: prefix });
+  }),
+);
+
+/** `match.country`: the two-letter code Cloudflare puts in `request.cf.country` (ISO 3166-1; `T1` for Tor, `XX` unknown). */
+const countryCode = v.pipe(
+  v.string((i) => `${show(i.input)} is not a country code`),
+  v.regex(/^[A-Za-z][A-Za-z0-9]$/, (i) => `${show(i.input)} is not a two-character country code (e.g. "DE")`),
+  v.transform((code) => code.toUpperCase()),
+);
+
+/** `match.asn`: an autonomous system number, as in `request.cf.asn`. */
+const asnNumber = v.pipe(
+  v.number((i) => `${show(i.input)} is not an AS number`),
+  v.check(
+    (n) => Number.isInteger(n) && n >= 0 && n <= 4_294_967_295,
+    (i) => `${show(i.input)} is not an AS number (a whole number from 0 to 4294967295)`,
+  ),
+);
+
+/** Longest `match.user_agent` pattern: a glob runs on every request, its time proportional to its length. */
+const MAX_GLOB_LENGTH = 256;
+
+/** `match.user_agent`: a case-insensitive glob, `*` any characters. */
+const userAgentGlob = v.pipe(
+  v.string((i) => `${show(i.input)} is not a User-Agent pattern`),
+  v.minLength(1, 'an empty pattern matches only an empty User-Agent: use "*" for any'),
+  v.maxLength(MAX_GLOB_LENGTH, `longer than ${MAX_GLOB_LENGTH} characters`),
+);
+
+/** A live list's name (docs/lists.md): it appears in the admin API's paths and in a Redis key. */
+export const LIST_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** `match.list`: the name of a live list. */
+const listName = v.pipe(
+  v.string((i) => `${show(i.input)} is not a list name`),
+  v.regex(LIST_NAME, (i) => `${show(i.input)} is not a list name ([A-Za-z0-9_-]{1,64})`),
+);
+
 const matchSchema = v.strictObject(
   {
     methods: v.optional(
@@ -228,6 +288,11 @@ const matchSchema = v.strictObject(
     strict_slash: v.optional(flag),
     case_insensitive: v.optional(flag),
     method_override: v.optional(flag),
+    ip: v.optional(nonEmptyList(ipEntry, "IP addresses or CIDRs")),
+    country: v.optional(nonEmptyList(countryCode, "country codes")),
+    asn: v.optional(nonEmptyList(asnNumber, "AS numbers")),
+    user_agent: v.optional(nonEmptyList(userAgentGlob, "User-Agent patterns")),
+    list: v.optional(listName),
   },
   unknownField,
 );
@@ -333,6 +398,25 @@ export const ruleSchema = v.strictObject(
     missing: v.optional(picklist(["ip", "skip", "deny"] as const)),
     lease: v.optional(flag),
     count: v.optional(countSchema),
+  },
+  unknownField,
+);
+
+/** What an action rule does: `deny` answers 403, `allow` exempts the request from every rule after it. */
+export const ACTIONS = ["deny", "allow"] as const;
+
+/**
+ * A rule with an `action` instead of an `algorithm` (docs/lists.md): it counts nothing, so it has no limit,
+ * period or any other counting field. `key` (default `ip`) names what a live list's identity entries are
+ * compared with.
+ */
+export const actionRuleSchema = v.strictObject(
+  {
+    name: ruleSchema.entries.name,
+    match: v.optional(matchSchema),
+    action: picklist(ACTIONS),
+    key: v.optional(keyField),
+    mode: v.optional(picklist(MODES)),
   },
   unknownField,
 );

@@ -8,7 +8,7 @@
 import type { CfField } from "../config";
 
 /** The `cf` object of a request, when the runtime gave it one (workerd does; Node's fetch does not). */
-const cfOf = (request: Request): Record<string, unknown> | undefined => {
+export const cfOf = (request: Request): Record<string, unknown> | undefined => {
   const cf = (request as { cf?: unknown }).cf;
   return cf !== null && typeof cf === "object" ? (cf as Record<string, unknown>) : undefined;
 };

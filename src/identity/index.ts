@@ -19,6 +19,7 @@ export {
   identityOfKey,
   needsVerification,
   plainIdentityOf,
+  plainIdentityOfKey,
   plainTierOf,
   type RuleIdentity,
   tierOf,

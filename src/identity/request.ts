@@ -7,8 +7,10 @@ import type { KeyPart } from "../config";
 import type { WaitUntil } from "../engine/types";
 import { methodOverrides } from "../rules/method";
 import { canonicalPath } from "../rules/path";
+import type { CfFacts } from "../rules/match";
+import { type AddressBits, addressBits } from "../util/address";
 import { ProblemError } from "../util/problem";
-import { cfFact } from "./cf";
+import { cfFact, cfOf } from "./cf";
 import { cookieValue } from "./cookie";
 import { canonicalIp, clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
 import { bearerToken, claimValue, JwksUnavailableError, type JwtVerifier } from "./jwt";
@@ -39,6 +41,7 @@ export class RequestFacts {
   private canonical?: string;
   private overrides?: readonly string[];
   private uncheckable?: JwksUnavailableError;
+  private address?: AddressBits | null;
   readonly url: URL;
 
   /**
@@ -93,6 +96,25 @@ export class RequestFacts {
       this.ip = ip ?? null;
     }
     return this.ip ?? undefined;
+  }
+
+  /** The trusted client IP as bits (`match.ip`, live lists: docs/lists.md), parsed once; `undefined` when there is none. */
+  clientAddress(): AddressBits | undefined {
+    if (this.address === undefined) {
+      const ip = this.trustedIp();
+      this.address = (ip === undefined ? undefined : addressBits(ip)) ?? null;
+    }
+    return this.address ?? undefined;
+  }
+
+  /** What Cloudflare knows of the request (`request.cf`: country, ASN, …); `undefined` off Cloudflare. */
+  get cf(): CfFacts | undefined {
+    return cfOf(this.request);
+  }
+
+  /** The `User-Agent` header, or `undefined` without one. */
+  get userAgent(): string | undefined {
+    return this.request.headers.get("user-agent") ?? undefined;
   }
 
   /** The connection's address, canonical (`::ffff:127.0.0.1` from Node is the IPv4 client it carries). */

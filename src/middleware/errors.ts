@@ -50,6 +50,17 @@ export class MissingIdentityError extends ProblemError {
 }
 
 /**
+ * 403: an action rule with `action = "deny"` matched the request (docs/lists.md). The body names the rule in
+ * `detail` and in `rule`, as a 429 names its policy; nothing was counted.
+ */
+export class DeniedByRuleError extends ProblemError {
+  override readonly name = "DeniedByRuleError";
+  constructor(rule: string) {
+    super(403, "about:blank", "Forbidden", `Rule "${rule}" denies this request.`, {}, { rule });
+  }
+}
+
+/**
  * A rule whose capacity (a window's limit, a bucket's burst, after tier and override) is below the request's
  * cost: no wait lets the request pass (docs/configuration.md, "Responses").
  */

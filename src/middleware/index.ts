@@ -6,12 +6,13 @@
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import {
+  type ActionRule,
   ConfigError,
   collecting,
   type MIDDLEWARE_OPTIONS,
   type MiddlewareSettings,
   parseMiddlewareSettings,
-  parseRules,
+  parseRuleSet,
   restTokenProblem,
   restUrlProblem,
 } from "../config";
@@ -21,7 +22,7 @@ import { createJwtVerifier } from "../identity";
 import { createEngine } from "../resilience/engine";
 import { connectionAddressOf, type GetConnInfo, onCloudflareWorkers } from "./conninfo";
 import { createLimiter, type Limiter, type LimiterMiddleware } from "./limiter";
-import type { RateLimitOptions } from "./options";
+import type { RateLimitOptions, RuleOptions } from "./options";
 import type { PlannedRule } from "./plan";
 
 export * from "./errors";
@@ -78,7 +79,8 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
   const settings = collecting(problems, () => parseMiddlewareSettings(options));
   const redis = options.decider ? undefined : collecting(problems, () => redisOf(options.redis));
   if (!rules || !settings || problems.length > 0) throw new ConfigError(problems);
-  return createLimiter(rules, {
+  return createLimiter(rules.rules, {
+    actions: rules.actions,
     // No `redis` only beside a ready decider: a problem with it was thrown above.
     decider: options.decider ?? engineOf(redis as RedisCredentials, settings),
     mode: settings.mode,
@@ -105,15 +107,22 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
   });
 }
 
-/** Validates the rules once; key/cost/tier functions are set aside and the rest checked like RATE_LIMIT_RULES. */
-function validateRules<E extends HonoEnv>(options: RateLimitOptions<E>): PlannedRule[] {
+/**
+ * Validates the rules once; key/cost/tier functions are set aside and the rest checked like RATE_LIMIT_RULES.
+ * Action rules (docs/lists.md) come back apart, each knowing its place among the counting rules.
+ */
+function validateRules<E extends HonoEnv>(
+  options: RateLimitOptions<E>,
+): { rules: PlannedRule[]; actions: ActionRule[] } {
   if (!options || !Array.isArray(options.rules)) throw new ConfigError("rules: expected an array of rules");
-  const fns = options.rules.map((rule) => ({
+  // An action rule has none of a counting rule's functions: read as a counting rule whose fields are absent.
+  const written = options.rules as (Partial<RuleOptions<E>> | null | undefined)[];
+  const fns = written.map((rule) => ({
     keyFn: typeof rule?.key === "function" ? rule.key : undefined,
     tierFn: typeof rule?.tier === "function" ? rule.tier : undefined,
     costFn: typeof rule?.cost === "function" ? rule.cost : undefined,
   }));
-  const plain = options.rules.map((rule, i) =>
+  const plain = written.map((rule, i) =>
     // Not an object (untyped code): as it is, for parseRules to name.
     typeof rule !== "object" || rule === null
       ? rule
@@ -125,8 +134,21 @@ function validateRules<E extends HonoEnv>(options: RateLimitOptions<E>): Planned
         },
   );
   const jwtVerifiable = Boolean(options.jwt?.secret || options.jwt?.jwksUrl);
-  const rules = parseRules(plain, { label: "rules", jwtVerifiable });
-  return rules.map((rule, i) => ({ rule, ...(fns[i] as object) }) as PlannedRule);
+  const { rules, actions } = parseRuleSet(plain, { label: "rules", jwtVerifiable });
+  // Live lists are kept by the Worker's admin API (docs/lists.md); the package has none to read.
+  const listed = plain.findIndex(
+    (rule) => typeof (rule as { match?: { list?: unknown } } | null)?.match?.list === "string",
+  );
+  if (listed !== -1) {
+    throw new ConfigError(
+      `rules[${listed}].match.list: live lists are served by the Floodgate Worker's admin API; in the middleware, list addresses in match.ip`,
+    );
+  }
+  const byName = new Map(options.rules.map((rule, i) => [rule?.name, fns[i]]));
+  return {
+    rules: rules.map((rule) => ({ rule, ...(byName.get(rule.name) as object) }) as PlannedRule),
+    actions,
+  };
 }
 
 type RedisCredentials = NonNullable<RateLimitOptions["redis"]>;

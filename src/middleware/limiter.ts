@@ -7,13 +7,14 @@
  * added.
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { clientChosenSources, type MiddlewareSettings } from "../config";
+import { type ActionRule, clientChosenSources, type MiddlewareSettings } from "../config";
 import { traitsOf } from "../engine/algorithms";
 import type { Decider, WaitUntil } from "../engine/types";
 import { type JwtVerifier, RequestFacts } from "../identity";
 import { compileRules } from "../rules/match";
 import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
-import type { ProblemError } from "../util/problem";
+import { ProblemError } from "../util/problem";
+import { type ListLookup, stepsOf, walkRules } from "./actions";
 import { giveBackUncounted, heldUntilStatus, type StatusCounts } from "./count";
 import { delayOf, giveBack, waitForSlot } from "./delay";
 import { uncheckedDecision } from "./jwks";
@@ -54,6 +55,10 @@ export interface LimiterDeps
    * request. @default throw (an app's `onError` sees every outcome)
    */
   answer?: ((problem: ProblemError) => Response) | undefined;
+  /** The action rules (`deny` / `allow`, docs/lists.md), each with its place among `rules`. @default none */
+  actions?: readonly ActionRule[] | undefined;
+  /** The isolate's live lists, for rules with `match.list`; absent = such a match holds nobody. */
+  lists?: ListLookup | undefined;
 }
 
 /** The limiter's middleware: it puts `FloodgateVariables` on the context of every request it sees. */
@@ -71,7 +76,7 @@ const NO_REQUEST_ID = "-"; // the script stores the request id only where the al
 export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps): Limiter {
   const compiled = compileRules(rules.map((p) => p.rule));
   const planned = new Map(rules.map((p) => [p.rule, p]));
-  const { decider, mode, failure, timeoutMs, overrides } = deps;
+  const { decider, mode, failure, timeoutMs, overrides, lists } = deps;
   // The rules that count by status (docs/counting.md) and those whose cost settles from the response
   // (docs/settle.md); whether a bucket's must ask for its stamps: what its give-back proves still owed.
   const statusCounts: StatusCounts = new Map(
@@ -83,6 +88,13 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       .filter(({ rule }) => (rule.count || rule.settle) && traitsOf(rule.algorithm).shape === "bucket")
       .map(({ rule }) => rule.name),
   );
+  // With action rules or live lists, the rules are walked in order (./actions.ts); without, the plain match
+  // loop below, as cheap as ever.
+  const actions = deps.actions ?? [];
+  const steps =
+    actions.length > 0 || rules.some((p) => p.rule.match.list !== undefined)
+      ? stepsOf(rules, actions)
+      : undefined;
 
   // Said once, where the limiter is built (check-config says it before deploy).
   for (const note of clientChosenSources(rules.map((p) => p.rule))) console.warn(`floodgate: ${note}`);
@@ -117,21 +129,43 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       );
       c.set("floodgateRequest", request);
     }
-    const matched: PlannedRule[] = [];
-    for (const r of compiled) {
-      if (r.matches(c.req.method, request)) matched.push(planned.get(r.rule) as PlannedRule);
-    }
-    if (matched.length === 0) return next();
-
     // A fresh isolate's first read of the live modes waits on Redis: the decision gets what is left of
     // the same budget, so no request waits on Redis longer than `timeoutMs` in all. A warm isolate's
     // modes (and most plans) come without a promise: nothing to wait for, nothing to await.
-    let live = deps.liveModes ? deps.liveModes(c, waitUntil) : NO_LIVE_MODES;
     let budgetMs = timeoutMs;
-    if (live instanceof Promise) {
+    const readLive = (): LiveModes | Promise<LiveModes> => {
+      const current = deps.liveModes ? deps.liveModes(c, waitUntil) : NO_LIVE_MODES;
+      if (!(current instanceof Promise)) return current;
       const liveStartedAt = Date.now();
-      live = await live;
-      budgetMs -= Date.now() - liveStartedAt;
+      return current.then((read) => {
+        budgetMs -= Date.now() - liveStartedAt;
+        return read;
+      });
+    };
+    let live: LiveModes | undefined;
+    let matched: PlannedRule[] = [];
+    if (steps === undefined) {
+      for (const r of compiled) {
+        if (r.matches(c.req.method, request)) matched.push(planned.get(r.rule) as PlannedRule);
+      }
+      if (matched.length === 0) return next();
+    } else {
+      // An action rule's mode is live: the modes are read before the walk.
+      const current = readLive();
+      live = current instanceof Promise ? await current : current;
+      lists?.sync(live, waitUntil);
+      const walked = walkRules(steps, c.req.method, request, { live, mode, lists });
+      const outcome = walked instanceof Promise ? await walked : walked;
+      if (outcome instanceof ProblemError) {
+        if (deps.answer) return deps.answer(outcome);
+        throw outcome; // a deny rule's 403: nothing counted, no Redis call
+      }
+      matched = outcome;
+      if (matched.length === 0) return next();
+    }
+    if (live === undefined) {
+      const current = readLive();
+      live = current instanceof Promise ? await current : current;
     }
     // A missing identity under `missing = "deny"` or a bad cost throws its 401 / 400 here.
     const plan = planCalls(c, request, matched, { mode, failure, live, overrides });

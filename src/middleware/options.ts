@@ -101,6 +101,32 @@ export type CostFunction<E extends HonoEnv = HonoEnv> = (c: Context<E>) => numbe
 /** A period: `"30s"`, `"1m"`, `"1h"`, `"1d"`, or whole seconds; 1s..30d. */
 export type Period = `${number}${"s" | "m" | "h" | "d"}` | number;
 
+/** The `match` fields on what is known of the request (docs/lists.md); each lists values, any of which matches. */
+export interface FactMatch {
+  /** Client addresses or CIDRs (IPv4, IPv6; an IPv4-mapped client matches its IPv4 form). */
+  ip?: string[];
+  /** `request.cf.country` codes (`"DE"`); on Cloudflare only. */
+  country?: string[];
+  /** `request.cf.asn` numbers; on Cloudflare only. */
+  asn?: number[];
+  /** Case-insensitive globs of the `User-Agent` header, `*` any characters (`"*curl*"`). */
+  user_agent?: string[];
+}
+
+/**
+ * A rule that counts nothing (docs/lists.md): `deny` answers 403 naming it, `allow` exempts the request from
+ * every rule listed after it. Rules are walked in the order given.
+ */
+export interface ActionRuleOptions {
+  /** `[A-Za-z0-9_-]{1,64}`, unique among all rules. */
+  name: string;
+  action: "deny" | "allow";
+  /** Which requests it acts on (the fields of a counting rule's `match`). @default every request */
+  match?: RuleOptions["match"];
+  /** Per-rule override of `mode`: `monitor` logs a deny and lets the request on; `off` ignores the rule. */
+  mode?: Mode;
+}
+
 /** One rule (README: "Rules"). */
 export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   /** `[A-Za-z0-9_-]{1,64}`, unique; appears in headers and Redis keys. */
@@ -119,7 +145,7 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
     case_insensitive?: boolean;
     /** `false`: a request counts under its own method only, never one it tunnels. @default true */
     method_override?: boolean;
-  };
+  } & FactMatch;
   /** Whose quota a request uses: a source, a composite (array), or a function. */
   key: KeySource | KeySource[] | KeyFunction<E>;
   algorithm: Algorithm;
@@ -185,7 +211,7 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
 /** Options of `rateLimit`. */
 export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   /** The rules; every rule that matches a request is decided in one Redis call. */
-  rules: RuleOptions<E>[];
+  rules: (RuleOptions<E> | ActionRuleOptions)[];
   /** Upstash REST credentials (same names as `Redis.fromEnv()`); or give `decider`. */
   redis?: { url: string; token: string };
   /** A ready engine (e.g. `createDecider(createStore(…))`); takes precedence over `redis`. */

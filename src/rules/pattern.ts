@@ -25,6 +25,8 @@ export interface PathOptions {
    * other (the root `/` stays itself). @default false
    */
   optionalTrailingSlash?: boolean;
+  /** `:name` matches one segment; `false`: it is literal text, `*` the only wildcard (a glob). @default true */
+  params?: boolean;
 }
 
 /** A pattern's wildcards; `:` followed by anything else is literal (`/a:/b`, `/t/:1`). */
@@ -42,9 +44,11 @@ type PrefixTest = (path: string, end: number) => boolean;
 
 /** Compiles `pattern` once (per rule); the matcher is then used for every request. */
 export function compilePath(pattern: string, options: PathOptions = {}): PathMatcher {
-  const { caseInsensitive = false, optionalTrailingSlash = false } = options;
+  const { caseInsensitive = false, optionalTrailingSlash = false, params = true } = options;
   const written = caseInsensitive ? pattern.toLowerCase() : pattern;
-  const testUpTo = prefixTester(atomsOf(optionalTrailingSlash ? withoutTrailingSlash(written) : written));
+  const testUpTo = prefixTester(
+    atomsOf(optionalTrailingSlash ? withoutTrailingSlash(written) : written, params),
+  );
   return {
     test(sent) {
       const path = caseInsensitive ? sent.toLowerCase() : sent;
@@ -83,12 +87,12 @@ function prefixTester(atoms: Atom[]): PrefixTest {
 }
 
 /** The atoms of a pattern: consecutive `*` are one (`**` matches what `*` does). */
-function atomsOf(pattern: string): Atom[] {
+function atomsOf(pattern: string, params: boolean): Atom[] {
   const atoms: Atom[] = [];
   for (const token of pattern.split(WILDCARDS)) {
     if (token === "*") {
       if (atoms.at(-1) !== "star") atoms.push("star");
-    } else if (token.startsWith(":") && token.length > 1) atoms.push("param");
+    } else if (params && token.startsWith(":") && token.length > 1) atoms.push("param");
     else for (let i = 0; i < token.length; i++) atoms.push(token.charCodeAt(i));
   }
   return atoms;
