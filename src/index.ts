@@ -53,9 +53,12 @@ export type { JwksHealth, JwksUnavailableError, JwtOptions, JwtVerifier } from "
 export type { IdentityOptions, RequestFacts } from "./identity/request";
 export type { OverrideIndex } from "./live/overrides";
 export {
+  type ActionRuleOptions,
   type CostAboveCapacity,
   type CostFunction,
+  DeniedByRuleError,
   type DecisionEvent,
+  type FactMatch,
   type FloodgateVariables,
   InvalidCostError,
   type KeyFunction,
@@ -78,7 +81,9 @@ export {
   type DecisionStore,
   type ResilientDecider,
 } from "./resilience/decider";
+export type { CfFacts } from "./rules/match";
 export type { LiveModes } from "./rules/modes";
+export type { AddressBits } from "./util/address";
 export type { CalendarBounds, CalendarPeriod, CalendarSpec, CalendarUnit } from "./util/calendar";
 export { ProblemError, problemResponse } from "./util/problem";
 export type { RunningTimer } from "./util/timer";

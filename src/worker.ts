@@ -13,7 +13,7 @@ import type { Env } from "./env";
 import { MisconfiguredError, onError, ProblemError, problemResponse } from "./http/problems";
 import { createProxy } from "./http/proxy";
 import { createJwtVerifier } from "./identity";
-import { createLiveModes } from "./live";
+import { createLiveModes, LiveLists } from "./live";
 import { createLimiter, type FloodgateVariables } from "./middleware";
 import { createDecisionObserver, MetricsAggregator, TotalCounts } from "./observability";
 import { createEngine } from "./resilience/engine";
@@ -34,8 +34,14 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
   // Keys shared by every identity (live modes, change log, override index, dashboard counts) live on the
   // first endpoint (docs/scaling-out.md).
   const store = stores[0] as (typeof stores)[0];
+  // The live lists the rules read (docs/lists.md): their versions come with the live modes' read.
+  const listNames = [
+    ...new Set([...config.rules, ...config.actions].flatMap((rule) => rule.match.list ?? [])),
+  ];
+  const lists = listNames.length > 0 ? new LiveLists(store.redis, config.prefix, listNames) : undefined;
   const liveModes = createLiveModes(store.redis, config.prefix, {
     ruleNames: [...config.rules, ...config.actions].map((rule) => rule.name),
+    listNames,
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     coldLoadTimeoutMs: config.timeoutMs,
   });
@@ -66,6 +72,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     shardOf: engine.shardOf,
     decider,
     liveModes,
+    lists,
     metrics,
     // Health reports the JWKS as the limiter's verifier last knew it (docs/operating.md, "Health").
     jwks: verifyJwt?.jwks,
@@ -104,6 +111,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       // What `onError` would answer, without the throw.
       answer: problemResponse,
       actions: config.actions,
+      lists,
     },
   );
   app.use("*", limiter.middleware);

@@ -22,6 +22,7 @@ import { healthOfEndpoints } from "./health";
 import { metricsRoutes } from "./metrics";
 import { AdminError, notFound, WrongCredentialsError } from "./problem";
 import { keyRoutes } from "./routes-keys";
+import { listRoutes } from "./routes-lists";
 import { liveRoutes } from "./routes-live";
 import { overrideRoutes } from "./routes-overrides";
 import { AdminThrottle } from "./throttle";
@@ -94,6 +95,7 @@ export function createAdminApp(resolve: AdminContextResolver, ui?: AdminUi): Hon
 
   ui?.routes(app);
   liveRoutes(app);
+  listRoutes(app);
   keyRoutes(app);
   overrideRoutes(app);
 

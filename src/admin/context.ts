@@ -15,6 +15,7 @@ import type { Store } from "../engine/store";
 import type { Decision, RuleCall } from "../engine/types";
 import type { JwksHealth } from "../identity";
 import type { LiveModeCache } from "../live/cache";
+import type { LiveLists } from "../live/lists";
 import type { MetricsAggregator } from "../observability/metrics";
 import type { DeciderHealth, ResilientDecider } from "../resilience/decider";
 import { notFound } from "./problem";
@@ -53,6 +54,8 @@ export interface AdminContext {
   forget(rule: string, identityHash: string): void;
   /** This isolate's copy of the live modes, refreshed at once after a switch made here. */
   liveModes?: LiveModeCache;
+  /** This isolate's copy of the live lists its rules read, read again at once after a write made here. */
+  lists?: LiveLists;
   /** This isolate's dashboard counts (src/observability/metrics.ts): flushed before the dashboard reads. */
   metrics?: Pick<MetricsAggregator, "flush" | "pending">;
   /**
@@ -93,6 +96,7 @@ export interface AdminParts {
   /** The resilient decider (`createEngine`): health and the deny cache. */
   decider: Pick<ResilientDecider, "health" | "forget"> & { endpointHealth?: () => DeciderHealth[] };
   liveModes?: LiveModeCache;
+  lists?: LiveLists;
   metrics?: AdminContext["metrics"];
   /** The JWT verifier's JWKS health (`createJwtVerifier(…).jwks`), when a JWKS URL is set. */
   jwks?: AdminContext["jwks"];
@@ -108,6 +112,7 @@ export function adminContextOf(parts: AdminParts): AdminContext {
     shardOf = () => 0,
     decider,
     liveModes,
+    lists,
     metrics,
     jwks,
     adminTimeoutMs = DEFAULTS.adminTimeoutMs,
@@ -134,6 +139,7 @@ export function adminContextOf(parts: AdminParts): AdminContext {
     endpointHealth: () => decider.endpointHealth?.() ?? [decider.health()],
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
     liveModes,
+    lists,
     metrics,
     jwks,
     adminTimeoutMs,

@@ -20,6 +20,7 @@ import {
   FENCE,
   GIVE_BACK,
   LEASE,
+  LIST_WRITE,
   REAIM,
   REFUND,
   SCRIPTS,
@@ -27,7 +28,7 @@ import {
 } from "./scripts";
 import type { RefundCall, Reservation, RuleCall, Settlement } from "./types";
 
-export { DECIDE, DECIDE_WITH_OPTIONS, FENCE, GIVE_BACK, LEASE, REAIM, REFUND, SCRIPTS, SETTLE };
+export { DECIDE, DECIDE_WITH_OPTIONS, FENCE, GIVE_BACK, LEASE, LIST_WRITE, REAIM, REFUND, SCRIPTS, SETTLE };
 
 /** One script call: the script that serves it, and its KEYS and ARGV (`RedisPort.runScript`'s arguments). */
 export interface ScriptCall {

@@ -19,6 +19,7 @@ import decideWithOptions from "../../lua/decide-with-options.lua";
 import fence from "../../lua/fence.lua";
 import giveBack from "../../lua/give-back.lua";
 import lease from "../../lua/lease.lua";
+import listWrite from "../../lua/list-write.lua";
 import constants from "../../lua/lib/constants.lua";
 import override from "../../lua/lib/override.lua";
 import reaim from "../../lua/reaim.lua";
@@ -112,6 +113,9 @@ export const REAIM: RedisScript = script("reaim", reaim);
 /** A reset fence raised, and an admin reset's state deleted behind it (lua/fence.lua). */
 export const FENCE: RedisScript = script("fence", fence);
 
+/** A live list replaced or edited from staged entries, all or nothing (lua/list-write.lua). */
+export const LIST_WRITE: RedisScript = script("list-write", listWrite);
+
 /** Every script, for loading them all at once (tests, benchmarks). */
 export const SCRIPTS: readonly RedisScript[] = [
   DECIDE,
@@ -122,4 +126,5 @@ export const SCRIPTS: readonly RedisScript[] = [
   GIVE_BACK,
   REAIM,
   FENCE,
+  LIST_WRITE,
 ];

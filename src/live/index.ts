@@ -14,17 +14,21 @@ export {
   bumpSessionEpoch,
   isMode,
   type LiveModes,
+  listVersionField,
   liveModeKey,
   NO_LIVE_MODES,
   readLiveModes,
   writeLiveMode,
 } from "./modes";
+export { IDENTITY_ENTRY, LIST_PAGE, LiveLists, type LiveListsOptions, listKey } from "./lists";
 export { OverrideIndex, overrideIndexKey, overrideIndexMember } from "./overrides";
 
 /** What `createLiveModes` needs besides Redis. */
 export interface LiveModesOptions {
   /** The configured rule names: the only live per-rule switches read. */
   ruleNames: readonly string[];
+  /** The live lists the rules read (`match.list`): their versions are read with the modes (lists.ts). */
+  listNames?: readonly string[];
   /** Forgets this isolate's cached denial of one identity (the decider's `forget`). */
   forget?: (rule: string, identityHash: string) => void;
   /** How long a fresh isolate's first request waits for the live modes, ms. @default 200 */
@@ -61,12 +65,12 @@ export const LOST_CHANGE_AFTER_MS = 15_000;
  * const live = await liveModes.current((p) => c.executionCtx.waitUntil(p));
  */
 export function createLiveModes(redis: RedisPort, prefix: string, options: LiveModesOptions): LiveModeCache {
-  const { ruleNames, forget, lostChangeAfterMs = LOST_CHANGE_AFTER_MS, ...timing } = options;
+  const { ruleNames, listNames, forget, lostChangeAfterMs = LOST_CHANGE_AFTER_MS, ...timing } = options;
   const now = timing.now ?? Date.now;
   const overrides = new OverrideIndex();
   // The first unwritten slot this isolate stopped at, and since when (ms).
   let gap: { epoch: number; sinceMs: number } | undefined;
-  const fields = liveModeFields(ruleNames);
+  const fields = liveModeFields(ruleNames, listNames);
   return new LiveModeCache({
     load: async (): Promise<LiveModes> => {
       const modesRead = ["hmget", liveModeKey(prefix), ...fields];

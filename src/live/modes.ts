@@ -26,6 +26,8 @@ export interface LiveModes {
   sessionEpoch?: number;
   /** Which identities have an override (overrides.ts); absent = unknown, every decision reads its override. */
   overrides?: OverrideIndex;
+  /** Each live list's version (lists.ts), for the lists asked for; absent = never written (empty). */
+  lists?: Record<string, number>;
 }
 
 /** No live switch at all: what an isolate assumes when Redis cannot tell it otherwise. */
@@ -38,6 +40,11 @@ const GLOBAL_FIELD = "global";
  */
 const GLOBAL_UNTIL_FIELD = "global_until";
 const RULE_FIELD_PREFIX = "rule:";
+/** A live list's version: `list:<name>`, raised by every write of the list (lists.ts). */
+const LIST_FIELD_PREFIX = "list:";
+
+/** The field of the live-mode hash holding one live list's version. */
+export const listVersionField = (name: string): string => `${LIST_FIELD_PREFIX}${name}`;
 /** The field counting admin changes (changes.ts). */
 export const EPOCH_FIELD = "epoch";
 /** The field counting dashboard sign-outs (`LiveModes.sessionEpoch`). */
@@ -85,13 +92,17 @@ export async function readLiveModes(
   return parseLiveModes(fieldMap(await redis.send(["hgetall", liveModeKey(prefix)])));
 }
 
-/** The fields of the live-mode hash that matter for these rules (what `readLiveModes` asks for). */
-export const liveModeFields = (ruleNames: readonly string[]): string[] => [
+/**
+ * The fields of the live-mode hash that matter for these rules (what `readLiveModes` asks for), and the
+ * versions of the live lists they read: one read a second tells an isolate both.
+ */
+export const liveModeFields = (ruleNames: readonly string[], listNames: readonly string[] = []): string[] => [
   GLOBAL_FIELD,
   GLOBAL_UNTIL_FIELD,
   EPOCH_FIELD,
   SESSION_EPOCH_FIELD,
   ...ruleNames.map((name) => `${RULE_FIELD_PREFIX}${name}`),
+  ...listNames.map(listVersionField),
 ];
 
 /** The live modes in an HMGET reply of `names` (from {@link liveModeFields}). */
@@ -109,6 +120,10 @@ function parseLiveModes(fields: Record<string, unknown>, nowMs = Date.now()): Li
     if (field === EPOCH_FIELD && value !== null && value !== undefined) modes.epoch = Number(value);
     if (field === SESSION_EPOCH_FIELD && value !== null && value !== undefined)
       modes.sessionEpoch = Number(value);
+    if (field.startsWith(LIST_FIELD_PREFIX)) {
+      modes.lists ??= {};
+      modes.lists[field.slice(LIST_FIELD_PREFIX.length)] = Number(value ?? 0) || 0;
+    }
     if (!isMode(value)) continue;
     if (field === GLOBAL_FIELD) {
       if (!globalLapsed) modes.global = value;

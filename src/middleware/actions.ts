@@ -120,7 +120,7 @@ export function walkRules(
 /**
  * Whether a live list holds the request: its client IP within an address or CIDR entry, or the identity the
  * rule's key extracts among its identity entries. A list this isolate has not loaded yet holds nobody
- * (docs/lists.md).
+ * (docs/lists.md, "A fresh isolate").
  */
 function inList(
   lists: ListLookup | undefined,

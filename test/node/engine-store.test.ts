@@ -30,6 +30,7 @@ describe("the scripts", () => {
       "give-back",
       "reaim",
       "fence",
+      "list-write",
     ]);
     for (const script of SCRIPTS) {
       expect(script.source.split("\n")[0]).toBe("#!lua flags=allow-key-locking");
