@@ -140,10 +140,11 @@ export class LiveLists {
     let version: number | undefined;
     for (let from = 0; ; from += this.pageSize) {
       const sentAt = this.now();
+      // Redis time with the first page only: the clock's offset is learnt once a read (TIME is a billed command).
       const [page, seen, time] = await this.redis.pipeline([
         ["zrange", key, from, from + this.pageSize - 1, "withscores"],
         versionRead,
-        ["time"],
+        ...(from === 0 ? [["time"] as const] : []),
       ]);
       const seenVersion = Number(seen ?? 0) || 0;
       if (version === undefined) {
