@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// `npm run redis-rest -- --port <p> --token <t> [--redis redis://host:port] [--cluster]`
+// `npm run redis-rest -- --port <p> --token <t> [--redis redis://host:port] [--cluster] [--rtt <ms>]`
 // Runs the local Upstash-compatible REST server alone, in front of the given Redis or of a redis-server it
 // starts itself (ephemeral, nothing on disk). With --cluster: in front of a Redis Cluster, the one whose seed
 // nodes --redis lists (comma-separated), or a 3-master cluster (one replica each) it starts itself.
+// With --rtt <ms>: every request pays that round trip (half each way), as to a database in another region.
 // Prints `listening on http://127.0.0.1:<p>` once ready. SIGINT, SIGTERM, SIGHUP or its parent going away stop it
 // and everything it started; a failure to start exits 1 with a message.
 import { randomBytes } from "node:crypto";
@@ -13,8 +14,8 @@ import { startRedis } from "./redis-server.mjs";
 import { startRestServer } from "./server.mjs";
 
 const usage =
-  "usage: npm run redis-rest -- [--port <p>] [--token <t>] [--redis redis://host:port[,redis://…]] [--cluster]";
-/** @type {{ port?: string, token?: string, redis?: string, cluster?: boolean, help?: boolean }} */
+  "usage: npm run redis-rest -- [--port <p>] [--token <t>] [--redis redis://host:port[,redis://…]] [--cluster] [--rtt <ms>]";
+/** @type {{ port?: string, token?: string, redis?: string, cluster?: boolean, rtt?: string, help?: boolean }} */
 let options;
 try {
   ({ values: options } = parseArgs({
@@ -23,6 +24,7 @@ try {
       token: { type: "string" },
       redis: { type: "string" },
       cluster: { type: "boolean" },
+      rtt: { type: "string" },
       help: { type: "boolean" },
     },
   }));
@@ -37,6 +39,11 @@ if (options.help) {
 const port = options.port === undefined ? 0 : Number(options.port);
 if (!Number.isInteger(port) || port < 0 || port > 65535) {
   console.error(`--port must be a port number, got ${options.port}\n${usage}`);
+  process.exit(2);
+}
+const rttMs = options.rtt === undefined ? 0 : Number(options.rtt);
+if (options.rtt?.trim() === "" || !Number.isFinite(rttMs) || rttMs < 0 || rttMs > 60_000) {
+  console.error(`--rtt must be a round trip in ms (0 to 60000), got ${options.rtt}\n${usage}`);
   process.exit(2);
 }
 
@@ -98,6 +105,7 @@ if (!options.redis) {
   console.error(`${cluster ? "Redis Cluster" : "redis-server"} (ephemeral) at ${redis.urls.join(", ")}`);
 }
 const redisUrl = options.redis ?? /** @type {{ urls: string[] }} */ (redis).urls.join(",");
-server = await step("the REST server", () => startRestServer({ redisUrl, cluster, token, port }));
+server = await step("the REST server", () => startRestServer({ redisUrl, cluster, token, port, rttMs }));
 if (!options.token) console.error(`token: ${token}`);
+if (rttMs > 0) console.error(`adding a ${rttMs} ms round trip to every request`);
 console.log(`listening on ${server.url}`);

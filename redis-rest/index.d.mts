@@ -91,6 +91,11 @@ export function startRestServer(options: {
   commandTimeoutMs?: number;
   /** Larger bodies get 413. @default 10485760 */
   maxBodyBytes?: number;
+  /**
+   * A network round trip added to every request, ms: half before its command runs, half before its answer
+   * is written (a database in another region). @default 0
+   */
+  rttMs?: number;
 }): Promise<RestServer>;
 
 /** The script Redis runs for a body whose shebang carries `allow-key-locking`, or null when it does not. */

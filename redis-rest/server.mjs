@@ -35,6 +35,8 @@ const METHODS = "GET, HEAD, POST, PUT";
  * @param {string} [options.host] default `127.0.0.1`
  * @param {number} [options.commandTimeoutMs] a Redis reply slower than this answers 503 (default 5000)
  * @param {number} [options.maxBodyBytes] larger request bodies get 413 (default 10 MB, Upstash's limit)
+ * @param {number} [options.rttMs] a network round trip to add to every request, ms (default 0): half before the
+ *   command runs, half after, as a request that crossed an ocean (see {@link pathDelay})
  * @returns {Promise<RestServer>}
  */
 export async function startRestServer({
@@ -45,7 +47,10 @@ export async function startRestServer({
   host = "127.0.0.1",
   commandTimeoutMs = 5000,
   maxBodyBytes = 10 * 1024 * 1024,
+  rttMs = 0,
 }) {
+  if (!Number.isFinite(rttMs) || rttMs < 0) throw new Error(`rttMs must be a number ≥ 0, got ${rttMs}`);
+  const travel = pathDelay(rttMs);
   /** @type {import("ioredis").RedisOptions} */
   const redisOptions = {
     // Fail fast instead of queueing: a limiter decision that runs seconds late is worse than an error.
@@ -88,22 +93,32 @@ export async function startRestServer({
   let syncToken = 0;
 
   const server = createServer((req, res) => {
-    handle(req).then(
-      ({ status, body, headers = {} }) => {
-        res.writeHead(status, {
-          "content-type": "application/json",
-          // Read-your-writes token; a single Redis has nothing to wait for, so any increasing value works.
-          "upstash-sync-token": String(++syncToken),
-          ...headers,
-        });
-        res.end(JSON.stringify(body));
-      },
-      () => {
-        res.writeHead(500, { "content-type": "application/json" });
-        res.end(JSON.stringify({ error: "ERR internal error in the local REST server" }));
-      },
-    );
+    answer(req, res).catch(() => {
+      if (res.headersSent || res.destroyed) return;
+      res.writeHead(500, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: "ERR internal error in the local REST server" }));
+    });
   });
+
+  /**
+   * One request, over the added round trip if any: the way there before its command runs (so it runs when
+   * it would have reached a faraway Redis), the way back before its answer is written.
+   * @param {import("node:http").IncomingMessage} req
+   * @param {import("node:http").ServerResponse} res
+   */
+  async function answer(req, res) {
+    await travel();
+    const { status, body, headers = {} } = await handle(req);
+    await travel();
+    if (res.destroyed) return;
+    res.writeHead(status, {
+      "content-type": "application/json",
+      // Read-your-writes token; a single Redis has nothing to wait for, so any increasing value works.
+      "upstash-sync-token": String(++syncToken),
+      ...headers,
+    });
+    res.end(JSON.stringify(body));
+  }
 
   /**
    * @param {import("node:http").IncomingMessage} req
@@ -200,6 +215,19 @@ export async function startRestServer({
 function encode(outcome, base64) {
   // Error texts are never encoded: the client reads them as they are.
   return "error" in outcome ? { error: outcome.error } : { result: toJson(outcome.result, base64) };
+}
+
+/**
+ * Half of `rttMs` as a wait, for each leg of a request (the request's way to Redis, the answer's way back):
+ * so a command runs at the time it would reach a faraway database, and commands sent at once still run
+ * concurrently, as over a real network. Nothing to wait for at 0.
+ * @param {number} rttMs
+ * @returns {() => Promise<void> | void}
+ */
+export function pathDelay(rttMs) {
+  const legMs = rttMs / 2;
+  if (legMs <= 0) return () => undefined;
+  return () => new Promise((resolve) => setTimeout(resolve, legMs));
 }
 
 /** @param {string} value */
