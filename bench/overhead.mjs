@@ -32,7 +32,7 @@ const threeRules = [
   { name: "bench-global", key: "global", algorithm: "gcra", limit: HUGE_LIMIT, period: "60s" },
 ];
 /** A wrk script giving every request a new client IP: every identity cold (the lease-less path). */
-const COLD_SCRIPT = `math.randomseed(os.time() + tonumber(tostring({}):sub(8), 16))
+export const COLD_SCRIPT = `math.randomseed(os.time() + tonumber(tostring({}):sub(8), 16))
 request = function()
   wrk.headers["${IP_HEADER}"] = string.format("10.%d.%d.%d", math.random(0, 255), math.random(0, 255), math.random(1, 254))
   return wrk.format(nil)

@@ -7,16 +7,19 @@
  * the software clock, which needs no hardware counters; JIT code named through V8's `--perf-basic-prof`):
  * workerd's own C++, V8's runtime and the kernel beside the Worker's JavaScript, in µs per request.
  *
- *   node bench/profile.mjs [c|d|b|b+|b'|e] [seconds] [--perf]     (TOP=n: rows per table)
+ *   node bench/profile.mjs [c|d|b|b+|b'|e|c-cold|c-cold-off] [seconds] [--perf]     (TOP=n: rows per table)
+ *
+ * c-cold / c-cold-off: target (c) with a never-seen identity per request, leases on / off.
  */
 import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import { readFileSync, rmSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureDebianCommand } from "../scripts/debian-package.mjs";
 import { IP_HEADER, startFloodgate } from "./lib/floodgate.mjs";
 import { freePort, stopAll } from "./lib/procs.mjs";
+import { COLD_SCRIPT } from "./overhead.mjs";
 import { restCommand, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
 import { bundle, startWorker } from "./lib/workerd.mjs";
 import { ensureWrk, runWrk } from "./lib/wrk.mjs";
@@ -28,6 +31,15 @@ const wholeProcess = process.argv.includes("--perf");
 const top = (fallback) => Number(process.env.TOP ?? fallback);
 const HEADERS = { [IP_HEADER]: "203.0.113.7", "x-api-key": "bench-key" };
 const rule = (name, key, algorithm) => ({ name, key, algorithm, limit: 1_000_000, period: "60s" });
+
+/** For the cold targets, wrk's script sending each request from a never-seen IP (bench/overhead.mjs); else none. */
+function coldScript() {
+  if (!target.startsWith("c-cold")) return undefined;
+  const path = join(tmpdir(), `floodgate-profile-cold-${process.pid}.lua`);
+  writeFileSync(path, COLD_SCRIPT);
+  process.once("exit", () => rmSync(path, { force: true }));
+  return path;
+}
 
 /** A minimal Chrome DevTools Protocol client over the inspector's WebSocket. */
 async function connect(inspectorPort) {
@@ -127,7 +139,7 @@ async function perfProfile(worker) {
   const hz = 4000;
   const args = ["record", "-q", "-e", "cpu-clock", "-F", String(hz), "-p", String(worker.pid), "-o", data];
   const recording = spawn("perf", [...args, "--", "sleep", String(seconds)], { stdio: "ignore" });
-  const load = await runWrk(`${worker.url}/`, { durationS: seconds, headers: HEADERS });
+  const load = await runWrk(`${worker.url}/`, { durationS: seconds, headers: HEADERS, script: coldScript() });
   await once(recording, "exit");
   const report = execFileSync(
     "perf",
@@ -165,6 +177,7 @@ async function inspectorProfile(worker, inspectorPort) {
     durationS: seconds,
     headers: HEADERS,
     pids: { workerd: worker.pid },
+    script: coldScript(),
   });
   const { result } = await inspector.send("Profiler.stop");
   inspector.close();
@@ -173,6 +186,8 @@ async function inspectorProfile(worker, inspectorPort) {
   );
   const entry = {
     c: "src/worker.ts",
+    "c-cold": "src/worker.ts",
+    "c-cold-off": "src/worker.ts",
     d: "src/worker.ts",
     b: "bench/workers/bare-proxy.mjs",
     "b+": "bench/workers/contract-proxy.mjs",
@@ -208,16 +223,26 @@ try {
     UPSTASH_REDIS_REST_TOKEN: rest.token,
   };
   let worker;
-  if (target === "c" || target === "d") {
+  if (target === "c" || target === "d" || target.startsWith("c-cold")) {
     const rules =
-      target === "c"
+      target !== "d"
         ? [rule("bench-ip", "ip", "sliding-window")]
         : [
             rule("bench-ip", "ip", "sliding-window"),
             rule("bench-key", "header:x-api-key", "token-bucket"),
             rule("bench-global", "global", "gcra"),
           ];
-    worker = await startFloodgate("profile", { rest, origin, rules, prefix: "profile", extraArgs, v8 });
+    // c-cold-off: a never-seen identity per request with RATE_LIMIT_LEASES=off (c-cold: leases on).
+    const bindings = target === "c-cold-off" ? { RATE_LIMIT_LEASES: "off" } : {};
+    worker = await startFloodgate("profile", {
+      rest,
+      origin,
+      rules,
+      prefix: "profile",
+      extraArgs,
+      v8,
+      bindings,
+    });
   } else if (target === "b'") {
     const script = readFileSync(new URL("workers/fixed-window.lua", import.meta.url), "utf8");
     const sha = await restCommand(rest, ["SCRIPT", "LOAD", script]);
@@ -240,7 +265,7 @@ try {
       v8,
     );
   }
-  await runWrk(`${worker.url}/`, { durationS: 1, headers: HEADERS });
+  await runWrk(`${worker.url}/`, { durationS: 1, headers: HEADERS, script: coldScript() });
   if (wholeProcess) await perfProfile(worker);
   else await inspectorProfile(worker, inspectorPort);
 } finally {

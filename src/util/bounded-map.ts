@@ -6,6 +6,16 @@
  * be awaited with a bound (the flights of src/leases/table.ts; `Flight` in src/leases/lease.ts).
  */
 export class BoundedMap<K, V> extends Map<K, V> {
+  /**
+   * Where eviction goes on from: a Map iterator kept across calls. A Map keeps insertion order, and an entry set
+   * again is deleted and appended, so the next key this iterator yields is always the least recently set one.
+   * A fresh `keys().next()` per eviction would be as right, but V8 leaves a deleted entry's slot in place until
+   * the table is rebuilt, and each fresh iterator walks every such slot from the start: with a new identity per
+   * request (every set an eviction, thousands of slots deleted) that walk cost tens of µs per set. The kept
+   * iterator walks each slot once.
+   */
+  private oldest: Iterator<K> | undefined;
+
   /** @param capacity most entries held; 0 or less holds nothing. */
   constructor(readonly capacity: number) {
     super();
@@ -16,7 +26,17 @@ export class BoundedMap<K, V> extends Map<K, V> {
     if (this.capacity <= 0) return this;
     super.delete(key); // re-insert at the end: insertion order is eviction order
     super.set(key, value);
-    if (this.size > this.capacity) super.delete(this.keys().next().value as K);
+    if (this.size > this.capacity) this.dropOldest();
     return this;
+  }
+
+  private dropOldest(): void {
+    let next = this.oldest?.next();
+    // None yet, or one that ran out (a finished iterator stays finished, entries added since or not).
+    if (next === undefined || next.done) {
+      this.oldest = this.keys();
+      next = this.oldest.next();
+    }
+    super.delete(next.value as K);
   }
 }
