@@ -39,6 +39,13 @@ request = function()
 end
 `;
 const deniedRule = [{ name: "bench-denied", key: "ip", algorithm: "fixed-window", limit: 1, period: "1h" }];
+/**
+ * A penalty box (docs/protect.md): one request a second, and a denial blocks for 15 minutes. Without the
+ * block the window would turn every second and each isolate would ask Redis again; blocked, it never does.
+ */
+const blockedRule = [
+  { name: "bench-blocked", key: "ip", algorithm: "fixed-window", limit: 1, period: "1s", block: "15m" },
+];
 
 /**
  * Runs the overhead part. `durationS` per target per repetition; `repetitions` interleaved rounds.
@@ -138,6 +145,13 @@ export async function runOverhead({
       headers: DENIED_HEADERS,
       denied: true,
     },
+    {
+      id: "c-blocked",
+      label: '(c) Floodgate, identity blocked (`block = "15m"`)',
+      floodgate: floodgate(blockedRule, "bench-cb"),
+      headers: DENIED_HEADERS,
+      denied: true,
+    },
   ];
 
   if (baseline) {
@@ -216,9 +230,9 @@ export async function runOverhead({
       const after = await commandCalls();
       let billable = 0;
       for (const [name, n] of Object.entries(after)) if (name !== "info") billable += n - (before[name] ?? 0);
-      result.evalshaPerRequest =
-        ((after.evalsha ?? 0) - (before.evalsha ?? 0) + (after.eval ?? 0) - (before.eval ?? 0)) /
-        result.requests;
+      result.redisCalls =
+        (after.evalsha ?? 0) - (before.evalsha ?? 0) + (after.eval ?? 0) - (before.eval ?? 0);
+      result.evalshaPerRequest = result.redisCalls / result.requests;
       result.commandsPerRequest = billable / result.requests;
       log(`overhead round ${round} ${target.label}: ${fmt(result.rps)} req/s, non-2xx ${result.non2xx}`);
       runs[target.id].push(result);
@@ -246,6 +260,7 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
       requests: r.reduce((sum, x) => sum + x.requests, 0),
       workerdUs: cpu("workerd", "usPerRequest"),
       evalshaPerRequest: median(r.map((x) => x.evalshaPerRequest ?? Number.NaN)),
+      redisCalls: r.reduce((sum, x) => sum + (x.redisCalls ?? 0), 0),
       commandsPerRequest: median(r.map((x) => x.commandsPerRequest ?? Number.NaN)),
       workerdPercent: cpu("workerd", "percent"),
       originPercent: cpu("origin", "percent"),
@@ -263,6 +278,8 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
   const denied = byId["c-denied"];
   const bare = byId.b;
   const deniedVsBare = denied && bare ? denied.rps / bare.rps : Number.NaN;
+  const blocked = byId["c-blocked"];
+  const blockedVsBare = blocked && bare ? blocked.rps / bare.rps : Number.NaN;
 
   const markdown = [
     `Each target ${durationS} s per repetition, ${repetitions} repetitions interleaved, \`wrk -t2 -c32\`, median shown (raw req/s in brackets). ` +
@@ -298,13 +315,20 @@ function summarize(targets, runs, skipped, { durationS, repetitions }) {
     ),
     "",
     `Already-denied identity: (c) answers at **${fmt(deniedVsBare, 2)}×** the bare proxy's (b) req/s (goal ≥ 0.90).`,
+    ...(blocked
+      ? [
+          "",
+          `Blocked identity: (c) answers at **${fmt(blockedVsBare, 2)}×** the bare proxy's (b) req/s (goal ≥ 0.90), ` +
+            `with ${blocked.redisCalls} Redis calls in ${blocked.requests} requests (goal: none).`,
+        ]
+      : []),
     "",
     goals(byId, deniedVsBare),
     "",
     leaseGoals(byId, runs),
     ...skipped.map((s) => `\nNot measured: ${s.label}: ${s.reason}`),
   ].join("\n");
-  return { markdown, json: { durationS, repetitions, rows, deniedVsBare, skipped, runs } };
+  return { markdown, json: { durationS, repetitions, rows, deniedVsBare, blockedVsBare, skipped, runs } };
 }
 
 /**

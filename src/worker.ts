@@ -43,6 +43,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     ruleNames: [...config.rules, ...config.actions].map((rule) => rule.name),
     listNames,
     forget: (rule, identityHash) => decider.forget(rule, identityHash),
+    forgetBlocks: () => decider.forgetBlocks(),
     coldLoadTimeoutMs: config.timeoutMs,
   });
   // Counted only for the dashboard (the admin token) and `/__floodgate/metrics` (either token): without

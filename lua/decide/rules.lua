@@ -6,7 +6,9 @@ Rule i's group, 7 slots from ARGV[first + 7(i-1)] (offsets in lib/constants.lua)
   +0 algorithm  1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
                 | 7 shed (lua/decide/<algorithm>.lua)
   +1 mode       1 on (can deny) | 0 monitor (reported, never denies); 3 | 2: the same, and the rule's
-                override key follows the state keys (KEYS[n + k] for the k-th such rule)
+                override key follows the state keys (KEYS[n + k] for the k-th such rule); "<mode>:<ms>"
+                (on only): a denial blocks the identity for <ms> (the rule's `block`), and the rule's block
+                key <prefix>:<rule>:{<hash>}:block follows its override key (or takes its place)
   +2 limit      units per period (concurrency: requests in flight), tier already applied by the edge
   +3 period     ms (concurrency: the lease after which an unreleased slot is freed)
   +4 burst      units: token-bucket capacity / gcra burst
@@ -17,6 +19,8 @@ Reply: { head, then 5 per rule, then the appendices the head names, in this orde
   [1]          head: 1 if every `on` rule allows (and then every allowing rule was written), else 0;
                + 2 (STAMPED) when the stamps follow, + 4 (PERIODS) when the periods follow
   [2 + 5(i-1)] outcome: 0 denied | 1 allowed | 2 cost exceeds what the rule can ever grant | 3 delayed
+               | 4 denied by the identity's standing block | 5 denied, and this denial started a block
+               (4 and 5: remaining 0, reset_after_ms and retry_after_ms the block's end)
   [3 + 5(i-1)] limit in force (after override)
   [4 + 5(i-1)] remaining: units available after this call (after consumption if written, else as now)
   [5 + 5(i-1)] reset_after_ms: until fully reset (window end, bucket full); 0 when untouched
@@ -33,6 +37,7 @@ counted at once, taken back on denial); phase 2 writes each ALLOWING rule only i
 ]]
 
 local STAMPED, PERIODS = 2, 4 -- the head's flags
+local BLOCKED, BLOCK_STARTED = 4, 5 -- outcomes of a rule with a block (the reply table above)
 -- Every algorithm code (lib/constants.lua; src/engine/algorithms.ts holds the same, and a test compares them).
 local KNOWN = { [FIXED] = true, [SLIDING] = true, [LOG] = true, [BUCKET] = true, [GCRA] = true,
   [CONCURRENCY] = true, [SHED] = true }
@@ -40,6 +45,9 @@ local KNOWN = { [FIXED] = true, [SLIDING] = true, [LOG] = true, [BUCKET] = true,
 for i = 1, n do
   local at = first + (i - 1) * PER_RULE
   local algorithm, mode = ARGV[at + ALGORITHM], ARGV[at + MODE]
+  if #mode > 1 then
+    mode = sub(mode, 1, 1) -- "<mode>:<block ms>": a block needs no clock (its key expires by PX)
+  end
   if algorithm ~= FIXED or mode == "3" or mode == "2" or string.find(ARGV[at + DELAY], ":", 1, true) then
     clock = true -- every other algorithm works from now; an override may change the period; a calendar
     -- period is chosen by it
@@ -76,7 +84,12 @@ for i = 1, n do
   -- Rule i's group (the table above).
   local at = first + (i - 1) * PER_RULE
   local algorithm = ARGV[at + ALGORITHM] -- code (lib/constants.lua)
-  local mode = ARGV[at + MODE] -- 1 | 0; 3 | 2 with an override key
+  local mode = ARGV[at + MODE] -- 1 | 0; 3 | 2 with an override key; "<that>:<ms>" with a block key too
+  local block_ms -- ms a denial by this rule blocks the identity for; nil: the rule has no block (or is monitor)
+  if #mode > 1 then
+    block_ms = sub(mode, 3)
+    mode = sub(mode, 1, 1)
+  end
   local limit = tonumber(ARGV[at + LIMIT]) -- units per period
   local period = tonumber(ARGV[at + PERIOD]) -- ms
   local burst_arg = ARGV[at + BURST] -- units, parsed only by the buckets
@@ -115,6 +128,16 @@ for i = 1, n do
     calendars = calendars or {}
     calendars[i] = period
   end
+  local block_key -- <prefix>:<rule>:{<hash>}:block, "1" while the identity is blocked (PX = the block)
+  local blocked_ms -- ms the identity's standing block has left; nil: none stands
+  if block_ms then
+    override_at = override_at + 1 -- the block key follows the rule's override key
+    block_key = KEYS[override_at]
+    local left = redis.call("PTTL", block_key) -- -2: no block
+    if left > 0 then
+      blocked_ms = left
+    end
+  end
   local period_us = period * 1000 -- µs
   if algorithm == SHED then
     algorithm = CONCURRENCY -- the same slots; only the edge's limit (the class's share) differs
@@ -146,7 +169,8 @@ for i = 1, n do
   local deferred = false
   local delayed = false -- token-bucket/gcra with a delay: allowed from a reserved slot, `retry` ms from now
 
-  if limit <= 0 then -- an override of limit 0 blocks the identity: nothing to read
+  if blocked_ms then -- the block denies whatever the rate says: nothing to read
+  elseif limit <= 0 then -- an override of limit 0 blocks the identity: nothing to read
   elseif calendar then
     --#include decide/calendar#evaluate
   elseif algorithm == FIXED then
@@ -165,10 +189,18 @@ for i = 1, n do
     --#include decide/lease-grant
   end
   local outcome = delayed and 3 or allow and 1 or 0
-  if impossible then
+  if blocked_ms then
+    -- Denied until the block ends; a denial now does not extend it (docs/protect.md, "Penalty box").
+    outcome, reset, retry = BLOCKED, blocked_ms, blocked_ms
+  elseif impossible then
     -- No wait lets this request in: the rule reports, as for an allowed request, when more quota is available
     -- (0 when full); the caller's Retry-After is one full period. A limit of 0 never frees any: one period.
     outcome, allow, retry = 2, false, limit > 0 and more or period
+  elseif block_ms and outcome == 0 and not peek then
+    -- The rate denied the identity: it stays denied for the block, from now, whatever its rate does.
+    redis.call("SET", block_key, "1", "PX", block_ms)
+    block_ms = tonumber(block_ms)
+    outcome, reset, retry = BLOCK_STARTED, math.max(reset, block_ms), block_ms
   end
   if not allow and (mode == "1" or mode == "3") then
     allowed = false

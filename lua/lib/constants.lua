@@ -21,4 +21,4 @@ local STAMP_HORIZON_MS = 30000
 -- TIME are read a moment apart, while the ends of windows of whole-second periods lie whole seconds apart.
 local REAIM_SLACK_MS = 100
 -- Locals, not globals: a global lookup per use costs more than the locals' one-time copy.
-local floor, ceil, format = math.floor, math.ceil, string.format
+local floor, ceil, format, sub = math.floor, math.ceil, string.format, string.sub

@@ -21,6 +21,7 @@ import type { AdminContextResolver, AdminEnv } from "./context";
 import { healthOfEndpoints } from "./health";
 import { metricsRoutes } from "./metrics";
 import { AdminError, notFound, WrongCredentialsError } from "./problem";
+import { blockRoutes } from "./routes-blocks";
 import { keyRoutes } from "./routes-keys";
 import { listRoutes } from "./routes-lists";
 import { liveRoutes } from "./routes-live";
@@ -97,6 +98,7 @@ export function createAdminApp(resolve: AdminContextResolver, ui?: AdminUi): Hon
   liveRoutes(app);
   listRoutes(app);
   keyRoutes(app);
+  blockRoutes(app);
   overrideRoutes(app);
 
   // Registered last and for every method: an admin path nobody handles must not fall through to the proxy.

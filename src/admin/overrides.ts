@@ -129,6 +129,20 @@ export async function listOverrides(
 ): Promise<OverridePage> {
   // `{` and `}` are literal in a SCAN pattern; the prefix is escaped for the glob characters it may hold.
   const match = `${escapeGlob(overrideKeyPrefix(prefix, rule))}{*}`;
+  const page = await scanPage(redis, match, cursor, pageSize);
+  return { items: await details(redis, page.keys), nextCursor: page.nextCursor };
+}
+
+/**
+ * One page of the keys matching `match`, at most `pageSize`, from a SCAN `cursor`, and the cursor of the next
+ * page (`null` after the last), as {@link listOverrides} describes.
+ */
+export async function scanPage(
+  redis: RedisPort,
+  match: string,
+  cursor: string,
+  pageSize: number,
+): Promise<{ keys: string[]; nextCursor: string | null }> {
   let scanCursor = cursor;
   let count = SCAN_COUNT;
   const keys: string[] = [];
@@ -148,10 +162,10 @@ export async function listOverrides(
     }
     keys.push(...batch.map(String));
     scanCursor = String(next);
-    if (scanCursor === "0") return { items: await details(redis, keys), nextCursor: null };
+    if (scanCursor === "0") return { keys, nextCursor: null };
     if (keys.length >= pageSize) break;
   }
-  return { items: await details(redis, keys), nextCursor: scanCursor };
+  return { keys, nextCursor: scanCursor };
 }
 
 /**
@@ -170,20 +184,40 @@ export function isCursor(cursor: string, endpointCount: number): boolean {
  * next one's. With several endpoints the cursor is `<endpoint index>-<SCAN cursor>`; with one it is the SCAN
  * cursor itself, as {@link listOverrides} gives it.
  */
-export async function listOverridesOf(
+export function listOverridesOf(
   endpoints: readonly RedisPort[],
   prefix: string,
   rule: string,
   cursor: string,
   pageSize: number,
 ): Promise<OverridePage> {
-  if (endpoints.length === 1) return listOverrides(endpoints[0] as RedisPort, prefix, rule, cursor, pageSize);
+  return pageOver(endpoints, cursor, pageSize, (redis, scan, size) =>
+    listOverrides(redis, prefix, rule, scan, size),
+  );
+}
+
+/**
+ * A listing over every endpoint, one after the other (`listOne` pages through one endpoint's SCAN): one
+ * endpoint's to its end, then the next one's. With several endpoints the cursor is `<endpoint index>-<SCAN
+ * cursor>`; with one it is the SCAN cursor itself.
+ */
+export async function pageOver<T>(
+  endpoints: readonly RedisPort[],
+  cursor: string,
+  pageSize: number,
+  listOne: (
+    redis: RedisPort,
+    cursor: string,
+    pageSize: number,
+  ) => Promise<{ items: T[]; nextCursor: string | null }>,
+): Promise<{ items: T[]; nextCursor: string | null }> {
+  if (endpoints.length === 1) return listOne(endpoints[0] as RedisPort, cursor, pageSize);
   const dash = cursor.indexOf("-");
   let at = dash < 0 ? 0 : Number(cursor.slice(0, dash));
   let scan = dash < 0 ? cursor : cursor.slice(dash + 1);
-  const items: OverridePage["items"] = [];
+  const items: T[] = [];
   while (at < endpoints.length) {
-    const page = await listOverrides(endpoints[at] as RedisPort, prefix, rule, scan, pageSize - items.length);
+    const page = await listOne(endpoints[at] as RedisPort, scan, pageSize - items.length);
     items.push(...page.items);
     if (page.nextCursor !== null) return { items, nextCursor: `${at}-${page.nextCursor}` };
     at++;
@@ -224,4 +258,4 @@ function toStoredOverride(fields: Record<string, unknown>, ttl: number): StoredO
 }
 
 /** Escapes Redis glob characters, so a prefix like `rl*` matches only itself. */
-const escapeGlob = (text: string): string => text.replace(/[*?[\]\\]/g, "\\$&");
+export const escapeGlob = (text: string): string => text.replace(/[*?[\]\\]/g, "\\$&");

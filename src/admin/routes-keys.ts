@@ -12,7 +12,7 @@ import { type EffectiveLimits, limitsFor } from "../config/limits";
 import type { RuleConfig, ShedConfig } from "../config/rules";
 import { MAX_UNITS } from "../config/schema";
 import { traitsOf } from "../engine/algorithms";
-import { hashIdentity, overrideKey } from "../engine/keys";
+import { blockKey, hashIdentity, overrideKey } from "../engine/keys";
 import type { RuleCall } from "../engine/types";
 import { canonicalIdentity } from "../identity";
 import { HASH_PREFIX } from "../identity/show";
@@ -51,6 +51,7 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       delayMs: rule.delayMs, // within it, a request past the burst is held, not denied
       identityHash,
       ...(limits.calendar && { calendar: limits.calendar }),
+      blockMs: rule.blockMs, // the peek reads the identity's block (and, peeking, never starts one)
     };
     const [decision, override] = await Promise.all([
       admin.peek([call]),
@@ -80,6 +81,15 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
             ttl: override.ttlSeconds,
           }
         : null,
+      // A rule with a `block`: how long a denial blocks for, and what is left of the identity's block (0: none).
+      ...(rule.blockMs === undefined
+        ? {}
+        : {
+            block: {
+              for: formatPeriod(rule.blockMs),
+              left: result.blocked === undefined ? 0 : seconds(result.retryAfterMs),
+            },
+          }),
     });
   });
 
@@ -110,11 +120,27 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       const bucket = traitsOf(rule.algorithm).shape === "bucket";
       const count =
         keys.length > 0 ? await raiseFence(target, fenceMs, redis, deadline, { stateKeys: keys, bucket }) : 0;
+      // The identity's block too (a rule with a `block`): apart from the fence's call, whose bucket fence
+      // would stand as long as any key it deletes lives. Before the change is recorded, so that an isolate
+      // that forgets its cached block finds none in Redis.
+      const lifted =
+        rule.blockMs === undefined
+          ? 0
+          : Number(
+              await deadline.within(() =>
+                redis.send(["del", blockKey(target.prefix, rule.name, identityHash)]),
+              ),
+            );
       admin.forget(rule.name, identityHash);
       await recordWithin(c, deadline, { rule: rule.name, identityHash });
-      return count;
+      return { count, lifted };
     });
-    return c.json({ rule: rule.name, identity: showHash(identityHash), reset: deleted > 0 });
+    return c.json({
+      rule: rule.name,
+      identity: showHash(identityHash),
+      reset: deleted.count + deleted.lifted > 0,
+      ...(rule.blockMs === undefined ? {} : { block_lifted: deleted.lifted > 0 }),
+    });
   });
 }
 

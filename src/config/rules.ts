@@ -113,6 +113,11 @@ export interface RuleConfig {
   calendar?: CalendarPeriod;
   /** Where the request's real cost comes from in its response (docs/settle.md); absent = its `cost` is final. */
   settle?: SettleSource;
+  /**
+   * How long a denial by this rule in mode `on` keeps the identity denied by it, ms (docs/protect.md,
+   * "Penalty box"); absent = no block.
+   */
+  blockMs?: number;
 }
 
 /**
@@ -326,6 +331,11 @@ function ruleConfig(
       `${at}.settle: only ${namesWith("settles")} rules can settle a cost from the response (this one is ${rule.algorithm})`,
     );
   }
+  if (rule.block !== undefined && !traits.takesBlock) {
+    problems.push(
+      `${at}.block: only a rule that counts (${namesWith("takesBlock")}) can block an identity; a ${rule.algorithm} slot frees as soon as a request ends`,
+    );
+  }
   const cap = traits.maxRequestsPerWindow;
   if (cap < Number.POSITIVE_INFINITY) {
     // One member per request in the window (src/config/window-cap.ts): the requests a limit lets in.
@@ -374,6 +384,8 @@ function ruleConfig(
     // A rule counting by status gives a request's units back after its response: Redis decides it, so the
     // units it gives back are the ones the decision took (docs/counting.md, "Leases").
     // A calendar period's bounds come with each request, and Redis picks among them: never leased either.
+    // Nor a block: units leased before another isolate's denial started it would be spent inside it, so a
+    // blocking rule is always decided in Redis, where the block is (docs/protect.md, "Penalty box").
     lease:
       (rule.lease ?? true) &&
       rule.delay === undefined &&
@@ -381,8 +393,10 @@ function ruleConfig(
       calendar === undefined &&
       // A settled rule is decided by Redis: a lease's units are spent locally before any debt is known.
       rule.settle === undefined &&
+      rule.block === undefined &&
       traits.leasable,
     ...(rule.settle === undefined ? {} : { settle: settleSource(rule.settle) }),
+    ...(rule.block === undefined ? {} : { blockMs: rule.block }),
   } satisfies RuleConfig;
 }
 

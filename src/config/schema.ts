@@ -398,6 +398,7 @@ export const ruleSchema = v.strictObject(
     missing: v.optional(picklist(["ip", "skip", "deny"] as const)),
     lease: v.optional(flag),
     count: v.optional(countSchema),
+    block: v.optional(periodMs),
   },
   unknownField,
 );

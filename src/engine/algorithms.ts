@@ -40,6 +40,11 @@ export interface AlgorithmTraits {
   readonly takesDelay: boolean;
   /** Takes priority classes (`priority`, `priorities`, `shards`: docs/algorithms.md, "Priority load shedding"). */
   readonly takesPriorities: boolean;
+  /**
+   * Accepts `block` (a denial keeps the identity out for a while: docs/protect.md, "Penalty box"): a rule that
+   * counts; not a slot, which frees the moment a request ends.
+   */
+  readonly takesBlock: boolean;
   /** May be decided from a lease (docs/leases.md). */
   readonly leasable: boolean;
   /**
@@ -92,6 +97,7 @@ const WINDOW = {
   takesCost: true,
   takesDelay: false,
   takesPriorities: false,
+  takesBlock: true,
   leasable: true,
   settles: true,
   readsOverride: true,
@@ -122,6 +128,7 @@ const SLOTS = {
   takesCost: false,
   takesDelay: false,
   takesPriorities: false,
+  takesBlock: false,
   leasable: false,
   settles: false,
   readsOverride: true,

@@ -73,6 +73,14 @@ export const leaseMarkKey = (prefix: string, rule: string, identityHash: string)
   `${stateKey(prefix, rule, identityHash)}:leased`;
 
 /**
+ * The block of one identity under one rule with a `block` (docs/protect.md, "Penalty box"): `"1"`, set by the
+ * decision whose denial started it, expiring when the block ends (PX = the rule's `block`); an admin reset
+ * deletes it.
+ */
+export const blockKey = (prefix: string, rule: string, identityHash: string): string =>
+  `${stateKey(prefix, rule, identityHash)}:block`;
+
+/**
  * The longest a reset fence stands, ms: a lease lives at most 10 s (`RATE_LIMIT_LEASE_MS`) and its return is
  * sent at most 15 s after it expired (src/leases/returns.ts), a split decision's refund within its 5 s timeout
  * (src/resilience/sharded.ts), so every return of units taken before a reset reaches Redis within this. The

@@ -17,6 +17,9 @@ export const OUTCOME: Readonly<Record<number, Outcome>> = {
 /** The outcome code of an allowed request that waits for a reserved slot (a rule with a `delay`). */
 const DELAYED = 3;
 
+/** Outcome codes of a rule with a `block`: denied by its standing block, or denied and a block started now. */
+const BLOCK: Readonly<Record<number, RuleResult["blocked"]>> = { 4: "standing", 5: "started" };
+
 /** Reply layout: one head element, then a fixed-size group per rule, then the appendices the head names. */
 export const REPLY = {
   /** Index of the head element: bit 1 set if the request as a whole is allowed, then the flags below. */
@@ -117,7 +120,8 @@ export function decodeReply(
     const terms = { periodMs: Math.abs(period), overridden: period < 0 };
     const reservation = stampAt > 0 ? reservationAt(at, stampAt) : undefined;
     if (code === DELAYED) return delayedResult(call, at, base, reservation, terms);
-    const outcome = OUTCOME[code];
+    const blocked = BLOCK[code];
+    const outcome = blocked ? "denied" : OUTCOME[code];
     if (!outcome) throw new ReplyShapeError(`unknown outcome ${raw[base + REPLY.outcome]}`);
     const leaseAt = expected + LEASE_WORDS_PER_RULE * r;
     const units = leased ? at(leaseAt) : 0;
@@ -144,6 +148,7 @@ export function decodeReply(
       // What this call wrote to a bucket: a split decision's refund reads it, and a rule with a delay's
       // give-back (src/engine/store.ts `release`).
       reservation: reservation && reservation.tatUs > 0 ? reservation : undefined,
+      blocked,
     });
   });
   return { allowed: (head & 1) === 1, results };

@@ -36,6 +36,7 @@ export function ruleResult(r: RuleResultInput): RuleResult {
     lease: r.lease,
     delayMs: r.delayMs,
     reservation: r.reservation,
+    blocked: r.blocked,
   };
   return all;
 }

@@ -5,6 +5,7 @@
  */
 import { traitsOf } from "./algorithms";
 import {
+  blockKey,
   leaseMarkKey,
   overrideKey,
   RESET_FENCE_MAX_MS,
@@ -167,24 +168,35 @@ const MODE_CODE = {
 } as const;
 
 /**
- * Every call's state key then the override keys that are sent, and each call's group of 7 ARGV slots
- * (lua/decide/rules.lua's table): algorithm, mode, limit, period, burst, cost, delay (or a calendar period's
- * bounds).
+ * Whether a decision of `call` reads and may start the identity's block: an enforcing call of a rule with a
+ * `block` (a `monitor` rule never blocks, so it does not read one either: docs/protect.md, "Penalty box").
+ */
+const blocks = (call: RuleCall): call is RuleCall & { blockMs: number } =>
+  call.mode === "on" && call.blockMs !== undefined && call.blockMs > 0;
+
+/**
+ * Every call's state key then the override keys that are sent, each followed by its call's block key in a
+ * decision (`decision`: a refund reads no block), and each call's group of 7 ARGV slots (lua/decide/rules.lua's
+ * table): algorithm, mode, limit, period, burst, cost, delay (or a calendar period's bounds); a block rides on the mode slot
+ * (`"<mode>:<block ms>"`), so a rule without one sends exactly what it sent before blocks existed.
  */
 function ruleGroups(
   prefix: string,
   calls: readonly RuleCall[],
   modeOf: (call: RuleCall, i: number) => string,
+  decision = false,
 ): { keys: string[]; groups: string[] } {
   const keys: string[] = [];
-  const overrides: string[] = [];
+  const extras: string[] = [];
   const groups: string[] = [];
   calls.forEach((call, i) => {
     keys.push(stateKey(prefix, call.rule, call.identityHash));
-    if (call.override !== false) overrides.push(overrideKey(prefix, call.rule, call.identityHash));
+    if (call.override !== false) extras.push(overrideKey(prefix, call.rule, call.identityHash));
+    const block = decision && blocks(call);
+    if (block) extras.push(blockKey(prefix, call.rule, call.identityHash));
     groups.push(
       String(traitsOf(call.algorithm).code),
-      modeOf(call, i),
+      block ? `${modeOf(call, i)}:${Math.trunc(call.blockMs)}` : modeOf(call, i),
       String(call.limit),
       String(call.periodMs),
       String(call.burst),
@@ -192,7 +204,7 @@ function ruleGroups(
       call.calendar ? calendarSlot(call.calendar) : String(call.delayMs ?? 0),
     );
   });
-  for (const key of overrides) keys.push(key);
+  for (const key of extras) keys.push(key);
   return { keys, groups };
 }
 
@@ -223,7 +235,7 @@ export function scriptArguments(
   opts: CallOptions = {},
   splitRefunds = true,
 ): ScriptCall {
-  const { keys, groups } = ruleGroups(prefix, calls, decisionMode);
+  const { keys, groups } = ruleGroups(prefix, calls, decisionMode, true);
   const offsetMs = String(Math.trunc(opts.timeOffsetMs ?? 0));
   if (opts.lease) {
     if (splitRefunds) for (const call of calls) keys.push(leaseMarkKey(prefix, call.rule, call.identityHash));

@@ -76,6 +76,11 @@ export interface RuleCall {
    */
   calendar?: CalendarBounds;
   /**
+   * The rule's `block`, ms: in mode `on`, a denial by this rule keeps the identity denied by it for this long
+   * (docs/protect.md, "Penalty box"); in `monitor`, reported only (`would_block`). Absent = no block.
+   */
+  blockMs?: number;
+  /**
    * Set by the edge when the call is not the rule's own: `jwks_unavailable` = a `jwt:` part could not be
    * checked (docs/failure-modes.md), so the identity is the client IP and the tier the rule's own. Every
    * result of the call carries it unless a degraded answer has a reason of its own.
@@ -188,6 +193,12 @@ export interface RuleResult {
   delayMs?: number;
   /** What a give-back needs (`Decider.release`) when a delayed request's client went away. */
   reservation?: Reservation;
+  /**
+   * A denial of a rule with a `block` that a block answers: `started` (this denial started it) or `standing`
+   * (it stood already: whatever the rate says). `retryAfterMs` and `resetAfterMs` are then the block's end,
+   * and nothing but an admin reset ends it sooner. Absent = not a block's denial.
+   */
+  blocked?: "started" | "standing";
 }
 
 /** A token-bucket/GCRA rule's state as one allowed call left it: the TAT it wrote and the one it replaced. */

@@ -250,6 +250,10 @@ export class LeasingDecider implements ResilientDecider {
     this.#inner.forget(rule, identityHash);
   }
 
+  forgetBlocks(): void {
+    this.#inner.forgetBlocks();
+  }
+
   release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
     return this.#inner.release(call, requestId, reservation);
   }

@@ -31,6 +31,11 @@ export interface LiveModesOptions {
   listNames?: readonly string[];
   /** Forgets this isolate's cached denial of one identity (the decider's `forget`). */
   forget?: (rule: string, identityHash: string) => void;
+  /**
+   * Forgets every block this isolate holds (the decider's `forgetBlocks`): called when changes were missed
+   * (more than the log keeps, or one never written), as any of them may have been a reset lifting a block.
+   */
+  forgetBlocks?: () => void;
   /** How long a fresh isolate's first request waits for the live modes, ms. @default 200 */
   coldLoadTimeoutMs?: number;
   /** Minimum time between two reads of one isolate, ms. @default 1000 */
@@ -65,7 +70,14 @@ export const LOST_CHANGE_AFTER_MS = 15_000;
  * const live = await liveModes.current((p) => c.executionCtx.waitUntil(p));
  */
 export function createLiveModes(redis: RedisPort, prefix: string, options: LiveModesOptions): LiveModeCache {
-  const { ruleNames, listNames, forget, lostChangeAfterMs = LOST_CHANGE_AFTER_MS, ...timing } = options;
+  const {
+    ruleNames,
+    listNames,
+    forget,
+    forgetBlocks,
+    lostChangeAfterMs = LOST_CHANGE_AFTER_MS,
+    ...timing
+  } = options;
   const now = timing.now ?? Date.now;
   const overrides = new OverrideIndex();
   // The first unwritten slot this isolate stopped at, and since when (ms).
@@ -82,7 +94,7 @@ export function createLiveModes(redis: RedisPort, prefix: string, options: LiveM
     },
     catchUp: async (seenEpoch, epoch) => {
       // More changes than the log holds: some new override may be among those lost; read the index again.
-      if (epoch - seenEpoch > CHANGE_RING) overrides.invalidate();
+      if (epoch - seenEpoch > CHANGE_RING) missed();
       let { changes, readUpTo } = await readChanges(redis, prefix, seenEpoch, epoch);
       follow(changes);
       if (readUpTo === epoch) gap = undefined;
@@ -90,7 +102,7 @@ export function createLiveModes(redis: RedisPort, prefix: string, options: LiveM
       else if (now() - gap.sinceMs >= lostChangeAfterMs) {
         // Its writer failed after taking the epoch: skip it, as a change past the ring's end is skipped (it
         // may have been an override: read the index again), and read on.
-        overrides.invalidate();
+        missed();
         gap = undefined;
         ({ changes, readUpTo } = await readChanges(redis, prefix, readUpTo + 1, epoch));
         follow(changes);
@@ -100,6 +112,12 @@ export function createLiveModes(redis: RedisPort, prefix: string, options: LiveM
     overrides,
     ...timing,
   });
+
+  /** Changes this isolate will never read: any may have set an override, or lifted a block. */
+  function missed(): void {
+    overrides.invalidate();
+    forgetBlocks?.();
+  }
 
   function follow(changes: readonly AdminChange[]): void {
     for (const change of changes) {

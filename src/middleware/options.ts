@@ -206,6 +206,12 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
    * reservation charged at admission. Not on `concurrency`, `shed` or `sliding-log`. @default none
    */
   settle?: `header:${string}` | `json:${string}` | `sse:${string}`;
+  /**
+   * Penalty box: a denial by this rule (mode `on`) keeps the identity denied by it for this long, whatever its
+   * rate does (`"15m"`, 1s..30d); in `monitor`, logged as `would_block` only. Not on `concurrency`/`shed`.
+   * A blocking rule is never decided from a lease. @default none
+   */
+  block?: Period;
 }
 
 /** Options of `rateLimit`. */

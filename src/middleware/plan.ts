@@ -202,6 +202,7 @@ function callOf(
       traitsOf(rule.algorithm).readsOverride &&
       (context.live.overrides?.has(rule.name, identityHash) ?? context.overrides),
     lease: rule.lease,
+    blockMs: rule.blockMs,
   };
   if (calendar !== undefined) call.calendar = calendar;
   if (rule.count !== undefined) call.givesBackAfterResponse = true;

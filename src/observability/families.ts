@@ -7,8 +7,8 @@ import type { Decision, RuleResult, Source } from "../engine/types";
 import { ruleVerdictOf } from "./verdict";
 
 /**
- * `floodgate_decisions_total`'s `outcome`. `blocked` is reserved for a penalty box (a rule's `block`): no
- * rule blocks yet, so no series carries it.
+ * `floodgate_decisions_total`'s `outcome`. `blocked`: denied by a block that stood already (a rule's `block`,
+ * docs/protect.md "Penalty box"); the denial that starts a block is `denied`.
  */
 export const OUTCOMES = ["allowed", "denied", "would_deny", "blocked", "delayed", "shed"] as const;
 export type MetricOutcome = (typeof OUTCOMES)[number];
@@ -51,6 +51,7 @@ export function labelsOf(result: RuleResult): { outcome: MetricOutcome; source: 
     case "unavailable":
       return { outcome: "denied", source };
     default:
+      if (result.blocked === "standing") return { outcome: "blocked", source };
       return { outcome: result.call.algorithm === "shed" ? "shed" : "denied", source };
   }
 }

@@ -44,6 +44,12 @@ export function decisionLogLine(
       // A denied rule's as its 429 says it (a cost above capacity: one period).
       retry_after_ms: r.outcome === "allowed" ? r.retryAfterMs : deniedForMs(r),
       ...(r.delayMs ? { delay_ms: r.delayMs } : {}),
+      // A rule with a `block` (docs/protect.md, "Penalty box"): the block that denied it, or in `monitor`
+      // the block a denial would have started.
+      ...(r.blocked ? { block: r.blocked } : {}),
+      ...(r.call.blockMs && r.call.mode === "monitor" && r.outcome === "denied"
+        ? { would_block: true, block_ms: r.call.blockMs }
+        : {}),
       source: r.source,
       ...(r.reason ? { reason: r.reason } : {}),
     })),

@@ -75,6 +75,11 @@ export interface ResilientDecider extends Decider {
   health(): DeciderHealth;
   /** Forgets this isolate's cached denial of one identity (call after an admin reset or override). */
   forget(rule: string, identityHash: string): void;
+  /**
+   * Forgets every block this isolate holds (src/resilience/deny-cache.ts): call when admin resets may have
+   * gone unheard (the change log moved on by more than it keeps).
+   */
+  forgetBlocks(): void;
   /** This isolate's cached denial of `call`, if any (no Redis call; src/resilience/sharded.ts asks first). */
   cachedDenial(call: RuleCall): RuleResult | undefined;
   /** The figures Redis gave `call`'s rule beside a cached denial, if any (src/resilience/deny-cache.ts). */
@@ -225,6 +230,10 @@ export class EndpointDecider implements ResilientDecider {
 
   forget(rule: string, identityHash: string): void {
     this.#denyCache.forget(rule, identityHash);
+  }
+
+  forgetBlocks(): void {
+    this.#denyCache.forgetBlocks();
   }
 
   cachedDenial(call: RuleCall): RuleResult | undefined {

@@ -33,6 +33,12 @@
  * or isolates spent since is not in them), times counted down, `t` 0 once more quota was due (then `r` may
  * be less than what is left). Kept only for the same rule, identity, limit and cost, allowed, not holding a
  * slot and under the rule's own limits (as for denials); any other rule is left undecided, with no member.
+ *
+ * A block (a rule's `block`, docs/protect.md "Penalty box") is held to its end, not `DENY_CACHE_HOLD_MS`: no
+ * unit coming back ends it, only an admin reset, which reaches this isolate through `forget` (here, or from
+ * the change log within about a second, src/live/index.ts; when the log overflowed, `forgetBlocks` drops them
+ * all). It answers every enforcing call of its rule and identity, whatever its cost or limits (an override or
+ * a tier changes neither), so a blocked client costs no Redis call until its block ends.
  */
 import { traitsOf } from "../engine/algorithms";
 import { retryAfterForMore, ruleResult } from "../engine/results";
@@ -110,7 +116,11 @@ const keptDenial = (result: RuleResult): boolean =>
   !traitsOf(result.call.algorithm).holdsSlot &&
   !result.call.givesBackAfterResponse &&
   result.retryAfterMs > 0 &&
-  !result.overridden;
+  (!result.overridden || result.blocked !== undefined);
+
+/** How long a kept denial answers, ms: a block to its end, any other denial `DENY_CACHE_HOLD_MS` at most. */
+const holdMs = (result: RuleResult): number =>
+  result.blocked !== undefined ? result.retryAfterMs : Math.min(result.retryAfterMs, DENY_CACHE_HOLD_MS);
 
 /** Figures kept beside a denial: an allowed rule that holds no slot, under the rule's own limits. */
 const keptFigures = (result: RuleResult): boolean =>
@@ -143,7 +153,7 @@ export class DenyCache {
     let latestMs = 0;
     for (const result of results) {
       if (!keptDenial(result)) continue;
-      const untilMs = atMs + Math.min(result.retryAfterMs, DENY_CACHE_HOLD_MS);
+      const untilMs = atMs + holdMs(result);
       const entry: Entry = { result, atMs, untilMs, refresh: undefined };
       this.entries.set(entryKey(result.call), entry);
       latestMs = Math.max(latestMs, untilMs);
@@ -229,6 +239,8 @@ export class DenyCache {
     if (call.mode !== "on" || traitsOf(call.algorithm).holdsSlot) return undefined;
     const entry = this.entries.get(entryKey(call));
     if (entry === undefined || entry.result.outcome !== "denied") return undefined;
+    // A block denies its identity under its rule whatever the request costs or the limits in force.
+    if (entry.result.blocked !== undefined) return entry;
     const denied = entry.result.call;
     if (call.cost < denied.cost || !sameLimits(call, denied)) return undefined;
     // More than the rule can ever grant: Redis says so, with its one-period wait.
@@ -260,6 +272,16 @@ export class DenyCache {
   forget(rule: string, identityHash: string): void {
     this.entries.delete(keyOf(rule, identityHash));
   }
+
+  /**
+   * Drops every block held (and the figures beside them): resets this isolate may not have heard of (the
+   * change log moved on by more than it keeps) may have lifted any of them.
+   */
+  forgetBlocks(): void {
+    for (const [key, entry] of this.entries) {
+      if (entry.result.blocked !== undefined) this.entries.delete(key);
+    }
+  }
 }
 
 /** An entry's result for `call`, now: times counted down, nothing leased, delayed or reserved. */
@@ -269,13 +291,18 @@ function answer(entry: Entry, call: RuleCall, now: number): RuleResult {
     ...entry.result,
     call,
     resetAfterMs: Math.max(0, entry.result.resetAfterMs - elapsedMs),
-    // A larger cost than the denied one waits longer (a bucket's refill, a sliding window's drain).
+    // A larger cost than the denied one waits longer (a bucket's refill, a sliding window's drain); not
+    // longer than a block, which ends at its end whatever the cost.
     retryAfterMs: Math.max(
       0,
-      retryAfterForMore(entry.result, call.cost - entry.result.call.cost) - elapsedMs,
+      (entry.result.blocked !== undefined
+        ? entry.result.retryAfterMs
+        : retryAfterForMore(entry.result, call.cost - entry.result.call.cost)) - elapsedMs,
     ),
     source: "deny-cache",
     reason: "deny_cache",
+    // The block a cached denial started stands now.
+    blocked: entry.result.blocked && "standing",
     lease: undefined,
     delayMs: undefined,
     reservation: undefined,

@@ -177,6 +177,10 @@ export class ShardedDecider implements ResilientDecider {
     this.#deciderOf(this.#route(identityHash)).forget(rule, identityHash);
   }
 
+  forgetBlocks(): void {
+    for (const decider of this.#deciders) decider.forgetBlocks();
+  }
+
   cachedDenial(call: RuleCall): RuleResult | undefined {
     return this.#deciderOf(this.#route(call.identityHash)).cachedDenial(call);
   }

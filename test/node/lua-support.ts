@@ -95,6 +95,7 @@ export function withDecide(
     release: (call, requestId, reservation) => inner.release(call, requestId, reservation),
     health: () => inner.health(),
     forget: (rule, identityHash) => inner.forget(rule, identityHash),
+    forgetBlocks: () => inner.forgetBlocks(),
     cachedDenial: (call) => inner.cachedDenial(call),
     cachedFigures: (call) => inner.cachedFigures(call),
   };
