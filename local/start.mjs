@@ -177,7 +177,13 @@ try {
 
 const inspectorPort = await step("wrangler dev", () => freePort());
 /** @type {NodeJS.ProcessEnv} */
-const wranglerEnv = { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
+const wranglerEnv = {
+  ...process.env,
+  WRANGLER_SEND_METRICS: "false",
+  // No fetch of Cloudflare's request.cf from the network: Miniflare's placeholder, or the facts of the file
+  // CLOUDFLARE_CF_FETCH_PATH names (docs/protect.md, "Setting request.cf locally"), which this would disable.
+  ...(process.env.CLOUDFLARE_CF_FETCH_PATH ? {} : { CLOUDFLARE_CF_FETCH_ENABLED: "false" }),
+};
 // Only the env file may feed bindings; secrets from this environment stay out of wrangler's own env.
 delete wranglerEnv.CLOUDFLARE_INCLUDE_PROCESS_ENV;
 delete wranglerEnv.CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV;
