@@ -114,9 +114,9 @@ const keptDenial = (result: RuleResult): boolean =>
   result.call.mode === "on" &&
   result.call.cost > 0 &&
   !traitsOf(result.call.algorithm).holdsSlot &&
-  !result.call.givesBackAfterResponse &&
   result.retryAfterMs > 0 &&
-  (!result.overridden || result.blocked !== undefined);
+  // Units coming back end neither a block nor anything it is kept for: only a reset does (see above).
+  (result.blocked !== undefined || (!result.call.givesBackAfterResponse && !result.overridden));
 
 /** How long a kept denial answers, ms: a block to its end, any other denial `DENY_CACHE_HOLD_MS` at most. */
 const holdMs = (result: RuleResult): number =>
