@@ -52,8 +52,13 @@ export const metricsKeys = (prefix: string, minute: number) => ({
 
 /** The longest path kept, characters (a route, not a payload). */
 const MAX_ROUTE_LENGTH = 120;
-/** A segment that looks like an id or a token: digits, a UUID or long hex, or a long run of token characters. */
-const ID_SEGMENT = /^(\d+|[0-9a-f]{8,}|[0-9a-f]{8}-[0-9a-f-]{27}|[A-Za-z0-9_~.=+-]{24,})$/i;
+/**
+ * A segment that may name a client rather than a route: one with a digit (an id, an IP address; a short
+ * version such as `v2` excepted), an `@` or `:` (an email, an IPv6 address), a `%` escape (anything), long hex,
+ * or a long run of token characters. A plain word (`users`, or a name such as `alice`) stays: the page then
+ * shows it, so routes that carry client names should not be limited by path alone (docs/operating.md).
+ */
+const ID_SEGMENT = /^(?!v\d{1,2}$)(.*[\d@:%].*|[0-9a-f]{8,}|[A-Za-z0-9_~.=+-]{24,})$/i;
 
 /**
  * A request's path as the dashboard lists it: no query string, and every segment that looks like an id
