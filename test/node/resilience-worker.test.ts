@@ -111,10 +111,18 @@ async function health(w: Worker) {
 }
 
 /** EVALSHA + EVAL calls Redis has served since it (re)started. */
+/**
+ * Script calls Redis ran. An `EVALSHA` refused with NOSCRIPT (a script this Redis has not seen since it started or
+ * was flushed: the decision is then sent again as `EVAL`, src/engine/redis.ts) ran nothing: not counted.
+ */
 async function scriptCalls(): Promise<number> {
   const info = await direct.info("commandstats");
   let calls = 0;
-  for (const match of info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) calls += Number(match[2]);
+  for (const match of info.matchAll(
+    /^cmdstat_(evalsha|eval):calls=(\d+).*?(?:,rejected_calls=(\d+))?(?:,failed_calls=(\d+))?$/gm,
+  )) {
+    calls += Number(match[2]) - Number(match[3] ?? 0) - Number(match[4] ?? 0);
+  }
   return calls;
 }
 
