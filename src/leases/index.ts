@@ -9,7 +9,17 @@
 
 import { traitsOf } from "../engine/algorithms";
 import { DEFAULTS } from "../engine/defaults";
-import type { DecideOptions, Decision, Reservation, RuleCall, RuleResult, WaitUntil } from "../engine/types";
+import type {
+  DecideOptions,
+  Decision,
+  RefundCall,
+  Reservation,
+  RuleCall,
+  RuleResult,
+  SettledUnits,
+  Settlement,
+  WaitUntil,
+} from "../engine/types";
 import { type DeciderHealth, GUARD_MS, type ResilientDecider } from "../resilience/decider";
 import { within } from "../util/timer";
 import { answerOf, decideFromLeases, observed, spendShort, take } from "./decisions";
@@ -256,6 +266,18 @@ export class LeasingDecider implements ResilientDecider {
 
   release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
     return this.#inner.release(call, requestId, reservation);
+  }
+
+  /** Units consumed earlier given back by the decider below (`Decider.refund`). */
+  refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]> {
+    return this.#inner.refund?.(calls, requestId, whenUs) ?? Promise.resolve(calls.map(() => 0));
+  }
+
+  /** Costs settled after their responses by the decider below (docs/settle.md). */
+  settle(settlements: Settlement[], requestId: string, decidedAtMs: number): Promise<SettledUnits[]> {
+    return (
+      this.#inner.settle?.(settlements, requestId, decidedAtMs) ?? Promise.reject(new Error("no settle"))
+    );
   }
 
   health(): DeciderHealth {

@@ -102,48 +102,16 @@ export function createEngine(options: EngineOptions): Engine {
   const sharded = new ShardedDecider({
     deciders,
     shardOf,
-    refund: (shard, calls, requestId, ageUs) => (stores[shard] as Store).refund(calls, requestId, -ageUs),
+    refund: (shard, calls, requestId, whenUs) => (stores[shard] as Store).refund(calls, requestId, whenUs),
     refundTimeoutMs: adminTimeoutMs,
     slotGroups: options.cluster ?? false,
   });
-  async function refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]> {
-    if (stores.length === 1) return (stores[0] as Store).refund(calls, requestId, whenUs);
-    const byShard = new Map<number, number[]>();
-    calls.forEach((call, i) => {
-      const shard = shardOf(call.identityHash);
-      byShard.set(shard, [...(byShard.get(shard) ?? []), i]);
-    });
-    const given = new Array<number>(calls.length).fill(0);
-    await Promise.all(
-      [...byShard].map(async ([shard, indices]) => {
-        const back = await (stores[shard] as Store).refund(
-          indices.map((i) => calls[i] as RefundCall),
-          requestId,
-          whenUs,
-        );
-        indices.forEach((at, k) => {
-          given[at] = back[k] ?? 0;
-        });
-      }),
-    );
-    return given;
-  }
+  const refund = (calls: RefundCall[], requestId: string, whenUs: number) =>
+    sharded.refund(calls, requestId, whenUs);
   const decider: EngineDecider =
     (options.leases ?? DEFAULTS.leases) === "on"
       ? new LeasingDecider(sharded, { refund, maxMs: options.leaseMs ?? DEFAULTS.leaseMs })
       : sharded;
-  // What the limiter gives back after a response (a rule counting by status: docs/counting.md). Units back in
-  // Redis may turn a denial this isolate cached wrong: it asks Redis again next time.
-  decider.refund = async (calls, requestId, whenUs) => {
-    const given = await refund(calls, requestId, whenUs);
-    calls.forEach((call, i) => {
-      if ((given[i] ?? 0) > 0) sharded.forget(call.rule, call.identityHash);
-    });
-    return given;
-  };
-  // What a settled rule charges or gives back after a response (docs/settle.md).
-  decider.settle = (settlements, requestId, decidedAtMs) =>
-    sharded.settle(settlements, requestId, decidedAtMs);
 
   return {
     stores,

@@ -32,12 +32,12 @@ export interface ShardedDeciderOptions {
   /** The endpoint (index into `deciders`) holding an identity (`rendezvous` in src/engine/shards.ts). */
   shardOf: (identityHash: string) => number;
   /**
-   * Gives back, on endpoint `shard`, what one script call consumed for `calls` under `requestId`, at most
-   * `ageUs` µs before the refund runs (the script's refund call with a negative `when`). Not bound by the
-   * decision budget; a rejection is swallowed (the units then stay held until their window or bucket frees
-   * them: under-admission only).
+   * Gives back, on endpoint `shard`, what `requestId` consumed for `calls` (`Store.refund` there: `whenUs`
+   * negative = taken at most that many µs ago); resolves to the units each call got back. Not bound by the
+   * decision budget. A split decision's refund swallows a rejection (the units then stay held until their
+   * window or bucket frees them: under-admission only).
    */
-  refund: (shard: number, calls: RefundCall[], requestId: string, ageUs: number) => Promise<unknown>;
+  refund: (shard: number, calls: RefundCall[], requestId: string, whenUs: number) => Promise<number[]>;
   /**
    * Longest a refund may take to reach Redis, ms: the refund call's own timeout. It widens the span the
    * script assumes the units were taken in, so a window edge crossed meanwhile refunds nothing rather than
@@ -143,7 +143,7 @@ export class ShardedDecider implements ResilientDecider {
       groups.forEach((group, g) => {
         const consumed = consumedCalls(decisions[g] as Decision);
         if (consumed.length > 0) {
-          refunds.push(this.#refund(group.shard, consumed, requestId, ageUs).catch(() => undefined));
+          refunds.push(this.#refund(group.shard, consumed, requestId, -ageUs).catch(() => undefined));
         }
       });
       if (refunds.length > 0) {
@@ -161,15 +161,35 @@ export class ShardedDecider implements ResilientDecider {
     return this.#deciderOf(this.#route(call.identityHash)).release(call, requestId, reservation);
   }
 
+  /**
+   * Units consumed earlier given back, each call's on the endpoint holding its identity (one refund call per
+   * endpoint concerned); resolves to the units each call got back, in call order. Units back in Redis may
+   * turn a denial this isolate cached wrong: it asks Redis again next time (a rule counting by status:
+   * docs/counting.md).
+   */
+  async refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]> {
+    const given = await byShard(
+      calls,
+      (call) => this.#route(call.identityHash),
+      (shard, part) => this.#refund(shard, part, requestId, whenUs),
+      0,
+    );
+    calls.forEach((call, i) => {
+      if ((given[i] ?? 0) > 0) this.forget(call.rule, call.identityHash);
+    });
+    return given;
+  }
+
   /** Settlements sent to the endpoint holding each identity (docs/settle.md). */
   settle(settlements: Settlement[], requestId: string, decidedAtMs: number): Promise<SettledUnits[]> {
-    return settleByShard(
+    return byShard(
       settlements,
       (s) => this.#route(s.result.call.identityHash),
       (shard, part) => {
         const own = this.#deciderOf(shard);
         return own.settle ? own.settle(part, requestId, decidedAtMs) : Promise.reject(new Error("no settle"));
       },
+      { applied: 0 },
     );
   }
 
@@ -234,29 +254,32 @@ const sum = <T>(items: readonly T[], of: (item: T) => number): number =>
   items.reduce((total, item) => total + of(item), 0);
 
 /**
- * Settlements sent to the endpoint holding each identity (one call per endpoint concerned), their outcomes in
- * the settlements' order. An endpoint that fails rejects the whole (the caller logs it; its reservations stand).
+ * `items` sent to the endpoint holding each (one call per endpoint concerned), their outcomes in the items'
+ * order (`missing` where an endpoint answered short). An endpoint that fails rejects the whole (the caller
+ * logs it; a settlement's reservations stand, a refund's units stay held).
  */
-async function settleByShard(
-  settlements: Settlement[],
-  shardOf: (s: Settlement) => number,
-  send: (shard: number, part: Settlement[]) => Promise<SettledUnits[]>,
-): Promise<SettledUnits[]> {
-  const byShard = new Map<number, number[]>();
-  settlements.forEach((s, i) => {
-    const shard = shardOf(s);
-    byShard.set(shard, [...(byShard.get(shard) ?? []), i]);
+async function byShard<T, R>(
+  items: readonly T[],
+  shardOf: (item: T) => number,
+  send: (shard: number, part: T[]) => Promise<R[]>,
+  missing: R,
+): Promise<R[]> {
+  const indicesOf = new Map<number, number[]>();
+  items.forEach((item, i) => {
+    const shard = shardOf(item);
+    indicesOf.set(shard, [...(indicesOf.get(shard) ?? []), i]);
   });
-  if (byShard.size === 1) return send(shardOf(settlements[0] as Settlement), settlements);
-  const out = new Array<SettledUnits>(settlements.length);
+  if (items.length === 0) return [];
+  if (indicesOf.size === 1) return send(shardOf(items[0] as T), [...items]);
+  const out = new Array<R>(items.length);
   await Promise.all(
-    [...byShard].map(async ([shard, indices]) => {
+    [...indicesOf].map(async ([shard, indices]) => {
       const done = await send(
         shard,
-        indices.map((i) => settlements[i] as Settlement),
+        indices.map((i) => items[i] as T),
       );
       indices.forEach((at, k) => {
-        out[at] = done[k] ?? { applied: 0 };
+        out[at] = done[k] ?? missing;
       });
     }),
   );
