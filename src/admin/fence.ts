@@ -56,17 +56,24 @@ const currentOverride = (target: OverrideTarget, redis: RedisPort, deadline: Dea
 const fenceMsFor = (algorithm: Algorithm, own: readonly FenceLimits[], override: Override | null) =>
   resetFenceMs(algorithm, override ? [...own, ...underOverride(own, override)] : own);
 
+/** What a fence call deleted: state keys, and whether it lifted a block. */
+export interface Fenced {
+  deleted: number;
+  lifted: boolean;
+}
+
 /**
  * Makes the identity's fence stand at least `ms` from now, never shortening one an earlier change left standing
- * longer, and with `reset` deletes the identity's state behind it, in one script call (lua/fence.lua). Resolves to the number of state keys deleted.
+ * longer, and with `reset` deletes the identity's state behind it (and with `reset.lift` its block), in one
+ * script call (lua/fence.lua).
  */
 export async function raiseFence(
   target: OverrideTarget,
   ms: number,
   redis: RedisPort,
   deadline: Deadline = NO_DEADLINE,
-  reset?: { stateKeys: readonly string[]; bucket: boolean },
-): Promise<number> {
+  reset?: { stateKeys: readonly string[]; bucket: boolean; lift?: boolean },
+): Promise<Fenced> {
   const { prefix, rule, identityHash } = target;
   const { script, keys, args } = fenceArguments(
     prefix,
@@ -75,8 +82,11 @@ export async function raiseFence(
     ms,
     reset?.stateKeys,
     reset?.bucket,
+    reset?.lift,
   );
-  return Number(await deadline.within(() => redis.runScript(script, keys, args)));
+  const reply = await deadline.within(() => redis.runScript(script, keys, args));
+  const [deleted, lifted] = Array.isArray(reply) ? reply.map(Number) : [Number(reply), 0];
+  return { deleted: deleted ?? 0, lifted: lifted === 1 };
 }
 
 /**

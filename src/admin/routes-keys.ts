@@ -12,7 +12,7 @@ import { type EffectiveLimits, limitsFor } from "../config/limits";
 import type { RuleConfig, ShedConfig } from "../config/rules";
 import { MAX_UNITS } from "../config/schema";
 import { traitsOf } from "../engine/algorithms";
-import { blockKey, hashIdentity, overrideKey } from "../engine/keys";
+import { hashIdentity, overrideKey } from "../engine/keys";
 import type { RuleCall } from "../engine/types";
 import { canonicalIdentity } from "../identity";
 import { HASH_PREFIX } from "../identity/show";
@@ -115,25 +115,20 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
     // state goes, sized for every limit the units may have been taken under, and a bucket's until its TAT.
     // Its commands share one wait for Redis, the admin timeout, not one each.
     const target = { prefix: admin.config.prefix, rule: rule.name, identityHash };
+    const lift = rule.blockMs !== undefined;
     const deleted = await withDeadline(admin.adminTimeoutMs, async (deadline) => {
       const fenceMs = await fenceMsOf(target, rule.algorithm, ruleLimits(rule), redis, deadline);
       const bucket = traitsOf(rule.algorithm).shape === "bucket";
-      const count =
-        keys.length > 0 ? await raiseFence(target, fenceMs, redis, deadline, { stateKeys: keys, bucket }) : 0;
-      // The identity's block too (a rule with a `block`): apart from the fence's call, whose bucket fence
-      // would stand as long as any key it deletes lives. Before the change is recorded, so that an isolate
-      // that forgets its cached block finds none in Redis.
-      const lifted =
-        rule.blockMs === undefined
-          ? 0
-          : Number(
-              await deadline.within(() =>
-                redis.send(["del", blockKey(target.prefix, rule.name, identityHash)]),
-              ),
-            );
+      // The identity's block (a rule with a `block`) is lifted by the same call: a lift never leaves the state
+      // reset and the block standing, whatever fails after it. Before the change is recorded, so that an
+      // isolate that forgets its cached block finds none in Redis.
+      const fenced =
+        keys.length > 0 || lift
+          ? await raiseFence(target, fenceMs, redis, deadline, { stateKeys: keys, bucket, lift })
+          : { deleted: 0, lifted: false };
       admin.forget(rule.name, identityHash);
       await recordWithin(c, deadline, { rule: rule.name, identityHash });
-      return { count, lifted };
+      return { count: fenced.deleted, lifted: fenced.lifted ? 1 : 0 };
     });
     return c.json({
       rule: rule.name,

@@ -136,7 +136,8 @@ export function bucketReaimArguments(
 /**
  * A fence call: one identity's reset fence under one rule raised to `fenceMs` (never shorter), and `stateKeys`
  * deleted behind it (an admin reset); for a bucket's state the fence also stands until the TAT it held, or for
- * the longest while its refund ledger exists (lua/fence.lua).
+ * the longest while its refund ledger exists; `lift`: the identity's block is deleted in the same call
+ * (lua/fence.lua).
  */
 export function fenceArguments(
   prefix: string,
@@ -145,12 +146,17 @@ export function fenceArguments(
   fenceMs: number,
   stateKeys: readonly string[] = [],
   bucket = false,
+  lift = false,
 ): ScriptCall {
   const fence = resetFenceKey(prefix, rule, identityHash);
+  const keys = bucket
+    ? [fence, refundLedgerKey(prefix, rule, identityHash), ...stateKeys]
+    : [fence, ...stateKeys];
+  if (lift) keys.push(blockKey(prefix, rule, identityHash));
   return {
     script: FENCE,
-    keys: bucket ? [fence, refundLedgerKey(prefix, rule, identityHash), ...stateKeys] : [fence, ...stateKeys],
-    args: [String(Math.ceil(fenceMs)), bucket ? "1" : "0", String(RESET_FENCE_MAX_MS)],
+    keys,
+    args: [String(Math.ceil(fenceMs)), bucket ? "1" : "0", String(RESET_FENCE_MAX_MS), lift ? "1" : "0"],
   };
 }
 
