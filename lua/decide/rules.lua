@@ -36,6 +36,8 @@ Semantics (docs/script.md): phase 1 evaluates every rule without writing (a fixe
 counted at once, taken back on denial); phase 2 writes each ALLOWING rule only if every `on` rule allows.
 ]]
 
+--#include lib/sliding-state
+
 local STAMPED, PERIODS = 2, 4 -- the head's flags
 local BLOCKED, BLOCK_STARTED = 4, 5 -- outcomes of a rule with a block (the reply table above)
 -- Every algorithm code (lib/constants.lua; src/engine/algorithms.ts holds the same, and a test compares them).

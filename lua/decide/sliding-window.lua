@@ -7,11 +7,13 @@ Sections, spliced in by lua/decide/rules.lua and lua/decide.lua:
   fast      one rule, on, no override, plain call, allowed: TIME, GET, SET; answers the short reply
             { remaining, reset_after_ms, retry_after_ms }; a denial goes on to the general path (clock read)
   evaluate  phase 1 of the general path: `value`/`expire_us` ("keep": KEEPTTL) is the write for phase 2
+The state is read by lib/sliding-state.lua's read_sliding (lua/settle.lua reads it the same way).
 Retry-After can exceed one period: a request that fits only in the next window waits for the previous
 window's share to shrink.
 ]]
 
 --#section fast
+--#include lib/sliding-state
 local time = redis.call("TIME")
 now_us = time[1] * 1000000 + time[2] -- Lua's own string arithmetic: cheaper than two tonumber calls
 now_ms = floor(now_us / 1000)
@@ -22,17 +24,7 @@ if limit > 0 and cost <= limit then
   local window = floor(now_ms / period)
   local start_us = window * period_us
   local end_us = start_us + period_us
-  local prev, cur, same = 0, 0, nil
-  local raw = redis.pcall("GET", key)
-  if type(raw) == "string" then
-    local head, w, p, c = string.match(raw, "^((%d+):(%d+):)(%d+)$")
-    w = tonumber(w)
-    if w == window then
-      same, prev, cur = head, tonumber(p), tonumber(c)
-    elseif w == window - 1 then
-      prev = tonumber(c)
-    end
-  end
+  local prev, cur, same = read_sliding(key, window)
   local in_view_us = end_us - now_us -- µs of the previous window still in view
   if prev * in_view_us + (cur + cost) * period_us <= limit * period_us then
     if same then
@@ -59,18 +51,8 @@ end
 local window = floor(now_ms / period)
 local start_us = window * period_us
 local end_us = start_us + period_us
-local prev, cur = 0, 0
-local same -- "window:prev:" as stored, when the state is of this window: reused, not re-formatted
-local raw = redis.pcall("GET", key)
-if type(raw) == "string" then
-  local head, w, p, c = string.match(raw, "^((%d+):(%d+):)(%d+)$")
-  w = tonumber(w)
-  if w == window then
-    same, prev, cur = head, tonumber(p), tonumber(c)
-  elseif w == window - 1 then
-    prev = tonumber(c)
-  end
-end
+-- same: "window:prev:" as stored, when the state is of this window: reused, not re-formatted
+local prev, cur, same = read_sliding(key, window)
 local in_view_us = end_us - now_us -- µs of the previous window still in view
 -- prev * in_view + (cur + cost) * period <= limit * period: exact in doubles for sane sizes.
 allow = prev * in_view_us + (cur + cost) * period_us <= limit * period_us

@@ -22,6 +22,7 @@ import lease from "../../lua/lease.lua";
 import listWrite from "../../lua/list-write.lua";
 import constants from "../../lua/lib/constants.lua";
 import override from "../../lua/lib/override.lua";
+import slidingState from "../../lua/lib/sliding-state.lua";
 import reaim from "../../lua/reaim.lua";
 import refund from "../../lua/refund.lua";
 import settle from "../../lua/settle.lua";
@@ -32,6 +33,7 @@ import type { RedisScript } from "./redis";
 const PARTS: Readonly<Record<string, string>> = {
   "lib/constants": constants,
   "lib/override": override,
+  "lib/sliding-state": slidingState,
   "decide/rules": rules,
   "decide/lease-grant": leaseGrant,
   "decide/fixed-window": fixedWindow,
