@@ -16,6 +16,7 @@ ARGV (5 per rule):
 Reply: { remaining } per rule, in rule order: units available after the charge, negative = the debt.
 ]]
 --#include lib/constants
+--#include lib/sliding-state
 
 local SLOTS = 5 -- ARGV slots per rule
 local n = #ARGV / SLOTS -- rules
@@ -61,17 +62,7 @@ for i = 1, n do
     local period_us = period * 1000 -- µs
     local now = clock()
     local window = floor(now / period_us)
-    local prev, cur, same = 0, 0, nil
-    local raw = redis.pcall("GET", key)
-    if type(raw) == "string" then
-      local head, w, p, c = string.match(raw, "^((%d+):(%d+):)(%d+)$")
-      w = tonumber(w)
-      if w == window then
-        same, prev, cur = head, tonumber(p), tonumber(c)
-      elseif w == window - 1 then
-        prev = tonumber(c)
-      end
-    end
+    local prev, cur, same = read_sliding(key, window)
     if same then
       redis.call("SET", key, same .. (cur + units), "KEEPTTL")
     else
