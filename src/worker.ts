@@ -108,6 +108,8 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       overrides: true,
       verifyJwt,
       liveModes: (_c, waitUntil) => liveModes.current(waitUntil),
+      // Its first read (live modes and override index) is never waited for: src/middleware/limiter.ts.
+      decideWhileModesLoad: true,
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
       // What `onError` would answer, without the throw.
       answer: problemResponse,

@@ -23,15 +23,22 @@ export async function startRedis() {
   return { ...proc, port, url: `redis://127.0.0.1:${port}` };
 }
 
-/** The local Upstash-compatible REST server in front of `redisUrl`, with a fresh random token. */
-export async function startRest(redisUrl) {
+/**
+ * The local Upstash-compatible REST server in front of `redisUrl`, with a fresh random token; `rttMs` puts
+ * a network round trip in front of it (`--rtt`, a database in another region).
+ */
+export async function startRest(redisUrl, { rttMs = 0 } = {}) {
   if (!existsSync(restCli)) throw new Error(`the REST server's CLI is missing: ${restCli}`);
   const port = await freePort();
   const token = randomBytes(16).toString("hex");
   const proc = await startProcess(
     "redis-rest",
     process.execPath,
-    [restCli, "--port", String(port), "--token", token, "--redis", redisUrl],
+    [
+      restCli,
+      ...["--port", String(port), "--token", token, "--redis", redisUrl],
+      ...(rttMs > 0 ? ["--rtt", String(rttMs)] : []),
+    ],
     { ready: /listening on http:\/\/127\.0\.0\.1:\d+/ },
   );
   return { ...proc, port, token, url: `http://127.0.0.1:${port}` };

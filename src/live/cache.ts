@@ -1,8 +1,10 @@
 /**
- * The isolate's copy of the live modes. A request never waits for Redis to learn the mode, except the very
- * first one(s) of a fresh isolate: those wait for one read (bounded by `coldLoadTimeoutMs`), so a new isolate
- * never ignores a switch made long ago. After that the copy is refreshed at most once per
- * `refreshIntervalMs`, in the background (`waitUntil`), so a switch is in effect everywhere within about
+ * The isolate's copy of the live modes. A request never waits for Redis to learn the mode. A fresh isolate's
+ * first read (with the override index) starts with its first limited request, which the Worker decides under
+ * the configured modes while the read is on its way (src/middleware/limiter.ts): decided again only if the
+ * read shows a switch of one of its rules, so a new isolate never ignores a switch made long ago, and pays
+ * one round trip for it only while such a switch is in force. After that the copy is refreshed at most once
+ * per `refreshIntervalMs`, in the background (`waitUntil`), so a switch is in effect everywhere within about
  * one interval plus one Redis read, at no extra Redis round trip on the request path.
  *
  * Why not read the mode inside the decision script: a key that every request's script touches is locked by
@@ -75,8 +77,9 @@ export class LiveModeCache {
 
   /**
    * The live modes for this request. Warm: answers at once and, when the copy is older than the refresh
-   * interval, starts one background refresh through `waitUntil`. Cold: waits for one read. Answers warm
-   * requests without a promise, so the request path awaits nothing for its modes.
+   * interval, starts one background refresh through `waitUntil`. Cold: the first read's promise, which the
+   * Worker's limiter decides beside, not after. Answers warm requests without a promise, so the request path
+   * awaits nothing for its modes.
    */
   current(waitUntil: WaitUntil): LiveModes | Promise<LiveModes> {
     if (this.snapshot === undefined) return this.coldLoad();

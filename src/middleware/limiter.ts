@@ -9,14 +9,16 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { type ActionRule, clientChosenSources, type MiddlewareSettings } from "../config";
 import { traitsOf } from "../engine/algorithms";
-import type { Decider, WaitUntil } from "../engine/types";
+import type { Decider, Decision, RuleCall, WaitUntil } from "../engine/types";
 import { type JwtVerifier, RequestFacts } from "../identity";
 import { compileRules } from "../rules/match";
 import { type LiveModes, NO_LIVE_MODES } from "../rules/modes";
 import { ProblemError } from "../util/problem";
+import { within } from "../util/timer";
 import { type ListLookup, stepsOf, walkRules } from "./actions";
 import { giveBackUncounted, heldUntilStatus, type StatusCounts } from "./count";
 import { delayOf, giveBack, waitForSlot } from "./delay";
+import { sameModes, undo } from "./first-read";
 import { uncheckedDecision } from "./jwks";
 import type { DecisionEvent, FloodgateVariables } from "./options";
 import { type PlannedRule, planCalls } from "./plan";
@@ -45,6 +47,12 @@ export interface LimiterDeps
   /** The live mode switches in force (`waitUntil`: the request's, for a refresh in the background). @default none */
   liveModes?: ((c: Context, waitUntil: WaitUntil) => LiveModes | Promise<LiveModes>) | undefined;
   /**
+   * A promise from `liveModes` is a fresh isolate's first read, once per isolate (the Worker's live-mode copy,
+   * src/live/cache.ts): the request is decided under the configured modes while it is on its way, and again
+   * only if it shows a switch of one of the rules (./first-read.ts). @default false (the promise is awaited first)
+   */
+  decideWhileModesLoad?: boolean | undefined;
+  /**
    * Called once per decided request; not awaited. A throw, or a returned promise that rejects, is ignored:
    * an observer never fails the request, nor (off Workers) the process.
    */
@@ -71,6 +79,15 @@ export interface Limiter {
 }
 
 const NO_REQUEST_ID = "-"; // the script stores the request id only where the algorithm says so; others need no UUID
+
+/** A request's decision, with the id the script saw and when it was made. */
+interface Decided {
+  decision: Decision;
+  requestId: string;
+  decidedAtMs: number;
+}
+/** What the rules say of a request: a decision, a deny rule's 403, or nothing (no rule applies). */
+type Outcome = Decided | ProblemError | undefined;
 
 /** Builds the limiter of `rules`. Nothing here runs per request. */
 export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps): Limiter {
@@ -115,6 +132,77 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
   };
   const { connectionAddress } = deps;
 
+  // Every rule whose mode a live switch can change, for a fresh isolate's first read (./first-read.ts).
+  const modeRules = [...rules.map((p) => p.rule), ...actions];
+
+  /**
+   * The request's one decision under `live`: `matched` are its counting rules (absent: walked here, among the
+   * action rules). A deny rule's 403, or nothing when no rule applies (each off or skipped). Without a promise
+   * when nothing needs one (a hot identity's leases answer at once).
+   */
+  function decideUnder(
+    c: Context,
+    request: RequestFacts,
+    live: LiveModes,
+    matched: PlannedRule[] | undefined,
+    budgetMs: number,
+    waitUntil: WaitUntil,
+  ): Outcome | Promise<Outcome> {
+    if (matched !== undefined) return decideMatched(c, request, live, matched, budgetMs, waitUntil);
+    lists?.sync(live, waitUntil);
+    const walked = walkRules(steps ?? [], c.req.method, request, { live, mode, lists });
+    const go = (outcome: PlannedRule[] | ProblemError) =>
+      outcome instanceof ProblemError
+        ? outcome
+        : decideMatched(c, request, live, outcome, budgetMs, waitUntil);
+    return walked instanceof Promise ? walked.then(go) : go(walked);
+  }
+
+  function decideMatched(
+    c: Context,
+    request: RequestFacts,
+    live: LiveModes,
+    matched: PlannedRule[],
+    budgetMs: number,
+    waitUntil: WaitUntil,
+  ): Outcome | Promise<Outcome> {
+    if (matched.length === 0) return undefined;
+    // A missing identity under `missing = "deny"` or a bad cost throws its 401 / 400 here.
+    const plan = planCalls(c, request, matched, { mode, failure, live, overrides });
+    const go = (calls: RuleCall[]) => decideCalls(c, request, calls, budgetMs, waitUntil);
+    return plan instanceof Promise ? plan.then(go) : go(plan);
+  }
+
+  function decideCalls(
+    c: Context,
+    request: RequestFacts,
+    calls: RuleCall[],
+    budgetMs: number,
+    waitUntil: WaitUntil,
+  ): Outcome | Promise<Outcome> {
+    if (calls.length === 0) return undefined; // no headers, no Redis call
+    // A bucket's give-back enters the request in its refund ledger: a real id there too.
+    const requestId = calls.some((call) => traitsOf(call.algorithm).storesRequestId || stamped.has(call.rule))
+      ? request.id()
+      : NO_REQUEST_ID;
+    // A rule that fails closed and could not be keyed (the JWKS is unreachable) answers 503 without Redis; a
+    // hot identity's decision comes from its leases at once: no Redis call, no promise.
+    const unchecked = request.jwksUnavailable;
+    const decidedAtMs = Date.now();
+    const now =
+      (unchecked && uncheckedDecision(calls, unchecked.retryAfterMs)) ||
+      decider.decideNow?.(calls, requestId, waitUntil);
+    if (now) return { decision: now, requestId, decidedAtMs };
+    return decider
+      .decide(calls, requestId, {
+        budgetMs,
+        waitUntil,
+        onTimer: (timer) => c.set("floodgateTimer", timer),
+        ...(stamped.size > 0 && calls.some((call) => stamped.has(call.rule)) && { stamps: true }),
+      })
+      .then((decision) => ({ decision, requestId, decidedAtMs }));
+  }
+
   const middleware: LimiterMiddleware = async function rateLimit(c, next) {
     // The request's facts, first and once: every later step (this one's planning, the Worker's proxy, a second
     // `rateLimit()` on the same route) reads these.
@@ -129,66 +217,59 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       );
       c.set("floodgateRequest", request);
     }
-    // A fresh isolate's first read of the live modes waits on Redis: the decision gets what is left of
-    // the same budget, so no request waits on Redis longer than `timeoutMs` in all. A warm isolate's
-    // modes (and most plans) come without a promise: nothing to wait for, nothing to await.
+    // The live modes. A warm isolate's come without a promise: nothing to wait for. A fresh isolate's first
+    // read is a promise: a middleware's own is waited for, and the decision gets what is left of the same
+    // budget (no request waits on Redis longer than `timeoutMs` in all); the Worker's (`decideWhileModesLoad`)
+    // is not: the request is decided under the configured modes (with no override index, every call reads
+    // its override: exact) while the read is on its way, and again only if the read shows a live switch of
+    // one of the rules (./first-read.ts). One Redis round trip, not two.
     let budgetMs = timeoutMs;
+    let reading: Promise<LiveModes> | undefined;
+    let readStartedAt = 0;
     const readLive = (): LiveModes | Promise<LiveModes> => {
       const current = deps.liveModes ? deps.liveModes(c, waitUntil) : NO_LIVE_MODES;
       if (!(current instanceof Promise)) return current;
-      const liveStartedAt = Date.now();
+      readStartedAt = Date.now();
+      if (deps.decideWhileModesLoad) {
+        reading = current;
+        return NO_LIVE_MODES;
+      }
       return current.then((read) => {
-        budgetMs -= Date.now() - liveStartedAt;
+        budgetMs -= Date.now() - readStartedAt;
         return read;
       });
     };
-    let live: LiveModes | undefined;
-    let matched: PlannedRule[] = [];
+    let matched: PlannedRule[] | undefined;
     if (steps === undefined) {
+      matched = [];
       for (const r of compiled) {
         if (r.matches(c.req.method, request)) matched.push(planned.get(r.rule) as PlannedRule);
       }
       if (matched.length === 0) return next();
-    } else {
-      // An action rule's mode is live: the modes are read before the walk.
-      const current = readLive();
-      live = current instanceof Promise ? await current : current;
-      lists?.sync(live, waitUntil);
-      const walked = walkRules(steps, c.req.method, request, { live, mode, lists });
-      const outcome = walked instanceof Promise ? await walked : walked;
-      if (outcome instanceof ProblemError) {
-        if (deps.answer) return deps.answer(outcome);
-        throw outcome; // a deny rule's 403: nothing counted, no Redis call
+    }
+    const current = readLive();
+    const live = current instanceof Promise ? await current : current;
+    const first = decideUnder(c, request, live, matched, budgetMs, waitUntil);
+    let decided = first instanceof Promise ? await first : first;
+    if (reading) {
+      // The read went out before the decision: it is in by now, or waited for within what is left of the
+      // budget (a read that fails or is late leaves the configured modes, as a fresh isolate always had).
+      const leftMs = () => Math.max(0, timeoutMs - (Date.now() - readStartedAt));
+      const read = await within(reading, leftMs()).catch(() => undefined);
+      if (read) lists?.sync(read, waitUntil);
+      if (read && !sameModes(modeRules, live, read, mode)) {
+        if (decided && !(decided instanceof ProblemError)) {
+          waitUntil(undo(decider, decided.decision, decided.requestId));
+        }
+        decided = await decideUnder(c, request, read, matched, leftMs(), waitUntil);
       }
-      matched = outcome;
-      if (matched.length === 0) return next();
     }
-    if (live === undefined) {
-      const current = readLive();
-      live = current instanceof Promise ? await current : current;
+    if (decided === undefined) return next(); // no rule applies, or each is off or skipped: no headers
+    if (decided instanceof ProblemError) {
+      if (deps.answer) return deps.answer(decided);
+      throw decided; // a deny rule's 403: nothing counted, no Redis call
     }
-    // A missing identity under `missing = "deny"` or a bad cost throws its 401 / 400 here.
-    const plan = planCalls(c, request, matched, { mode, failure, live, overrides });
-    const calls = plan instanceof Promise ? await plan : plan;
-    if (calls.length === 0) return next(); // every matched rule is off or skipped: no headers, no Redis call
-
-    // A bucket's give-back enters the request in its refund ledger: a real id there too.
-    const requestId = calls.some((call) => traitsOf(call.algorithm).storesRequestId || stamped.has(call.rule))
-      ? request.id()
-      : NO_REQUEST_ID;
-    // A rule that fails closed and could not be keyed (the JWKS is unreachable) answers 503 without Redis; a
-    // hot identity's decision comes from its leases at once: no Redis call, no promise.
-    const unchecked = request.jwksUnavailable;
-    const decidedAtMs = Date.now();
-    const decision =
-      (unchecked && uncheckedDecision(calls, unchecked.retryAfterMs)) ??
-      decider.decideNow?.(calls, requestId, waitUntil) ??
-      (await decider.decide(calls, requestId, {
-        budgetMs,
-        waitUntil,
-        onTimer: (timer) => c.set("floodgateTimer", timer),
-        ...(stamped.size > 0 && calls.some((call) => stamped.has(call.rule)) && { stamps: true }),
-      }));
+    const { decision, requestId, decidedAtMs } = decided;
     report(deps.onDecision, decision, c.req.raw, request);
     c.set("rateLimit", infoOf(decision));
 

@@ -164,7 +164,7 @@ describe("a new override, as the decision reads it only for identities known to 
     expect(elapsedMs).toBeDefined();
     expect(elapsedMs).toBeLessThanOrEqual(2000); // one refresh interval (1 s) + one Redis read, with slack for a loaded CI machine
 
-    // An isolate started after the override loads the index before its first decision.
+    // An isolate started after the override reads every identity's override until its index is in.
     const fresh = makeEnv(prefix, rules);
     expect((await request(fresh, "key-lower")).status).toBe(429);
 
