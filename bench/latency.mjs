@@ -5,9 +5,13 @@
  * sends on its own schedule, whether or not its last answer came back), latency measured at the client.
  * Targets, interleaved round by round in the same run:
  *
- *   admin-off   Floodgate, no RATE_LIMIT_ADMIN_TOKEN
- *   admin-on    the same with the admin token (dashboard counts, live modes, override index, metrics totals)
- *   origin      the origin alone, no Worker: what every other target's latency is "added" over
+ *   --scenario admin (default), each client one identity:
+ *     admin-off   Floodgate, no RATE_LIMIT_ADMIN_TOKEN
+ *     admin-on    the same with the admin token (dashboard counts, live modes, override index, metrics totals)
+ *   --scenario cold, each request from an identity never seen before:
+ *     leases-on   Floodgate, RATE_LIMIT_LEASES=on (the default)
+ *     leases-off  the same with RATE_LIMIT_LEASES=off
+ *   and always the origin alone, no Worker: what every other target's latency is "added" over
  *
  *   node bench/latency.mjs [--rtt 100] [--clients 40] [--interval-ms 600] [--seconds 30] [--rounds 2]
  *                          [--baseline main]   also both targets at another revision, in the same rounds
@@ -32,7 +36,7 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 /**
  * Sends requests to `url` from `clients` clients, each every `intervalMs` starting at a random phase, for
  * `seconds`; resolves to the latencies (ms) of the requests sent after `warmupS`, and their statuses.
- * `ipOf(i)` is client i's address (one identity per client).
+ * `ipOf(i, n)` is client i's address for its n-th request (one identity per client, or a new one each time).
  */
 export async function openLoop(url, { clients, intervalMs, seconds, warmupS = 3, ipOf, agent }) {
   const { hostname, port, pathname } = new URL(url);
@@ -69,10 +73,10 @@ export async function openLoop(url, { clients, intervalMs, seconds, warmupS = 3,
   await Promise.all(
     Array.from({ length: clients }, async (_, i) => {
       let at = started + Math.random() * intervalMs;
-      while (at < endAt) {
+      for (let n = 0; at < endAt; n++) {
         const wait = at - performance.now();
         if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-        const pending = send(ipOf(i));
+        const pending = send(ipOf(i, n));
         inFlight.add(pending);
         void pending.then(() => inFlight.delete(pending));
         at += intervalMs;
@@ -119,6 +123,7 @@ export async function runLatency({
   bindings = {},
   baseline,
   coldStarts = 6,
+  scenario = "admin",
 } = {}) {
   const redis = await startRedis();
   const rest = await startRest(redis.url, { rttMs });
@@ -128,14 +133,20 @@ export async function runLatency({
   const revisions = [{ suffix: "", entry: "src/worker.ts" }];
   if (baseline)
     revisions.push({ suffix: `@${baseline}`, entry: `${extractBaseline(baseline)}/src/worker.ts` });
-  const targets = revisions.flatMap(({ suffix, entry }) => [
-    { name: `admin-off${suffix}`, entry, bindings: {} },
-    {
-      name: `admin-on${suffix}`,
-      entry,
-      bindings: { RATE_LIMIT_ADMIN_TOKEN: "bench-admin-token-0123456789abcdef" },
-    },
-  ]);
+  const fresh = scenario === "cold";
+  const variants =
+    scenario === "cold"
+      ? [
+          { name: "leases-on", bindings: { RATE_LIMIT_LEASES: "on" } },
+          { name: "leases-off", bindings: { RATE_LIMIT_LEASES: "off" } },
+        ]
+      : [
+          { name: "admin-off", bindings: {} },
+          { name: "admin-on", bindings: { RATE_LIMIT_ADMIN_TOKEN: "bench-admin-token-0123456789abcdef" } },
+        ];
+  const targets = revisions.flatMap(({ suffix, entry }) =>
+    variants.map((v) => ({ name: `${v.name}${suffix}`, entry, bindings: v.bindings })),
+  );
   const started = [];
   try {
     for (const target of targets) {
@@ -165,7 +176,9 @@ export async function runLatency({
       for (const target of order) {
         const before = await commandCounts(rest);
         // Fresh identities every round: each round starts as a client population new to the isolate.
-        const ipOf = (i) => `10.${round}.${targets.indexOf(target)}.${i + 1}`;
+        const ipOf = fresh
+          ? (i, n) => `10.${(round * 8 + targets.indexOf(target)) % 250}.${n % 250}.${i + 1}` // new each request
+          : (i) => `10.${round}.${targets.indexOf(target)}.${i + 1}`;
         const run = await openLoop(target.worker.url, { clients, intervalMs, seconds, ipOf, agent });
         // The background work the requests left (flushes, refreshes) is theirs too.
         await new Promise((resolve) => setTimeout(resolve, 2 * rttMs + 500));
@@ -242,7 +255,7 @@ export async function runLatency({
       )
       .join("; ");
     const markdown = [
-      `${clients} clients, each its own IP sending a request every ${intervalMs} ms (open loop), for ${seconds} s × ${rounds} rounds per target, interleaved; the REST server behind an added ${rttMs} ms round trip (\`redis-rest --rtt ${rttMs}\`); wrangler.toml's rules. Latency at the client, ms (the origin alone: p50 ${fmt(originP50, 1)} ms). Commands: Redis commands per request (INFO commandstats, the requests' background work included). A fresh isolate's first request: ${coldStarts} workerd processes started anew per target, one request each.`,
+      `${clients} clients, ${fresh ? "each request from an IP never seen before" : "each its own IP"}, sending a request every ${intervalMs} ms (open loop), for ${seconds} s × ${rounds} rounds per target, interleaved; the REST server behind an added ${rttMs} ms round trip (\`redis-rest --rtt ${rttMs}\`); wrangler.toml's rules. Latency at the client, ms (the origin alone: p50 ${fmt(originP50, 1)} ms). Commands: Redis commands per request (INFO commandstats, the requests' background work included). A fresh isolate's first request: ${coldStarts} workerd processes started anew per target, one request each.`,
       "",
       table(
         [
@@ -304,9 +317,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       seconds: { type: "string", default: "30" },
       rounds: { type: "string", default: "2" },
       "cold-starts": { type: "string", default: "6" },
+      scenario: { type: "string", default: "admin" },
       leases: { type: "string" },
       baseline: { type: "string" },
-      out: { type: "string", default: "latency" },
+      out: { type: "string" },
     },
   });
   try {
@@ -319,8 +333,13 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       bindings: values.leases ? { RATE_LIMIT_LEASES: values.leases } : {},
       baseline: values.baseline,
       coldStarts: Number(values["cold-starts"]),
+      scenario: values.scenario,
     });
-    writeResults(values.out, `## Latency behind a faraway database\n\n${markdown}`, json);
+    writeResults(
+      values.out ?? (values.scenario === "cold" ? "latency-cold" : "latency"),
+      `## Latency behind a faraway database (${values.scenario})\n\n${markdown}`,
+      json,
+    );
     console.log(markdown);
   } finally {
     await stopAll();
