@@ -10,6 +10,12 @@
  * shares but for its live modes and the proxy.
  *
  *   node bench/limiter-loop.mjs [--baseline main] [--rounds 6] [--iterations 20000]
+ *
+ * `--cold`: instead, a never-seen identity per decision (every one a Redis call, awaited one after the other),
+ * each middleware with leases on and off (`leases: "off"`): what leases cost cold traffic in workerd CPU. The
+ * Redis call is in the measured stretch, the same for both; the difference is the lease layer's.
+ *
+ *   node bench/limiter-loop.mjs --cold [--baseline main] [--rounds 6] [--iterations 2000]
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
@@ -24,7 +30,7 @@ import { startWorker } from "./lib/workerd.mjs";
 const root = fileURLToPath(new URL("..", import.meta.url));
 
 /** The Worker: `?app=<name>&n=<N>` runs that app N times and says how many answers came from a lease. */
-function workerSource(middlewares) {
+function workerSource(middlewares, cold) {
   const imports = middlewares
     .map(({ name, from }) => `import { rateLimit as ${name} } from ${JSON.stringify(from)};`)
     .join("\n");
@@ -33,17 +39,21 @@ ${imports}
 
 const rules = [{ name: "loop", key: "ip", algorithm: "sliding-window", limit: 1_000_000_000, period: "1h" }];
 let apps;
+let seen = 0; // identities used so far (--cold: a new one per decision)
 function build(env) {
   const redis = { url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN };
   const plain = new Hono();
   plain.get("*", (c) => c.text("ok"));
   const built = { plain };
   for (const [name, rateLimit] of Object.entries({ ${middlewares.map((m) => m.name).join(", ")} })) {
-    const app = new Hono();
-    // Leases as long as allowed: none expires within a batch (the isolate's clock stands still in one).
-    app.use("*", rateLimit({ redis, prefix: \`loop-\${name}-\${Date.now()}\`, leaseMs: 10_000, rules }));
-    app.get("*", (c) => c.text("ok"));
-    built[name] = app;
+    for (const leases of ${cold ? '["on", "off"]' : '["on"]'}) {
+      const app = new Hono();
+      // Leases as long as allowed: none expires within a batch (the isolate's clock stands still in one).
+      const prefix = \`loop-\${name}-\${leases}-\${Date.now()}\`;
+      app.use("*", rateLimit({ redis, prefix, leaseMs: 10_000, leases, rules }));
+      app.get("*", (c) => c.text("ok"));
+      built[leases === "on" ? name : \`\${name}-off\`] = app;
+    }
   }
   return built;
 }
@@ -57,7 +67,8 @@ export default {
     const n = Number(url.searchParams.get("n") ?? 1000);
     let leased = 0;
     for (let i = 0; i < n; i++) {
-      const init = { headers: { "CF-Connecting-IP": "203.0.113.7" } };
+      const ip = ${cold ? "`10.${(++seen >> 16) & 255}.${(seen >> 8) & 255}.${seen & 255}`" : '"203.0.113.7"'};
+      const init = { headers: { "CF-Connecting-IP": ip } };
       const response = await app.fetch(new Request("http://loop.test/items?page=1", init), env, ctx);
       if (response.headers.get("Server-Timing")?.includes('desc="lease"')) leased++;
     }
@@ -71,11 +82,13 @@ const { values } = parseArgs({
   options: {
     baseline: { type: "string" },
     rounds: { type: "string", default: "6" },
-    iterations: { type: "string", default: "20000" },
+    iterations: { type: "string" },
+    cold: { type: "boolean", default: false },
   },
 });
 const rounds = Number(values.rounds);
-const iterations = Number(values.iterations);
+const { cold } = values;
+const iterations = Number(values.iterations ?? (cold ? 2000 : 20000));
 
 const dir = `${root}bench/.baseline`;
 mkdirSync(dir, { recursive: true });
@@ -85,7 +98,7 @@ if (values.baseline) {
   middlewares.push({ name: "baseline", label: values.baseline, from: `./${extracted}/src/middleware` });
 }
 const entry = "bench/.baseline/limiter-loop.mjs";
-writeFileSync(`${root}${entry}`, workerSource(middlewares));
+writeFileSync(`${root}${entry}`, workerSource(middlewares, cold));
 
 try {
   const redis = await startRedis();
@@ -94,18 +107,20 @@ try {
     UPSTASH_REDIS_REST_URL: rest.url,
     UPSTASH_REDIS_REST_TOKEN: rest.token,
   });
-  const apps = ["plain", ...middlewares.map((m) => m.name)];
+  const apps = ["plain", ...middlewares.flatMap((m) => (cold ? [m.name, `${m.name}-off`] : [m.name]))];
   const batch = async (app, n) => {
     const before = cpuSeconds(worker.pid);
     const { leased } = await (await fetch(`${worker.url}/?app=${app}&n=${n}`)).json();
     return { us: ((cpuSeconds(worker.pid) - before) * 1e6) / n, leased };
   };
-  for (const app of apps) await batch(app, 3000); // warm: compiled code, the first lease taken
+  // Warm: compiled code, the first lease taken; --cold: past every per-isolate cache's capacity (10,000
+  // identities), so that every identity after is an eviction, as under a steady stream of new clients.
+  for (const app of apps) await batch(app, cold ? 12_000 : 3000);
   const us = Object.fromEntries(apps.map((app) => [app, []]));
   for (let round = 1; round <= rounds; round++) {
     for (const app of apps) {
       const { us: perIteration, leased } = await batch(app, iterations);
-      if (app !== "plain" && leased < iterations * 0.99) {
+      if (!cold && app !== "plain" && leased < iterations * 0.99) {
         console.error(`limiter-loop: ${app}: only ${leased} of ${iterations} from leases`);
       }
       us[app].push(perIteration);
@@ -115,9 +130,16 @@ try {
   const plain = median(us.plain);
   console.log(
     table(
-      ["app", "workerd CPU µs per request (median)", "rounds", "the limiter's share, µs"],
+      [
+        "app",
+        `workerd CPU µs per request (median)${cold ? ", a never-seen identity each" : ""}`,
+        "rounds",
+        "the limiter's share, µs",
+      ],
       apps.map((app) => [
-        app === "plain" ? "plain Hono app" : `rateLimit(), ${middlewares.find((m) => m.name === app).label}`,
+        app === "plain"
+          ? "plain Hono app"
+          : `rateLimit(), ${middlewares.find((m) => app.startsWith(m.name)).label}${cold ? (app.endsWith("-off") ? ", leases off" : ", leases on") : ""}`,
         fmt(median(us[app]), 1),
         us[app].map((x) => fmt(x, 1)).join(", "),
         app === "plain" ? "–" : fmt(median(us[app]) - plain, 1),
