@@ -67,7 +67,7 @@ export default {
     const n = Number(url.searchParams.get("n") ?? 1000);
     let leased = 0;
     for (let i = 0; i < n; i++) {
-      const ip = ${cold ? "`10.${(++seen >> 16) & 255}.${(seen >> 8) & 255}.${seen & 255}`" : '"203.0.113.7"'};
+      const ip = ${cold ? '["10", (++seen >> 16) & 255, (seen >> 8) & 255, seen & 255].join(".")' : '"203.0.113.7"'};
       const init = { headers: { "CF-Connecting-IP": ip } };
       const response = await app.fetch(new Request("http://loop.test/items?page=1", init), env, ctx);
       if (response.headers.get("Server-Timing")?.includes('desc="lease"')) leased++;
