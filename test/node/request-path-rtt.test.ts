@@ -43,14 +43,17 @@ afterAll(async () => {
   await faraway?.close();
 });
 
+/** A deny rule before the counting rules: the limiter walks the rules in order (docs/lists.md). */
+const WITH_ACTION = [{ name: "blocked", action: "deny", match: { path: "/blocked/*" } }, ...RULES];
+
 /** A fresh isolate of the deployment (its own bindings object: its own live-mode copy, leases, caches). */
-async function isolate() {
+async function isolate(rules: readonly object[] = RULES) {
   const worker = await startWorker({
     bindings: {
       ORIGIN_URL: inject("originUrl"),
       UPSTASH_REDIS_REST_URL: faraway.url,
       UPSTASH_REDIS_REST_TOKEN: faraway.token,
-      RATE_LIMIT_RULES: JSON.stringify(RULES),
+      RATE_LIMIT_RULES: JSON.stringify(rules),
       RATE_LIMIT_PREFIX: PREFIX,
       RATE_LIMIT_ADMIN_TOKEN: "request-path-admin-token-0123456789",
       // Room for two round trips: a request that waited for the live modes first would still be decided
@@ -146,6 +149,24 @@ describe("a request's path, the database one long round trip away", () => {
       const denied = await send(await isolate(), "/api/x", ip);
       expect(denied.status).toBe(429);
       expect(denied.ms).toBeLessThan(ONE_TRIP_MS);
+    },
+    SLOW_TEST_MS,
+  );
+
+  it(
+    "with an action rule too: one round trip for a fresh isolate's first request, and a live switch of the deny rule obeyed",
+    async () => {
+      const first = await send(await isolate(WITH_ACTION), "/wide/walked", freshIp());
+      expect(first.status).toBe(200);
+      expect(first.ms).toBeLessThan(ONE_TRIP_MS);
+      expect((await send(await isolate(WITH_ACTION), "/blocked/x", freshIp())).status).toBe(403);
+      await command(["hset", `${PREFIX}:mode`, "rule:blocked", "off"]);
+      try {
+        // Walked again under the switch: the deny rule is off, the request goes on to the origin.
+        expect((await send(await isolate(WITH_ACTION), "/blocked/x", freshIp())).status).toBe(200);
+      } finally {
+        await command(["hdel", `${PREFIX}:mode`, "rule:blocked"]);
+      }
     },
     SLOW_TEST_MS,
   );
