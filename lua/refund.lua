@@ -45,6 +45,20 @@ elseif when_us == 0 then
   when_us = now_us
 end
 
+-- Up to `units` taken back from a fixed-window counter, never below 0 (a TAT left under the rule's name by
+-- another algorithm counts nothing): the units given back.
+local function give_back(key, units)
+  local used = tonumber(redis.pcall("GET", key))
+  if not used or used > 1e13 then
+    return 0
+  end
+  local given = math.min(units, used)
+  if given > 0 then
+    redis.call("DECRBY", key, given)
+  end
+  return given
+end
+
 local returned = {}
 local override_at = n -- KEYS index of the last override key used
 for i = 1, n do
@@ -96,13 +110,7 @@ for i = 1, n do
     --#include decide/calendar#period
     if when_us >= start_ms * 1000
       and math.abs(redis.call("PTTL", key) - (end_ms - now_ms)) <= REAIM_SLACK_MS then
-      local used = tonumber(redis.pcall("GET", key))
-      if used and used <= 1e13 then
-        given = math.min(units, used)
-        if given > 0 then
-          redis.call("DECRBY", key, given)
-        end
-      end
+      given = give_back(key, units)
     end
   elseif algorithm == FIXED then
     -- Only the counter of the window the units were taken in, while it is that window's, and only if it
@@ -111,13 +119,7 @@ for i = 1, n do
     local window = floor(when_us / period_us)
     if window == floor(now_us / period_us)
       and math.abs(redis.call("PTTL", key) - ((window + 1) * period_us - now_us) / 1000) <= REAIM_SLACK_MS then
-      local used = tonumber(redis.pcall("GET", key))
-      if used and used <= 1e13 then
-        given = math.min(units, used)
-        if given > 0 then
-          redis.call("DECRBY", key, given)
-        end
-      end
+      given = give_back(key, units)
     end
   elseif algorithm == SLIDING then
     local raw = redis.pcall("GET", key)

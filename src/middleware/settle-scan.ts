@@ -81,6 +81,7 @@ function jsonScanner(path: readonly string[]): Scanner {
   };
 }
 
+const EMPTY = new Uint8Array(0);
 const LF = 10;
 const CR = 13;
 
@@ -125,44 +126,37 @@ function eventStop(bytes: Uint8Array, at: number, limit: number): number {
 const afterEol = (bytes: Uint8Array, i: number): number =>
   bytes[i] === CR && bytes[i + 1] === LF ? i + 2 : i + 1;
 
-/**
- * ASCII bytes from rarest to commonest in JSON text (English letters by frequency, after the rarer
- * punctuation): the byte of a key a search looks for first.
- */
-const RARITY = "_-$@~^|`zqxjkvbpygfwmucldrhsnioaet";
-
-/** A needle: its bytes, and the one a search anchors on (its rarest) with that byte's offset in it. */
+/** A needle: its bytes, and how far a search may shift past a window whose last byte is `b` (Horspool). */
 interface Needle {
   bytes: Uint8Array;
-  anchor: number;
-  offset: number;
+  shift: Uint8Array;
 }
 
 function needleOf(text: string): Needle {
   const bytes = new TextEncoder().encode(text);
-  let offset = 1; // past the opening quote
-  let best = Number.POSITIVE_INFINITY;
-  for (let k = 1; k < bytes.length - 1; k++) {
-    const rank = RARITY.indexOf(String.fromCharCode(bytes[k] as number).toLowerCase());
-    const score = rank < 0 ? RARITY.length : rank;
-    if (score < best) [best, offset] = [score, k];
-  }
-  return { bytes, anchor: bytes[offset] as number, offset };
+  const m = bytes.length; // a JSON key of at most 255 bytes (the config's paths are short)
+  const shift = new Uint8Array(256).fill(Math.min(m, 255));
+  for (let k = 0; k < m - 1; k++) shift[bytes[k] as number] = Math.min(m - 1 - k, 255);
+  return { bytes, shift };
 }
 
 /**
- * The first index of `needle` in `hay[from, limit)`, or -1: the native `indexOf` finds each occurrence of its
- * rarest byte, and only there are its other bytes compared (a long stream without it costs a few ns a KiB).
+ * The first index of `needle` in `hay[from, limit)`, or -1 (Boyer-Moore-Horspool: a window's last byte says how
+ * far the needle can move on, about its length for text that rarely holds its bytes, so a chunk without the key
+ * is crossed in a fraction of a pass, and never copied or decoded).
  */
 function indexOfBytes(hay: Uint8Array, needle: Needle, from: number, limit: number): number {
-  const { bytes, anchor, offset } = needle;
-  const m = bytes.length;
-  for (let i = hay.indexOf(anchor, from + offset); i >= 0; i = hay.indexOf(anchor, i + 1)) {
-    const start = i - offset;
-    if (start + m > limit) return -1;
-    let k = 0;
-    while (k < m && hay[start + k] === bytes[k]) k++;
-    if (k === m) return start;
+  const { bytes, shift } = needle;
+  const last = bytes.length - 1;
+  const lastByte = bytes[last] as number;
+  for (let i = from; i + last < limit; ) {
+    const b = hay[i + last] as number;
+    if (b === lastByte) {
+      let k = 0;
+      while (k < last && hay[i + k] === bytes[k]) k++;
+      if (k === last) return i;
+    }
+    i += shift[b] as number;
   }
   return -1;
 }
@@ -172,7 +166,8 @@ function sseScanner(path: readonly string[]): Scanner {
   // the bytes (UTF-8 never puts an ASCII byte inside another character), and only an event holding it is decoded.
   const needle = needleOf(JSON.stringify(path[path.length - 1]));
   const decoder = new TextDecoder();
-  let tail: Uint8Array = new Uint8Array(0); // the bytes after the last complete event
+  let tail: Uint8Array = EMPTY; // the bytes after the last complete event
+  let tailHolds = false; // the tail holds the key (an event that holds it, not complete yet)
   let skipping = false; // the current event grew past MAX_EVENT_CHARS bytes: dropped up to its end
   let found: ScanResult = { missing: "no event carried the path" };
 
@@ -221,17 +216,43 @@ function sseScanner(path: readonly string[]): Scanner {
         if (stop - start <= MAX_EVENT_CHARS) event(decoder.decode(bytes.subarray(start, stop)));
         hit = indexOfBytes(bytes, needle, stop, end);
       }
-      tail = end < bytes.length ? bytes.slice(end) : new Uint8Array(0);
+      tail = end < bytes.length ? bytes.slice(end) : EMPTY;
     }
     if (tail.length > MAX_EVENT_CHARS) {
-      tail = new Uint8Array(0);
+      tail = EMPTY;
       skipping = true;
     }
+    tailHolds = indexOfBytes(tail, needle, 0, tail.length) >= 0;
+  }
+
+  /**
+   * Whether `chunk` (with what was kept before) may hold the key: in the kept tail (an event not yet complete),
+   * across the seam between the two, or in the chunk itself.
+   */
+  function mayHold(chunk: Uint8Array): boolean {
+    if (tailHolds) return true;
+    const m = needle.bytes.length;
+    if (tail.length > 0) {
+      const before = tail.subarray(Math.max(0, tail.length - (m - 1)));
+      const seam = new Uint8Array(before.length + Math.min(m - 1, chunk.length));
+      seam.set(before);
+      seam.set(chunk.subarray(0, seam.length - before.length), before.length);
+      if (indexOfBytes(seam, needle, 0, seam.length) >= 0) return true;
+    }
+    return indexOfBytes(chunk, needle, 0, chunk.length) >= 0;
   }
 
   return {
     chunk(chunk) {
-      feed(chunk, false);
+      // Most chunks hold no event with the key: only their last event's beginning is kept (no copy of the
+      // chunk, nothing decoded). One that ends no event inside it, or may hold the key, goes the long way.
+      const end = mayHold(chunk) ? -1 : lastEventEnd(chunk, chunk.length);
+      if (end < 0) {
+        feed(chunk, false);
+        return;
+      }
+      skipping = false; // an oversized event being dropped ended before `end`
+      tail = end < chunk.length ? chunk.slice(end) : EMPTY;
     },
     end() {
       feed(new Uint8Array(0), true);

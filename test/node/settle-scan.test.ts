@@ -24,6 +24,21 @@ describe("sse: the last server-sent event carrying the path", () => {
     expect(scan(sse("usage.total_tokens"), OPENAI, size)).toEqual({ units: 42 });
   });
 
+  it("finds the key wherever a chunk boundary cuts it, across every chunk size up to two events", () => {
+    // Many events without the key, and the key in three of them: each cut point puts the key, an event's end or
+    // a blank line on a seam somewhere.
+    const events = Array.from({ length: 30 }, (_, i) =>
+      i === 4 || i === 17
+        ? chunk({ total_tokens: i })
+        : i === 25
+          ? chunk({ total_tokens: 1000 + i })
+          : chunk(null),
+    );
+    const stream = `${events.join("")}data: [DONE]\n\n`;
+    for (let size = 1; size <= 2 * (events[0] ?? "").length; size++)
+      expect(scan(sse("usage.total_tokens"), stream, size), `${size}-byte chunks`).toEqual({ units: 1025 });
+  });
+
   it("reads Anthropic's message_delta, the last of two events carrying usage.output_tokens", () => {
     const stream = [
       'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":25,"output_tokens":1}}}\n\n',
