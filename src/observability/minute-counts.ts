@@ -1,0 +1,133 @@
+/**
+ * One minute of an isolate's decisions, counted in memory (synchronous, no I/O) until metrics.ts flushes it
+ * into that minute's keys (metric-keys.ts). At most 1000 identities (or routes) per rule are tracked between
+ * two flushes: more are not counted until the next one.
+ */
+import { traitsOf } from "../engine/algorithms";
+import type { Decision, RuleResult } from "../engine/types";
+import { routeOf } from "./route";
+import { ruleVerdictOf } from "./verdict";
+
+/** Identities per rule tracked between two flushes; more are not counted until the next flush. */
+const MAX_TRACKED_IDENTITIES = 1000;
+
+/** What one minute's keys get at the next flush. */
+export interface MinuteCounts {
+  /** field of the minute's hash → count */
+  counts: Map<string, number>;
+  /** rule → hashed identity → denials */
+  denied: Map<string, Map<string, number>>;
+  /** rule → hashed identity → lowest remaining seen, ‰ of its capacity ({@link capacityOf}) */
+  near: Map<string, Map<string, number>>;
+  /** rule → `<METHOD> <route>` → denials */
+  paths: Map<string, Map<string, number>>;
+  /** rule → hashed identity → highest demand seen, ‰ of its capacity (above 1000: denied) */
+  peak: Map<string, Map<string, number>>;
+}
+
+/** What the request was, for the paths a rule denies most: its method and URL (only read on a denial). */
+export interface RequestLine {
+  method: string;
+  url: string;
+}
+
+/** A minute with nothing counted yet. */
+export const emptyMinute = (): MinuteCounts => ({
+  counts: new Map(),
+  denied: new Map(),
+  near: new Map(),
+  paths: new Map(),
+  peak: new Map(),
+});
+
+/** A result Redis could not decide (a timeout, an error, the breaker; the fallback limiter), not a deny-cache answer. */
+const failedToDecide = (result: RuleResult): boolean =>
+  result.source === "fallback" || (result.source === "undecided" && result.reason !== "deny_cache");
+
+/** Counts one decision into `minute`; `request` names the path a denial was for. */
+export function countDecision(minute: MinuteCounts, decision: Decision, request?: RequestLine): void {
+  add(minute.counts, "~decisions", 1);
+  // A lease is Redis's answer given ahead of time: counted apart, not as degraded.
+  if (decision.results.every((r) => r.source === "lease")) add(minute.counts, "~lease", 1);
+  const degraded = decision.results.find((r) => r.source !== "redis" && r.source !== "lease");
+  if (degraded) add(minute.counts, `~degraded:${degraded.reason ?? degraded.source}`, 1);
+  if (decision.results.some(failedToDecide)) {
+    const closed = decision.results.some((r) => ruleVerdictOf(r) === "unavailable");
+    add(minute.counts, closed ? "~failed-closed" : "~failed-open", 1);
+  }
+  for (const result of decision.results) {
+    const verdict = ruleVerdictOf(result);
+    if (verdict === "skipped") continue;
+    const { rule, identityHash } = result.call;
+    add(minute.counts, `${rule}:${verdict}`, 1);
+    if (verdict === "denied" || verdict === "would-deny") {
+      add(tracked(minute.denied, rule), identityHash, 1);
+      if (request) add(tracked(minute.paths, rule), `${request.method} ${routeOf(request.url)}`, 1);
+    }
+    const capacity = capacityOf(result);
+    if (result.source !== "redis" || capacity <= 0 || verdict === "unavailable") continue;
+    // What the identity asked of the rule: what it holds after an allowed request, that plus this request's
+    // cost for a denied one (more than the capacity). The dashboard's "what if" reads it.
+    const used = capacity - result.remaining + (result.outcome === "allowed" ? 0 : result.call.cost);
+    keepHighest(tracked(minute.peak, rule), identityHash, Math.round((1000 * used) / capacity));
+    if (verdict === "allowed") {
+      const permille = Math.min(1000, Math.round((1000 * result.remaining) / capacity));
+      keepLowest(tracked(minute.near, rule), identityHash, permille);
+    }
+  }
+}
+
+/** Adds the counts of `from` (a flush that failed) to `into` (counted since). */
+export function mergeMinute(into: MinuteCounts, from: MinuteCounts): void {
+  for (const [field, n] of from.counts) add(into.counts, field, n);
+  for (const [rule, identities] of from.denied) {
+    const seen = tracked(into.denied, rule);
+    for (const [identity, n] of identities) add(seen, identity, n);
+  }
+  for (const [rule, identities] of from.peak) {
+    const seen = tracked(into.peak, rule);
+    for (const [identity, demand] of identities) keepHighest(seen, identity, demand);
+  }
+  for (const [rule, routes] of from.paths) {
+    const seen = tracked(into.paths, rule);
+    for (const [route, n] of routes) add(seen, route, n);
+  }
+  for (const [rule, identities] of from.near) {
+    const seen = tracked(into.near, rule);
+    for (const [identity, permille] of identities) keepLowest(seen, identity, permille);
+  }
+}
+
+/**
+ * What a full state holds: a bucket's burst (token-bucket, gcra: a full bucket of limit 30 and burst 10 holds
+ * 10), a window's limit. An override's burst is not in the result, so an overridden bucket counts against the
+ * override's limit; the share is capped at 100 % either way.
+ */
+function capacityOf(result: RuleResult): number {
+  if (!traitsOf(result.call.algorithm).takesBurst || result.overridden) return result.limit;
+  return result.call.burst;
+}
+
+const add = (map: Map<string, number>, key: string, by: number) => {
+  const before = map.get(key);
+  if (before !== undefined || map.size < MAX_TRACKED_IDENTITIES) map.set(key, (before ?? 0) + by);
+};
+
+const keepHighest = (map: Map<string, number>, key: string, value: number) => {
+  const before = map.get(key);
+  if (before === undefined ? map.size < MAX_TRACKED_IDENTITIES : value > before) map.set(key, value);
+};
+
+const keepLowest = (map: Map<string, number>, key: string, value: number) => {
+  const before = map.get(key);
+  if (before === undefined ? map.size < MAX_TRACKED_IDENTITIES : value < before) map.set(key, value);
+};
+
+function tracked(byRule: Map<string, Map<string, number>>, rule: string): Map<string, number> {
+  let identities = byRule.get(rule);
+  if (!identities) {
+    identities = new Map();
+    byRule.set(rule, identities);
+  }
+  return identities;
+}
