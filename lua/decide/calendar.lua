@@ -36,24 +36,19 @@ period = end_ms - start_ms -- ms: this period's length
 local used -- units counted before this request
 local until_end = end_ms - now_ms -- ms
 if not peek and not impossible then
-  -- Optimistic: count first, take back below if this rule denies (as decide/fixed-window.lua).
-  local counted = redis.pcall("INCRBY", key, cost_arg)
-  if type(counted) == "number" and counted - cost <= 1e13 then
-    used = counted - cost
-    if used == 0 then
-      redis.call("PEXPIREAT", key, format("%d", end_ms - offset_ms))
-      undo = "del"
-    elseif math.abs(redis.call("PTTL", key) - until_end) > REAIM_SLACK_MS then
-      -- Another period's counter: take the increment back and start this period's with SET in phase 2.
-      redis.call("DECRBY", key, cost_arg)
-      used = 0
-    else
-      undo = "decr"
-    end
-  elseif type(counted) == "number" then
-    -- A µs timestamp (TAT) left by token-bucket/gcra under this rule name: no count. SET replaces it.
+  -- Optimistic: count first (lib/counter.lua), take back below if this rule denies (as decide/fixed-window.lua).
+  local counting
+  used, counting = count_first(key, cost_arg, cost)
+  if not counting then -- a TAT (used 0: SET replaces it) or another type (used nil: read below)
+  elseif used == 0 then
+    redis.call("PEXPIREAT", key, format("%d", end_ms - offset_ms))
+    undo = "del"
+  elseif math.abs(redis.call("PTTL", key) - until_end) > REAIM_SLACK_MS then
+    -- Another period's counter: take the increment back and start this period's with SET in phase 2.
     redis.call("DECRBY", key, cost_arg)
     used = 0
+  else
+    undo = "decr"
   end
 end
 if not used then

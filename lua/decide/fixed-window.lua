@@ -8,16 +8,19 @@ Sections, spliced in by lua/decide/rules.lua and lua/decide.lua:
             returns nothing (falls through to the general path) for anything unusual
   evaluate  phase 1 of the general path: counts at once (INCRBY), `undo` takes it back if the rule or the
             request is denied; `value`/`expire_us` only for a counter SET in phase 2 (peek, a stale counter)
+Both count with lib/counter.lua's count_first (a token-bucket/gcra TAT under this rule name is no count).
 Reply values: reset_after and retry_after -1 when allowed without the clock: "the current window's end",
 which the caller works out (src/engine/reply.ts).
 ]]
 
 --#section fast
+--#include lib/counter
 local limit, cost = tonumber(limit_arg), tonumber(cost_arg) -- units
 if limit > 0 and cost <= limit then
-  local counted = redis.pcall("INCRBY", key, cost_arg)
-  if type(counted) == "number" and counted - cost <= 1e13 then
-    if counted == cost then -- a new counter: its expiry is its window's end, on Redis's clock
+  local used, counting = count_first(key, cost_arg, cost)
+  if counting then -- (not: a token-bucket/gcra TAT or another type, which the general path replaces)
+    local counted = used + cost
+    if used == 0 then -- a new counter: its expiry is its window's end, on Redis's clock
       local time = redis.call("TIME")
       local now = tonumber(time[1]) * 1000 + floor(tonumber(time[2]) / 1000) -- ms
       local period = tonumber(period_arg) -- ms
@@ -30,49 +33,42 @@ if limit > 0 and cost <= limit then
     end
     redis.call("DECRBY", key, cost_arg) -- denied: nothing counted, Retry-After on Redis's clock
     local reset = redis.call("PTTL", key) -- ms
-    return { 0, 0, limit, limit - counted + cost, reset, reset }
-  elseif type(counted) == "number" then
-    redis.call("DECRBY", key, cost_arg) -- a token-bucket/gcra TAT: the general path replaces it
+    return { 0, 0, limit, limit - used, reset, reset }
   end
 end
 
 --#section evaluate
 local used -- units counted before this request
 if not peek and not impossible then
-  -- Optimistic: count first, take back below if this rule denies (nothing else runs in between).
-  local counted = redis.pcall("INCRBY", key, cost_arg)
-  if type(counted) == "number" and counted - cost <= 1e13 then
-    used = counted - cost
-    if used == 0 then
-      -- A new counter: it must never exist without its expiry, so it gets it at once, on Redis's clock.
-      if not now_us then
-        local time = redis.call("TIME")
-        now_us = tonumber(time[1]) * 1000000 + tonumber(time[2]) + offset_ms * 1000
-        now_ms = floor(now_us / 1000)
-      end
-      redis.call("PEXPIREAT", key, format("%d", now_ms - now_ms % period + period - offset_ms))
-      undo = "del"
-    elseif now_us and now_us % period_us < 2000 and redis.call("PTTL", key) < period / 2 then
-      -- With the clock read (TIME comes a moment after the instant the script's keys expire at), in the
-      -- first instant of a window the previous window's counter may still be visible. Its PTTL gives it
-      -- away: take the increment back and start this window's counter with SET in phase 2.
-      redis.call("DECRBY", key, cost_arg)
-      used = 0
-    else
-      undo = "decr"
-      if overridable then
-        -- Created under another period, maybe (an override set, removed or ended by its ttl since):
-        -- re-aimed at the end of the window in force, its count kept (docs/script.md, "Time").
-        local until_end = period - now_ms % period -- ms
-        if math.abs(redis.call("PTTL", key) - until_end) > REAIM_SLACK_MS then
-          redis.call("PEXPIREAT", key, format("%d", now_ms + until_end - offset_ms))
-        end
-      end
+  -- Optimistic: count first (lib/counter.lua), take back below if this rule denies.
+  local counting
+  used, counting = count_first(key, cost_arg, cost)
+  if not counting then -- a TAT (used 0: SET replaces it) or another type (used nil: read below)
+  elseif used == 0 then
+    -- A new counter: it must never exist without its expiry, so it gets it at once, on Redis's clock.
+    if not now_us then
+      local time = redis.call("TIME")
+      now_us = tonumber(time[1]) * 1000000 + tonumber(time[2]) + offset_ms * 1000
+      now_ms = floor(now_us / 1000)
     end
-  elseif type(counted) == "number" then
-    -- A µs timestamp (TAT) left by token-bucket/gcra under this rule name: no count. SET replaces it.
+    redis.call("PEXPIREAT", key, format("%d", now_ms - now_ms % period + period - offset_ms))
+    undo = "del"
+  elseif now_us and now_us % period_us < 2000 and redis.call("PTTL", key) < period / 2 then
+    -- With the clock read (TIME comes a moment after the instant the script's keys expire at), in the
+    -- first instant of a window the previous window's counter may still be visible. Its PTTL gives it
+    -- away: take the increment back and start this window's counter with SET in phase 2.
     redis.call("DECRBY", key, cost_arg)
     used = 0
+  else
+    undo = "decr"
+    if overridable then
+      -- Created under another period, maybe (an override set, removed or ended by its ttl since):
+      -- re-aimed at the end of the window in force, its count kept (docs/script.md, "Time").
+      local until_end = period - now_ms % period -- ms
+      if math.abs(redis.call("PTTL", key) - until_end) > REAIM_SLACK_MS then
+        redis.call("PEXPIREAT", key, format("%d", now_ms + until_end - offset_ms))
+      end
+    end
   end
 end
 if not used or not undo and not now_us then

@@ -36,6 +36,7 @@ Semantics (docs/script.md): phase 1 evaluates every rule without writing (a fixe
 counted at once, taken back on denial); phase 2 writes each ALLOWING rule only if every `on` rule allows.
 ]]
 
+--#include lib/counter
 --#include lib/sliding-state
 
 local STAMPED, PERIODS = 2, 4 -- the head's flags

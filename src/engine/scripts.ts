@@ -21,6 +21,7 @@ import giveBack from "../../lua/give-back.lua";
 import lease from "../../lua/lease.lua";
 import listWrite from "../../lua/list-write.lua";
 import constants from "../../lua/lib/constants.lua";
+import counter from "../../lua/lib/counter.lua";
 import override from "../../lua/lib/override.lua";
 import slidingState from "../../lua/lib/sliding-state.lua";
 import reaim from "../../lua/reaim.lua";
@@ -32,6 +33,7 @@ import type { RedisScript } from "./redis";
 /** The sources an entry may include, by their path under `lua/` without the extension. */
 const PARTS: Readonly<Record<string, string>> = {
   "lib/constants": constants,
+  "lib/counter": counter,
   "lib/override": override,
   "lib/sliding-state": slidingState,
   "decide/rules": rules,
