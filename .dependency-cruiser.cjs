@@ -6,7 +6,7 @@
 const LAYERS = [
   ["util", "^src/util/"],
   ["engine", "^src/engine/"],
-  ["resilience", "^src/(resilience|leases)/"],
+  ["resilience", "^src/(resilience|leases|regions)/"],
   ["config", "^src/(config/|env\\.ts$)"],
   ["identity/live", "^src/(identity|live|rules)/"],
   ["middleware", "^src/middleware/"],

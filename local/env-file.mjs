@@ -1,7 +1,7 @@
 // Reading `.dev.vars` and writing the env file handed to `wrangler dev --env-file`, so bindings (secrets
 // included) reach the Worker without ever appearing on a command line.
 import { existsSync, readFileSync } from "node:fs";
-import { BINDINGS } from "../scripts/bindings.mjs";
+import { bindingsAmong } from "../scripts/bindings.mjs";
 
 /**
  * Parses dotenv text the way wrangler's dotenv does for the common cases: `KEY=value`, optional `export`,
@@ -40,7 +40,7 @@ export function mergeBindings(devVarsPath, env) {
   /** @type {Record<string, ".dev.vars" | "environment">} */
   const from = {};
   for (const key of Object.keys(fileVars)) from[key] = ".dev.vars";
-  for (const key of BINDINGS) {
+  for (const key of bindingsAmong(Object.keys(env))) {
     const value = env[key];
     if (value !== undefined && value !== "") {
       vars[key] = value;

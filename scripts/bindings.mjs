@@ -13,6 +13,8 @@ export const BINDINGS = [
   "RATE_LIMIT_LEASES",
   "RATE_LIMIT_LEASE_MS",
   "RATE_LIMIT_REDIS_CLUSTER",
+  "RATE_LIMIT_REGIONS",
+  "RATE_LIMIT_REGION",
   "ORIGIN_TIMEOUT_MS",
   "RATE_LIMIT_PREFIX",
   "RATE_LIMIT_ADMIN_TOKEN",
@@ -30,4 +32,12 @@ export const SECRETS = [
   "RATE_LIMIT_ADMIN_TOKEN",
   "RATE_LIMIT_METRICS_TOKEN",
   "RATE_LIMIT_JWT_SECRET",
+];
+
+/** A regional database's bindings (docs/regions.md): `UPSTASH_REDIS_REST_URL_<NAME>`, `UPSTASH_REDIS_REST_TOKEN_<NAME>`. */
+export const REGION_BINDING = /^UPSTASH_REDIS_REST_(URL|TOKEN)_[A-Z][A-Z0-9_]*$/;
+
+/** Every binding name Floodgate reads among `names`: those above and any region's. */
+export const bindingsAmong = (/** @type {Iterable<string>} */ names) => [
+  ...new Set([...BINDINGS, ...[...names].filter((name) => REGION_BINDING.test(name))]),
 ];

@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { parse as parseToml } from "smol-toml";
 import { parseDotenv } from "../local/env-file.mjs";
-import { BINDINGS, SECRETS } from "./bindings.mjs";
+import { bindingsAmong, SECRETS } from "./bindings.mjs";
 
 /** Shorter admin tokens are warned about: 32 hex characters are 128 random bits. */
 const MIN_ADMIN_TOKEN_LENGTH = 32;
@@ -69,7 +69,11 @@ function readDevVars() {
 const devVars = readDevVars();
 
 const env = {};
-for (const name of BINDINGS) {
+for (const name of bindingsAmong([
+  ...Object.keys(process.env),
+  ...Object.keys(devVars),
+  ...Object.keys(vars),
+])) {
   const value = process.env[name] ?? devVars[name] ?? vars[name];
   if (value !== undefined && value !== "") env[name] = value;
 }

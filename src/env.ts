@@ -43,6 +43,18 @@ export interface Env {
   RATE_LIMIT_JWT_AUDIENCE?: string | string[];
   /** The `iss` a JWT must carry for its claims to count: one value, or several comma-separated. @default any */
   RATE_LIMIT_JWT_ISSUER?: string | string[];
+  /**
+   * Regional databases: region names to the continents or colos they serve, e.g. `{ eu = ["EU", "AF"] }` (a
+   * TOML table, or the same as a JSON string); each region's database is `UPSTASH_REDIS_REST_URL_<NAME>` /
+   * `UPSTASH_REDIS_REST_TOKEN_<NAME>` (docs/regions.md).
+   */
+  RATE_LIMIT_REGIONS?: unknown;
+  /** Pins the Worker to one region of `RATE_LIMIT_REGIONS` (otherwise chosen from `request.cf`). */
+  RATE_LIMIT_REGION?: string;
+  /** A region's REST URL (`<NAME>`: the region's name upper-cased). */
+  [regionUrl: `UPSTASH_REDIS_REST_URL_${string}`]: string | undefined;
+  /** Secret: a region's REST token. */
+  [regionToken: `UPSTASH_REDIS_REST_TOKEN_${string}`]: string | undefined;
   /** Optional Analytics Engine dataset: one data point per decision (src/observability). */
   RATE_LIMIT_ANALYTICS?: {
     writeDataPoint(point: { indexes: string[]; blobs: string[]; doubles: number[] }): void;

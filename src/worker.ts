@@ -8,7 +8,7 @@ import { type ExecutionContext, Hono } from "hono";
 import { ADMIN_PREFIX, carriesAdminToken, createAdminApp, underAdminPrefix } from "./admin/app";
 import { dashboard } from "./dashboard/routes";
 import { adminContextOf } from "./admin/context";
-import { ConfigError, type FloodgateConfig, headersRead, parseEnv } from "./config";
+import { ConfigError, type FloodgateConfig, headersRead, parseEnv, regionChooser } from "./config";
 import type { Env } from "./env";
 import { MisconfiguredError, onError, ProblemError, problemResponse } from "./http/problems";
 import { createProxy } from "./http/proxy";
@@ -29,6 +29,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     cluster: config.cluster,
     leases: config.leases,
     leaseMs: config.leaseMs,
+    regions: config.regions.regions,
   });
   const { stores, decider } = engine;
   // Keys shared by every identity (live modes, change log, override index, dashboard counts) live on the
@@ -96,6 +97,8 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     createAdminApp(() => admin, dashboard),
   );
 
+  // The region deciding a request: RATE_LIMIT_REGION, or its colo or continent (docs/regions.md).
+  const regionOf = regionChooser(config.regions);
   const limiter = createLimiter(
     config.rules.map((rule) => ({ rule })),
     {
@@ -115,6 +118,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       answer: problemResponse,
       actions: config.actions,
       lists,
+      regionOf: regionOf && ((request) => regionOf((request as { cf?: object }).cf)),
     },
   );
   app.use("*", limiter.middleware);

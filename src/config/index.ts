@@ -9,6 +9,7 @@ import { FAILURES, type FailurePolicy, MODES, type Mode } from "../engine/types"
 import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
 import { ConfigError, collecting, configErrorFrom } from "./errors";
+import { parseRegions, type RegionSettings } from "./regions";
 import { type ActionRule, parseRuleSet, type RuleConfig, unreadFields } from "./rules";
 import { MAX_LEASE_MS, ON_OFF } from "./schema";
 import {
@@ -26,6 +27,7 @@ import {
 export { DEFAULTS } from "../engine/defaults";
 export { type RedisEndpoint, restTokenProblem, restUrlProblem } from "./endpoints";
 export { ConfigError, collecting } from "./errors";
+export { type RegionConfig, type RegionSettings, regionChooser } from "./regions";
 export { limitsFor } from "./limits";
 export { MIDDLEWARE_OPTIONS, type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
 export {
@@ -62,6 +64,8 @@ export interface FloodgateConfig {
   leaseMs: number;
   /** `RATE_LIMIT_REDIS_CLUSTER`: the endpoints are Redis Clusters (docs/scaling-out.md). */
   cluster: boolean;
+  /** `RATE_LIMIT_REGIONS`, their databases and `RATE_LIMIT_REGION` (docs/regions.md). */
+  regions: RegionSettings;
   originTimeoutMs: number;
   prefix: string;
   adminToken?: string;
@@ -152,7 +156,9 @@ export function parseEnv(
       jwtVerifiable: Boolean(env.RATE_LIMIT_JWT_SECRET) || Boolean(env.RATE_LIMIT_JWKS_URL),
     }),
   );
-  if (!result.success || !endpoints || !ruleSet || problems.length > 0) throw new ConfigError(problems);
+  const regions = collecting(problems, () => parseRegions(present));
+  if (!result.success || !endpoints || !ruleSet || !regions || problems.length > 0)
+    throw new ConfigError(problems);
   const b = result.output;
   return {
     originUrl: new URL(b.ORIGIN_URL ?? "http://origin.invalid"),
@@ -164,6 +170,7 @@ export function parseEnv(
     timeoutMs: b.RATE_LIMIT_TIMEOUT_MS,
     leases: b.RATE_LIMIT_LEASES,
     cluster: b.RATE_LIMIT_REDIS_CLUSTER === "on",
+    regions,
     leaseMs: b.RATE_LIMIT_LEASE_MS,
     originTimeoutMs: b.ORIGIN_TIMEOUT_MS,
     prefix: b.RATE_LIMIT_PREFIX,

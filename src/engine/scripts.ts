@@ -25,6 +25,8 @@ import counter from "../../lua/lib/counter.lua";
 import override from "../../lua/lib/override.lua";
 import slidingState from "../../lua/lib/sliding-state.lua";
 import reaim from "../../lua/reaim.lua";
+import regionDeposit from "../../lua/region-deposit.lua";
+import regionSpend from "../../lua/region-spend.lua";
 import refund from "../../lua/refund.lua";
 import settle from "../../lua/settle.lua";
 import { stripLua } from "./lua-text";
@@ -120,6 +122,11 @@ export const FENCE: RedisScript = script("fence", fence);
 /** A live list replaced or edited from staged entries, all or nothing (lua/list-write.lua). */
 export const LIST_WRITE: RedisScript = script("list-write", listWrite);
 
+/** A request decided from its region's pools, all of its rules or none (lua/region-spend.lua; docs/regions.md). */
+export const REGION_SPEND: RedisScript = script("region-spend", regionSpend);
+/** Units the primary leased to a region put into its pool (lua/region-deposit.lua). */
+export const REGION_DEPOSIT: RedisScript = script("region-deposit", regionDeposit);
+
 /** Every script, for loading them all at once (tests, benchmarks). */
 export const SCRIPTS: readonly RedisScript[] = [
   DECIDE,
@@ -131,4 +138,6 @@ export const SCRIPTS: readonly RedisScript[] = [
   REAIM,
   FENCE,
   LIST_WRITE,
+  REGION_SPEND,
+  REGION_DEPOSIT,
 ];

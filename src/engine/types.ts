@@ -234,6 +234,11 @@ export interface DecideOptions {
    * keeps `budgetMs` with a timer of its own.
    */
   signal?: AbortSignal;
+  /**
+   * The region whose database decides the request from the units the primary leased to it (docs/regions.md);
+   * absent, or a region the engine does not know: the primary decides.
+   */
+  region?: string;
   /** Ask for leases (lua/lease.lua): units wanted per call, cost included; longest life, ms. */
   lease?: { units: readonly number[]; maxMs: number };
   /**

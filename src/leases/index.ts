@@ -52,7 +52,7 @@ const TRACKED_PAIRS = 10_000;
  * a rule with `lease = false`, never a rule with a `delay` (the script refuses it one: its give-backs and
  * refunds compare TATs).
  */
-const leasable = (call: RuleCall): boolean =>
+export const leasable = (call: RuleCall): boolean =>
   traitsOf(call.algorithm).leasable && call.lease !== false && !((call.delayMs ?? 0) > 0);
 
 /**

@@ -67,6 +67,8 @@ export interface LimiterDeps
   actions?: readonly ActionRule[] | undefined;
   /** The isolate's live lists, for rules with `match.list`; absent = such a match holds nobody. */
   lists?: ListLookup | undefined;
+  /** The region whose database decides a request (docs/regions.md); absent, or `undefined`: the primary. */
+  regionOf?: ((request: Request) => string | undefined) | undefined;
 }
 
 /** The limiter's middleware: it puts `FloodgateVariables` on the context of every request it sees. */
@@ -197,6 +199,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       .decide(calls, requestId, {
         budgetMs,
         waitUntil,
+        region: deps.regionOf?.(c.req.raw),
         onTimer: (timer) => c.set("floodgateTimer", timer),
         ...(stamped.size > 0 && calls.some((call) => stamped.has(call.rule)) && { stamps: true }),
       })

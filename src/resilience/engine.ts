@@ -8,6 +8,7 @@ import { rendezvous } from "../engine/shards";
 import { createStore, type Store } from "../engine/store";
 import type { Decision, RefundCall, RuleCall, WaitUntil } from "../engine/types";
 import { LeasingDecider } from "../leases";
+import { RegionalDecider } from "../regions/decider";
 import { type DeciderHealth, type DeciderOptions, EndpointDecider, type ResilientDecider } from "./decider";
 import { ShardedDecider } from "./sharded";
 
@@ -29,6 +30,11 @@ export interface EngineOptions {
   leases?: "on" | "off";
   /** The longest life of a lease, ms (`RATE_LIMIT_LEASE_MS`). @default 1000 */
   leaseMs?: number;
+  /**
+   * Regional databases (`RATE_LIMIT_REGIONS`, docs/regions.md): a request whose `DecideOptions.region` names
+   * one is decided there from units the endpoints above (the primary) leased to it. @default none
+   */
+  regions?: readonly { name: string; url: string; token: string }[];
 }
 
 /**
@@ -108,10 +114,16 @@ export function createEngine(options: EngineOptions): Engine {
   });
   const refund = (calls: RefundCall[], requestId: string, whenUs: number) =>
     sharded.refund(calls, requestId, whenUs);
-  const decider: EngineDecider =
+  const local: EngineDecider =
     (options.leases ?? DEFAULTS.leases) === "on"
       ? new LeasingDecider(sharded, { refund, maxMs: options.leaseMs ?? DEFAULTS.leaseMs })
       : sharded;
+  // 0. regions (src/regions): a request of a region is decided from its region's pools, which lease from the
+  // sharded decider; any other request goes down the stack above.
+  const decider: EngineDecider =
+    options.regions && options.regions.length > 0
+      ? new RegionalDecider(local, sharded, { regions: options.regions, prefix, timeoutMs })
+      : local;
 
   return {
     stores,

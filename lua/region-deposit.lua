@@ -1,0 +1,46 @@
+#!lua flags=allow-key-locking
+--[[
+region-deposit: units the primary leased to this region (lua/lease.lua) put into one rule's pool, to be spent
+by lua/region-spend.lua until they run out or their lease ends (src/regions, docs/regions.md). A pool never
+outlives the lease of any unit it holds: two grants share a key only under the earlier of their ends.
+KEYS:
+  KEYS[1]  the rule's pool <prefix>:<rule>:{<hash>}:pool
+  KEYS[2]  its next pool <prefix>:<rule>:{<hash>}:pool-next
+  KEYS[3]  its pace <prefix>:<rule>:{<hash>}:pace
+ARGV:
+  ARGV[1]  units leased for the region (the granting request's cost not included)
+  ARGV[2]  when the lease ends, ms on THIS database's clock: its clock before the primary was asked, plus the
+           lease's life
+  ARGV[3]  the pool's value after its units: ":<renewing 0>:<terms>:<figures>"
+  ARGV[4]  the pace record; ARGV[5] its life, ms
+Reply: 1 into the pool, 2 into the next pool, 3 added to the next pool, 0 not deposited (the lease has ended)
+]]
+
+local units = tonumber(ARGV[1]) -- units
+local ends_ms = tonumber(ARGV[2]) -- ms, this database's clock
+local rest = ARGV[3] -- ":<renewing>:<terms>:<figures>"
+
+redis.call("SET", KEYS[3], ARGV[4], "PX", ARGV[5])
+local time = redis.call("TIME")
+local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if ends_ms - now_ms < 10 then
+  return 0
+end
+local value = units .. ":" .. units .. rest
+local terms = string.match(rest, "^:%d:([^:]*)") -- "<limit>/<period ms>/<burst>"
+local TERMS = "^%d+:%d+:%d:([^:]*)" -- a pool value's terms
+local current = redis.call("GET", KEYS[1])
+if not current or string.match(current, "^(%d+)") == "0" or string.match(current, TERMS) ~= terms then
+  redis.call("SET", KEYS[1], value, "PXAT", ARGV[2])
+  return 1
+end
+local waiting = redis.call("GET", KEYS[2])
+if not waiting or string.match(waiting, TERMS) ~= terms then
+  redis.call("SET", KEYS[2], value, "PXAT", ARGV[2])
+  return 2
+end
+-- Both taken (requests that missed at once): the next pool holds both grants' units until the earlier end.
+local waiting_ends = now_ms + redis.call("PTTL", KEYS[2])
+local total = units + tonumber(string.match(waiting, "^(%d+)"))
+redis.call("SET", KEYS[2], total .. ":" .. total .. rest, "PXAT", string.format("%d", math.min(ends_ms, waiting_ends)))
+return 3

@@ -1,0 +1,258 @@
+/**
+ * Regions (docs/regions.md): a request in a region is decided in that region's database from units the primary
+ * leased to it, with one regional script call for all of its rules; when a pool runs short, the primary
+ * decides the request and leases the region more in the same call, and the grant goes into the pool after
+ * the response. The primary keeps every limit's truth: a region spends only units the primary already
+ * counted, each once, within their lease's life.
+ */
+import { traitsOf } from "../engine/algorithms";
+import { decisionOf, ruleResult } from "../engine/results";
+import type {
+  DecideOptions,
+  Decision,
+  RefundCall,
+  Reservation,
+  RuleCall,
+  RuleResult,
+  SettledUnits,
+  Settlement,
+  WaitUntil,
+} from "../engine/types";
+import { leasable } from "../leases";
+import { LEASE_MARGIN_MS, stateLeftOf } from "../leases/lease";
+import type { DeciderHealth, ResilientDecider } from "../resilience/decider";
+import { type PoolFigures, RegionPools, type SpentPool } from "./pool";
+import { wantedOnMiss, wantedOnRenewal } from "./sizing";
+
+/** The longest life of a region's lease, ms: a window's end, a bucket's quarter and a log's horizon cut it shorter. */
+export const REGION_LEASE_MS = 30_000;
+
+/** The decider below: the engine's stack without regions (src/resilience/engine.ts). */
+type InnerDecider = ResilientDecider & {
+  endpointHealth?(): DeciderHealth[];
+  leasedUnits?(): number;
+};
+
+/** Options of {@link RegionalDecider}. */
+export interface RegionOptions {
+  /** Every region's database. */
+  regions: readonly { name: string; url: string; token: string }[];
+  prefix: string;
+  /** The decision budget, ms (`RATE_LIMIT_TIMEOUT_MS`): the regional call gets half of it at most. */
+  timeoutMs: number;
+  /** The longest life of a region's lease, ms. @default REGION_LEASE_MS */
+  leaseMs?: number;
+}
+
+/**
+ * A decider that decides a request of a region (`DecideOptions.region`) from that region's pools, over `inner`
+ * (which decides every other request: isolate leases, then the primary) and `primary` (the endpoints' decider,
+ * which a region's lease calls go to).
+ * @example
+ * const decider = new RegionalDecider(leasing, sharded, { regions, prefix: "rl", timeoutMs: 200 });
+ */
+export class RegionalDecider implements ResilientDecider {
+  readonly #inner: InnerDecider;
+  readonly #primary: ResilientDecider;
+  readonly #pools: Map<string, RegionPools>;
+  readonly #timeoutMs: number;
+  readonly #leaseMs: number;
+
+  constructor(inner: InnerDecider, primary: ResilientDecider, options: RegionOptions) {
+    this.#inner = inner;
+    this.#primary = primary;
+    this.#timeoutMs = options.timeoutMs;
+    this.#leaseMs = options.leaseMs ?? REGION_LEASE_MS;
+    this.#pools = new Map(
+      options.regions.map((region) => [
+        region.name,
+        new RegionPools(region, options.prefix, options.timeoutMs),
+      ]),
+    );
+  }
+
+  /** An isolate's own leases still answer at once (they are the primary's leases too). */
+  decideNow(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined {
+    return this.#inner.decideNow?.(calls, requestId, waitUntil);
+  }
+
+  async decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
+    const pools = opts.region === undefined ? undefined : this.#pools.get(opts.region);
+    // Rules never leased (a held slot, a delay, a block, lease = false…) are the primary's alone.
+    if (!pools || calls.length === 0 || !calls.every(leasable))
+      return this.#inner.decide(calls, requestId, opts);
+    const startedAt = Date.now();
+    const budgetMs = opts.budgetMs ?? this.#timeoutMs;
+    let reply: Awaited<ReturnType<RegionPools["spend"]>> | undefined;
+    try {
+      // Half the budget at most: a region that does not answer leaves the primary time to decide.
+      reply = await pools.spend(calls, { deadline: startedAt + Math.max(1, Math.floor(budgetMs / 2)) });
+    } catch {
+      reply = undefined; // the region's database is down: the primary decides, and leases it nothing
+    }
+    if (reply?.spent)
+      return this.#fromPools(pools, calls, reply.pools, reply.nowMs, requestId, opts, startedAt);
+    const { region: _, ...rest } = opts;
+    const primaryOpts = { ...rest, budgetMs: Math.max(0, budgetMs - (Date.now() - startedAt)) };
+    if (reply === undefined) return this.#primary.decide(calls, requestId, primaryOpts);
+    const now = Date.now();
+    const units = calls.map((call, i) => wantedOnMiss(call.cost, reply.paces[i], now, this.#leaseMs));
+    const decision = await this.#primary.decide(calls, requestId, {
+      ...primaryOpts,
+      lease: { units, maxMs: this.#leaseMs },
+    });
+    // The request is decided: its grant goes into the pool after the response.
+    const deposited = this.#deposit(pools, decision.results, reply.nowMs, now);
+    if (deposited) (opts.waitUntil ?? noWait)(deposited);
+    return decision;
+  }
+
+  /** The request's answer from its pools, each already spent; a renewal asked for any pool half spent. */
+  #fromPools(
+    pools: RegionPools,
+    calls: RuleCall[],
+    spent: SpentPool[],
+    regionNowMs: number,
+    requestId: string,
+    opts: DecideOptions,
+    startedAt: number,
+  ): Decision {
+    const at = Date.now();
+    const results = calls.map((call, i) => {
+      const { left, figures: f } = spent[i] as SpentPool;
+      return ruleResult({
+        call,
+        outcome: "allowed",
+        limit: f.limit,
+        periodMs: f.periodMs,
+        overridden: f.overridden,
+        // What the primary's state left at the grant, plus the units the region still holds.
+        remaining: Math.max(0, f.stateLeft + left),
+        resetAfterMs: Math.max(0, f.resetAt - at),
+        retryAfterMs: Math.max(0, f.retryAt - at),
+        source: "lease",
+      });
+    });
+    const renewing = calls.flatMap((call, i) =>
+      (spent[i] as SpentPool).renew ? [{ call, pool: spent[i] }] : [],
+    );
+    if (renewing.length > 0) {
+      const wanted = renewing.map(({ pool }) => wantedOnRenewal(pool as SpentPool, at, this.#leaseMs));
+      const renewal = this.#renew(
+        pools,
+        renewing.map(({ call }) => call),
+        wanted,
+        requestId,
+        regionNowMs,
+      ).catch(() => undefined);
+      (opts.waitUntil ?? noWait)(renewal);
+    }
+    return decisionOf(true, results, at - startedAt);
+  }
+
+  /**
+   * A lease call for no request (cost 0: lua/lease.lua) for pools half spent, then its grant deposited. The
+   * primary down: nothing comes, and the region spends what it holds.
+   */
+  async #renew(
+    pools: RegionPools,
+    calls: RuleCall[],
+    wanted: number[],
+    requestId: string,
+    regionNowMs: number,
+  ): Promise<void> {
+    const at = Date.now();
+    // A sliding log's members are named by the id: a renewal's must not reuse its request's.
+    const leaseId = calls.some((call) => traitsOf(call.algorithm).storesRequestId)
+      ? `${requestId}:r`
+      : requestId;
+    const decision = await this.#primary.decide(
+      calls.map((call) => ({ ...call, cost: 0 })),
+      leaseId,
+      { lease: { units: wanted, maxMs: this.#leaseMs } },
+    );
+    if (decision.allowed) await this.#deposit(pools, decision.results, regionNowMs, at);
+  }
+
+  /**
+   * Deposits what `results` leased into the region's pools; `undefined` when nothing was leased. A lease's
+   * life is counted from `regionNowMs`, the region's clock before the primary was asked, so a pool ends no
+   * later than its lease does on the primary (docs/regions.md).
+   */
+  #deposit(
+    pools: RegionPools,
+    results: RuleResult[],
+    regionNowMs: number,
+    at: number,
+  ): Promise<unknown> | undefined {
+    const deposits = results.flatMap((r) => {
+      const units = r.lease && r.source === "redis" ? r.lease.units - r.call.cost : 0;
+      if (!r.lease || units <= 0) return [];
+      const figures: PoolFigures = {
+        limit: r.limit,
+        periodMs: r.periodMs,
+        overridden: r.overridden,
+        stateLeft: Math.max(0, stateLeftOf(r)),
+        resetAt: at + r.resetAfterMs,
+        retryAt: at + r.retryAfterMs,
+        depositedAt: at,
+      };
+      const endsAtMs = regionNowMs + r.lease.lifeMs - LEASE_MARGIN_MS;
+      return [pools.deposit(r.call, units, endsAtMs, figures)];
+    });
+    // A deposit that fails loses its units (under-admission), never admits one.
+    return deposits.length === 0 ? undefined : Promise.all(deposits).catch(() => undefined);
+  }
+
+  /** Units this isolate holds on lease (its own; a region's pools are not the isolate's). */
+  leasedUnits(): number {
+    return this.#inner.leasedUnits?.() ?? 0;
+  }
+
+  /** An admin reset or override change: the isolate's leases are revoked, and every region's pools dropped. */
+  forget(rule: string, identityHash: string): void {
+    this.#inner.forget(rule, identityHash);
+    for (const pools of this.#pools.values()) pools.drop(rule, identityHash).catch(() => undefined);
+  }
+
+  forgetBlocks(): void {
+    this.#inner.forgetBlocks();
+  }
+
+  release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
+    return this.#inner.release(call, requestId, reservation);
+  }
+
+  /** Units given back by the decider below: only the primary's (a region's units are never refunded). */
+  refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]> {
+    return this.#inner.refund?.(calls, requestId, whenUs) ?? Promise.resolve(calls.map(() => 0));
+  }
+
+  /** Costs settled after their responses by the decider below (settled rules are never leased). */
+  settle(settlements: Settlement[], requestId: string, decidedAtMs: number): Promise<SettledUnits[]> {
+    return (
+      this.#inner.settle?.(settlements, requestId, decidedAtMs) ?? Promise.reject(new Error("no settle"))
+    );
+  }
+
+  health(): DeciderHealth {
+    return this.#inner.health();
+  }
+
+  endpointHealth(): DeciderHealth[] {
+    return this.#inner.endpointHealth?.() ?? [this.#inner.health()];
+  }
+
+  cachedDenial(call: RuleCall): RuleResult | undefined {
+    return this.#inner.cachedDenial(call);
+  }
+
+  cachedFigures(call: RuleCall): RuleResult | undefined {
+    return this.#inner.cachedFigures(call);
+  }
+}
+
+/** Background work with no `waitUntil` to keep it: it runs on unawaited (and never rejects). */
+const noWait = (promise: Promise<unknown>): void => {
+  promise.catch(() => undefined);
+};
