@@ -2,12 +2,9 @@
 // in front of the run's one Redis and the echo origin, whose `/login` answers 401 unless the password is right
 // (docs/counting.md): a request holds its unit while in flight, a 401 keeps it, a 200 gives it back, so no
 // more than `limit` attempts are answered 401 in a window however the attempts are spread over the fleet.
-import { Redis as IORedis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { hashIdentity, stateKey } from "../../src/engine/keys";
-import { startWorker } from "../support/miniflare-worker.mjs";
-
-type Worker = Awaited<ReturnType<typeof startWorker>>;
+import { useWorkers, type Worker } from "../support/workers";
 
 const LIMIT = 5;
 const HOUR_MS = 3_600_000;
@@ -32,33 +29,17 @@ const RULES = [
   },
 ];
 
-const prefix = `count-login-${process.pid}-${Date.now().toString(36)}`;
-const workers: Worker[] = [];
-let direct: IORedis;
-beforeAll(async () => {
-  direct = new IORedis(inject("redisUrl"), { lazyConnect: true, maxRetriesPerRequest: 1 });
-  direct.on("error", () => {});
-  const bindings = {
-    UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
-    UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
-    ORIGIN_URL: inject("originUrl"),
-    ORIGIN_TIMEOUT_MS: "1000",
-    RATE_LIMIT_PREFIX: prefix,
-    RATE_LIMIT_RULES: RULES,
-    RATE_LIMIT_TIMEOUT_MS: "5000",
-  };
-  workers.push(await startWorker({ bindings }), await startWorker({ bindings }));
-}, 120_000);
-afterAll(async () => {
-  await Promise.all(workers.map((w) => w.dispose()));
-  direct?.disconnect();
+const fleet = useWorkers({
+  name: "count-login",
+  bindings: { ORIGIN_TIMEOUT_MS: "1000", RATE_LIMIT_RULES: RULES, RATE_LIMIT_TIMEOUT_MS: "5000" },
 });
+const { workers, prefix } = fleet;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Redis's clock, ms. */
 const redisNow = async () => {
-  const [s, us] = await direct.time();
+  const [s, us] = await fleet.direct.time();
   return Number(s) * 1000 + Math.floor(Number(us) / 1000);
 };
 
@@ -74,7 +55,7 @@ async function midWindow(): Promise<void> {
 
 /** `user`'s counter under `rule` in Redis, 0 when none. */
 async function counted(rule: string, user: string): Promise<number> {
-  return Number((await direct.get(stateKey(prefix, rule, await hashIdentity(user)))) ?? 0);
+  return Number((await fleet.direct.get(stateKey(prefix, rule, await hashIdentity(user)))) ?? 0);
 }
 
 /** Waits until `user`'s counter reads `expected` (the give-backs land in the background), or 10 s passed. */
@@ -100,7 +81,7 @@ describe("count = { status = ['401'] } across two Worker instances", () => {
     const user = `u-${crypto.randomUUID()}`;
     // A correct attempt alone: let in, answered 200, its unit given back.
     expect((await attempt(0, user, "correct horse")).status).toBe(200);
-    expect(await direct.exists(stateKey(prefix, "login", await hashIdentity(user)))).toBe(1);
+    expect(await fleet.direct.exists(stateKey(prefix, "login", await hashIdentity(user)))).toBe(1);
     expect(await settlesAt("login", user, 0)).toBe(0);
 
     const wrong = (i: number) => i % 5 !== 0; // 40 wrong, 10 right, interleaved over both instances

@@ -2,11 +2,8 @@
 // Miniflare/workerd, its own isolate) in front of the run's one Redis (docs/lists.md): a deny answers 403
 // naming its rule without a Redis call, an allow exempts a client from every later rule, and a list edited
 // through one instance's admin API is obeyed by the other within about a second.
-import { Redis as IORedis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { startWorker } from "../support/miniflare-worker.mjs";
-
-type Worker = Awaited<ReturnType<typeof startWorker>>;
+import { describe, expect, it } from "vitest";
+import { useWorkers } from "../support/workers";
 
 const TOKEN = "lists-test-admin-token-0123456789abcdef";
 const ADMIN = { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" };
@@ -21,30 +18,13 @@ const RULES = [
   { name: "legacy", action: "deny", match: { ip: ["203.0.113.0/24"] } },
 ];
 
-const workers: Worker[] = [];
-const prefix = `lists-${process.pid}-${Date.now().toString(36)}`;
-let direct: IORedis;
-
-beforeAll(async () => {
-  const bindings = {
-    UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
-    UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
-    ORIGIN_URL: inject("originUrl"),
-    RATE_LIMIT_PREFIX: prefix,
-    RATE_LIMIT_RULES: RULES,
-    RATE_LIMIT_TIMEOUT_MS: "5000",
-    RATE_LIMIT_ADMIN_TOKEN: TOKEN,
-  };
-  workers.push(await startWorker({ bindings }), await startWorker({ bindings }));
-  direct = new IORedis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
-}, 120_000);
-
-afterAll(async () => {
-  direct?.disconnect();
-  await Promise.all(workers.map((w) => w.dispose()));
+const fleet = useWorkers({
+  name: "lists",
+  bindings: { RATE_LIMIT_RULES: RULES, RATE_LIMIT_TIMEOUT_MS: "5000", RATE_LIMIT_ADMIN_TOKEN: TOKEN },
 });
+const { prefix } = fleet;
 
-const worker = (i: number) => workers[i] as Worker;
+const worker = (i: number) => fleet.at(i);
 
 /** One request from `ip` to instance `i`; its status. */
 async function statusOf(i: number, ip: string, path = "/x", headers: Record<string, string> = {}) {
@@ -58,7 +38,7 @@ async function statusOf(i: number, ip: string, path = "/x", headers: Record<stri
  * prefix keeps other test files' out).
  */
 async function commandsDuring(during: () => Promise<void>): Promise<string[]> {
-  const monitor = await direct.monitor();
+  const monitor = await fleet.direct.monitor();
   const seen: string[] = [];
   monitor.on("monitor", (_time: string, args: string[]) => {
     if (args.some((arg) => String(arg).includes(prefix))) seen.push(args.join(" "));
@@ -124,11 +104,11 @@ describe("action rules", () => {
   it("a deny after a counting rule is still a 403, and counts nothing in the rule before it", async () => {
     expect(await statusOf(0, "203.0.113.5")).toBe(403);
     expect(await statusOf(1, "::ffff:203.0.113.5")).toBe(403);
-    const state = await direct.keys(`${prefix}:per-ip:*`);
+    const state = await fleet.direct.keys(`${prefix}:per-ip:*`);
     expect(state.length).toBeGreaterThan(0); // the other tests' clients were counted …
     const before = state.length;
     for (let i = 0; i < 3; i++) expect(await statusOf(i % 2, `203.0.113.${40 + i}`)).toBe(403);
-    expect((await direct.keys(`${prefix}:per-ip:*`)).length).toBe(before); // … these were not
+    expect((await fleet.direct.keys(`${prefix}:per-ip:*`)).length).toBe(before); // … these were not
   });
 });
 
@@ -288,7 +268,7 @@ describe("live lists", () => {
     expect(await admin(0, "GET", "/lists/hostile")).toEqual(before);
     expect(before.body).toMatchObject({ count: 2, used_by: [] });
     // No staged keys left behind.
-    expect(await direct.keys(`${prefix}:list:{hostile}:*`)).toEqual([]);
+    expect(await fleet.direct.keys(`${prefix}:list:{hostile}:*`)).toEqual([]);
   }, 60_000);
 
   it("an identity entry denies the identity the rule's key extracts; GET shows it hashed", async () => {

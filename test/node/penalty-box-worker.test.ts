@@ -2,14 +2,11 @@
 // workerd, bundled as for deploy) sharing the run's redis-server through the REST server: a denial in one
 // keeps the identity out of both for the whole block, its window's reset notwithstanding, answered from each
 // isolate's deny cache after its first Redis call; an admin reset lifts it in both; monitor only logs it.
-import { Redis as IORedis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { blockKey, hashIdentity } from "../../src/engine/keys";
 import { startWorker } from "../support/miniflare-worker.mjs";
+import { useWorkers, type Worker } from "../support/workers";
 
-type Worker = Awaited<ReturnType<typeof startWorker>>;
-
-const PREFIX = `penalty${Date.now()}`;
 const TOKEN = "penalty-box-admin-token";
 const BLOCK_S = 3;
 /** Worker + REST server + a shared 2-core machine: how far from a block's edge a request is sent. */
@@ -49,32 +46,20 @@ const RULES = [
   },
 ];
 
-let a: Worker;
-let b: Worker;
-let direct: IORedis;
-let ipSeq = 0;
-const nextIp = () => `198.51.100.${++ipSeq}`;
-
-beforeAll(async () => {
-  direct = new IORedis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
-  const bindings = {
-    ORIGIN_URL: inject("originUrl"),
-    UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
-    UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
+const fleet = useWorkers({
+  name: "penalty",
+  bindings: {
     RATE_LIMIT_RULES: RULES,
-    RATE_LIMIT_PREFIX: PREFIX,
     RATE_LIMIT_ADMIN_TOKEN: TOKEN,
     RATE_LIMIT_TIMEOUT_MS: "1000",
     // Leases on (the default), so that a lease, were one granted, would admit a blocked client.
     RATE_LIMIT_LEASES: "on",
-  };
-  [a, b] = await Promise.all([startWorker({ bindings }), startWorker({ bindings })]);
+  },
 });
-
-afterAll(async () => {
-  await Promise.all([a?.dispose(), b?.dispose()]);
-  direct?.disconnect();
-});
+const PREFIX = fleet.prefix;
+const [a, b] = [fleet.handle(0), fleet.handle(1)];
+let ipSeq = 0;
+const nextIp = () => `198.51.100.${++ipSeq}`;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
@@ -183,7 +168,9 @@ it("is lifted in both instances by an admin reset, and the admin API shows it un
   expect(state.block.for).toBe("1h");
   expect(state.block.left).toBeGreaterThan(3500);
   expect(state.retry_after).toBe(state.block.left);
-  expect(await direct.pttl(blockKey(PREFIX, "long", await hashIdentity(ip)))).toBeGreaterThan(3_500_000);
+  expect(await fleet.direct.pttl(blockKey(PREFIX, "long", await hashIdentity(ip)))).toBeGreaterThan(
+    3_500_000,
+  );
   // Listed among the rule's blocked identities, hashed, with its time left (what the dashboard would show).
   const listed = (await (await admin(a, "GET", "/blocks/long")).json()) as {
     block: string;
@@ -197,7 +184,7 @@ it("is lifted in both instances by an admin reset, and the admin API shows it un
   const reset = await admin(a, "DELETE", `/keys/long/${ip}`);
   expect(reset.status).toBe(200);
   expect(await reset.json()).toMatchObject({ reset: true, block_lifted: true });
-  expect(await direct.exists(blockKey(PREFIX, "long", await hashIdentity(ip)))).toBe(0);
+  expect(await fleet.direct.exists(blockKey(PREFIX, "long", await hashIdentity(ip)))).toBe(0);
   // At once where it was reset; in the other instance once its change-log read comes round (about a second).
   expect((await send(a, "/long", ip)).status).toBe(200);
   const until = Date.now() + 3000;
@@ -234,18 +221,13 @@ it("in monitor mode logs would_block and never blocks", async () => {
     expect(entry.event).toBe("ratelimit.would_deny");
     expect(entry.rules[0]).toMatchObject({ verdict: "would-deny", would_block: true, block_ms: 900_000 });
   }
-  expect(await direct.exists(blockKey(PREFIX, "watched", await hashIdentity(ip)))).toBe(0);
+  expect(await fleet.direct.exists(blockKey(PREFIX, "watched", await hashIdentity(ip)))).toBe(0);
 });
 
 describe("a rule's block that cannot be", () => {
   const refused = async (rule: Record<string, unknown>): Promise<string> => {
     const broken = await startWorker({
-      bindings: {
-        ORIGIN_URL: inject("originUrl"),
-        UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
-        UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
-        RATE_LIMIT_RULES: [{ name: "r", key: "ip", limit: 5, ...rule }],
-      },
+      bindings: fleet.bindings({ RATE_LIMIT_RULES: [{ name: "r", key: "ip", limit: 5, ...rule }] }),
     });
     try {
       const response = await broken.fetch("/x");

@@ -1,14 +1,11 @@
 // The real Worker (bundled as for deploy, run in Miniflare/workerd) in front of this file's own redis-server,
 // REST server and echo origin. The tests kill, freeze, flush and restart Redis, give the Worker a wrong
 // token and a dead or slow origin, and check what a client of the API would see.
-import { Redis as IORedis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, startRedis, startRestServer } from "../../redis-rest/index.mjs";
-import { startEchoOrigin } from "../support/echo-origin.mjs";
+import { describe, expect, it } from "vitest";
+import { freePort } from "../../redis-rest/index.mjs";
 import { startWorker } from "../support/miniflare-worker.mjs";
 import { waitUntilRestReachesRedis } from "../support/rest-ready";
-
-type Worker = Awaited<ReturnType<typeof startWorker>>;
+import { useWorkers, type Worker } from "../support/workers";
 
 /**
  * The decision budget (RATE_LIMIT_TIMEOUT_MS): well above the default 200, because this machine is shared
@@ -17,7 +14,6 @@ type Worker = Awaited<ReturnType<typeof startWorker>>;
 const TIMEOUT_MS = 1000;
 /** Worker + origin + a shared 2-core machine, on top of the decision budget. */
 const MARGIN_MS = 400;
-const PREFIX = `resw${Date.now()}`;
 
 // Fixed windows of an hour, not a minute: tests count requests over several calls (in Redis, or in the
 // fallback's local window, aligned the same way), and a minute's edge would fall between them now and then.
@@ -58,40 +54,20 @@ const RULES = [
   },
 ];
 
-let redis: Awaited<ReturnType<typeof startRedis>>;
-let rest: Awaited<ReturnType<typeof startRestServer>>;
-let origin: Awaited<ReturnType<typeof startEchoOrigin>>;
-let direct: IORedis;
-let worker: Worker;
+// The file's own stack: its tests kill, freeze, flush and restart that Redis.
+const fleet = useWorkers({
+  name: "resw",
+  count: 1,
+  ownStack: true,
+  bindings: {
+    RATE_LIMIT_RULES: JSON.stringify(RULES),
+    RATE_LIMIT_TIMEOUT_MS: String(TIMEOUT_MS),
+    ORIGIN_TIMEOUT_MS: "500",
+  },
+});
+const worker = fleet.handle(0);
+const bindings = fleet.bindings;
 let ipSeq = 0;
-
-const bindings = (overrides: Record<string, string> = {}) => ({
-  ORIGIN_URL: origin.url,
-  UPSTASH_REDIS_REST_URL: rest.url,
-  UPSTASH_REDIS_REST_TOKEN: rest.token,
-  RATE_LIMIT_RULES: JSON.stringify(RULES),
-  RATE_LIMIT_PREFIX: PREFIX,
-  RATE_LIMIT_TIMEOUT_MS: String(TIMEOUT_MS),
-  ORIGIN_TIMEOUT_MS: "500",
-  ...overrides,
-});
-
-beforeAll(async () => {
-  redis = await startRedis();
-  rest = await startRestServer({ redisUrl: redis.url });
-  origin = await startEchoOrigin();
-  direct = new IORedis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  direct.on("error", () => {});
-  worker = await startWorker({ bindings: bindings() });
-}, 60_000);
-
-afterAll(async () => {
-  await worker?.dispose();
-  direct?.disconnect();
-  await origin?.close();
-  await rest?.close();
-  await redis?.close();
-});
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** A client address no other request in this file uses. */
@@ -116,7 +92,7 @@ async function health(w: Worker) {
  * was flushed: the decision is then sent again as `EVAL`, src/engine/redis.ts) ran nothing: not counted.
  */
 async function scriptCalls(): Promise<number> {
-  const info = await direct.info("commandstats");
+  const info = await fleet.direct.info("commandstats");
   let calls = 0;
   for (const match of info.matchAll(
     /^cmdstat_(evalsha|eval):calls=(\d+).*?(?:,rejected_calls=(\d+))?(?:,failed_calls=(\d+))?$/gm,
@@ -140,7 +116,7 @@ async function recover(): Promise<number> {
 describe("Redis killed mid-run", () => {
   it("keeps proxying fail-open rules with zero 5xx, answers fail-closed ones 503, and resumes limiting within one cool-down", async () => {
     expect((await send(worker, "/open/warm", freshIp())).status).toBe(200);
-    await redis.kill();
+    await fleet.stack.redis.kill();
     let restarted = false;
     try {
       const batch = await Promise.all(
@@ -171,9 +147,9 @@ describe("Redis killed mid-run", () => {
       expect(h.status).toBe(200);
       expect(h.json).toMatchObject({ status: "degraded", breaker: "open" });
 
-      await redis.restart();
+      await fleet.stack.redis.restart();
       restarted = true;
-      await waitUntilRestReachesRedis(rest);
+      await waitUntilRestReachesRedis(fleet.stack.rest);
       const coolDownMs = Number((await health(worker)).json.breakerRemainingMs);
       expect(await recover()).toBeLessThanOrEqual(coolDownMs + 1000);
 
@@ -183,7 +159,7 @@ describe("Redis killed mid-run", () => {
       for (let i = 0; i < 6; i++) statuses.push((await send(worker, "/open/limited", ip)).status);
       expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
     } finally {
-      if (!restarted) await redis.restart();
+      if (!restarted) await fleet.stack.redis.restart();
     }
   });
 });
@@ -191,7 +167,7 @@ describe("Redis killed mid-run", () => {
 describe("Redis frozen with SIGSTOP", () => {
   it("answers every request within the budget plus a small margin, and the breaker opens", async () => {
     await recover();
-    redis.stop();
+    fleet.stack.redis.stop();
     const responses = [];
     try {
       for (let i = 0; i < 10; i++) responses.push(await send(worker, `/open/frozen${i}`, freshIp()));
@@ -200,7 +176,7 @@ describe("Redis frozen with SIGSTOP", () => {
       expect(h.json.status).toBe("degraded");
       expect(["open", "half-open"]).toContain(h.json.breaker);
     } finally {
-      redis.cont();
+      fleet.stack.redis.cont();
     }
     expect(responses.map((r) => r.status)).toEqual(Array(10).fill(200));
     expect(Math.max(...responses.map((r) => r.ms))).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
@@ -212,14 +188,14 @@ describe("Redis frozen with SIGSTOP", () => {
 
   it("keeps a fresh isolate's first request (live-mode read + decision) within one budget", async () => {
     const fresh = await startWorker({ bindings: bindings() });
-    redis.stop();
+    fleet.stack.redis.stop();
     try {
       const first = await send(fresh, "/open/cold", freshIp());
       expect(first.status).toBe(200);
       // Both Redis waits share RATE_LIMIT_TIMEOUT_MS: not one budget for each.
       expect(first.ms).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
     } finally {
-      redis.cont();
+      fleet.stack.redis.cont();
       await fresh.dispose();
     }
     await recover();
@@ -233,7 +209,7 @@ describe("script cache loss", () => {
     const statuses: number[] = [];
     const remaining: string[] = [];
     for (let i = 0; i < 4; i++) {
-      await direct.script("FLUSH");
+      await fleet.direct.script("FLUSH");
       const r = await send(worker, "/status/200", ip);
       statuses.push(r.status);
       remaining.push(r.headers.get("x-ratelimit-remaining") ?? "missing");
@@ -241,8 +217,8 @@ describe("script cache loss", () => {
     expect(statuses).toEqual([200, 200, 200, 200]);
     expect(remaining).toEqual(["9", "8", "7", "6"]);
 
-    await redis.restart();
-    await waitUntilRestReachesRedis(rest);
+    await fleet.stack.redis.restart();
+    await waitUntilRestReachesRedis(fleet.stack.rest);
     const after = await send(worker, "/status/200", ip);
     expect(after.status).toBe(200);
     // A fresh Redis: counting starts over, and the script was loaded again without a failed request.
@@ -325,7 +301,7 @@ describe("a wrong Upstash URL", () => {
   it("applies the failure policy, reports degraded health and logs which binding to check", async () => {
     // An HTTP server that is not a Redis REST endpoint at all (the echo origin answers JSON without `result`).
     const wrong = await startWorker({
-      bindings: bindings({ UPSTASH_REDIS_REST_URL: `${origin.url}/not-redis` }),
+      bindings: bindings({ UPSTASH_REDIS_REST_URL: `${fleet.stack.origin.url}/not-redis` }),
     });
     try {
       const open = [];
@@ -335,7 +311,7 @@ describe("a wrong Upstash URL", () => {
       const h = await health(wrong);
       expect(h.json).toMatchObject({ status: "degraded", breaker: "open" });
       expect(wrong.logs.some((line: string) => line.includes("UPSTASH_REDIS_REST_URL"))).toBe(true);
-      for (const line of wrong.logs) expect(line).not.toContain(rest.token);
+      for (const line of wrong.logs) expect(line).not.toContain(fleet.stack.rest.token);
     } finally {
       await wrong.dispose();
     }

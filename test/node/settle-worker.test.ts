@@ -2,12 +2,9 @@
 // Worker, each in its own Miniflare/workerd) in front of the run's one Redis and the demo origin `npm start`
 // uses, playing an OpenAI-compatible API (local/demo-origin.mjs): what Redis counts is what the origin billed,
 // a window never holds more than its limit and one request's overshoot, and a debt denies until repaid.
-import { Redis as IORedis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startDemoOrigin } from "../../local/demo-origin.mjs";
-import { startWorker } from "../support/miniflare-worker.mjs";
-
-type Worker = Awaited<ReturnType<typeof startWorker>>;
+import { useWorkers, type Worker } from "../support/workers";
 
 const PATH = "/v1/chat/completions";
 const WINDOW_MS = 2000;
@@ -83,28 +80,17 @@ const RULES = [
 ];
 
 let origin: Awaited<ReturnType<typeof startDemoOrigin>>;
-let redis: IORedis;
-const workers: Worker[] = [];
-const prefix = `settle-${process.pid}-${Date.now().toString(36)}`;
-
-beforeAll(async () => {
-  origin = await startDemoOrigin();
-  redis = new IORedis(inject("redisUrl"));
-  const bindings = {
-    UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
-    UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
-    ORIGIN_URL: origin.url,
-    RATE_LIMIT_PREFIX: prefix,
-    RATE_LIMIT_RULES: RULES,
-    RATE_LIMIT_TIMEOUT_MS: "5000",
-  };
-  workers.push(await startWorker({ bindings }), await startWorker({ bindings }));
-}, 120_000);
-afterAll(async () => {
-  await Promise.all(workers.map((w) => w.dispose()));
-  redis?.disconnect();
-  await origin?.close();
+const fleet = useWorkers({
+  name: "settle",
+  before: async () => {
+    origin = await startDemoOrigin();
+  },
+  after: async () => {
+    await origin?.close();
+  },
+  bindings: () => ({ ORIGIN_URL: origin.url, RATE_LIMIT_RULES: RULES, RATE_LIMIT_TIMEOUT_MS: "5000" }),
 });
+const { workers, prefix } = fleet;
 
 /** A chat completion through worker `i % 2`. */
 function chat(i: number, headers: Record<string, string>, body: Record<string, unknown>): Promise<Response> {
@@ -122,7 +108,7 @@ async function stateKey(rule: string, identity: string): Promise<string> {
   return `${prefix}:${rule}:{${hash}}`;
 }
 
-const counter = async (key: string) => Number((await redis.get(key)) ?? 0);
+const counter = async (key: string) => Number((await fleet.direct.get(key)) ?? 0);
 
 /** Waits until `read()` gives `want` (a settlement lands in the background, after the response). */
 async function until(read: () => Promise<number>, want: number): Promise<number> {
@@ -169,7 +155,7 @@ describe("settle: the cost read from the response, across two Worker instances",
       largestOvershoot = Math.max(largestOvershoot, tokens - 1); // the reservation is the default cost, 1
       // The settlement lands in the background: the running total shows it, then the window is read.
       expect(await until(() => counter(total), billed)).toBe(billed);
-      const [[, time], [, count]] = (await redis.multi().time().get(tpw).exec()) as [
+      const [[, time], [, count]] = (await fleet.direct.multi().time().get(tpw).exec()) as [
         [null, [string, string]],
         [null, string | null],
       ];
@@ -248,7 +234,7 @@ describe("settle: the cost read from the response, across two Worker instances",
       );
       expect(line).toBe(1);
       const key = await stateKey(name, id);
-      const state = (await redis.get(key)) ?? "";
+      const state = (await fleet.direct.get(key)) ?? "";
       // The reservation (cost 5) stands: a counter of 5, or a sliding window's current count of 5.
       expect(state === "5" || state.endsWith(":5")).toBe(true);
     }
@@ -278,7 +264,7 @@ describe("settle: the cost read from the response, across two Worker instances",
     expect(retry).toBeGreaterThanOrEqual(19);
     expect(retry).toBeLessThanOrEqual(21);
     expect(denied?.headers.get("ratelimit")).toMatch(/"bucket";r=0;/);
-    expect(Number(await redis.pttl(key))).toBeGreaterThan(25_000);
+    expect(Number(await fleet.direct.pttl(key))).toBeGreaterThan(25_000);
   }, 30_000);
 
   it("counts a monitor rule's settlement and logs its debt, never denying", async () => {
