@@ -11,6 +11,9 @@
  *   --scenario cold, each request from an identity never seen before:
  *     leases-on   Floodgate, RATE_LIMIT_LEASES=on (the default)
  *     leases-off  the same with RATE_LIMIT_LEASES=off
+ *   --scenario async, each client one identity:
+ *     exact       Floodgate, wrangler.toml's rules as they are
+ *     async       the same rules with `sync = "async"` where a rule can be (docs/going-global.md, "Async rules")
  *   and always the origin alone, no Worker: what every other target's latency is "added" over
  *
  *   node bench/latency.mjs [--rtt 100] [--clients 40] [--interval-ms 600] [--seconds 30] [--rounds 2]
@@ -113,6 +116,16 @@ function wranglerRules() {
   return JSON.stringify(wrangler.vars.RATE_LIMIT_RULES);
 }
 
+/** `rules` (JSON) with `sync = "async"` on every rule that can be: a window or bucket without delay. */
+function asyncRules(rules) {
+  const counting = new Set(["fixed-window", "sliding-window", "token-bucket", "gcra"]);
+  return JSON.stringify(
+    JSON.parse(rules).map((rule) =>
+      counting.has(rule.algorithm) && rule.delay === undefined ? { ...rule, sync: "async" } : rule,
+    ),
+  );
+}
+
 /** Runs the latency bench; resolves to `{ markdown, json }`. */
 export async function runLatency({
   rttMs = 100,
@@ -140,10 +153,15 @@ export async function runLatency({
           { name: "leases-on", bindings: { RATE_LIMIT_LEASES: "on" } },
           { name: "leases-off", bindings: { RATE_LIMIT_LEASES: "off" } },
         ]
-      : [
-          { name: "admin-off", bindings: {} },
-          { name: "admin-on", bindings: { RATE_LIMIT_ADMIN_TOKEN: "bench-admin-token-0123456789abcdef" } },
-        ];
+      : scenario === "async"
+        ? [
+            { name: "exact", bindings: {} },
+            { name: "async", bindings: { RATE_LIMIT_RULES: asyncRules(rules) } },
+          ]
+        : [
+            { name: "admin-off", bindings: {} },
+            { name: "admin-on", bindings: { RATE_LIMIT_ADMIN_TOKEN: "bench-admin-token-0123456789abcdef" } },
+          ];
   const targets = revisions.flatMap(({ suffix, entry }) =>
     variants.map((v) => ({ name: `${v.name}${suffix}`, entry, bindings: v.bindings })),
   );
@@ -336,7 +354,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       scenario: values.scenario,
     });
     writeResults(
-      values.out ?? (values.scenario === "cold" ? "latency-cold" : "latency"),
+      values.out ?? (values.scenario === "admin" ? "latency" : `latency-${values.scenario}`),
       `## Latency behind a faraway database (${values.scenario})\n\n${markdown}`,
       json,
     );

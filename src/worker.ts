@@ -30,6 +30,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     leases: config.leases,
     leaseMs: config.leaseMs,
     regions: config.regions.regions,
+    asyncRules: config.rules.some((rule) => rule.sync === "async"),
   });
   const { stores, decider } = engine;
   // Keys shared by every identity (live modes, change log, override index, dashboard counts) live on the

@@ -3,7 +3,7 @@
  * into the `RuleConfig` every later stage reads. Nothing here runs per request.
  */
 import * as v from "valibot";
-import { isAlgorithm, namesWith, traitsOf } from "../engine/algorithms";
+import { ALGORITHMS, isAlgorithm, namesWith, traitsOf } from "../engine/algorithms";
 import type { Algorithm, FailurePolicy, Mode } from "../engine/types";
 import type { CalendarPeriod } from "../util/calendar";
 import { calendarOf, NOMINAL_MS } from "./calendar";
@@ -101,6 +101,11 @@ export interface RuleConfig {
   shed?: ShedConfig;
   /** `false`: never decided from a lease (docs/leases.md); concurrency rules never are. */
   lease: boolean;
+  /**
+   * `async`: decided in the isolate from its last known state, counted in Redis after the response
+   * (docs/going-global.md, "Async rules"). @default "exact"
+   */
+  sync?: "exact" | "async";
   /**
    * Charged only for requests whose response status it lists (docs/counting.md); absent = every request it
    * admits is charged.
@@ -336,6 +341,24 @@ function ruleConfig(
       `${at}.block: only a rule that counts (${namesWith("takesBlock")}) can block an identity; a ${rule.algorithm} slot frees as soon as a request ends`,
     );
   }
+  // Counted afterwards, units in a batch: a state that counts units (what a lease can hold) and keeps no member
+  // per request, and nothing that must be known at the request's decision (a reserved slot, a status, a settled
+  // cost, a block, a period's bounds chosen by Redis's clock).
+  if (rule.sync === "async") {
+    const extra = [
+      ["delay", rule.delay],
+      ["count", rule.count],
+      ["settle", rule.settle],
+      ["block", rule.block],
+      ["a calendar period", calendar],
+    ].flatMap(([name, value]) => (value === undefined ? [] : [name]));
+    if (!countsLater(rule.algorithm) || extra.length > 0) {
+      const names = ALGORITHMS.filter(countsLater);
+      problems.push(
+        `${at}.sync: "async" is for ${names.slice(0, -1).join(", ")} and ${names.at(-1)} rules without delay, count, settle, block or a calendar period (this one is ${rule.algorithm}${extra.length > 0 ? ` with ${extra.join(", ")}` : ""})`,
+      );
+    }
+  }
   const cap = traits.maxRequestsPerWindow;
   if (cap < Number.POSITIVE_INFINITY) {
     // One member per request in the window (src/config/window-cap.ts): the requests a limit lets in.
@@ -395,10 +418,15 @@ function ruleConfig(
       rule.settle === undefined &&
       rule.block === undefined &&
       traits.leasable,
+    sync: rule.sync ?? "exact",
     ...(rule.settle === undefined ? {} : { settle: settleSource(rule.settle) }),
     ...(rule.block === undefined ? {} : { blockMs: rule.block }),
   } satisfies RuleConfig;
 }
+
+/** Whether an algorithm's units can be counted after the request, in a batch (`sync = "async"`). */
+const countsLater = (algorithm: Algorithm): boolean =>
+  traitsOf(algorithm).leasable && !traitsOf(algorithm).storesRequestId;
 
 /**
  * Fields of valid rules that are never read: a `burst` (the rule's or a tier's) where the algorithm takes none,

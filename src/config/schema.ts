@@ -397,6 +397,7 @@ export const ruleSchema = v.strictObject(
     failure: v.optional(picklist(FAILURES)),
     missing: v.optional(picklist(["ip", "skip", "deny"] as const)),
     lease: v.optional(flag),
+    sync: v.optional(picklist(["exact", "async"] as const)),
     count: v.optional(countSchema),
     block: v.optional(periodMs),
   },

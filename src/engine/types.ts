@@ -65,6 +65,11 @@ export interface RuleCall {
   /** `false` = never decided from a lease (the rule's `lease = false`); concurrency never is. @default true */
   lease?: boolean;
   /**
+   * The rule's `sync = "async"`: decided in the isolate from its last known state and counted in Redis after
+   * the response (src/leases/async.ts, docs/going-global.md). Absent = exact.
+   */
+  sync?: "async";
+  /**
    * Its units may go back once the response is known (a rule counting by status: docs/counting.md), at any
    * moment and from any instance: a denial under it is never answered from the deny cache. @default false
    */
@@ -124,7 +129,7 @@ export type Outcome = "allowed" | "denied" | "cost-exceeds-capacity";
  * Where a rule's result came from: `redis` now, or `lease` (units Redis granted ahead of time: docs/leases.md);
  * anything else is a degraded answer and says why.
  */
-export type Source = "redis" | "lease" | "deny-cache" | "fallback" | "undecided";
+export type Source = "redis" | "lease" | "async" | "deny-cache" | "fallback" | "undecided";
 
 /** Units a decision leased for the isolate to spend locally (lua/lease.lua). */
 export interface LeaseGrant {

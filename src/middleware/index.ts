@@ -82,7 +82,11 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
   return createLimiter(rules.rules, {
     actions: rules.actions,
     // No `redis` only beside a ready decider: a problem with it was thrown above.
-    decider: options.decider ?? engineOf(redis as RedisCredentials, settings),
+    decider:
+      options.decider ??
+      engineOf(redis as RedisCredentials, settings, {
+        asyncRules: rules.rules.some(({ rule }) => rule.sync === "async"),
+      }),
     mode: settings.mode,
     failure: settings.failure,
     timeoutMs: settings.timeoutMs,
@@ -174,7 +178,11 @@ function redisOf(redis: RateLimitOptions["redis"]): RedisCredentials {
 }
 
 /** The engine on checked Upstash credentials. */
-function engineOf(redis: RedisCredentials, settings: MiddlewareSettings): Decider {
+function engineOf(
+  redis: RedisCredentials,
+  settings: MiddlewareSettings,
+  { asyncRules }: { asyncRules: boolean },
+): Decider {
   const { prefix, timeoutMs, cluster, leases, leaseMs } = settings;
   // Built on the first decision: a Worker may call `rateLimit({...})` at module scope, where no I/O,
   // timer or randomness is allowed.
@@ -183,7 +191,15 @@ function engineOf(redis: RedisCredentials, settings: MiddlewareSettings): Decide
     if (decider) return decider;
     // One endpoint; with `cluster`, one script call per slot group instead of one per request
     // (docs/scaling-out.md).
-    decider = createEngine({ endpoints: [redis], prefix, timeoutMs, cluster, leases, leaseMs }).decider;
+    decider = createEngine({
+      endpoints: [redis],
+      prefix,
+      timeoutMs,
+      cluster,
+      leases,
+      leaseMs,
+      asyncRules,
+    }).decider;
     return decider;
   };
   return {

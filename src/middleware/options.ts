@@ -195,6 +195,12 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   /** `false`: this rule is never decided from a lease (docs/leases.md). @default true */
   lease?: boolean;
   /**
+   * `"async"`: decided in the isolate from its last known state, counted in Redis after the response, with a
+   * bounded over-admission (docs/going-global.md, "Async rules"); fixed-window, sliding-window, token-bucket
+   * and gcra rules without delay, count, settle, block or a calendar period. @default "exact"
+   */
+  sync?: "exact" | "async";
+  /**
    * Charge only requests whose response status is listed: codes (`"401"`) or classes (`"5xx"`); a request holds
    * its units while in flight and gives them back otherwise (docs/counting.md). Not on concurrency or shed
    * rules; such a rule is never decided from a lease. @default every admitted request is charged

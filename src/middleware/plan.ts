@@ -207,6 +207,7 @@ function callOf(
   if (calendar !== undefined) call.calendar = calendar;
   if (rule.count !== undefined) call.givesBackAfterResponse = true;
   if (share !== undefined) call.priorityClass = share.priorityClass;
+  if (rule.sync === "async") call.sync = "async";
   return call;
 }
 

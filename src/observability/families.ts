@@ -28,6 +28,9 @@ export const LATENCY_BUCKETS_SECONDS = [
 const SOURCE_OF: Readonly<Record<Source, MetricSource>> = {
   redis: "redis",
   lease: "lease",
+  // An async rule's decision (docs/going-global.md, "Async rules"): made in the isolate without a Redis call,
+  // as a lease's is; the metric's sources are fixed (docs/monitoring.md).
+  async: "lease",
   "deny-cache": "deny_cache",
   fallback: "fallback",
   // Not decided (Redis could not answer, no fallback applies): the rule's failure policy answered.

@@ -49,7 +49,10 @@ export function countDecision(minute: MinuteCounts, decision: Decision, request?
   add(minute.counts, "~decisions", 1);
   // A lease is Redis's answer given ahead of time: counted apart, not as degraded.
   if (decision.results.every((r) => r.source === "lease")) add(minute.counts, "~lease", 1);
-  const degraded = decision.results.find((r) => r.source !== "redis" && r.source !== "lease");
+  // An async rule's decision is made in the isolate by design (docs/going-global.md): not degraded either.
+  const degraded = decision.results.find(
+    (r) => r.source !== "redis" && r.source !== "lease" && r.source !== "async",
+  );
   if (degraded) add(minute.counts, `~degraded:${degraded.reason ?? degraded.source}`, 1);
   if (decision.results.some(failedToDecide)) {
     const closed = decision.results.some((r) => ruleVerdictOf(r) === "unavailable");

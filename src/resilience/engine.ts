@@ -9,6 +9,7 @@ import { createStore, type Store } from "../engine/store";
 import type { Decision, RefundCall, RuleCall, WaitUntil } from "../engine/types";
 import { LeasingDecider } from "../leases";
 import { RegionalDecider } from "../regions/decider";
+import { AsyncDecider } from "../leases/async";
 import { type DeciderHealth, type DeciderOptions, EndpointDecider, type ResilientDecider } from "./decider";
 import { ShardedDecider } from "./sharded";
 
@@ -35,6 +36,8 @@ export interface EngineOptions {
    * one is decided there from units the endpoints above (the primary) leased to it. @default none
    */
   regions?: readonly { name: string; url: string; token: string }[];
+  /** Some rule is `sync = "async"` (docs/going-global.md, "Async rules"). @default false */
+  asyncRules?: boolean;
 }
 
 /**
@@ -69,6 +72,10 @@ export interface Engine {
 /**
  * Builds the whole decision stack; nothing here does I/O. From the request down to Redis:
  *
+ * 0. async rules (src/leases/async.ts), when a rule is `sync = "async"`: a request whose every rule is async
+ *    is decided here from the isolate's last known state, its units counted afterwards through layer 2 (never
+ *    from a lease or a region: their units are no count); every other request passes through (to the regions,
+ *    when there are, then the layers below).
  * 1. leases (src/leases): a hot identity holding a lease with room is decided here, with no call below
  *    (`decideNow`). Outermost, so that such a request skips every layer below it; a request it cannot
  *    decide goes down the whole stack, lease asks included, so they obey the budget and the breaker too.
@@ -120,10 +127,12 @@ export function createEngine(options: EngineOptions): Engine {
       : sharded;
   // 0. regions (src/regions): a request of a region is decided from its region's pools, which lease from the
   // sharded decider; any other request goes down the stack above.
-  const decider: EngineDecider =
+  const regional: EngineDecider =
     options.regions && options.regions.length > 0
       ? new RegionalDecider(local, sharded, { regions: options.regions, prefix, timeoutMs })
       : local;
+  // Outermost: async rules (see the list above), counted through the sharded decider, the primary's truth.
+  const decider: EngineDecider = options.asyncRules ? new AsyncDecider(regional, sharded) : regional;
 
   return {
     stores,
