@@ -492,8 +492,14 @@ describe("when a cached denial expires behind a slow Redis", () => {
     for (const d of short) expect(d.results[0]).toMatchObject({ source: "fallback", reason: "timeout" });
     expect(decider.health()).toMatchObject({ breaker: "closed", consecutiveFailures: 0 });
     expect(logs.filter((l) => l.includes("circuit breaker open"))).toEqual([]);
-    // The next identity is decided by Redis, not by a breaker the crowd opened.
-    expect((await decider.decide([rule()], "next")).results[0]?.source).toBe("redis");
+    // The next identity is decided by Redis, not by a breaker the crowd opened. On a loaded machine one
+    // call may itself run out of its 250 ms: that is a timeout of its own, never the breaker's answer.
+    let next = await decider.decide([rule()], "next");
+    for (let i = 0; i < 3 && next.results[0]?.reason === "timeout"; i++) {
+      next = await decider.decide([rule()], "next");
+    }
+    expect(next.results[0]?.reason).not.toBe("breaker_open");
+    expect(next.results[0]?.source).toBe("redis");
     expect(decider.health()).toMatchObject({ status: "ok", breaker: "closed" });
   });
 });
