@@ -104,18 +104,43 @@ async function memberOf(at: string, entry: unknown): Promise<string> {
   return formatPrefix(prefix);
 }
 
-/** A list's entries as Redis holds them now: each with its TTL left (seconds, rounded up; none = never). */
+/**
+ * A list's entries as Redis holds them now: each with its TTL left (seconds, rounded up; none = never), the
+ * soonest to expire first. `limit`: only the first that many (the dashboard's view), `count` still all of them.
+ */
 export async function readList(
   redis: RedisPort,
   prefix: string,
   name: string,
-): Promise<{ version: number; entries: (string | { entry: string; ttl: number })[] }> {
-  const [members, version, time] = await redis.pipeline([
-    ["zrange", listKey(prefix, name), 0, -1, "withscores"],
-    ["hget", liveModeKey(prefix), listVersionField(name)],
-    ["time"],
-  ]);
-  const nowMs = redisNowMs(time);
+  limit?: number,
+): Promise<{ version: number; count: number; entries: (string | { entry: string; ttl: number })[] }> {
+  const key = listKey(prefix, name);
+  const versionRead = ["hget", liveModeKey(prefix), listVersionField(name)] as const;
+  let members: unknown;
+  let version: unknown;
+  let nowMs: number;
+  let count: number | undefined;
+  if (limit === undefined) {
+    let time: unknown;
+    [members, version, time] = await redis.pipeline([
+      ["zrange", key, 0, -1, "withscores"],
+      versionRead,
+      ["time"],
+    ]);
+    nowMs = redisNowMs(time);
+  } else {
+    // Redis time first: the page and the count are of the entries not yet expired then.
+    const [time, read] = await redis.pipeline([["time"], versionRead]);
+    version = read;
+    nowMs = redisNowMs(time);
+    const live = `(${nowMs}`;
+    let held: unknown;
+    [members, held] = await redis.pipeline([
+      ["zrange", key, live, "+inf", "byscore", "limit", 0, limit, "withscores"],
+      ["zcount", key, live, "+inf"],
+    ]);
+    count = Number(held) || 0;
+  }
   const entries: (string | { entry: string; ttl: number })[] = [];
   const flat = Array.isArray(members) ? members : [];
   for (let i = 0; i + 1 < flat.length; i += 2) {
@@ -124,7 +149,7 @@ export async function readList(
     if (score === "inf" || score === "+inf") entries.push(entry);
     else if (Number(score) > nowMs) entries.push({ entry, ttl: Math.ceil((Number(score) - nowMs) / 1000) });
   }
-  return { version: Number(version ?? 0) || 0, entries };
+  return { version: Number(version ?? 0) || 0, count: count ?? entries.length, entries };
 }
 
 /** A change to write: the whole list (`replace`), or entries removed and then added (`patch`). */

@@ -26,7 +26,8 @@ export async function liveModesShown(
     from: "isolate" as const,
   });
   if (firstBreakerOpen(admin)) return isolateCopy();
-  const names = admin.config.rules.map((rule) => rule.name);
+  // Action rules have live modes too (docs/lists.md, "Modes").
+  const names = [...admin.config.rules, ...(admin.config.actions ?? [])].map((rule) => rule.name);
   try {
     return {
       live: await deadline.within(() => readLiveModes(admin.redis, admin.config.prefix, names)),

@@ -1,5 +1,6 @@
 /**
  * `/lists/:name` (PUT, PATCH, GET, DELETE): the live lists rules read with `match.list` (docs/lists.md).
+ * GET takes `?limit=<n>`: the first n entries (the soonest to expire first), `count` still of all.
  * PUT replaces a list (`{ "entries": [...], "ttl"? }`), PATCH removes then adds entries
  * (`{ "add"?: [...], "remove"?: [...], "ttl"? }`); an entry is a string or `{ "entry", "ttl" }`. Every
  * entry is checked first: one bad entry, or more than a list may hold, is a 400 naming it and nothing is
@@ -19,8 +20,12 @@ export function listRoutes(app: Hono<AdminEnv>): void {
   app.get("/lists/:name", async (c) => {
     const admin = c.get("admin");
     const name = listName(c);
-    const { version, entries } = await readList(admin.redis, admin.config.prefix, name);
-    return c.json({ name, count: entries.length, version, used_by: usedBy(c, name), entries });
+    const limitText = c.req.query("limit");
+    const limit = limitText === undefined ? undefined : Number(limitText);
+    if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_ENTRIES))
+      throw badRequest(`limit: must be a whole number from 1 to ${MAX_LIST_ENTRIES}`);
+    const { version, count, entries } = await readList(admin.redis, admin.config.prefix, name, limit);
+    return c.json({ name, count, version, used_by: usedBy(c, name), entries });
   });
 
   app.put("/lists/:name", async (c) => {

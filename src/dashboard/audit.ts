@@ -1,7 +1,8 @@
 /**
  * The audit trail of admin changes (docs/operating.md, "Audit trail"): who (the admin token, or a dashboard
  * session by a short fingerprint of its nonce), when, what, and the value before and after, for every live
- * mode switch, reset, and override or label set or removed that succeeded, whether from the page or with curl.
+ * mode switch, reset, override or label set or removed, and live list edit that succeeded, whether from the page
+ * or with curl.
  *
  * Recorded by a middleware in front of the admin API's own routes, so those routes stay as they are: it reads
  * the value before (one read, waited for at most 300 ms), lets the route run, and on success appends one
@@ -15,6 +16,7 @@ import type { AdminContext, AdminEnv } from "../admin/context";
 import { findRule } from "../admin/context";
 import { sessionEpochOf, sessionOf } from "../admin/csrf";
 import { rawIdentity, resolveIdentityHash, showHash } from "../admin/identity";
+import { checkEntries, readList } from "../admin/lists";
 import { getOverride } from "../admin/overrides";
 import { formatPeriod } from "../admin/period";
 import { badRequest } from "../admin/problem";
@@ -150,6 +152,10 @@ async function changeOf(c: Context<AdminEnv>, admin: AdminContext): Promise<Chan
       after: (res) => (res.mode as { live?: unknown } | undefined)?.live,
     };
   }
+  // `/__floodgate/lists/:name`: the list's segment is the admin path's first.
+  if (segments[2] === "lists" && segments[3] && ["PUT", "PATCH", "DELETE"].includes(method)) {
+    return listChangeOf(c, admin, decodeURIComponent(segments[3]));
+  }
   const kind = (["keys", "overrides", "labels"] as const).find((k) => segments.includes(k));
   if (!kind) return undefined;
   const ruleName = segments[segments.indexOf(kind) + 1];
@@ -185,6 +191,44 @@ async function changeOf(c: Context<AdminEnv>, admin: AdminContext): Promise<Chan
     };
   }
   return undefined;
+}
+
+/** Entries named in a list change's entry, at most: a 100,000-entry PUT is summed up by its count. */
+const AUDITED_ENTRIES = 20;
+
+/**
+ * A live list's change (docs/lists.md): its count before and after, and the entries the request named (the
+ * first AUDITED_ENTRIES of each kind), canonical as the list holds them: identities hashed, never raw.
+ */
+async function listChangeOf(c: Context<AdminEnv>, admin: AdminContext, name: string): Promise<Change> {
+  const method = c.req.method;
+  const body =
+    method === "DELETE"
+      ? {}
+      : ((await c.req.raw
+          .clone()
+          .json()
+          .catch(() => ({}))) as Record<string, unknown>);
+  const named = async (field: string, value: unknown) => {
+    if (!Array.isArray(value)) return undefined;
+    const entries = await checkEntries(field, value.slice(0, AUDITED_ENTRIES), undefined);
+    const shown = entries.map((e) => e.member);
+    return value.length > AUDITED_ENTRIES ? [...shown, `… ${value.length - AUDITED_ENTRIES} more`] : shown;
+  };
+  const [added, removed] = await Promise.all([
+    named("add", method === "PUT" ? body.entries : body.add),
+    named("remove", body.remove),
+  ]);
+  const what = { PUT: "replacement", PATCH: "edit", DELETE: "emptying" }[method] ?? "change";
+  return {
+    what: `${what} of list ${name}`,
+    before: async () => ({ count: (await readList(admin.redis, admin.config.prefix, name, 1)).count }),
+    after: (res) => ({
+      count: res.count,
+      ...(added && { [method === "PUT" ? "entries" : "added"]: added }),
+      ...(removed && { removed }),
+    }),
+  };
 }
 
 const showOverride = (o: { limit: number; periodMs?: number; burst: number; ttlSeconds: number | null }) => ({

@@ -174,7 +174,7 @@ export const CLIENT_ACTIONS = `
   function run(action) {
     say("Working…", true);
     return action()
-      .then(function (message) { say(message, true); return refreshSoon(); })
+      .then(function (message) { say(message, true); reloadBlocks(); return refreshSoon(); })
       .catch(function (error) { say(error.message, false); });
   }
 

@@ -134,7 +134,7 @@ export const CLIENT_RENDER = `
     setField(health, "decisions.degraded", byReason(d.faults5m));
     setField(health, "decisions.failed", d.failedOpen5m + " / " + d.failedClosed5m);
     var denied = 0, denying = [];
-    data.rules.forEach(function (rule) {
+    data.rules.concat(data.actions).forEach(function (rule) {
       denied += rule.last5m.denied;
       if (rule.last5m.denied > 0) denying.push(rule.name);
     });
@@ -171,6 +171,7 @@ export const CLIENT_RENDER = `
 
   function render(data) {
     document.getElementById("updated").textContent = data.generatedAt;
+    renderActionRules(data); // client-lists.ts
     renderHealth(data);
     data.rules.forEach(function (rule) {
       var card = document.querySelector('[data-rule="' + rule.name + '"]');
@@ -183,6 +184,7 @@ export const CLIENT_RENDER = `
     if (data.countsRead) {
       lastGoodAt = data.generatedAt;
       renderCounts(data);
+      watchBlocks(data); // client-blocks.ts
       markStale(false, "");
     } else {
       markStale(true, "Counts unavailable: Redis could not be read");

@@ -8,6 +8,8 @@
  */
 import { ADMIN_PREFIX } from "../admin/prefix";
 import { CLIENT_ACTIONS } from "./client-actions";
+import { CLIENT_BLOCKS } from "./client-blocks";
+import { CLIENT_LISTS } from "./client-lists";
 import { CLIENT_REFRESH } from "./client-refresh";
 import { CLIENT_RENDER } from "./client-render";
 
@@ -25,6 +27,8 @@ export const DASHBOARD_SCRIPT = `"use strict";
 ${CLIENT_RENDER}
 ${CLIENT_REFRESH}
 ${CLIENT_ACTIONS}
+${CLIENT_BLOCKS}
+${CLIENT_LISTS}
   // A phone shows the summary and each rule's headline first; a card opens with a tap.
   if (window.matchMedia && window.matchMedia("(max-width: 700px)").matches) {
     document.querySelectorAll("details.card").forEach(function (card) { card.open = false; });

@@ -4,6 +4,7 @@
  * (each with Look up, Reset and Override), and the rule's actions.
  */
 import { ADMIN_PREFIX } from "../admin/prefix";
+import { renderBlocks } from "./render-blocks";
 import type { Counts, RuleView } from "./view";
 
 /** Escapes text for HTML content and double-quoted attributes. */
@@ -79,6 +80,7 @@ ${rule.shaping ? `<div><dt>Shaping</dt><dd data-field="shaping">${escapeHtml(rul
     )
     .join("")}</ol></div>
 </div>
+${renderBlocks(rule)}
 <div class="actions">
 <form data-action="lookup">
 <label>Look up <input name="identity" required placeholder="a client's value, or hash:…" autocomplete="off"></label>

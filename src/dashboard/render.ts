@@ -6,6 +6,7 @@
  * metrics store them.
  */
 import { ADMIN_PREFIX } from "../admin/prefix";
+import { renderProtect } from "./render-lists";
 import { escapeHtml, renderRule } from "./render-rule";
 import type { DashboardData } from "./view";
 
@@ -72,6 +73,7 @@ export function renderDashboard(data: DashboardData, csrf: string): string {
 <main id="rules">
 ${data.rules.map(renderRule).join("\n")}
 </main>
+${renderProtect(data)}
 <section id="audit" aria-label="Audit trail">
 <details><summary>Audit trail</summary>
 <ol data-list="audit"></ol>
@@ -84,8 +86,10 @@ ${data.rules.map(renderRule).join("\n")}
 
 /** The page's first lines, for a phone above all: is it healthy, and is anything being denied. */
 function renderSummary(data: DashboardData): string {
-  const denied = data.rules.reduce((sum, rule) => sum + rule.last5m.denied, 0);
-  const denying = data.rules.filter((rule) => rule.last5m.denied > 0).map((rule) => rule.name);
+  // Deny rules' refusals too: a denial is a denial, whichever rule answered it.
+  const all = [...data.rules, ...data.actions];
+  const denied = all.reduce((sum, rule) => sum + rule.last5m.denied, 0);
+  const denying = all.filter((rule) => rule.last5m.denied > 0).map((rule) => rule.name);
   return `<p><strong data-field="summary.status" class="status-${escapeHtml(data.health.status)}">${escapeHtml(data.health.status)}</strong> · <span data-field="summary.denied">${denied} denied in 5 min${denying.length ? ` (${escapeHtml(denying.join(", "))})` : ""}</span> · <span data-field="summary.rules">${data.rules.length} rule${data.rules.length === 1 ? "" : "s"}</span></p>`;
 }
 

@@ -57,6 +57,20 @@ form.inline { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: end; }
 .overrides button { font: inherit; background: none; border: none; color: #2b6cb0; cursor: pointer; text-align: left; }
 #audit { margin-top: 1rem; background: #fff; border-radius: 6px; padding: 0.75rem; font-size: 0.8rem; }
 #audit ol { font-family: ui-monospace, monospace; padding-left: 1.2rem; }
+.blocks { font-size: 0.8rem; margin-top: 0.5rem; }
+.blocks h3 { font-size: 0.8rem; margin: 0.5rem 0 0.25rem; }
+.blocks ol, .entries { margin: 0; padding-left: 1.2rem; font-family: ui-monospace, monospace; word-break: break-all; }
+.blocks li, .entries li { margin-bottom: 0.25rem; }
+.blocks li button, .entries li button { margin-left: 0.4rem; font-family: system-ui, sans-serif; font-size: 0.75rem; }
+.blocks-status { margin: 0.25rem 0; color: #4a5568; }
+.protect { margin-top: 1rem; background: #fff; border-radius: 6px; padding: 0.75rem; }
+.protect h2 { margin: 0 0 0.5rem; font-size: 1.1rem; }
+.protect .counts thead th { color: inherit; }
+.protect .counts th[scope="row"], .protect .counts td:nth-child(2), .protect .counts td:nth-child(3) { text-align: left; }
+.live-list { border-top: 1px solid #edf2f7; padding: 0.5rem 0; font-size: 0.85rem; }
+.live-list summary { cursor: pointer; display: flex; align-items: center; gap: 0.5rem; flex-wrap: wrap; }
+.live-list h3 { margin: 0; font-size: 0.95rem; }
+.live-list form { margin: 0.5rem 0; }
 .signin { max-width: 22rem; margin: 10vh auto; background: #fff; padding: 1.5rem; border-radius: 6px; }
 .signin form { display: grid; gap: 0.5rem; }
 .hint { color: #718096; font-size: 0.8rem; }

@@ -4,11 +4,20 @@
  */
 import { formatPeriod } from "../admin/period";
 import { showHash } from "../admin/identity";
-import type { FloodgateConfig } from "../config";
+import type { ActionRule, FloodgateConfig, RuleConfig } from "../config";
 import { traitsOf } from "../engine/algorithms";
 import { explainMode } from "../live/effective";
 import type { LiveModes } from "../live/modes";
-import { type DashboardData, pairs, type RuleView, shapingOf, VERDICT_FIELDS, zero } from "./view";
+import {
+  type ActionView,
+  type DashboardData,
+  type ListView,
+  pairs,
+  type RuleView,
+  shapingOf,
+  VERDICT_FIELDS,
+  zero,
+} from "./view";
 
 /** Minutes in the chart (the last hour). */
 export const CHART_MINUTES = 60;
@@ -29,11 +38,11 @@ export interface MetricsReplies {
 /** Reasons a decision is answered in the isolate by design, not because Redis failed. */
 const SERVED_LOCALLY = new Set(["deny_cache"]);
 
-type Tallied = Pick<DashboardData, "decisions" | "countsRead" | "rules">;
+type Tallied = Pick<DashboardData, "decisions" | "countsRead" | "rules" | "actions" | "lists">;
 
 /** The page's numbers from the replies (`undefined`: Redis could not be read, every count 0). */
 export function tally(
-  config: Pick<FloodgateConfig, "rules" | "mode">,
+  config: Pick<FloodgateConfig, "rules" | "mode"> & Partial<Pick<FloodgateConfig, "actions">>,
   live: LiveModes,
   metrics: MetricsReplies | undefined,
 ): Tallied {
@@ -132,10 +141,66 @@ export function tally(
         .slice(0, LISTED)
         .map(([route, n]) => ({ route, count: n })),
       capacity: bucket ? { of: "burst", units: rule.burst } : { of: "limit", units: rule.limit },
+      ...(rule.blockMs === undefined ? {} : { block: formatPeriod(rule.blockMs) }),
     };
   });
-  return { decisions, countsRead: metrics !== undefined, rules };
+  const actions = (config.actions ?? []).map((action): ActionView => {
+    const last5m = { denied: 0, wouldDeny: 0 };
+    const last1h = { denied: 0, wouldDeny: 0 };
+    perMinute.forEach((fields, i) => {
+      for (const [field, name] of [
+        ["denied", "denied"],
+        ["would-deny", "wouldDeny"],
+      ] as const) {
+        const n = count(fields, `${action.name}:${field}`);
+        last1h[name] += n;
+        if (isRecent(i)) last5m[name] += n;
+      }
+    });
+    const mode = explainMode(action, config.mode, live);
+    return {
+      name: action.name,
+      action: action.action,
+      matches: matchText(action.match),
+      mode: { effective: mode.mode, source: mode.source },
+      last5m,
+      last1h,
+    };
+  });
+  return { decisions, countsRead: metrics !== undefined, rules, actions, lists: listsOf(config) };
 }
+
+/** An action rule's `match` in words, short: a list by name, addresses and other sets by their size. */
+function matchText(match: ActionRule["match"]): string {
+  const parts: string[] = [];
+  if (match.list !== undefined) parts.push(`list ${match.list}`);
+  if (match.methods) parts.push(match.methods.join(","));
+  if (match.host !== undefined) parts.push(`host ${match.host}`);
+  if (match.path !== undefined) parts.push(`path ${match.path}`);
+  for (const field of ["ip", "country", "asn", "user_agent"] as const) {
+    const values = match[field];
+    if (values) parts.push(`${field} (${values.length})`);
+  }
+  return parts.join(", ") || "every request";
+}
+
+/** The live lists the rules read, each with the rules reading it, in the order written. */
+function listsOf(config: { rules: readonly RuleConfig[]; actions?: readonly ActionRule[] }): ListView[] {
+  const ordered = [...(config.actions ?? []), ...config.rules].sort(
+    (a, b) => writtenAt(a, config.rules) - writtenAt(b, config.rules),
+  );
+  const lists = new Map<string, string[]>();
+  for (const rule of ordered) {
+    const list = rule.match.list;
+    if (list === undefined) continue;
+    lists.set(list, [...(lists.get(list) ?? []), rule.name]);
+  }
+  return [...lists].map(([name, usedBy]) => ({ name, usedBy }));
+}
+
+/** Where a rule is written among all rules (an action rule just before `rules[before]`). */
+const writtenAt = (rule: RuleConfig | ActionRule, rules: readonly RuleConfig[]): number =>
+  "action" in rule ? rule.before * 2 : rules.indexOf(rule) * 2 + 1;
 
 function add(into: Record<string, number>, key: string, n: number): void {
   into[key] = (into[key] ?? 0) + n;

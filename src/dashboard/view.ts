@@ -40,6 +40,27 @@ export interface RuleView {
   topPaths: Array<{ route: string; count: number }>;
   /** What a full state holds: a bucket's `burst` (token-bucket, gcra), otherwise the `limit`. */
   capacity: { of: "burst" | "limit"; units: number };
+  /** A rule with a `block`: how long a denial blocks for (`15m`); its blocked identities: render-blocks.ts. */
+  block?: string;
+}
+
+/** An `action` rule as the dashboard shows it (render-lists.ts): what it matches and what it refused. */
+export interface ActionView {
+  name: string;
+  action: "deny" | "allow";
+  /** Its `match`, in words (`list incident`, `ip 2 entries`, `path /api/*`). */
+  matches: string;
+  mode: { effective: Mode; source: ModeSource };
+  /** Requests it refused (`denied`), or would have in monitor mode (`wouldDeny`); an allow refuses none. */
+  last5m: Pick<Counts, "denied" | "wouldDeny">;
+  last1h: Pick<Counts, "denied" | "wouldDeny">;
+}
+
+/** A live list a rule reads (`match.list`): its entries are read by the page's script when opened. */
+export interface ListView {
+  name: string;
+  /** The rules that read it, in the order written. */
+  usedBy: string[];
 }
 
 /** Everything on the page. */
@@ -70,6 +91,10 @@ export interface DashboardData {
    */
   isolate?: PendingCounts;
   rules: RuleView[];
+  /** The `action` rules, in the order written. */
+  actions: ActionView[];
+  /** The live lists the rules read. */
+  lists: ListView[];
 }
 
 /** A delay, or a shed rule's classes with the in-flight count each is shed above. */
