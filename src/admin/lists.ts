@@ -1,14 +1,23 @@
 /**
  * Live lists in Redis, as the admin API writes and reads them (docs/lists.md; the layout is in
  * src/live/lists.ts). Every entry of a request is checked before anything is written; the entries are then
- * staged under keys of their own and moved into the list by ONE script (lua/list-write.lua), so a list is
- * never seen half-written and a refused request changed nothing. The list's version is raised after: every
- * isolate reads the list again within about a second.
+ * staged under keys of their own and moved into the list by ONE script (lua/list-write.lua), which also logs
+ * the change, so a list is never seen half-written and a refused request changed nothing. The list's version is
+ * raised after: every isolate applies the change (or reads the list again) within about a second.
  */
 import { hashFromHex, hashIdentity } from "../engine/keys";
 import type { RedisCommand, RedisPort } from "../engine/redis";
 import { LIST_WRITE } from "../engine/scripts";
-import { IDENTITY_ENTRY, listKey, listVersionField, liveModeKey } from "../live";
+import {
+  IDENTITY_ENTRY,
+  LIST_LOG_ITEMS,
+  LIST_LOG_MOST,
+  LIST_LOG_TTL_MS,
+  listKey,
+  listLogKey,
+  listVersionField,
+  liveModeKey,
+} from "../live";
 import { formatPrefix, parsePrefix } from "../util/address";
 import { badRequest } from "./problem";
 
@@ -202,8 +211,16 @@ export async function writeList(
   }
   const reply = await redis.runScript(
     LIST_WRITE,
-    [key, adds, removes],
-    [change.kind, String(nowMs), String(MAX_LIST_ENTRIES)],
+    [key, adds, removes, listLogKey(prefix, name)],
+    [
+      change.kind,
+      String(nowMs),
+      String(MAX_LIST_ENTRIES),
+      crypto.randomUUID(),
+      String(LIST_LOG_ITEMS),
+      String(LIST_LOG_TTL_MS),
+      String(LIST_LOG_MOST),
+    ],
   );
   const [written, count] = Array.isArray(reply) ? reply.map(Number) : [0, 0];
   if (written !== 1) return { written: false, count: count ?? 0 };
@@ -211,10 +228,13 @@ export async function writeList(
   return { written: true, count: count ?? 0, version };
 }
 
-/** Deletes a list; returns its new version. */
+/**
+ * Deletes a list (a replace by nothing, so that its change log tells every isolate to drop it); returns its new
+ * version.
+ */
 export async function deleteList(redis: RedisPort, prefix: string, name: string): Promise<number> {
-  await redis.send(["del", listKey(prefix, name)]);
-  return Number(await redis.send(["hincrby", liveModeKey(prefix), listVersionField(name), 1]));
+  const written = await writeList(redis, prefix, name, { kind: "replace", add: [], remove: [] });
+  return written.written ? written.version : 0;
 }
 
 /** Redis's `TIME` reply in ms. */

@@ -21,6 +21,7 @@ export {
   writeLiveMode,
 } from "./modes";
 export { IDENTITY_ENTRY, LIST_PAGE, LiveLists, type LiveListsOptions, listKey } from "./lists";
+export { LIST_LOG_ITEMS, LIST_LOG_MOST, LIST_LOG_TTL_MS, listLogKey } from "./list-log";
 export { OverrideIndex, overrideIndexKey, overrideIndexMember } from "./overrides";
 
 /** What `createLiveModes` needs besides Redis. */

@@ -52,6 +52,24 @@ export class IpSet {
     table.set(key, expiresAtMs);
   }
 
+  /** Sets one prefix's expiry to `expiresAtMs` (0 = never), adding it when absent: a live list's edit. */
+  set(prefix: Prefix, expiresAtMs: number): void {
+    this.delete(prefix);
+    this.add(prefix, expiresAtMs);
+  }
+
+  /** Removes one prefix (an entry holding it under another length stays). */
+  delete(prefix: Prefix): void {
+    const family = prefix.v6 ? this.v6 : this.v4;
+    const table = family.tables.get(prefix.length) as Map<number | string, number> | undefined;
+    if (table === undefined || !table.delete(keyOf(prefix.words, prefix.v6, prefix.length))) return;
+    this.size--;
+    if (table.size > 0) return;
+    // An empty table would cost every lookup one more Map.get.
+    family.tables.delete(prefix.length);
+    family.lengths = [...family.tables.keys()].sort((a, b) => b - a);
+  }
+
   /** Whether an entry holds `address` and has not expired by `nowMs`. */
   has(address: AddressBits, nowMs: number): boolean {
     const family = address.v6 ? this.v6 : this.v4;

@@ -268,7 +268,7 @@ describe("live lists", () => {
     expect(await admin(0, "GET", "/lists/hostile")).toEqual(before);
     expect(before.body).toMatchObject({ count: 2, used_by: [] });
     // No staged keys left behind.
-    expect(await fleet.direct.keys(`${prefix}:list:{hostile}:*`)).toEqual([]);
+    expect(await fleet.direct.keys(`${prefix}:list:{hostile}:stage:*`)).toEqual([]);
   }, 60_000);
 
   it("an identity entry denies the identity the rule's key extracts; GET shows it hashed", async () => {
