@@ -115,6 +115,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       // Its first read (live modes and override index) is never waited for: src/middleware/limiter.ts.
       decideWhileModesLoad: true,
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
+      onAction: metrics && ((rule, verdict) => metrics.recordAction(rule, verdict)),
       // What `onError` would answer, without the throw.
       answer: problemResponse,
       actions: config.actions,

@@ -86,6 +86,7 @@ export async function readSnapshot(admin: AdminContext): Promise<MetricsSnapshot
   ]);
   return {
     rules: rules.map((rule) => rule.name),
+    actions: (admin.config.actions ?? []).filter((a) => a.action === "deny").map((a) => a.name),
     ...(shared && { totals: numbers(shared[0]) }),
     ...(shared && { leasedUnits: leasedUnits([shared[1], shared[2]], now) }),
     endpoints,

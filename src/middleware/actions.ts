@@ -63,6 +63,8 @@ export interface WalkContext {
   live: LiveModes;
   mode: Mode;
   lists: ListLookup | undefined;
+  /** Told of each refusal by a `deny` rule, and of each it would make in monitor mode. */
+  onAction?: ((rule: string, verdict: "denied" | "would-deny") => void) | undefined;
 }
 
 /**
@@ -110,7 +112,11 @@ export function walkRules(
     // An allow never blocks anything: in monitor mode too it takes the request out of the later rules, as it
     // will once on, so what monitor mode reports is what `on` would do.
     if (action.action === "allow") return matched;
-    if (mode === "on") return new DeniedByRuleError(action.name);
+    if (mode === "on") {
+      context.onAction?.(action.name, "denied");
+      return new DeniedByRuleError(action.name);
+    }
+    context.onAction?.(action.name, "would-deny");
     console.log(JSON.stringify({ event: "ratelimit.would_deny", rule: action.name, action: "deny" }));
     return undefined;
   };

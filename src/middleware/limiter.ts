@@ -58,6 +58,11 @@ export interface LimiterDeps
    */
   onDecision?: ((event: DecisionEvent) => unknown) | undefined;
   /**
+   * Called when a `deny` rule refuses a request (`denied`, its 403) or would in monitor mode (`would-deny`), with
+   * the rule's name: synchronous, never awaited (the Worker counts it in its metrics). @default none
+   */
+  onAction?: ((rule: string, verdict: "denied" | "would-deny") => void) | undefined;
+  /**
    * Answers a 429 / 503 with this response instead of throwing it to the app's `onError`: for an app whose
    * `onError` would answer exactly this (the Worker's). A throw costs Hono's error path on every denied
    * request. @default throw (an app's `onError` sees every outcome)
@@ -152,7 +157,12 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
   ): Outcome | Promise<Outcome> {
     if (matched !== undefined) return decideMatched(c, request, live, matched, budgetMs, waitUntil);
     lists?.sync(live, waitUntil);
-    const walked = walkRules(steps ?? [], c.req.method, request, { live, mode, lists });
+    const walked = walkRules(steps ?? [], c.req.method, request, {
+      live,
+      mode,
+      lists,
+      onAction: deps.onAction,
+    });
     const go = (outcome: PlannedRule[] | ProblemError) =>
       outcome instanceof ProblemError
         ? outcome

@@ -5,6 +5,7 @@
  */
 import type { BreakerState } from "../resilience/breaker";
 import {
+  actionLabels,
   BREAKER_OPENS_FIELD,
   decisionsField,
   ERROR_KINDS,
@@ -32,8 +33,10 @@ export interface EndpointSnapshot {
 
 /** What one scrape knows. */
 export interface MetricsSnapshot {
-  /** The configured rules' names: only they appear in labels. */
+  /** The configured rules' names: only they (and `actions`) appear in labels. */
   rules: readonly string[];
+  /** The `deny` rules' names: counted `denied` / `would_deny` from `deny_cache` only (families.ts). */
+  actions?: readonly string[];
   /** The all-time totals hash (families.ts), or `undefined` when it could not be read. */
   totals?: ReadonlyMap<string, number>;
   /** Lease units outstanding over the isolates that flushed lately (undefined: leases off or unread). */
@@ -76,7 +79,7 @@ export function renderMetrics(snapshot: MetricsSnapshot, openMetrics: boolean): 
       "floodgate_decisions_total",
       "counter",
       "Rule decisions, by rule, outcome and where the answer came from (all isolates, all time).",
-      decisionSamples(totals, rules),
+      decisionSamples(totals, rules, snapshot.actions ?? []),
     );
     family(
       "floodgate_decision_duration_seconds",
@@ -150,9 +153,24 @@ export function renderMetrics(snapshot: MetricsSnapshot, openMetrics: boolean): 
   return `${out.join("\n")}\n`;
 }
 
-/** Every counted (rule, outcome, source), and zeros for each rule's `allowed` and `denied` from Redis (so rates start at once). */
-function decisionSamples(totals: ReadonlyMap<string, number>, rules: readonly string[]): Sample[] {
+/**
+ * Every counted (rule, outcome, source), and zeros for each rule's `allowed` and `denied` from Redis and each
+ * deny rule's `denied` from the deny cache (so rates start at once).
+ */
+function decisionSamples(
+  totals: ReadonlyMap<string, number>,
+  rules: readonly string[],
+  actions: readonly string[],
+): Sample[] {
   const samples: Sample[] = [];
+  for (const rule of actions) {
+    for (const verdict of ["denied", "would-deny"] as const) {
+      const labels = actionLabels(verdict);
+      const value = totals.get(decisionsField(rule, labels.outcome, labels.source));
+      if (value !== undefined || verdict === "denied")
+        samples.push({ labels: { rule, ...labels }, value: value ?? 0 });
+    }
+  }
   for (const rule of rules) {
     for (const outcome of OUTCOMES) {
       for (const source of SOURCES) {

@@ -59,6 +59,19 @@ export function labelsOf(result: RuleResult): { outcome: MetricOutcome; source: 
   }
 }
 
+/**
+ * A `deny` rule's refusal (docs/lists.md) as `floodgate_decisions_total` counts it: `denied` (its 403), or
+ * `would_deny` in monitor mode, from `deny_cache`: answered from what the isolate holds (the rule's match, its
+ * copy of a live list), with no Redis call, as a remembered denial is.
+ */
+export const actionLabels = (verdict: ActionVerdict): { outcome: MetricOutcome; source: MetricSource } => ({
+  outcome: verdict === "denied" ? "denied" : "would_deny",
+  source: "deny_cache",
+});
+
+/** What a `deny` rule did to a request it matched: refused it (mode `on`), or would have (`monitor`). */
+export type ActionVerdict = "denied" | "would-deny";
+
 /** The source a whole decision's latency is filed under: `lease` when no rule asked Redis, the degraded one's, else `redis`. */
 export function decisionSourceOf(decision: Decision): MetricSource {
   let leased = true;

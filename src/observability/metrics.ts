@@ -18,7 +18,9 @@ import { StoreError } from "../engine/store-error";
 import type { Decision, WaitUntil } from "../engine/types";
 import { METRICS_TTL_SECONDS, minuteOf } from "./metric-keys";
 import { minuteCommands } from "./minute-commands";
+import type { ActionVerdict } from "./families";
 import {
+  countAction,
   countDecision,
   emptyMinute,
   type MinuteCounts,
@@ -85,6 +87,13 @@ export class MetricsAggregator {
     this.totals?.record(decision);
     if (!this.minutes) return;
     countDecision(minuteIn(this.unsent, minuteOf(Date.now())), decision, request);
+  }
+
+  /** Counts one `deny` rule's refusal, or would-be refusal in monitor mode (synchronous, no I/O). */
+  recordAction(rule: string, verdict: ActionVerdict): void {
+    this.totals?.recordAction(rule, verdict);
+    if (!this.minutes) return;
+    countAction(minuteIn(this.unsent, minuteOf(Date.now())), rule, verdict);
   }
 
   /** Starts a flush in the background when something is pending and the last one is old enough. */

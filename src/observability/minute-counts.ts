@@ -5,6 +5,7 @@
  */
 import { traitsOf } from "../engine/algorithms";
 import type { Decision, RuleResult } from "../engine/types";
+import type { ActionVerdict } from "./families";
 import { routeOf } from "./route";
 import { ruleVerdictOf } from "./verdict";
 
@@ -78,6 +79,11 @@ export function countDecision(minute: MinuteCounts, decision: Decision, request?
       keepLowest(tracked(minute.near, rule), identityHash, permille);
     }
   }
+}
+
+/** Counts one `deny` rule's refusal into `minute`: the rule's count, as the dashboard's tables read it. */
+export function countAction(minute: MinuteCounts, rule: string, verdict: ActionVerdict): void {
+  add(minute.counts, `${rule}:${verdict}`, 1);
 }
 
 /** Adds the counts of `from` (a flush that failed) to `into` (counted since). */

@@ -8,6 +8,8 @@
 import type { RedisCommand } from "../engine/redis";
 import type { Decision } from "../engine/types";
 import {
+  type ActionVerdict,
+  actionLabels,
   BREAKER_OPENS_FIELD,
   bucketOf,
   decisionSourceOf,
@@ -73,6 +75,12 @@ export class TotalCounts {
     const source = decisionSourceOf(decision);
     this.add(latencyField(source, bucketOf(decision.durationMs)), 1);
     this.add(latencySumField(source), Math.round(decision.durationMs * 1000));
+  }
+
+  /** Counts one `deny` rule's refusal (synchronous, no I/O): no Redis call, so no latency either. */
+  recordAction(rule: string, verdict: ActionVerdict): void {
+    const { outcome, source } = actionLabels(verdict);
+    this.add(decisionsField(rule, outcome, source), 1);
   }
 
   /**

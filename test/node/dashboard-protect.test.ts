@@ -94,6 +94,12 @@ describe("live lists on the dashboard", () => {
     );
     // The stack's client is 203.0.113.50: refused by the deny rule, in the isolate that took the edit at once.
     await expect.poll(() => stack.proxied("/login", { "x-user": "someone" }), { timeout: 2000 }).toBe(403);
+    // Counted as the deny rule's refusals, in its row and in the page's summary, at the next refresh.
+    const refused = page.locator('[data-action-rule="incident"] [data-field="last5m.denied"]');
+    await expect
+      .poll(async () => Number(await refused.textContent()), { timeout: 15_000 })
+      .toBeGreaterThan(0);
+    expect(await page.locator('[data-field="summary.denied"]').first().textContent()).toMatch(/incident/);
 
     // A key's value: hashed as the proxy hashes it, and the field emptied.
     const key = "scraper-key-5521";
