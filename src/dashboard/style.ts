@@ -63,7 +63,7 @@ form.inline { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: end; }
 .blocks li, .entries li { margin-bottom: 0.25rem; }
 .blocks li button, .entries li button { margin-left: 0.4rem; font-family: system-ui, sans-serif; font-size: 0.75rem; }
 .blocks-status { margin: 0.25rem 0; color: #4a5568; }
-.protect { margin-top: 1rem; background: #fff; border-radius: 6px; padding: 0.75rem; }
+.protect { margin-top: 1rem; background: #fff; border-radius: 6px; padding: 0.75rem; overflow-x: auto; }
 .protect h2 { margin: 0 0 0.5rem; font-size: 1.1rem; }
 .protect .counts thead th { color: inherit; }
 .protect .counts th[scope="row"], .protect .counts td:nth-child(2), .protect .counts td:nth-child(3) { text-align: left; }
