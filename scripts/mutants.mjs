@@ -89,7 +89,7 @@ function fastProfile(dir) {
   };
   for (const k of ["SIM_MINUTES", "SIM_SEED", "SIM_PATH", "SIM_RUNS"]) delete env[k];
   return new Promise((done) => {
-    const child = spawn("vitest", ["run", "--project", "node", "test/node/simulation.test.ts"], {
+    const child = spawn("vitest", ["run", "--project", "node-alone", "test/node/simulation.test.ts"], {
       cwd: dir,
       env,
     });

@@ -47,7 +47,7 @@ function run() {
 
   const child = spawn(
     resolve(root, "node_modules/.bin/vitest"),
-    ["run", "--project", "node", "test/node/simulation.test.ts"],
+    ["run", "--project", "node-alone", "test/node/simulation.test.ts"],
     { cwd: root, env, stdio: "inherit" },
   );
   child.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
