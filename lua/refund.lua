@@ -45,18 +45,21 @@ elseif when_us == 0 then
   when_us = now_us
 end
 
--- Up to `units` taken back from a fixed-window counter, never below 0 (a TAT left under the rule's name by
--- another algorithm counts nothing): the units given back.
+-- Up to `units` taken back from a live fixed-window counter (the caller checked it exists), never below 0 (a
+-- TAT left under the rule's name by another algorithm counts nothing): the units given back. DECRBY first and
+-- put right after, rarely: one command where a GET before would be two.
 local function give_back(key, units)
-  local used = tonumber(redis.pcall("GET", key))
-  if not used or used > 1e13 then
+  local left = redis.pcall("DECRBY", key, units)
+  if type(left) ~= "number" then
+    return 0 -- not an integer
+  elseif left > 1e13 then
+    redis.call("INCRBY", key, units) -- a µs timestamp, not a count
     return 0
+  elseif left < 0 then
+    redis.call("INCRBY", key, -left) -- held fewer than `units`: back to 0
+    return units + left
   end
-  local given = math.min(units, used)
-  if given > 0 then
-    redis.call("DECRBY", key, given)
-  end
-  return given
+  return units
 end
 
 local returned = {}

@@ -98,6 +98,16 @@ it("a window counter gets nothing back for units taken in an earlier window", as
   }
 });
 
+it("a fixed-window refund that finds another algorithm's TAT under the rule's name gives nothing and leaves it", async () => {
+  const call = ruleCall({ algorithm: "fixed-window", limit: 10, periodMs: 600_000 });
+  const key = stateKey(prefix, call.rule, call.identityHash);
+  const nowMs = await redisNowMs(redis);
+  const tat = String((nowMs + 5_000) * 1000); // a token bucket's µs timestamp, ending where the window ends
+  await redis.set(key, tat, "PXAT", nowMs - (nowMs % 600_000) + 600_000);
+  expect(await store.refund([{ ...call, cost: 3 }], "", nowMs * 1000)).toEqual([0]);
+  expect(await redis.get(key)).toBe(tat);
+});
+
 it("sliding-log with `when` unknown removes only the request id's own members", async () => {
   const call = ruleCall({ algorithm: "sliding-log", limit: 10, periodMs: 600_000 });
   const mine = requestId();
