@@ -15,7 +15,12 @@ import { createProxy } from "./http/proxy";
 import { createJwtVerifier } from "./identity";
 import { createLiveModes, LiveLists } from "./live";
 import { createLimiter, type FloodgateVariables } from "./middleware";
-import { createDecisionObserver, MetricsAggregator, TotalCounts } from "./observability";
+import {
+  createDecisionObserver,
+  createSettleObserver,
+  MetricsAggregator,
+  TotalCounts,
+} from "./observability";
 import { createEngine } from "./resilience/engine";
 
 type AppEnv = { Bindings: Env; Variables: FloodgateVariables };
@@ -116,6 +121,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       decideWhileModesLoad: true,
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
       onAction: metrics && ((rule, verdict) => metrics.recordAction(rule, verdict)),
+      onSettle: createSettleObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
       // What `onError` would answer, without the throw.
       answer: problemResponse,
       actions: config.actions,

@@ -18,6 +18,7 @@ import { canonicalIdentity } from "../identity";
 import { HASH_PREFIX } from "../identity/show";
 import { retryAfterSeconds } from "../middleware/headers";
 import { classSlots, shardIdentity, shedAbove, subKeyCapacity } from "../middleware/shed";
+import type { CalendarBounds } from "../util/calendar";
 import { withDeadline } from "../util/deadline";
 import { recordWithin } from "./change";
 import { type AdminContext, type AdminEnv, findRule } from "./context";
@@ -26,6 +27,7 @@ import { rawIdentity, resolveIdentityHash, showHash } from "./identity";
 import { getOverride } from "./overrides";
 import { formatPeriod } from "./period";
 import { badRequest } from "./problem";
+import { settlementOf } from "./settlement";
 
 const seconds = (ms: number): number => Math.ceil(ms / 1000);
 
@@ -53,9 +55,10 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       ...(limits.calendar && { calendar: limits.calendar }),
       blockMs: rule.blockMs, // the peek reads the identity's block (and, peeking, never starts one)
     };
-    const [decision, override] = await Promise.all([
+    const [decision, override, settlement] = await Promise.all([
       admin.peek([call]),
       getOverride(overrideKey(admin.config.prefix, rule.name, identityHash), admin.redisOf(identityHash)),
+      settlementOf(admin, rule, identityHash),
     ]);
     const result = decision.results[0];
     if (!result) throw new Error("the store returned no result for the peeked rule");
@@ -69,6 +72,8 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       limit: result.limit,
       remaining: result.remaining,
       reset_after: seconds(result.resetAfterMs),
+      // The same as an instant: a calendar period's end exactly (the bound nearest what Redis's clock says).
+      reset_at: resetAt(result.resetAfterMs, limits.calendar),
       // As the proxy's 429 says it (a full concurrency rule: 1 s, not when its oldest lease runs out).
       retry_after: result.outcome === "allowed" ? 0 : retryAfterSeconds([result]),
       // How long the proxy would hold it before sending it on (a rule with a `delay`), whole seconds.
@@ -81,6 +86,8 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
             ttl: override.ttlSeconds,
           }
         : null,
+      // A rule counting by status or settling its cost: what it counts, and the identity's last settlement.
+      ...(settlement === undefined ? {} : { settlement }),
       // A rule with a `block`: how long a denial blocks for, and what is left of the identity's block (0: none).
       ...(rule.blockMs === undefined
         ? {}
@@ -137,6 +144,18 @@ export function keyRoutes(app: Hono<AdminEnv>): void {
       ...(rule.blockMs === undefined ? {} : { block_lifted: deleted.lifted > 0 }),
     });
   });
+}
+
+/**
+ * When the state is fully reset, as an ISO instant: now plus `resetAfterMs`; for a calendar period, the period
+ * bound that lies nearest (Redis's clock picked the period; the edge's may differ by a few ms).
+ */
+function resetAt(resetAfterMs: number, calendar: CalendarBounds | undefined): string {
+  const atMs = Date.now() + resetAfterMs;
+  if (calendar === undefined || resetAfterMs <= 0) return new Date(atMs).toISOString();
+  const bounds = [calendar.startMs, calendar.endMs, calendar.nextEndMs];
+  const nearest = bounds.reduce((a, b) => (Math.abs(b - atMs) < Math.abs(a - atMs) ? b : a));
+  return new Date(nearest).toISOString();
 }
 
 type ShedRule = RuleConfig & { shed: ShedConfig };

@@ -149,6 +149,11 @@ export const CLIENT_RENDER = `
           setField(card, period + "." + name, rule[period][name]);
         });
       });
+      if (rule.settlement) {
+        ["settled", "kept", "reserved", "charged", "givenBack"].forEach(function (name) {
+          setField(card, "settlement." + name, rule.settlement[name]);
+        });
+      }
       drawChart(card.querySelector("[data-chart]"), rule.series);
       fillList(card.querySelector('[data-list="topDenied"]'), rule.name, rule.topDenied, function (item) {
         return String(item.count);

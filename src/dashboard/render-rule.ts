@@ -5,6 +5,7 @@
  */
 import { ADMIN_PREFIX } from "../admin/prefix";
 import { renderBlocks } from "./render-blocks";
+import { renderSettlement } from "./settlement";
 import type { Counts, RuleView } from "./view";
 
 /** Escapes text for HTML content and double-quoted attributes. */
@@ -62,7 +63,7 @@ ${rule.shaping ? `<div><dt>Shaping</dt><dd data-field="shaping">${escapeHtml(rul
 <tr><th>last hour</th>${countCells("last1h", rule.last1h)}</tr>
 </tbody>
 </table>
-<svg class="chart counted" data-chart viewBox="0 0 300 60" role="img" aria-label="Requests per minute, last hour"></svg>
+${renderSettlement(rule.settlement)}<svg class="chart counted" data-chart viewBox="0 0 300 60" role="img" aria-label="Requests per minute, last hour"></svg>
 <div class="lists counted">
 <div><h3>Top denied (5 min)</h3><ol data-list="topDenied">${rule.topDenied
     .map(

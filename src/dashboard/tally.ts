@@ -8,6 +8,7 @@ import type { ActionRule, FloodgateConfig, RuleConfig } from "../config";
 import { traitsOf } from "../engine/algorithms";
 import { explainMode } from "../live/effective";
 import type { LiveModes } from "../live/modes";
+import { settlementView } from "./settlement";
 import {
   type ActionView,
   type DashboardData,
@@ -142,6 +143,7 @@ export function tally(
         .map(([route, n]) => ({ route, count: n })),
       capacity: bucket ? { of: "burst", units: rule.burst } : { of: "limit", units: rule.limit },
       ...(rule.blockMs === undefined ? {} : { block: formatPeriod(rule.blockMs) }),
+      ...settled(rule, perMinute),
     };
   });
   const actions = (config.actions ?? []).map((action): ActionView => {
@@ -201,6 +203,12 @@ function listsOf(config: { rules: readonly RuleConfig[]; actions?: readonly Acti
 /** Where a rule is written among all rules (an action rule just before `rules[before]`). */
 const writtenAt = (rule: RuleConfig | ActionRule, rules: readonly RuleConfig[]): number =>
   "action" in rule ? rule.before * 2 : rules.indexOf(rule) * 2 + 1;
+
+/** `{ settlement }` for a rule that counts by status or settles, else nothing. */
+function settled(rule: FloodgateConfig["rules"][number], perMinute: Array<Record<string, unknown>>) {
+  const settlement = settlementView(rule, perMinute);
+  return settlement === undefined ? {} : { settlement };
+}
 
 function add(into: Record<string, number>, key: string, n: number): void {
   into[key] = (into[key] ?? 0) + n;

@@ -8,6 +8,7 @@ import type { Mode } from "../engine/types";
 import type { ModeSource } from "../live/effective";
 import { shedAbove } from "../middleware/shed";
 import type { PendingCounts } from "../observability/metrics";
+import type { SettlementView } from "./settlement";
 
 /** Requests per verdict. */
 export interface Counts {
@@ -42,6 +43,8 @@ export interface RuleView {
   capacity: { of: "burst" | "limit"; units: number };
   /** A rule with a `block`: how long a denial blocks for (`15m`); its blocked identities: render-blocks.ts. */
   block?: string;
+  /** A rule that counts by status or settles its cost: its settlements over the last hour. */
+  settlement?: SettlementView;
 }
 
 /** An `action` rule as the dashboard shows it (render-lists.ts): what it matches and what it refused. */

@@ -9,6 +9,7 @@ import type { StatusCount } from "../config/count";
 import { DEFAULTS } from "../engine/defaults";
 import { refundOf } from "../engine/results";
 import type { Decider, Decision, RuleResult, WaitUntil } from "../engine/types";
+import type { SettleReport } from "./settled";
 
 /** The status list of each rule that counts by status, by rule name. */
 export type StatusCounts = ReadonlyMap<string, StatusCount>;
@@ -33,6 +34,7 @@ export function heldUntilStatus(decision: Decision, counts: StatusCounts): reado
  * `decidedAtMs`: the edge's clock just before the decision was sent; the units were taken after it, so the
  * refund says "at most this long ago" and a window edge crossed since gives nothing back (never the next
  * window's units: docs/counting.md, "Exactness"). A failed refund keeps the units: under-admission only.
+ * `report`: told what came back once Redis has answered.
  */
 export function giveBackUncounted(
   decider: Decider,
@@ -42,6 +44,7 @@ export function giveBackUncounted(
   requestId: string,
   decidedAtMs: number,
   waitUntil: WaitUntil,
+  report?: SettleReport,
 ): void {
   if (held.length === 0 || !decider.refund) return;
   const back = held.filter((r) => !counts.get(r.call.rule)?.counts(status));
@@ -49,10 +52,23 @@ export function giveBackUncounted(
   // The refund runs within its timeout of now (the store's admin budget), so this bounds its span.
   const ageUs = Math.ceil((Date.now() - decidedAtMs + DEFAULTS.adminTimeoutMs + 1) * 1000);
   const calls = back.map((r) => refundOf(r, r.call.cost));
+  const startedAt = Date.now();
+  const told = (given: readonly number[] | undefined) =>
+    report?.({
+      status,
+      durationMs: Date.now() - startedAt,
+      rules: back.map((result, i) => ({
+        result,
+        reserved: result.call.cost,
+        ...(given
+          ? { outcome: "given-back" as const, applied: -(given[i] ?? 0), cost: 0 }
+          : { outcome: "failed" as const, applied: 0 }),
+      })),
+    });
   waitUntil(
-    decider
-      .refund(calls, requestId, -ageUs)
-      .then(() => undefined)
-      .catch(() => undefined),
+    decider.refund(calls, requestId, -ageUs).then(
+      (given) => told(given),
+      () => told(undefined),
+    ),
   );
 }

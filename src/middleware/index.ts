@@ -29,6 +29,7 @@ export * from "./errors";
 export { createLimiter, type Limiter, type LimiterDeps, type LimiterMiddleware } from "./limiter";
 export type * from "./options";
 export type { PlannedRule } from "./plan";
+export type { SettledRule, SettleEvent } from "./settled";
 
 /**
  * Rate-limits the requests of a Hono app with Floodgate's engine (one atomic Redis call per request, or none

@@ -26,6 +26,7 @@ import { heldSlots, releaseWhenWritten } from "./release";
 import { infoOf, report } from "./report";
 import { replaceResponse, withHeaders } from "./respond";
 import { settleFrom, settlingOf } from "./settle";
+import { type SettleEvent, settleReport } from "./settled";
 import { serverTiming, verdictOf } from "./verdict";
 
 /**
@@ -62,6 +63,12 @@ export interface LimiterDeps
    * the rule's name: synchronous, never awaited (the Worker counts it in its metrics). @default none
    */
   onAction?: ((rule: string, verdict: "denied" | "would-deny") => void) | undefined;
+  /**
+   * Called once a response has decided a request's units under rules that count by status or settle their cost
+   * (docs/counting.md, docs/settle.md): after the give-back or settlement call, in the background. Ignored
+   * like `onDecision`'s throw or rejection.
+   */
+  onSettle?: ((event: SettleEvent) => unknown) | undefined;
   /**
    * Answers a 429 / 503 with this response instead of throwing it to the app's `onError`: for an app whose
    * `onError` would answer exactly this (the Worker's). A throw costs Hono's error path on every denied
@@ -307,7 +314,8 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
       // Nothing reached the origin: a rule counting by status gets its units back (a delayed rule's went back
       // with its slot just above).
       const held = heldUntilStatus(decision, statusCounts).filter((r) => !r.delayMs);
-      giveBackUncounted(decider, held, statusCounts, 499, requestId, decidedAtMs, waitUntil);
+      const told = settleReport(deps.onSettle, c.req.raw, () => request.id());
+      giveBackUncounted(decider, held, statusCounts, 499, requestId, decidedAtMs, waitUntil, told);
       return new Response(null, { status: 499 });
     }
 
@@ -315,8 +323,12 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     // The status is known: units held for a status a rule does not count go back (Floodgate's own 502/504
     // included: the proxy's error is the response by now).
     const held = heldUntilStatus(decision, statusCounts);
+    const told =
+      held.length > 0 || settleSources.size > 0
+        ? settleReport(deps.onSettle, c.req.raw, () => request.id())
+        : undefined;
     if (held.length > 0) {
-      giveBackUncounted(decider, held, statusCounts, c.res.status, requestId, decidedAtMs, waitUntil);
+      giveBackUncounted(decider, held, statusCounts, c.res.status, requestId, decidedAtMs, waitUntil, told);
     }
     if (c.res.status === 101 || (c.res as { webSocket?: unknown }).webSocket) {
       // A WebSocket's lifetime is not the response's: its slot goes back at once, and its response is
@@ -339,6 +351,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
         decidedAtMs,
         waitUntil,
         log: (line: string) => console.warn(line),
+        report: told,
       };
       response = settleFrom(response, settling, context, c.error !== undefined);
     }

@@ -9,6 +9,7 @@
 import type { SettleSource } from "../config";
 import type { Decider, Decision, RuleResult, Settlement, WaitUntil } from "../engine/types";
 import { type ScanResult, type Scanner, scannerOf, unitsOf } from "./settle-scan";
+import type { SettledRule, SettleReport } from "./settled";
 
 /** A rule of the decision whose cost settles from the response. */
 export interface Pending {
@@ -25,6 +26,8 @@ export interface SettleContext {
   waitUntil: WaitUntil;
   /** Where the one line about a response that did not say, a failed settlement or a monitor rule's debt goes. */
   log: (line: string) => void;
+  /** Told what each rule was settled to, once Redis has answered (or what stood, and why). */
+  report?: SettleReport;
 }
 
 /** Most bytes one read takes from the origin's body: fewer, larger reads than its own chunking. */
@@ -76,7 +79,7 @@ export function settleFrom(
     } else if (response.body === null) found.set(source.text, { missing: "the response has no body" });
     else scanners.set(source.text, scannerOf(source));
   }
-  const settle = () => settleNow(pending, found, ctx);
+  const settle = () => settleNow(pending, found, ctx, response.status);
   if (scanners.size === 0 || response.body === null) {
     ctx.waitUntil(settle());
     return response;
@@ -167,24 +170,46 @@ async function settleNow(
   pending: readonly Pending[],
   found: ReadonlyMap<string, ScanResult>,
   ctx: SettleContext,
+  status: number,
 ): Promise<void> {
   const settlements: Settlement[] = [];
   const unsaid: string[] = [];
+  // Each rule's report, in `pending`'s order; a settlement's filled in once Redis has answered.
+  const rules: SettledRule[] = [];
+  const settling: SettledRule[] = [];
   for (const { result, source } of pending) {
     const scan = found.get(source.text) ?? { missing: "not read" };
+    const reserved = result.call.cost;
     if ("missing" in scan) {
       unsaid.push(`rule "${result.call.rule}" (${source.text}): ${scan.missing}`);
+      rules.push({ result, outcome: "kept", reserved, applied: 0 });
       continue;
     }
-    const units = scan.units - result.call.cost;
-    if (units !== 0) settlements.push({ result, units });
+    const rule: SettledRule = { result, outcome: "settled", reserved, applied: 0, cost: scan.units };
+    rules.push(rule);
+    const units = scan.units - reserved;
+    if (units !== 0) {
+      settlements.push({ result, units });
+      settling.push(rule);
+    }
   }
   if (unsaid.length > 0) {
     ctx.log(`floodgate: the response did not say its cost, the reservation stands: ${unsaid.join("; ")}`);
   }
-  if (settlements.length === 0 || !ctx.decider.settle) return;
+  const startedAt = Date.now();
+  const told = () => ctx.report?.({ status, rules, durationMs: Date.now() - startedAt });
+  if (settlements.length === 0 || !ctx.decider.settle) {
+    for (const rule of settling) Object.assign(rule, { outcome: "failed" });
+    told();
+    return;
+  }
   try {
     const settled = await ctx.decider.settle(settlements, ctx.requestId, ctx.decidedAtMs);
+    settling.forEach((rule, i) => {
+      const done = settled[i];
+      rule.applied = done?.applied ?? 0;
+      if (done?.remaining !== undefined) rule.remaining = done.remaining;
+    });
     // A monitor rule never denies: the debt a settlement left is its only sign (an `on` rule's shows in its
     // next decisions, denied until repaid).
     const owing = settlements
@@ -199,9 +224,11 @@ async function settleNow(
       );
     }
   } catch {
-    const rules = settlements.map(({ result }) => `"${result.call.rule}"`).join(", ");
+    for (const rule of settling) rule.outcome = "failed";
+    const names = settlements.map(({ result }) => `"${result.call.rule}"`).join(", ");
     ctx.log(
-      `floodgate: could not settle the cost of rule ${rules} (Redis did not answer); the reservation stands`,
+      `floodgate: could not settle the cost of rule ${names} (Redis did not answer); the reservation stands`,
     );
   }
+  told();
 }

@@ -11,7 +11,8 @@
  *   blob6   algorithm   blob7 HTTP method   blob8 Cloudflare colo ("" locally)
  *   double1 decision latency (ms)        double2 limit      double3 remaining
  *   double4 retry after (ms, 0 when allowed)
- * No identity (raw or hashed), token, path or query is written.
+ * No identity (raw or hashed), token, path or query is written. A request's settlement after its response
+ * writes points of the same layout with three more doubles (settle.ts).
  */
 import type { Decision } from "../engine/types";
 import { ruleVerdictOf } from "./verdict";

@@ -49,6 +49,7 @@ function coloOf(request: Request): string {
 
 export { type DataPoint, type DataPointSink, dataPointsOf } from "./analytics";
 export { decisionLogLine } from "./log";
+export { createSettleObserver, settleDataPoints, settleLogLine } from "./settle";
 export { METRICS_FLUSH_INTERVAL_MS, MetricsAggregator, metricsKeys, minuteOf } from "./metrics";
 export { TotalCounts } from "./totals";
 export { type RuleVerdict, ruleVerdictOf } from "./verdict";

@@ -12,6 +12,9 @@
  *                                           so above 1000 = denied), every tracked identity (`ZADD GT`)
  *   <prefix>:metrics:<minute>:paths:<rule>  sorted set: `<METHOD> <path>` → denials (incl. would-deny); the path
  *                                           without its query, id-like segments as `:id` (route.ts)
+ *   <prefix>:metrics:<minute>:settled:<rule> hash: hashed identity → its last settlement or give-back that
+ *                                           minute (a rule counting by status or settling: settled-counts.ts,
+ *                                           which also adds `<rule>:~reserved` and the like to the counts hash)
  *
  * `<minute>` is Unix minutes by the isolate's clock: charts need no better, and no request waits for it.
  * Only hashed identities are kept (never a raw identity, IP or token).
@@ -27,6 +30,7 @@ export const metricsKeys = (prefix: string, minute: number) => ({
   near: (rule: string) => `${prefix}:metrics:${minute}:near:${rule}`,
   paths: (rule: string) => `${prefix}:metrics:${minute}:paths:${rule}`,
   peak: (rule: string) => `${prefix}:metrics:${minute}:peak:${rule}`,
+  settled: (rule: string) => `${prefix}:metrics:${minute}:settled:${rule}`,
 });
 
 /** The minute (Unix minutes) `ms` falls in. */

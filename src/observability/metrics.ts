@@ -16,6 +16,7 @@
 import type { RedisCommand, RedisPort } from "../engine/redis";
 import { StoreError } from "../engine/store-error";
 import type { Decision, WaitUntil } from "../engine/types";
+import type { SettleEvent } from "../middleware/settled";
 import { METRICS_TTL_SECONDS, minuteOf } from "./metric-keys";
 import { minuteCommands } from "./minute-commands";
 import type { ActionVerdict } from "./families";
@@ -27,12 +28,14 @@ import {
   mergeMinute,
   type RequestLine,
 } from "./minute-counts";
+import { countSettled } from "./settled-counts";
 import type { TotalCounts } from "./totals";
 
 export { METRICS_TTL_SECONDS, metricsKeys, minuteOf } from "./metric-keys";
 export { METRICS_TOP_PER_FLUSH } from "./minute-commands";
 export type { RequestLine } from "./minute-counts";
 export { routeOf } from "./route";
+export { parseSettled, SETTLED_PER_FLUSH, type StoredSettlement } from "./settled-counts";
 
 /** Minimum time between two flushes of one isolate, ms. */
 export const METRICS_FLUSH_INTERVAL_MS = 5000;
@@ -94,6 +97,16 @@ export class MetricsAggregator {
     this.totals?.recordAction(rule, verdict);
     if (!this.minutes) return;
     countAction(minuteIn(this.unsent, minuteOf(Date.now())), rule, verdict);
+  }
+
+  /**
+   * Counts one request's settlement or give-back (synchronous, no I/O): its rules' units, and each identity's
+   * last settlement, which `GET /__floodgate/keys` shows (settled-counts.ts).
+   */
+  recordSettled(event: SettleEvent): void {
+    if (!this.minutes || event.rules.length === 0) return;
+    const nowMs = Date.now();
+    countSettled(minuteIn(this.unsent, minuteOf(nowMs)), event, nowMs);
   }
 
   /** Starts a flush in the background when something is pending and the last one is old enough. */

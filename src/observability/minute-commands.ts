@@ -46,6 +46,11 @@ export function minuteCommands(
     }
     expiring(keys.paths(rule));
   }
+  for (const [rule, identities] of counts.settled) {
+    if (identities.size === 0) continue;
+    pipeline.push(["hset", keys.settled(rule), ...[...identities].flat()]);
+    expiring(keys.settled(rule));
+  }
   for (const [rule, identities] of counts.near) {
     const members = top(identities, (a, b) => a - b).flatMap(([member, score]) => [score, member]);
     if (members.length === 0) continue;

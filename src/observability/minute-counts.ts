@@ -24,6 +24,8 @@ export interface MinuteCounts {
   paths: Map<string, Map<string, number>>;
   /** rule → hashed identity → highest demand seen, ‰ of its capacity (above 1000: denied) */
   peak: Map<string, Map<string, number>>;
+  /** rule → hashed identity → its last settlement (settled-counts.ts), most recent last */
+  settled: Map<string, Map<string, string>>;
 }
 
 /** What the request was, for the paths a rule denies most: its method and URL (only read on a denial). */
@@ -39,6 +41,7 @@ export const emptyMinute = (): MinuteCounts => ({
   near: new Map(),
   paths: new Map(),
   peak: new Map(),
+  settled: new Map(),
 });
 
 /** A result Redis could not decide (a timeout, an error, the breaker; the fallback limiter), not a deny-cache answer. */
@@ -104,6 +107,14 @@ export function mergeMinute(into: MinuteCounts, from: MinuteCounts): void {
   for (const [rule, identities] of from.near) {
     const seen = tracked(into.near, rule);
     for (const [identity, permille] of identities) keepLowest(seen, identity, permille);
+  }
+  for (const [rule, identities] of from.settled) {
+    // Older than what was counted since: kept only where nothing newer is.
+    const last = into.settled.get(rule) ?? new Map<string, string>();
+    into.settled.set(
+      rule,
+      new Map([...identities].filter(([identity]) => !last.has(identity)).concat([...last])),
+    );
   }
 }
 
