@@ -66,7 +66,7 @@ form.inline { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: end; }
 .protect { margin-top: 1rem; background: #fff; border-radius: 6px; padding: 0.75rem; overflow-x: auto; }
 .protect h2 { margin: 0 0 0.5rem; font-size: 1.1rem; }
 .protect .counts thead th { color: inherit; }
-.protect .counts th[scope="row"], .protect .counts td:nth-child(2), .protect .counts td:nth-child(3) { text-align: left; }
+.protect .counts th:nth-child(-n + 4), .protect .counts td:nth-child(-n + 4) { text-align: left; }
 .live-list { border-top: 1px solid #edf2f7; padding: 0.5rem 0; font-size: 0.85rem; }
 .live-list summary { cursor: pointer; display: flex; align-items: center; gap: 0.5rem; flex-wrap: wrap; }
 .live-list h3 { margin: 0; font-size: 0.95rem; }
