@@ -11,7 +11,7 @@ const LAYERS = [
   ["identity/live", "^src/(identity|live|rules)/"],
   ["middleware", "^src/middleware/"],
   ["http/admin/observability", "^src/(http|admin|observability|dashboard)/"],
-  ["worker", "^src/(worker|index)\\.ts$"],
+  ["worker", "^src/(worker|index|jwt)\\.ts$"],
 ];
 
 const upward = LAYERS.slice(0, -1).map(([name, path], i) => ({

@@ -24,7 +24,8 @@ const luaStripped: Plugin = {
  * consumer's bundler (wrangler, esbuild, Node) needs no loader rule for `.lua`.
  */
 export default defineConfig({
-  entry: { index: "src/index.ts" },
+  // `hono-floodgate/jwt` (src/jwt.ts) apart: only an app that verifies tokens imports it, and bundles jose.
+  entry: { index: "src/index.ts", jwt: "src/jwt.ts" },
   format: ["esm"],
   target: "es2022",
   platform: "neutral",
@@ -32,7 +33,8 @@ export default defineConfig({
   clean: true,
   dts: { compilerOptions: { types: ["@cloudflare/workers-types"] } },
   sourcemap: false,
-  splitting: false,
+  // What both entries use (JwksUnavailableError, which the main entry tells apart by class) lives once.
+  splitting: true,
   treeshake: true,
   // Dependencies stay imports; hono is the consumer's own (a peer dependency).
   external: ["hono", "jose", "structured-headers", "valibot"],

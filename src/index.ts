@@ -49,7 +49,13 @@ export type {
   Source,
   WaitUntil,
 } from "./engine/types";
-export type { JwksHealth, JwksUnavailableError, JwtOptions, JwtVerifier } from "./identity/jwt";
+export type {
+  JwksHealth,
+  JwksUnavailableError,
+  JwtOptions,
+  JwtVerifier,
+  JwtVerifierFactory,
+} from "./identity/jwt";
 export type { IdentityOptions, RequestFacts } from "./identity/request";
 export type { OverrideIndex } from "./live/overrides";
 export {
@@ -64,6 +70,7 @@ export {
   type KeyFunction,
   type KeySource,
   LoadShedError,
+  type MiddlewareJwtOptions,
   MissingIdentityError,
   type Period,
   QuotaExceededError,

@@ -12,7 +12,7 @@ import { ConfigError, type FloodgateConfig, headersRead, parseEnv, regionChooser
 import type { Env } from "./env";
 import { MisconfiguredError, onError, ProblemError, problemResponse } from "./http/problems";
 import { createProxy } from "./http/proxy";
-import { createJwtVerifier } from "./identity";
+import { createJwtVerifier } from "./identity/jose";
 import { createLiveModes, LiveLists } from "./live";
 import { createLimiter, type FloodgateVariables } from "./middleware";
 import {

@@ -65,8 +65,11 @@ const middlewareOptionsSchema = v.object({
         jwksUrl: v.optional(jwksUrl),
         audience: v.optional(claimValues("jwt.audience")),
         issuer: v.optional(claimValues("jwt.issuer")),
+        verifier: v.optional(
+          v.function('jwt.verifier: expected a function (joseVerifier from "hono-floodgate/jwt")'),
+        ),
       },
-      "jwt: expected an object ({ secret?, jwksUrl?, audience?, issuer? })",
+      "jwt: expected an object ({ secret?, jwksUrl?, audience?, issuer?, verifier })",
     ),
   ),
 });

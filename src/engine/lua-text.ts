@@ -1,10 +1,11 @@
 /**
  * Lua source without its comments: what the scripts send, and what the published package inlines
  * (tsup.config.ts), since Redis runs and caches the text it is sent, and comments are half the bytes of lua/.
- * Removed: every comment (line and long), then every line left blank and each line's trailing blanks. Kept:
- * everything Lua reads, byte for byte, so a script behaves the same: short strings (escapes included), long
- * strings (`[[…]]`, `[==[…]==]`) with their blank lines, the `#!lua` shebang, and the `--#include` /
- * `--#section` lines scripts.ts assembles from. The scanner follows Lua 5.1's lexer (llex.c) as far as comments
+ * Removed: every comment (line and long), then every line left blank and each line's leading and trailing
+ * blanks (Lua reads no indentation). Kept: everything Lua reads, byte for byte, so a script behaves the same:
+ * short strings (escapes included), long strings (`[[…]]`, `[==[…]==]`) with their blank lines and indentation,
+ * the `#!lua` shebang, and the `--#include` / `--#section` lines scripts.ts assembles from (with their
+ * indentation, which the lines they bring in take). The scanner follows Lua 5.1's lexer (llex.c) as far as comments
  * and strings go; nothing else needs telling apart.
  */
 
@@ -46,13 +47,13 @@ const DIRECTIVES = ["--#include ", "--#section "];
 /** Where the next character the scanner must look at is: a line break, a comment, a string. */
 const INTERESTING = /[\n"'[-]/g;
 
-/** `text` without comments, blank lines or trailing blanks; Lua reads the result as it reads `text`. */
+/** `text` without comments, blank lines or blanks around a line; Lua reads the result as it reads `text`. */
 export function stripLua(text: string): string {
   let out = ""; // the lines kept so far, each with its line break
   let line = ""; // the current line, as kept so far (a long string in it may hold line breaks)
-  /** The current line ends: kept without its trailing blanks, or dropped if nothing is left of it. */
+  /** The current line ends: kept without its blanks around it, or dropped if nothing is left of it. */
   const endLine = () => {
-    const kept = line.replace(/[ \t\r]+$/, "");
+    const kept = trimmed(line);
     if (kept !== "") out += `${kept}\n`;
     line = "";
   };
@@ -102,5 +103,15 @@ export function stripLua(text: string): string {
       }
     }
   }
-  return out + line.replace(/[ \t\r]+$/, "");
+  return out + trimmed(line);
+}
+
+/**
+ * A line without its trailing blanks, nor its indentation unless it is an include or section line. Only the
+ * line's own start and end: a string running across lines is inside the line, and keeps its blanks.
+ */
+function trimmed(line: string): string {
+  const kept = line.replace(/[ \t\r]+$/, "");
+  const code = kept.replace(/^[ \t]+/, "");
+  return DIRECTIVES.some((d) => code.startsWith(d)) ? kept : code;
 }

@@ -6,11 +6,11 @@ export { canonicalIp, clientIpFrom, ipPrefix64, UNKNOWN_IP } from "./ip";
 export {
   bearerToken,
   claimValue,
-  createJwtVerifier,
   type JwksHealth,
   JwksUnavailableError,
   type JwtOptions,
   type JwtVerifier,
+  type JwtVerifierFactory,
 } from "./jwt";
 export { type IdentityOptions, RequestFacts, UnparseableUrlError } from "./request";
 export {

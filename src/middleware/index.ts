@@ -18,7 +18,6 @@ import {
 } from "../config";
 import { DEFAULTS } from "../engine/defaults";
 import type { Decider } from "../engine/types";
-import { createJwtVerifier } from "../identity";
 import { createEngine } from "../resilience/engine";
 import { connectionAddressOf, type GetConnInfo, onCloudflareWorkers } from "./conninfo";
 import { createLimiter, type Limiter, type LimiterMiddleware } from "./limiter";
@@ -79,6 +78,12 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
   const rules = collecting(problems, () => validateRules(options));
   const settings = collecting(problems, () => parseMiddlewareSettings(options));
   const redis = options.decider ? undefined : collecting(problems, () => redisOf(options.redis));
+  if ((options.jwt?.secret || settings?.jwt?.jwksUrl) && options.jwt?.verifier === undefined) {
+    // The verifier is an import of its own: jose (~20 KB minified) is bundled only by apps that verify tokens.
+    problems.push(
+      'jwt.verifier: required with jwt.secret or jwt.jwksUrl: import { joseVerifier } from "hono-floodgate/jwt"',
+    );
+  }
   if (!rules || !settings || problems.length > 0) throw new ConfigError(problems);
   return createLimiter(rules.rules, {
     actions: rules.actions,
@@ -94,7 +99,7 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
     // Off Cloudflare no header is the client's address unless the app says so (src/middleware/conninfo.ts).
     clientIpHeader: settings.clientIpHeader ?? (onCloudflareWorkers() ? DEFAULTS.clientIpHeader : undefined),
     connectionAddress: connectionAddressOf(options.getConnInfo as GetConnInfo | undefined),
-    verifyJwt: createJwtVerifier(
+    verifyJwt: options.jwt?.verifier?.(
       {
         secret: options.jwt?.secret,
         jwksUrl: settings.jwt?.jwksUrl,

@@ -6,7 +6,7 @@
 import type { Context, Env as HonoEnv } from "hono";
 import type { CfField } from "../config";
 import type { Algorithm, Decider, Decision, FailurePolicy, Mode, RuleResult, Source } from "../engine/types";
-import type { JwtOptions } from "../identity/jwt";
+import type { JwtOptions, JwtVerifierFactory } from "../identity/jwt";
 import type { RequestFacts } from "../identity/request";
 import type { LiveModes } from "../rules/modes";
 import type { RunningTimer } from "../util/timer";
@@ -261,8 +261,15 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    * Bun's `requestIP` and Deno's `remoteAddr`, read without it; none found = the `unknown` bucket, logged once
    */
   getConnInfo?: (c: Context<E>) => { remote: { address?: string | undefined } };
-  /** How `jwt:<claim>` keys are verified; required by rules that use them. */
-  jwt?: JwtOptions;
+  /**
+   * How `jwt:<claim>` keys are verified; required by rules that use them. `verifier` checks the tokens with the
+   * key material beside it: `joseVerifier` from `hono-floodgate/jwt` (a separate entry, so that an app without
+   * `jwt:` keys bundles no `jose`), or your own.
+   * @example
+   * import { joseVerifier } from "hono-floodgate/jwt";
+   * rateLimit({ jwt: { secret: c.env.JWT_SECRET, verifier: joseVerifier }, rules: [{ key: "jwt:sub", … }] })
+   */
+  jwt?: MiddlewareJwtOptions;
   /** The live mode switches in force (the Worker reads them from the admin API's isolate copy). @default none */
   liveModes?: (c: Context<E>) => LiveModes | Promise<LiveModes>;
   /**
@@ -279,4 +286,13 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    * rejection), so catch inside it to see its own errors.
    */
   onDecision?: (event: DecisionEvent) => unknown;
+}
+
+/** The middleware's `jwt` option: the key material and the verifier that reads tokens with it. */
+export interface MiddlewareJwtOptions extends JwtOptions {
+  /**
+   * Builds the token verifier once (on the first request) from the fields beside it: `joseVerifier` from
+   * `hono-floodgate/jwt`. Required with `secret` or `jwksUrl`.
+   */
+  verifier?: JwtVerifierFactory;
 }

@@ -13,14 +13,8 @@ import { ConfigError, MAX_UNITS, parseEnv, parseRules } from "../../src/config";
 import { parseDurationMs } from "../../src/config/duration";
 import { parseKey } from "../../src/config/rules";
 import { KEY_SOURCE } from "../../src/config/schema";
-import {
-  bearerToken,
-  canonicalIp,
-  claimValue,
-  clientIpFrom,
-  createJwtVerifier,
-  ipPrefix64,
-} from "../../src/identity";
+import { bearerToken, canonicalIp, claimValue, clientIpFrom, ipPrefix64 } from "../../src/identity";
+import { createJwtVerifier } from "../../src/identity/jose";
 import { RequestFacts } from "../../src/identity/request";
 import { headerCost } from "../../src/middleware/cost";
 import { InvalidCostError } from "../../src/middleware/errors";

@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import { Hono } from "hono";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { joseVerifier } from "../../src/jwt";
 import { rateLimit } from "../../src/middleware";
 import { startWorker } from "../support/miniflare-worker.mjs";
 
@@ -279,7 +280,7 @@ describe("an unreachable JWKS", () => {
         timeoutMs: BUDGET_MS,
         // `app.request` has no connection: the test names its client the way a trusted proxy would.
         clientIpHeader: "CF-Connecting-IP",
-        jwt: { jwksUrl: `${jwksBase}/hang/other/jwks.json` },
+        jwt: { jwksUrl: `${jwksBase}/hang/other/jwks.json`, verifier: joseVerifier },
         rules: [{ name: "per-user", key: "jwt:sub", algorithm: "fixed-window", limit: 5, period: "1h" }],
       }),
     );

@@ -6,7 +6,8 @@ import { SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
 import { ConfigError, parseEnv } from "../../src/config";
 import type { Env } from "../../src/env";
-import { createJwtVerifier } from "../../src/identity";
+import { createJwtVerifier } from "../../src/identity/jose";
+import { joseVerifier } from "../../src/jwt";
 import { rateLimit } from "../../src/middleware";
 
 const BASE = {
@@ -63,7 +64,11 @@ describe("tier and priority class names", () => {
       },
     ];
     expect(() =>
-      rateLimit({ redis: { url: "https://one.upstash.io", token: "t0ken" }, jwt: { secret: "s" }, rules }),
+      rateLimit({
+        redis: { url: "https://one.upstash.io", token: "t0ken" },
+        jwt: { secret: "s", verifier: joseVerifier },
+        rules,
+      }),
     ).toThrow(/rules\[0\]\.tiers\.__proto__: "__proto__" cannot name a tier/);
   });
 });
@@ -140,7 +145,7 @@ describe("jwt audience and issuer", () => {
     expect(() =>
       rateLimit({
         redis: { url: "https://one.upstash.io", token: "t0ken" },
-        jwt: { secret, audience: 42 as unknown as string },
+        jwt: { secret, audience: 42 as unknown as string, verifier: joseVerifier },
         rules: [{ name: "a", key: "jwt:sub", algorithm: "fixed-window", limit: 1, period: "1m" }],
       }),
     ).toThrow(/jwt\.audience: expected a string or an array of strings/);

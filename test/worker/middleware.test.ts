@@ -3,6 +3,7 @@ import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { describe, expect, it, vi } from "vitest";
 import { hashIdentity, overrideKey } from "../../src/engine/keys";
+import { joseVerifier } from "../../src/jwt";
 import {
   ConfigError,
   type DecisionEvent,
@@ -245,7 +246,7 @@ describe("rateLimit() in an existing Hono app", () => {
   it("checks jwt.jwksUrl as the Worker checks RATE_LIMIT_JWKS_URL, naming the field and never its query", () => {
     const rules = [{ name: "x", key: "jwt:sub", algorithm: "gcra", limit: 1, period: "1s" }] as const;
     const withJwks = (jwksUrl: unknown) => () =>
-      rateLimit({ redis, rules: [...rules], jwt: { jwksUrl: jwksUrl as string } });
+      rateLimit({ redis, rules: [...rules], jwt: { jwksUrl: jwksUrl as string, verifier: joseVerifier } });
     expect(withJwks("ftp://keys.example.com/jwks.json")).toThrowError(
       new ConfigError(
         'jwt.jwksUrl: "ftp://keys.example.com" is not an http(s) URL without query or fragment',
