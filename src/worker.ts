@@ -21,6 +21,7 @@ import {
   MetricsAggregator,
   TotalCounts,
 } from "./observability";
+import { regionalStage } from "./regions/decider";
 import { createEngine } from "./resilience/engine";
 
 type AppEnv = { Bindings: Env; Variables: FloodgateVariables };
@@ -34,7 +35,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     cluster: config.cluster,
     leases: config.leases,
     leaseMs: config.leaseMs,
-    regions: config.regions.regions,
+    regional: regionalStage(config.regions.regions),
     asyncRules: config.rules.some((rule) => rule.sync === "async"),
   });
   const { stores, decider } = engine;

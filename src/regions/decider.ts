@@ -21,6 +21,7 @@ import type {
 import { leasable } from "../leases";
 import { LEASE_MARGIN_MS, stateLeftOf } from "../leases/lease";
 import type { DeciderHealth, ResilientDecider } from "../resilience/decider";
+import type { RegionalStage } from "../resilience/engine";
 import { type PoolFigures, RegionPools, type SpentPool } from "./pool";
 import { wantedOnMiss, wantedOnRenewal } from "./sizing";
 
@@ -256,3 +257,12 @@ export class RegionalDecider implements ResilientDecider {
 const noWait = (promise: Promise<unknown>): void => {
   promise.catch(() => undefined);
 };
+
+/**
+ * The engine's regional stage for `regions` (`EngineOptions.regional`, src/resilience/engine.ts), or none when
+ * there are none.
+ */
+export function regionalStage(regions: RegionOptions["regions"]): RegionalStage | undefined {
+  if (regions.length === 0) return undefined;
+  return (inner, primary, context) => new RegionalDecider(inner, primary, { regions, ...context });
+}

@@ -8,7 +8,6 @@ import { rendezvous } from "../engine/shards";
 import { createStore, type Store } from "../engine/store";
 import type { Decision, RefundCall, RuleCall, WaitUntil } from "../engine/types";
 import { LeasingDecider } from "../leases";
-import { RegionalDecider } from "../regions/decider";
 import { AsyncDecider } from "../leases/async";
 import { type DeciderHealth, type DeciderOptions, EndpointDecider, type ResilientDecider } from "./decider";
 import { ShardedDecider } from "./sharded";
@@ -33,12 +32,21 @@ export interface EngineOptions {
   leaseMs?: number;
   /**
    * Regional databases (`RATE_LIMIT_REGIONS`, docs/regions.md): a request whose `DecideOptions.region` names
-   * one is decided there from units the endpoints above (the primary) leased to it. @default none
+   * one is decided there from units the endpoints above (the primary) leased to it. The Worker passes
+   * `regionalStage(regions)` (src/regions/decider.ts): passed in, not imported here, so that the middleware,
+   * which has no regions, bundles none of it. @default none
    */
-  regions?: readonly { name: string; url: string; token: string }[];
+  regional?: RegionalStage | undefined;
   /** Some rule is `sync = "async"` (docs/going-global.md, "Async rules"). @default false */
   asyncRules?: boolean;
 }
+
+/** Builds the regional stage over the rest of the stack (`inner`) and the endpoints' decider (`primary`). */
+export type RegionalStage = (
+  inner: EngineDecider,
+  primary: ResilientDecider,
+  context: { prefix: string; timeoutMs: number },
+) => EngineDecider;
 
 /**
  * The engine's decider: the whole stack. `decideNow` answers a request from its leases with no promise
@@ -127,10 +135,7 @@ export function createEngine(options: EngineOptions): Engine {
       : sharded;
   // 0. regions (src/regions): a request of a region is decided from its region's pools, which lease from the
   // sharded decider; any other request goes down the stack above.
-  const regional: EngineDecider =
-    options.regions && options.regions.length > 0
-      ? new RegionalDecider(local, sharded, { regions: options.regions, prefix, timeoutMs })
-      : local;
+  const regional: EngineDecider = options.regional?.(local, sharded, { prefix, timeoutMs }) ?? local;
   // Outermost: async rules (see the list above), counted through the sharded decider, the primary's truth.
   const decider: EngineDecider = options.asyncRules ? new AsyncDecider(regional, sharded) : regional;
 
