@@ -18,15 +18,9 @@
 // Every type an exported signature uses is exported too (as a type only where the value is internal), so an
 // app can name it: `ResilientDecider` from `createDecider`, `DeciderHealth` from its `health()`, and so on.
 export type { StatusCount } from "./config/count";
-export {
-  type CfField,
-  ConfigError,
-  type KeyPart,
-  type RuleConfig,
-  type SettleSource,
-  type ShedConfig,
-  type TierLimits,
-} from "./config";
+export { ConfigError } from "./config/errors";
+export type { KeyPart, RuleConfig, SettleSource, ShedConfig, TierLimits } from "./config/rules";
+export type { CfField } from "./config/schema";
 export type { CallBudget, RedisArg, RedisCommand, RedisPort, RedisScript } from "./engine/redis";
 export type { CallOptions } from "./engine/script";
 export { createStore, type Store, type StoreErrorKind, type StoreOptions } from "./engine/store";

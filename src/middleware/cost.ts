@@ -3,7 +3,8 @@
  * user's cost function, each checked to be a whole number of units from 1 to `MAX_UNITS` (else a 400).
  */
 import type { Context } from "hono";
-import { MAX_UNITS, type RuleConfig } from "../config";
+import type { RuleConfig } from "../config/rules";
+import { MAX_UNITS } from "../config/schema";
 import { InvalidCostError } from "./errors";
 import type { CostFunction } from "./options";
 

@@ -5,17 +5,15 @@
  * called once, on the first request, and the limiter it builds serves every later request of the isolate.
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
+// From each module, not the index (src/config/index.ts): the Worker's binding schema there is no part of the package.
+import { restTokenProblem, restUrlProblem } from "../config/endpoints";
+import { ConfigError, collecting } from "../config/errors";
 import {
-  type ActionRule,
-  ConfigError,
-  collecting,
   type MIDDLEWARE_OPTIONS,
   type MiddlewareSettings,
   parseMiddlewareSettings,
-  parseRuleSet,
-  restTokenProblem,
-  restUrlProblem,
-} from "../config";
+} from "../config/middleware";
+import { type ActionRule, parseRuleSet } from "../config/rules";
 import { DEFAULTS } from "../engine/defaults";
 import type { Decider } from "../engine/types";
 import { createEngine } from "../resilience/engine";

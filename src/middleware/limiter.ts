@@ -7,7 +7,8 @@
  * added.
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { type ActionRule, clientChosenSources, type MiddlewareSettings } from "../config";
+import type { MiddlewareSettings } from "../config/middleware";
+import { type ActionRule, clientChosenSources } from "../config/rules";
 import { traitsOf } from "../engine/algorithms";
 import type { Decider, Decision, RuleCall, WaitUntil } from "../engine/types";
 import { type JwtVerifier, RequestFacts } from "../identity";

@@ -7,7 +7,8 @@
  * (src/middleware/jwks.ts).
  */
 import type { Context } from "hono";
-import { limitsFor, type RuleConfig } from "../config";
+import { limitsFor } from "../config/limits";
+import type { RuleConfig } from "../config/rules";
 import { traitsOf } from "../engine/algorithms";
 import { hashIdentity, recentHash } from "../engine/keys";
 import type { FailurePolicy, Mode, RuleCall } from "../engine/types";
