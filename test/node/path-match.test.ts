@@ -26,11 +26,23 @@ function tokensOf(pattern: string): Token[] {
 
 /**
  * The reference: `*` is any characters (`/` too), `:name` one or more characters other than `/`, the rest
- * literal, the whole path matched. Tries every split, so it is exponential: only for short paths.
+ * literal, the whole path matched. Tries every split, each (token, position) once (remembered: without it a
+ * long pattern with many stars that does not match takes exponential time, a minute for some random ones),
+ * so it is polynomial: only for short paths.
  */
 function reference(pattern: string, path: string): boolean {
   const tokens = tokensOf(pattern);
+  const known = new Map<number, boolean>(); // t * (path.length + 1) + i -> from(t, i)
   const from = (t: number, i: number): boolean => {
+    const at = t * (path.length + 1) + i;
+    let matched = known.get(at);
+    if (matched === undefined) {
+      matched = split(t, i);
+      known.set(at, matched);
+    }
+    return matched;
+  };
+  const split = (t: number, i: number): boolean => {
     const token = tokens[t];
     if (token === undefined) return i === path.length;
     if (token.kind === "literal") return path.startsWith(token.text, i) && from(t + 1, i + token.text.length);
