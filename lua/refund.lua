@@ -177,7 +177,11 @@ for i = 1, n do
         if split_refund and not held then
           local entry = format("%d:%s:%s", tat_us - back_us, decided_arg, request_id)
           redis.call("ZADD", ledger, format("%d", now_us), entry)
-          redis.call("ZREMRANGEBYSCORE", ledger, "-inf", format("%d", now_us - STAMP_HORIZON_MS * 1000))
+          if now_us % 16 == 0 then
+            -- Members older than the horizon are never read (an older refund gives nothing): dropped now and
+            -- then, one refund in 16 on average (the clock's µs), rather than one command on every refund.
+            redis.call("ZREMRANGEBYSCORE", ledger, "-inf", format("%d", now_us - STAMP_HORIZON_MS * 1000))
+          end
           redis.call("PEXPIRE", ledger, STAMP_HORIZON_MS)
         elseif written_us > 0 and marked then -- a lease's return: a split refund of a decision before it gives nothing
           redis.call("SET", leased, format("%d", now_us), "PX", STAMP_HORIZON_MS)

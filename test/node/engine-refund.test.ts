@@ -10,7 +10,8 @@ import { traitsOf } from "../../src/engine/algorithms";
 import { consumedCalls } from "../../src/engine/groups";
 import { resetFenceKey, resetFenceMs, stateKey } from "../../src/engine/keys";
 import type { Store } from "../../src/engine/store";
-import type { Algorithm, RuleCall } from "../../src/engine/types";
+import { refundOf } from "../../src/engine/results";
+import type { Algorithm, RuleCall, RuleResult } from "../../src/engine/types";
 import { awayFromWindowEdge } from "../support/window-edge";
 import {
   directRedis,
@@ -106,6 +107,27 @@ it("a fixed-window refund that finds another algorithm's TAT under the rule's na
   await redis.set(key, tat, "PXAT", nowMs - (nowMs % 600_000) + 600_000);
   expect(await store.refund([{ ...call, cost: 3 }], "", nowMs * 1000)).toEqual([0]);
   expect(await redis.get(key)).toBe(tat);
+});
+
+it("a bucket's refund ledger drops members older than the horizon now and then: it stays bounded", async () => {
+  // A give-back of a request's units, as a rule counting by status sends it ("at most this long ago", with the
+  // decision's stamp); every such refund that gives back time enters the ledger, and one in 16 on average
+  // drops the members no refund reads any more.
+  // A unit each 3.6 s: what a refund gives back has not refilled meanwhile.
+  const call = ruleCall({ algorithm: "gcra", limit: 1000, periodMs: 3_600_000 });
+  const ledger = `${stateKey(prefix, call.rule, call.identityHash)}:refunded`;
+  await redis.zadd(ledger, ((await redisNowMs(redis)) - 60_000) * 1000, "1:1:stale");
+  let refunds = 0;
+  while ((await redis.zscore(ledger, "1:1:stale")) !== null && refunds < 300) {
+    const id = requestId();
+    const decision = await store.decide([call], id, { stamps: true });
+    const result = decision.results[0] as RuleResult;
+    expect(await store.refund([refundOf(result, 1)], id, -1_000_000)).toEqual([1]);
+    refunds++;
+  }
+  // Gone after a few dozen refunds at most (left after 300: a chance of (15/16)^300, about 4e-9).
+  expect(await redis.zscore(ledger, "1:1:stale")).toBeNull();
+  expect(await redis.zcard(ledger)).toBeLessThanOrEqual(refunds);
 });
 
 it("sliding-log with `when` unknown removes only the request id's own members", async () => {
