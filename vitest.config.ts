@@ -34,6 +34,7 @@ const ALONE = {
     "test/node/resilience-decider.test.ts",
     "test/node/redis-rest-rtt.test.ts",
     "test/node/request-path-rtt.test.ts",
+    "test/node/async-rules.test.ts",
   ],
   worker: ["test/worker/proxy-limits.test.ts", "test/worker/proxy-shed.test.ts"],
 };
