@@ -101,6 +101,9 @@ interface Decided {
   requestId: string;
   decidedAtMs: number;
 }
+/** Whether every rule was decided in the isolate by design (async rules): no Redis round trip to wait beside. */
+const madeHere = (decision: Decision): boolean => decision.results.every((r) => r.source === "async");
+
 /** What the rules say of a request: a decision, a deny rule's 403, or nothing (no rule applies). */
 type Outcome = Decided | ProblemError | undefined;
 
@@ -272,7 +275,16 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
     const live = current instanceof Promise ? await current : current;
     const first = decideUnder(c, request, live, matched, budgetMs, waitUntil);
     let decided = first instanceof Promise ? await first : first;
-    if (reading) {
+    if (
+      reading &&
+      decided !== undefined &&
+      !(decided instanceof ProblemError) &&
+      madeHere(decided.decision)
+    ) {
+      // Async rules only, decided in the isolate from what it knows: the read lands in the background, and
+      // until it is in they run in their configured modes (docs/going-global.md, "Async rules").
+      waitUntil(reading.catch(() => undefined));
+    } else if (reading) {
       // The read went out before the decision: it is in by now, or waited for within what is left of the
       // budget (a read that fails or is late leaves the configured modes, as a fresh isolate always had).
       const leftMs = () => Math.max(0, timeoutMs - (Date.now() - readStartedAt));

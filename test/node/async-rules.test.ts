@@ -30,33 +30,55 @@ const RULES = [
     limit: 5,
     period: "1h",
   },
+  // `/m/x` matches the async rule alone; `/m/exact/x` both: then Redis decides them together.
+  {
+    name: "mix-async",
+    match: { path: "/m/*" },
+    key: "ip",
+    algorithm: "fixed-window",
+    limit: 40, // a share of 4 uncounted units per isolate: three requests in a row never wait for a flush
+    period: "1h",
+    sync: "async",
+  },
+  {
+    name: "mix-exact",
+    match: { path: "/m/exact/*" },
+    key: "ip",
+    algorithm: "fixed-window",
+    limit: 100,
+    period: "1h",
+  },
 ];
 
 let faraway: RestServer;
 const workers: Array<Awaited<ReturnType<typeof startWorker>>> = [];
+const started: Array<{ dispose(): Promise<void> }> = [];
+
+/** One more instance of the deployment: a fresh isolate. */
+async function instance() {
+  const worker = await startWorker({
+    bindings: {
+      ORIGIN_URL: inject("originUrl"),
+      UPSTASH_REDIS_REST_URL: faraway.url,
+      UPSTASH_REDIS_REST_TOKEN: faraway.token,
+      RATE_LIMIT_RULES: JSON.stringify(RULES),
+      RATE_LIMIT_PREFIX: PREFIX,
+      RATE_LIMIT_TIMEOUT_MS: String(3 * RTT_MS),
+    },
+  });
+  started.push(worker);
+  return worker;
+}
 
 beforeAll(async () => {
   faraway = await startRestServer({ redisUrl: inject("redisUrl"), rttMs: RTT_MS });
   // Two instances of one deployment: two isolates, each with its own view of the identity.
-  for (let i = 0; i < 2; i++) {
-    workers.push(
-      await startWorker({
-        bindings: {
-          ORIGIN_URL: inject("originUrl"),
-          UPSTASH_REDIS_REST_URL: faraway.url,
-          UPSTASH_REDIS_REST_TOKEN: faraway.token,
-          RATE_LIMIT_RULES: JSON.stringify(RULES),
-          RATE_LIMIT_PREFIX: PREFIX,
-          RATE_LIMIT_TIMEOUT_MS: String(3 * RTT_MS),
-        },
-      }),
-    );
-  }
+  for (let i = 0; i < 2; i++) workers.push(await instance());
   // Each isolate's first limited request starts its live-mode read: out of the way of the timings below.
   for (const worker of workers) await send(worker, "/exact/warm", "192.0.2.99");
 }, 60_000);
 afterAll(async () => {
-  await Promise.all(workers.map((w) => w.dispose()));
+  await Promise.all(started.map((w) => w.dispose()));
   await faraway?.close();
 });
 
@@ -68,6 +90,7 @@ async function send(worker: (typeof workers)[number], path: string, ip: string) 
     status: response.status,
     ms: performance.now() - started,
     timing: response.headers.get("server-timing") ?? "",
+    rateLimit: response.headers.get("ratelimit") ?? "",
   };
 }
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -82,6 +105,32 @@ describe('sync = "async" rules', () => {
       expect(r.timing).toBe('ratelimit;dur=0;desc="async"'); // decided with no wait at all
       expect(r.ms).toBeLessThan(RTT_MS);
     }
+  }, 30_000);
+
+  it("a fresh isolate's first async request waits for nothing either: its live-mode read lands in the background", async () => {
+    const fresh = await instance();
+    // The isolate started by a request no rule matches: the limiter, its live modes and Redis untouched.
+    expect((await send(fresh, "/unlimited", "198.51.100.74")).status).toBe(200);
+    const first = await send(fresh, "/async/first", "198.51.100.74");
+    expect(first.status).toBe(200);
+    expect(first.timing).toContain('desc="async"');
+    expect(first.ms).toBeLessThan(0.75 * RTT_MS); // the read waited for would make it a whole round trip
+  }, 30_000);
+
+  it("are counted in Redis after the response, and decided there, exactly, beside an exact rule", async () => {
+    const ip = "198.51.100.73";
+    for (let i = 0; i < 3; i++) {
+      const r = await send(workers[i % 2] as (typeof workers)[number], "/m/x", ip);
+      expect(r.status).toBe(200);
+      expect(r.timing).toContain('desc="async"');
+    }
+    await sleep(3 * RTT_MS); // the flushes are in
+    const both = await send(workers[0] as (typeof workers)[number], "/m/exact/x", ip);
+    expect(both.status).toBe(200);
+    expect(both.timing).not.toContain("async"); // one Redis call for both rules
+    expect(both.ms).toBeGreaterThanOrEqual(RTT_MS - 10);
+    // Redis counted the three async requests and this one: 40 - 4 left.
+    expect(both.rateLimit).toMatch(/"mix-async";r=36;/);
   }, 30_000);
 
   it("over-admit one identity hammered through two instances by no more than the documented bound", async () => {
