@@ -14,6 +14,7 @@
  *   --scenario async, each client one identity:
  *     exact       Floodgate, wrangler.toml's rules as they are
  *     async       the same rules with `sync = "async"` where a rule can be (docs/going-global.md, "Async rules")
+ *     mode-off    the same Worker with RATE_LIMIT_MODE=off: the proxy alone, what "added" is measured over
  *   and always the origin alone, no Worker: what every other target's latency is "added" over
  *
  *   node bench/latency.mjs [--rtt 100] [--clients 40] [--interval-ms 600] [--seconds 30] [--rounds 2]
@@ -157,6 +158,8 @@ export async function runLatency({
         ? [
             { name: "exact", bindings: {} },
             { name: "async", bindings: { RATE_LIMIT_RULES: asyncRules(rules) } },
+            // The same Worker limiting nothing: what the proxy itself costs on this machine, to subtract.
+            { name: "mode-off", bindings: { RATE_LIMIT_MODE: "off" } },
           ]
         : [
             { name: "admin-off", bindings: {} },
