@@ -7,6 +7,8 @@
 // `npm start -- --cluster` (or FLOODGATE_REDIS=cluster) runs a real 3-master Redis Cluster (one replica
 // each) behind the REST server instead of a single redis-server; `--databases` (FLOODGATE_REDIS=databases)
 // three independent redis-servers, each behind its own REST server, listed in UPSTASH_REDIS_REST_URL.
+// `npm start -- --regions [--primary-rtt <ms>]` (docs/regions.md): a primary and two regions (eu, us), each
+// its own redis-server and REST server, the primary's behind an added round trip (default 80 ms).
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -101,13 +103,31 @@ const redisMode = process.argv.includes("--cluster")
   ? "cluster"
   : process.argv.includes("--databases")
     ? "databases"
-    : (process.env.FLOODGATE_REDIS ?? "single");
-if (redisMode !== "single" && redisMode !== "cluster" && redisMode !== "databases") {
-  await fail(`FLOODGATE_REDIS must be single, cluster or databases, got ${JSON.stringify(redisMode)}`);
+    : process.argv.includes("--regions")
+      ? "regions"
+      : (process.env.FLOODGATE_REDIS ?? "single");
+if (!["single", "cluster", "databases", "regions"].includes(redisMode)) {
+  await fail(
+    `FLOODGATE_REDIS must be single, cluster, databases or regions, got ${JSON.stringify(redisMode)}`,
+  );
 }
-const unknownArgs = process.argv.slice(2).filter((arg) => arg !== "--cluster" && arg !== "--databases");
+const args = process.argv.slice(2);
+const rttAt = args.indexOf("--primary-rtt");
+const primaryRttMs = rttAt < 0 ? 80 : Number(args[rttAt + 1]);
+if (rttAt >= 0 && (redisMode !== "regions" || !Number.isInteger(primaryRttMs) || primaryRttMs < 0)) {
+  await fail(
+    "--primary-rtt takes a whole number of ms, with --regions: npm start -- --regions --primary-rtt 150",
+  );
+}
+const unknownArgs = args.filter(
+  (arg, i) =>
+    !["--cluster", "--databases", "--regions"].includes(arg) &&
+    !(rttAt >= 0 && (i === rttAt || i === rttAt + 1)),
+);
 if (unknownArgs.length > 0) {
-  await fail(`unknown option ${unknownArgs[0]}; usage: npm start [-- --cluster | --databases]`);
+  await fail(
+    `unknown option ${unknownArgs[0]}; usage: npm start [-- --cluster | --databases | --regions [--primary-rtt <ms>]]`,
+  );
 }
 
 if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
@@ -140,6 +160,32 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   vars.UPSTASH_REDIS_REST_URL = rests.map((rest) => rest.url).join(",");
   vars.UPSTASH_REDIS_REST_TOKEN = token;
   log(`3 redis-servers (ephemeral), each behind a REST server: ${vars.UPSTASH_REDIS_REST_URL}`);
+} else if (redisMode === "regions") {
+  // A primary and two regions, each its own redis-server behind its own REST server, one token for all; the
+  // primary an ocean away (docs/regions.md).
+  const servers = await step("redis-server", () => startRedisServers(3));
+  cleanups.push(() => Promise.all(servers.map((server) => server.close())));
+  const token = randomBytes(16).toString("hex");
+  const rests = [];
+  for (const [i, server] of servers.entries()) {
+    const rest = await step("a REST server", () =>
+      startRestServer({ redisUrl: server.url, token, ...(i === 0 && { rttMs: primaryRttMs }) }),
+    );
+    cleanups.push(() => rest.close());
+    rests.push(rest);
+  }
+  vars.UPSTASH_REDIS_REST_URL = rests[0].url;
+  vars.UPSTASH_REDIS_REST_TOKEN = token;
+  vars.RATE_LIMIT_REGIONS = JSON.stringify({ eu: ["EU", "AF"], us: ["NA", "SA"] });
+  for (const [i, name] of ["EU", "US"].entries()) {
+    vars[`UPSTASH_REDIS_REST_URL_${name}`] = rests[i + 1].url;
+    vars[`UPSTASH_REDIS_REST_TOKEN_${name}`] = token;
+  }
+  // One Worker, pinned to one region (RATE_LIMIT_REGION=us for the other): request.cf is a placeholder here.
+  vars.RATE_LIMIT_REGION ||= "eu";
+  log(
+    `primary at ${rests[0].url} (${primaryRttMs} ms round trip added), regions eu at ${rests[1].url} and us at ${rests[2].url}; this Worker decides in ${vars.RATE_LIMIT_REGION}`,
+  );
 } else {
   const redis = await step("redis-server", () => startRedis());
   cleanups.push(() => redis.close());
