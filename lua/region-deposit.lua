@@ -12,7 +12,8 @@ ARGV:
   ARGV[2]  when the lease ends, ms on THIS database's clock: its clock before the primary was asked, plus the
            lease's life
   ARGV[3]  the pool's value after its units: ":<renewing 0>:<terms>:<figures>"
-  ARGV[4]  the pace record; ARGV[5] its life, ms
+  ARGV[4]  the pace record "<ms>:<units>" (ms: this database's clock when the primary was asked); ARGV[5] its
+           life, ms
 Reply: 1 into the pool, 2 into the next pool, 3 added to the next pool, 0 not deposited (the lease has ended)
 ]]
 

@@ -8,17 +8,21 @@ KEYS (n rules, 3 each):
   KEYS[3i-2]  rule i's pool <prefix>:<rule>:{<hash>}:pool, "<left>:<granted>:<renewing 0|1>:<terms>:<figures>"
   KEYS[3i-1]  rule i's next pool <prefix>:<rule>:{<hash>}:pool-next, the same shape: a renewal's units, which
               take the pool's place once it runs short
-  KEYS[3i]    rule i's pace <prefix>:<rule>:{<hash>}:pace (read only): what its last deposit was, for sizing
+  KEYS[3i]    rule i's pace <prefix>:<rule>:{<hash>}:pace, "<ms>:<units>": when (this database's clock) the
+              region last missed or was granted units, and how many (0: none), for sizing the next ask
 ARGV:
   ARGV[2i-1]  rule i's cost, units
   ARGV[2i]    rule i's terms "<limit>/<period ms>/<burst>": a pool leased under other terms is not spent
+  ARGV[2n+1]  how long a pace record lives, ms
 Reply:
   spent:  { 1, now_ms (Redis's clock; 0 unless a renewal is asked), pool_1 … pool_n (each value after the
-          spend), renew_1 … renew_n (1: this spend took the pool below half of its grant: renew it) }
-  missed: { 0, now_ms (Redis's clock), pace_1 … pace_n ("" where none) }
+          spend), renew_1 … renew_n (1: this spend took the pool to half of its grant or below: renew it) }
+  missed: { 0, now_ms (Redis's clock), pace_1 … pace_n (as it was; "" where none) }; each pace now records
+          this miss ("<now_ms>:0", until a deposit replaces it)
 ]]
 
-local n = #ARGV / 2 -- rules
+local n = (#ARGV - 1) / 2 -- rules
+local pace_ms = ARGV[#ARGV] -- ms
 local PATTERN = "^(%d+):(%d+):(%d):([^:]*)(.*)$" -- left, granted, renewing, terms, figures
 
 local lefts, granteds, renewings, terms_of, figures_of = {}, {}, {}, {}, {}
@@ -50,9 +54,11 @@ end
 
 if not spendable then
   local time = redis.call("TIME")
-  local reply = { 0, tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) }
+  local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local reply = { 0, now_ms }
   for i = 1, n do
     reply[#reply + 1] = redis.call("GET", KEYS[3 * i]) or ""
+    redis.call("SET", KEYS[3 * i], now_ms .. ":0", "PX", pace_ms)
   end
   return reply
 end
@@ -62,8 +68,8 @@ local renew = {}
 for i = 1, n do
   local renewing = renewings[i]
   renew[i] = 0
-  if renewing == "0" and lefts[i] * 2 < tonumber(granteds[i]) then
-    renewing, renew[i] = "1", 1 -- one renewal per grant, whichever isolate spends past the half
+  if renewing == "0" and lefts[i] * 2 <= tonumber(granteds[i]) then
+    renewing, renew[i] = "1", 1 -- one renewal per grant, whichever isolate spends its half
   end
   local value = lefts[i] .. ":" .. granteds[i] .. ":" .. renewing .. ":" .. terms_of[i] .. figures_of[i]
   redis.call("SET", KEYS[3 * i - 2], value, "KEEPTTL")

@@ -97,7 +97,7 @@ export class RegionalDecider implements ResilientDecider {
     const primaryOpts = { ...rest, budgetMs: Math.max(0, budgetMs - (Date.now() - startedAt)) };
     if (reply === undefined) return this.#primary.decide(calls, requestId, primaryOpts);
     const now = Date.now();
-    const units = calls.map((call, i) => wantedOnMiss(call.cost, reply.paces[i], now, this.#leaseMs));
+    const units = calls.map((call, i) => wantedOnMiss(call.cost, reply.paces[i], reply.nowMs, this.#leaseMs));
     const decision = await this.#primary.decide(calls, requestId, {
       ...primaryOpts,
       lease: { units, maxMs: this.#leaseMs },
@@ -199,7 +199,7 @@ export class RegionalDecider implements ResilientDecider {
         depositedAt: at,
       };
       const endsAtMs = regionNowMs + r.lease.lifeMs - LEASE_MARGIN_MS;
-      return [pools.deposit(r.call, units, endsAtMs, figures)];
+      return [pools.deposit(r.call, units, regionNowMs, endsAtMs, figures)];
     });
     // A deposit that fails loses its units (under-admission), never admits one.
     return deposits.length === 0 ? undefined : Promise.all(deposits).catch(() => undefined);

@@ -34,10 +34,13 @@ export interface SpentPool {
   figures: PoolFigures;
 }
 
-/** When a rule's last deposit was made and how large it was: the region's pace, for sizing the next. */
+/**
+ * When (the region's clock, ms) a (rule, identity) last missed or was granted units, and how many (0: a miss
+ * that leased none): the region's pace, for sizing its next ask.
+ */
 export interface Pace {
-  depositedAt: number;
-  granted: number;
+  atMs: number;
+  units: number;
 }
 
 /** A spend's answer: every pool spent, or none (and then the region's clock and each rule's pace). */
@@ -78,7 +81,7 @@ function spentPool(value: unknown, renew: unknown): SpentPool | undefined {
 
 function paceOf(value: unknown): Pace | undefined {
   const m = typeof value === "string" ? /^(\d+):(\d+)$/.exec(value) : null;
-  return m ? { depositedAt: Number(m[1]), granted: Number(m[2]) } : undefined;
+  return m ? { atMs: Number(m[1]), units: Number(m[2]) } : undefined;
 }
 
 /** How long a pace record lives, ms: past it, a (rule, identity) is new to the region again. */
@@ -108,7 +111,7 @@ export class RegionPools {
    */
   async spend(calls: readonly RuleCall[], budget: CallBudget): Promise<SpendReply> {
     const keys = calls.flatMap((call) => this.keysOf(call.rule, call.identityHash));
-    const args = calls.flatMap((call) => [String(call.cost), termsOf(call)]);
+    const args = [...calls.flatMap((call) => [String(call.cost), termsOf(call)]), String(PACE_MS)];
     const reply = (await this.#redis.runScript(REGION_SPEND, keys, args, budget)) as unknown[];
     const n = calls.length;
     const nowMs = Number(reply[1]);
@@ -125,8 +128,14 @@ export class RegionPools {
    * Puts `units` leased for the region into `call`'s pool, to be spent until `endsAtMs` on this database's
    * clock (lua/region-deposit.lua).
    */
-  async deposit(call: RuleCall, units: number, endsAtMs: number, figures: PoolFigures): Promise<void> {
-    const pace = `${figures.depositedAt}:${units}`;
+  async deposit(
+    call: RuleCall,
+    units: number,
+    regionNowMs: number,
+    endsAtMs: number,
+    figures: PoolFigures,
+  ): Promise<void> {
+    const pace = `${regionNowMs}:${units}`;
     await this.#redis.runScript(
       REGION_DEPOSIT,
       this.keysOf(call.rule, call.identityHash),
