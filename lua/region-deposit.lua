@@ -14,7 +14,7 @@ ARGV:
   ARGV[3]  the pool's value after its units: ":<renewing 0>:<terms>:<figures>"
   ARGV[4]  the pace record "<ms>:<units>" (ms: this database's clock when the primary was asked); ARGV[5] its
            life, ms
-Reply: 1 into the pool, 2 into the next pool, 3 added to the next pool, 0 not deposited (the lease has ended)
+Reply: 1 into the pool, 2 into the next pool, 3 added to the next pool, 0 not added (its lease has ended)
 ]]
 
 local units = tonumber(ARGV[1]) -- units
@@ -22,11 +22,7 @@ local ends_ms = tonumber(ARGV[2]) -- ms, this database's clock
 local rest = ARGV[3] -- ":<renewing>:<terms>:<figures>"
 
 redis.call("SET", KEYS[3], ARGV[4], "PX", ARGV[5])
-local time = redis.call("TIME")
-local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-if ends_ms - now_ms < 10 then
-  return 0
-end
+-- (A lease already ended sets a key that is gone at once: Redis deletes a key whose PXAT has passed.)
 local value = units .. ":" .. units .. rest
 local terms = string.match(rest, "^:%d:([^:]*)") -- "<limit>/<period ms>/<burst>"
 local TERMS = "^%d+:%d+:%d:([^:]*)" -- a pool value's terms
@@ -41,6 +37,11 @@ if not waiting or string.match(waiting, TERMS) ~= terms then
   return 2
 end
 -- Both taken (requests that missed at once): the next pool holds both grants' units until the earlier end.
+local time = redis.call("TIME")
+local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if ends_ms <= now_ms then
+  return 0 -- a lease already ended: nothing to add, and the waiting units keep their own end
+end
 local waiting_ends = now_ms + redis.call("PTTL", KEYS[2])
 local total = units + tonumber(string.match(waiting, "^(%d+)"))
 redis.call("SET", KEYS[2], total .. ":" .. total .. rest, "PXAT", string.format("%d", math.min(ends_ms, waiting_ends)))

@@ -97,7 +97,7 @@ export class RegionalDecider implements ResilientDecider {
     const primaryOpts = { ...rest, budgetMs: Math.max(0, budgetMs - (Date.now() - startedAt)) };
     if (reply === undefined) return this.#primary.decide(calls, requestId, primaryOpts);
     const now = Date.now();
-    const units = calls.map((call, i) => wantedOnMiss(call.cost, reply.paces[i], reply.nowMs, this.#leaseMs));
+    const units = calls.map((call, i) => wantedOnMiss(call, reply.paces[i], reply.nowMs, this.#leaseMs));
     const decision = await this.#primary.decide(calls, requestId, {
       ...primaryOpts,
       lease: { units, maxMs: this.#leaseMs },
