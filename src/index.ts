@@ -58,6 +58,8 @@ export {
   type CostFunction,
   DeniedByRuleError,
   type DecisionEvent,
+  type SettledRule,
+  type SettleEvent,
   type FactMatch,
   type FloodgateVariables,
   InvalidCostError,

@@ -45,6 +45,7 @@ const middlewareOptionsSchema = v.object({
   decider: v.optional(v.unknown()),
   liveModes: v.optional(v.unknown()),
   onDecision: v.optional(v.unknown()),
+  onSettle: v.optional(v.unknown()),
   mode: v.optional(oneOf("mode", MODES), DEFAULTS.mode),
   failure: v.optional(oneOf("failure", FAILURES), DEFAULTS.failure),
   timeoutMs: v.optional(wholeMs("timeoutMs", MAX_TIMEOUT_MS), DEFAULTS.timeoutMs),
@@ -88,7 +89,7 @@ const KNOWN_OPTIONS: ReadonlySet<string> = new Set(MIDDLEWARE_OPTIONS);
 /** The middleware's settings, validated, defaults applied (the options checked where they are used left out). */
 export type MiddlewareSettings = Omit<
   v.InferOutput<typeof middlewareOptionsSchema>,
-  "rules" | "redis" | "decider" | "liveModes" | "onDecision"
+  "rules" | "redis" | "decider" | "liveModes" | "onDecision" | "onSettle"
 >;
 
 /**

@@ -112,6 +112,7 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
     // The package has no admin API to set an override: none is read unless asked for.
     overrides: settings.overrides,
     onDecision: options.onDecision,
+    onSettle: options.onSettle,
   });
 }
 

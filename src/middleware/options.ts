@@ -10,6 +10,7 @@ import type { JwtOptions, JwtVerifierFactory } from "../identity/jwt";
 import type { RequestFacts } from "../identity/request";
 import type { LiveModes } from "../rules/modes";
 import type { RunningTimer } from "../util/timer";
+import type { SettleEvent } from "./settled";
 
 /** What the limiter reports about one decided request (to `onDecision`). */
 export interface DecisionEvent {
@@ -286,6 +287,12 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    * rejection), so catch inside it to see its own errors.
    */
   onDecision?: (event: DecisionEvent) => unknown;
+  /**
+   * Called once a response has decided a request's units under rules that count by status or settle their
+   * cost (docs/settle.md, "Seeing it"): each rule's units reserved, moved after the response and left, once
+   * Redis has answered; not awaited, and a throw or rejection is ignored, as `onDecision`'s.
+   */
+  onSettle?: (event: SettleEvent) => unknown;
 }
 
 /** The middleware's `jwt` option: the key material and the verifier that reads tokens with it. */

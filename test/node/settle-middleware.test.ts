@@ -6,7 +6,7 @@ import { Hono } from "hono";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
 import { hashIdentity, stateKey } from "../../src/engine/keys";
-import { rateLimit } from "../../src/middleware";
+import { rateLimit, type SettleEvent } from "../../src/middleware";
 
 let direct: IORedis;
 let upstream: Server;
@@ -81,4 +81,40 @@ it("settles a handler's JS stream and a fetched stream, passing both through unc
     expect(await response.text()).toBe(EVENTS.join(""));
     expect(await counted(prefix, who, 77)).toBe(77);
   }
+});
+
+it("tells onSettle what each rule was settled to, once Redis has answered", async () => {
+  const prefix = `settlemw${Date.now()}b`;
+  const told: SettleEvent[] = [];
+  const app = new Hono();
+  app.use(
+    "*",
+    rateLimit({
+      redis: { url: inject("redisRestUrl"), token: inject("redisRestToken") },
+      prefix,
+      rules: [
+        {
+          name: "tokens",
+          key: "header:x-client",
+          algorithm: "fixed-window",
+          limit: 10_000,
+          period: "1h",
+          cost: 5,
+          settle: "sse:usage.total_tokens",
+        },
+      ],
+      onSettle: (event) => void told.push(event),
+    }),
+  );
+  app.get("/fetched", () => fetch(upstreamUrl));
+  const response = await app.request("/fetched", { headers: { "x-client": "told" } });
+  expect(await response.text()).toBe(EVENTS.join(""));
+  expect(await counted(prefix, "told", 77)).toBe(77);
+  const deadline = Date.now() + 3000;
+  while (told.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  expect(told).toHaveLength(1);
+  expect(told[0]?.status).toBe(200);
+  expect(told[0]?.rules.map(({ result, ...rest }) => ({ rule: result.call.rule, ...rest }))).toEqual([
+    { rule: "tokens", outcome: "settled", reserved: 5, cost: 77, applied: 72, remaining: 10_000 - 77 },
+  ]);
 });
