@@ -2,7 +2,8 @@
 // choice of instants explains, and never one that some choice does (docs/exactness.md, "The model").
 import { describe, expect, it } from "vitest";
 import { type Admission, checkHistory, type Limits } from "../sim/model";
-import { type Change, epochsOf, inEffect } from "../sim/system";
+import { checkFallbacks } from "../sim/fail-open";
+import { type Change, epochsOf, inEffect, type Scenario } from "../sim/system";
 
 let op = 0;
 /** An admission of `units` somewhere in [from, to] ms. */
@@ -159,5 +160,54 @@ describe("epochs between admin changes (epochsOf)", () => {
     expect(epochsOf(own, changes, history).at(-1)).toMatchObject({ from: 160, limits: o });
     expect(violations(own, changes, history)).toEqual([]);
     expect(violations(own, changes, [at(3, 170), at(2, 200)])).toHaveLength(1);
+  });
+});
+
+describe("the fail-open bound, under every algorithm (checkFallbacks)", () => {
+  const ALGORITHMS = [
+    "fixed-window",
+    "sliding-window",
+    "sliding-log",
+    "token-bucket",
+    "gcra",
+    "concurrency",
+  ] as const;
+  /** One rule of `algorithm`, limit 10 an hour (concurrency: 10 slots of a 1 h lease), failing open. */
+  const scenarioOf = (algorithm: Limits["algorithm"]): Scenario => ({
+    rules: [{ algorithm, limit: 10, periodMs: 3_600_000, burst: 10, delayMs: 0, failure: "open" }],
+    isolates: 2,
+    endpoints: 1,
+    cluster: false,
+    leaseMs: 1000,
+    timeoutMs: 200,
+    edgeMs: 1000,
+    ops: [],
+  });
+  const KEY = "r0 sim-identity-0________";
+  /** Redis admits the whole limit at 100 ms; then isolates' fallbacks admit `perIsolate[k]` units each. */
+  const violations = (algorithm: Limits["algorithm"], perIsolate: number[]) => {
+    const redis = Array.from({ length: 10 }, (_, i) => at(1, 100 + i));
+    const fell = perIsolate.flatMap((n, isolate) =>
+      Array.from({ length: n }, (_, i) => ({ ...at(1, 500 + 10 * isolate + i), isolate })),
+    );
+    return checkFallbacks(scenarioOf(algorithm), new Map([[KEY, redis]]), new Map([[KEY, fell]]), new Map());
+  };
+
+  it.each(ALGORITHMS)("%s: the limit + ⌈10 %%⌉ per isolate that fell back, and not one more", (algorithm) => {
+    expect(violations(algorithm, [1, 1])).toEqual([]);
+    const found = violations(algorithm, [2, 1]);
+    expect(found.length).toBeGreaterThan(0);
+    expect(found[0]?.invariant).toMatch(/^fail-open: .* \+ 2 isolate\(s\) × 1 \(Redis slow\)$/);
+  });
+
+  it("a bucket's bound is per period: a later period's share is not counted against the first's", () => {
+    const s: Scenario = { ...scenarioOf("token-bucket") };
+    s.rules = [{ ...(s.rules[0] as Scenario["rules"][number]), periodMs: 1000 }];
+    // 10 by Redis at 100 ms, then one unit of fallback per isolate in each of three later periods.
+    const redis = Array.from({ length: 10 }, (_, i) => at(1, 100 + i));
+    const fell = [1200, 2300, 3400].flatMap((t) =>
+      [0, 1].map((isolate) => ({ ...at(1, t + isolate), isolate })),
+    );
+    expect(checkFallbacks(s, new Map([[KEY, redis]]), new Map([[KEY, fell]]), new Map())).toEqual([]);
   });
 });

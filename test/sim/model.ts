@@ -185,9 +185,14 @@ export function checkSlidingLog(l: Limits, history: readonly Admission[]): Viola
 /**
  * Token bucket / GCRA: in any interval of length L, at most burst + L / interval units (the bucket starts at
  * most full and refills one unit per interval). Counted, for every pair of admissions, those certainly between
- * the first one's earliest and the last one's latest instant.
+ * the first one's earliest and the last one's latest instant; `maxSpanMs`: only intervals up to that long (a
+ * bound stated per period, as the fail-open one).
  */
-export function checkBucket(l: Limits, history: readonly Admission[]): Violation[] {
+export function checkBucket(
+  l: Limits,
+  history: readonly Admission[],
+  maxSpanMs = Number.POSITIVE_INFINITY,
+): Violation[] {
   const out: Violation[] = [];
   const sorted = [...history].sort((a, b) => a.at.from - b.at.from);
   const iUs = intervalUs(l);
@@ -196,6 +201,7 @@ export function checkBucket(l: Limits, history: readonly Admission[]): Violation
     for (let j = i; j < sorted.length; j++) {
       const last = sorted[j] as Admission;
       if (last.at.to < first.at.from) continue;
+      if (last.at.to - first.at.from > maxSpanMs) continue;
       const inside = sorted.filter((b) => b.at.from >= first.at.from && b.at.to <= last.at.to);
       const units = inside.reduce((n, b) => n + b.units, 0);
       const spanUs = (last.at.to - first.at.from) * 1000;

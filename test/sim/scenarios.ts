@@ -75,9 +75,20 @@ export interface Mix {
   override: number;
   fault: number;
   mode: number;
+  /** A lease at a window edge: a chain of a burst, a short spend on a slow way in, and a fill (`leaseEdge`). */
+  edge: number;
 }
 
-const KINDS: readonly (keyof Mix)[] = ["request", "burst", "fill", "reset", "override", "fault", "mode"];
+const KINDS: readonly (keyof Mix)[] = [
+  "request",
+  "burst",
+  "fill",
+  "reset",
+  "override",
+  "fault",
+  "mode",
+  "edge",
+];
 
 /**
  * Least weights every scenario's mix keeps, from `SIM_MIX` (`override:2,reset:1`): a long run aimed at one
@@ -104,6 +115,7 @@ const mix: fc.Arbitrary<Mix> = fc
     override: fc.constantFrom(0, 0, 1, 2),
     fault: fc.constantFrom(0, 1, 3),
     mode: fc.constantFrom(0, 0, 1),
+    edge: fc.constantFrom(0, 0, 1),
   })
   .map((m) => (m.request + m.burst === 0 ? { ...m, burst: 1 } : m))
   .map((m) => {
@@ -215,21 +227,69 @@ function ops(
     mode: fc.constantFrom("on", "monitor", "off") as fc.Arbitrary<"on" | "monitor" | "off">,
     lagMs: fc.array(fc.integer({ min: 0, max: 300 }), { minLength: isolates + 1, maxLength: isolates + 1 }),
   });
-  const faultOp: fc.Arbitrary<Op> = fc.record({
-    kind: fc.constant("fault" as const),
-    at,
-    fault: targetedFault,
-  });
+  // Mostly one command's fault; sometimes a spell of them, long enough to open a breaker (the fallback answers).
+  const faultOp: fc.Arbitrary<Op> = fc.record(
+    {
+      kind: fc.constant("fault" as const),
+      at,
+      fault: targetedFault,
+      times: fc.constantFrom(1, 1, 1, 8, 16),
+    },
+    { requiredKeys: ["kind", "at", "fault"] },
+  );
+  const one = (op: fc.Arbitrary<Op>) => op.map((o) => [o]);
   const kinds = [
-    { arbitrary: request, weight: weights.request },
-    { arbitrary: burst, weight: weights.burst },
-    { arbitrary: fill, weight: weights.fill },
-    { arbitrary: reset, weight: weights.reset },
-    { arbitrary: override, weight: weights.override },
-    { arbitrary: faultOp, weight: weights.fault },
-    { arbitrary: mode, weight: weights.mode },
+    { arbitrary: one(request), weight: weights.request },
+    { arbitrary: one(burst), weight: weights.burst },
+    { arbitrary: one(fill), weight: weights.fill },
+    { arbitrary: one(reset), weight: weights.reset },
+    { arbitrary: one(override), weight: weights.override },
+    { arbitrary: one(faultOp), weight: weights.fault },
+    { arbitrary: one(mode), weight: weights.mode },
+    { arbitrary: leaseEdge(rules, isolates, size, edgeMs), weight: weights.edge },
   ].filter((k) => k.weight > 0);
-  return fc.array(fc.oneof(...kinds), { minLength: 1, maxLength: size.maxOps });
+  return fc
+    .array(fc.oneof(...kinds), { minLength: 1, maxLength: size.maxOps })
+    .map((chains) => chains.flat().slice(0, size.maxOps + 2));
+}
+
+/**
+ * A lease at a window edge, as a chain random search rarely strings together by itself (docs/exactness.md,
+ * "Proof that it can fail"): an isolate's burst of 5 early in a window makes the identity hot by the lease
+ * table's own count (it leases from the fifth request in a second), so it holds a unit or so; a request of up to
+ * the whole capacity shortly before the edge, on a slow way in that lands past the edge (150 ms at most: within
+ * the budget), may find that lease too short; a fill after the edge takes the next window to its limit.
+ */
+function leaseEdge(rules: SimRule[], isolates: number, size: Size, edgeMs: number): fc.Arbitrary<Op[]> {
+  const edges = Math.max(1, Math.floor(size.spanMs / edgeMs));
+  return fc
+    .record({
+      k: fc.integer({ min: 0, max: edges - 1 }),
+      rule: fc.integer({ min: 0, max: rules.length - 1 }),
+      isolate: fc.integer({ min: 0, max: isolates - 1 }),
+      n: fc.integer({ min: 4, max: 7 }),
+      before: fc.integer({ min: 20, max: 120 }),
+      past: fc.integer({ min: 10, max: 30 }),
+      share: fc.double({ min: 0.5, max: 1, noNaN: true }),
+    })
+    .map(({ k, rule, isolate, n, before, past, share }): Op[] => {
+      const { algorithm, limit, burst } = rules[rule] as SimRule;
+      const capacity = algorithm === "token-bucket" || algorithm === "gcra" ? burst : limit;
+      const call = { rule, identity: 0, cost: 1 };
+      const edge = (k + 1) * edgeMs;
+      return [
+        { kind: "burst", at: k * edgeMs + 5, isolate, call, n },
+        {
+          kind: "request",
+          at: edge - before,
+          isolate,
+          calls: [{ ...call, cost: Math.max(2, Math.round(capacity * share)) }],
+          holdMs: 0,
+          fault: { kind: "slow-in", ms: before + past },
+        },
+        { kind: "fill", at: edge + past + 200, call },
+      ];
+    });
 }
 
 /** A whole scenario: rules, isolates, endpoints, lease life, and its operations. */

@@ -20,8 +20,12 @@ import { delayOf, giveBack } from "../../src/middleware/delay";
 import { verdictOf } from "../../src/middleware/verdict";
 import type { ResilientDecider } from "../../src/resilience/decider";
 import { createEngine, type Engine } from "../../src/resilience/engine";
+import { type Change, epochsOf } from "./epochs";
+import { checkFallbacks, type FellBack } from "./fail-open";
 import { type Admission, checkHistory, type Limits, type Violation } from "./model";
 import type { Fault, Network } from "./network";
+
+export { type Change, type Epoch, epochsOf, inEffect } from "./epochs";
 
 /** One rule of a scenario. */
 export interface SimRule extends Limits {
@@ -90,7 +94,8 @@ export type Op =
    * removal (`set` absent: DELETE); a `ttlS` ends it by itself, with no admin call.
    */
   | { kind: "override"; at: number; rule: number; identity: number; set?: SimOverride | undefined }
-  | { kind: "fault"; at: number; fault: Fault }
+  /** `fault` for the next command (of its kind), or the next `times` of them: a slow or failing spell. */
+  | { kind: "fault"; at: number; fault: Fault; times?: number | undefined }
   /**
    * A live mode switch of one rule (docs/operating.md): each isolate hears of it `lagMs[k]` later (the
    * fills' isolate last), as the live modes reach each isolate on its next refresh.
@@ -112,80 +117,6 @@ export interface Scenario {
    */
   edgeMs: number;
   ops: Op[];
-}
-
-/** An admin change of one (rule, identity), somewhere in [from, to]: the limits in force after it. */
-export interface Change {
-  from: number;
-  to: number;
-  /** `same`: a reset; `own`: the rule's own again; `unknown`: a change that may or may not have been made. */
-  limits: Limits | "same" | "own" | "unknown";
-  /** An override's set or removal (not a reset), or the end of the `ttl` of the override set at `ends`. */
-  kind: "reset" | "override" | "ttl";
-  /** A ttl's end: the override's set whose ttl it is. */
-  ends?: Change;
-}
-
-/**
- * The changes as they took effect: a ttl's end only if no later set or removal replaced its override before
- * it (one that may have come before or after it leaves the limits unknown), and a change whose interval
- * overlaps another override change's leaves them unknown too (the two may have landed in either order).
- */
-export function inEffect(changes: readonly Change[]): Change[] {
-  const overrides = changes.filter((c) => c.kind === "override");
-  const out: Change[] = [];
-  for (const change of changes) {
-    if (change.kind === "ttl") {
-      const set = change.ends as Change;
-      const later = overrides.filter((c) => c !== set && c.to > set.from && c.from < change.to);
-      if (later.some((c) => c.to < change.from && c.from > set.to)) continue; // replaced before it ended
-      if (later.length > 0) {
-        out.push({ ...change, limits: "unknown" });
-        continue;
-      }
-      out.push(change);
-      continue;
-    }
-    const racing =
-      change.kind === "override" &&
-      overrides.some((c) => c !== change && c.from < change.to && change.from < c.to);
-    out.push(racing ? { ...change, limits: "unknown" } : change);
-  }
-  return out.sort((a, b) => a.from - b.from);
-}
-
-/** A stretch of one (rule, identity)'s history between admin changes, checked alone under its limits. */
-export interface Epoch {
-  limits: Limits | "unknown";
-  from: number;
-  to: number;
-  history: Admission[];
-}
-
-/**
- * The epochs the admin `changes` cut a history into, each with the limits in force in it (a reset keeps
- * them, an override sets its own, its removal or its ttl's end brings back `own`). An epoch starts once
- * every change before it has certainly landed: after the latest end of any change so far, not only the last
- * one's, since changes may overlap (a reset slow on its way takes longer than an override's ttl end inside
- * it; in between, either may have landed first). An admission that may lie on either side of a change is
- * left out, and a held request belongs to the epoch its decision and its slot both lie in.
- */
-export function epochsOf(own: Limits, changes: readonly Change[], history: readonly Admission[]): Epoch[] {
-  let inForce: Limits | "unknown" = own;
-  const epochs: Epoch[] = [];
-  let start = Number.NEGATIVE_INFINITY;
-  for (const cut of inEffect(changes)) {
-    epochs.push({ limits: inForce, from: start, to: cut.from, history: [] });
-    inForce = cut.limits === "same" ? inForce : cut.limits === "own" ? own : cut.limits;
-    start = Math.max(start, cut.to);
-  }
-  epochs.push({ limits: inForce, from: start, to: Number.POSITIVE_INFINITY, history: [] });
-  for (const a of history) {
-    epochs
-      .find((e) => Math.min(a.at.from, a.decidedFrom ?? a.at.from) >= e.from && a.at.to < e.to)
-      ?.history.push(a);
-  }
-  return epochs;
 }
 
 const ADMIN_TOKEN = "simulation-admin-token-0123456789abcdef";
@@ -321,7 +252,7 @@ export async function runScenario(
   /** Each isolate's view of each rule's mode (a switch reaches each one on its own: `mode` operations). */
   const modes: Mode[][] = isolates.map(() => scenario.rules.map((r) => r.mode ?? "on"));
   /** Per (rule, identity): what fail-open rules let through on the fallback limiter's word, by isolate. */
-  const fallbacks = new Map<string, (Admission & { isolate: number })[]>();
+  const fallbacks = new Map<string, FellBack[]>();
 
   /** One request through isolate `k`, judged as the limiter judges it; records what it let through. */
   async function request(
@@ -538,7 +469,7 @@ export async function runScenario(
         return override(o.rule, o.identity, o.set);
       case "fault":
         operations++;
-        network.inject(o.fault);
+        for (let i = 0; i < (o.times ?? 1); i++) network.inject(o.fault);
         return;
       case "mode":
         operations++;
@@ -589,61 +520,6 @@ export async function runScenario(
     fellBack,
     monitored,
   };
-}
-
-/** Whether any fault of the scenario answers an error (Redis "down": refused, 5xx) rather than late or never. */
-const errs = (f: Fault | undefined) => f?.kind === "error";
-const failsOutright = (scenario: Scenario): boolean =>
-  scenario.ops.some(
-    (o) =>
-      (o.kind === "fault" && errs(o.fault)) ||
-      (o.kind === "request" && errs(o.fault)) ||
-      (o.kind === "burst" && errs(o.after?.fault)),
-  );
-
-/**
- * The share of a limit one isolate's fallback may add while Redis is slow, as docs/fail-open.md states it:
- * not the engine's constant, which a check must not follow when it changes.
- */
-const STATED_SHARE = 0.1;
-
-/**
- * Fail-open rules: what the isolates' fallback limiters let through, with what Redis and leases did, stays
- * within the bound docs/fail-open.md states, per window (fixed-window) or in flight at once (concurrency),
- * whose "per period" is unambiguous: the limit, plus per isolate that admitted on its own ⌈10 % of the limit⌉
- * while Redis was slow (timeouts, lost replies), or the whole limit if Redis also failed outright in the run
- * (N × what Redis last left, at most the limit each). An isolate knows an override only from Redis's figures,
- * so the share is of the larger of the rule's limit and the override's. Epochs as in the exact checks.
- */
-export function checkFallbacks(
-  scenario: Scenario,
-  histories: ReadonlyMap<string, Admission[]>,
-  fallbacks: ReadonlyMap<string, (Admission & { isolate: number })[]>,
-  changes: ReadonlyMap<string, Change[]>,
-): Violation[] {
-  const out: Violation[] = [];
-  const down = failsOutright(scenario);
-  for (const [key, fell] of fallbacks) {
-    const rule = scenario.rules[Number(key.split(" ")[0]?.slice(1))] as SimRule;
-    if (rule.algorithm !== "fixed-window" && rule.algorithm !== "concurrency") continue;
-    const all = [...(histories.get(key) ?? []), ...fell];
-    for (const epoch of epochsOf(rule, changes.get(key) ?? [], all)) {
-      if (epoch.limits === "unknown") continue;
-      const isolates = new Set(epoch.history.flatMap((a) => ("isolate" in a ? [a.isolate as number] : [])));
-      if (isolates.size === 0) continue;
-      const known = Math.max(rule.limit, epoch.limits.limit);
-      const share = down ? known : Math.ceil(known * STATED_SHARE);
-      const bound = { ...epoch.limits, limit: epoch.limits.limit + isolates.size * share };
-      for (const v of checkHistory(bound, epoch.history)) {
-        out.push({
-          ...v,
-          invariant: `fail-open: ${v.invariant} + ${isolates.size} isolate(s) × ${share} (${down ? "Redis failing" : "Redis slow"})`,
-          detail: `${key}: ${v.detail}`,
-        });
-      }
-    }
-  }
-  return out;
 }
 
 /**
