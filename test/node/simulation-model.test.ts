@@ -1,7 +1,8 @@
 // The simulator's model (test/sim/model.ts) on histories written by hand: it must flag every over-admission no
 // choice of instants explains, and never one that some choice does (docs/exactness.md, "The model").
 import { describe, expect, it } from "vitest";
-import { type Admission, checkHistory, type Limits } from "../sim/model";
+import { checkBlocks, checkLedger } from "../sim/after-response";
+import { type Admission, checkHistory, floorOf, type Limits } from "../sim/model";
 import { checkFallbacks } from "../sim/fail-open";
 import { type Change, epochsOf, inEffect, type Scenario } from "../sim/system";
 
@@ -209,5 +210,63 @@ describe("the fail-open bound, under every algorithm (checkFallbacks)", () => {
       [0, 1].map((isolate) => ({ ...at(1, t + isolate), isolate })),
     );
     expect(checkFallbacks(s, new Map([[KEY, redis]]), new Map([[KEY, fell]]), new Map())).toEqual([]);
+  });
+});
+
+describe("after the response: give-backs, settlements and debt (checkLedger)", () => {
+  const fw: Limits = { algorithm: "fixed-window", limit: 10, periodMs: 1000, burst: 10 };
+  /** An admission whose response moved `units` by a call between `from` and `to`, answered `applied`. */
+  const moved = (a: Admission, units: number, from: number, to: number, applied?: number): Admission => ({
+    ...a,
+    adjust: { units, at: { from, to }, ...(applied !== undefined && { applied }) },
+  });
+
+  it("a charge that certainly landed counts before the next admission: the debt denies until repaid", () => {
+    // 5 reserved at 100 ms, charged 8 more at 200..220 ms: the window holds 13, so 1 more at 300 ms is one too many.
+    const charged = moved(at(5, 100), 8, 200, 220, 8);
+    expect(checkLedger(fw, [charged, at(1, 300)])).toHaveLength(1);
+    // The same charge still on its way at 300 ms: the admission may have come first.
+    expect(checkLedger(fw, [moved(at(5, 100), 8, 290, 320, 8), at(1, 300)])).toEqual([]);
+    // Not answered (it may never have landed): not counted.
+    expect(checkLedger(fw, [moved(at(5, 100), 8, 200, 220), at(1, 300)])).toEqual([]);
+  });
+
+  it("a give-back frees its units whenever it may have landed, and never more than it gave", () => {
+    // 10 reserved, 6 given back (a status not counted, or a smaller real cost): 6 more fit, 7 do not.
+    const back = moved(at(10, 100), -6, 500, 520, -6);
+    expect(checkLedger(fw, [back, at(6, 600)])).toEqual([]);
+    expect(checkLedger(fw, [back, at(7, 600)])).toHaveLength(1);
+    // The same give-back by the whole-window check: the 4 units it kept, and the 6 after it.
+    expect(checkHistory(fw, [{ ...back, units: floorOf(back) }, at(6, 600)])).toEqual([]);
+  });
+
+  it("a bucket: charges that landed between two admissions count against burst + refill", () => {
+    const b: Limits = { algorithm: "token-bucket", limit: 10, periodMs: 1000, burst: 5 };
+    // 1 reserved at 0 and charged 4 more by 50 ms: 5 units; 1 more at 100 ms fits the refill (5 + 1).
+    const first = moved(at(1, 0), 4, 20, 50, 4);
+    expect(checkLedger(b, [first, at(1, 100)])).toEqual([]);
+    expect(checkLedger(b, [first, at(2, 100)])).toHaveLength(1);
+  });
+
+  it("a tier's own limit bounds each admission decided under it", () => {
+    const free: Limits = { ...fw, limit: 4 };
+    expect(checkLedger(fw, [at(3, 100), { ...at(2, 200), limits: free }])).toHaveLength(1);
+    expect(checkLedger(fw, [at(3, 100), { ...at(1, 200), limits: free }])).toEqual([]);
+  });
+});
+
+describe("the penalty box (checkBlocks)", () => {
+  const denial = (from: number, to = from + 5, certain = true) => ({ at: { from, to }, op: op++, certain });
+
+  it("nothing admitted inside a block, from its first denial, not extended by later ones", () => {
+    expect(checkBlocks(500, [denial(100)], [at(1, 300)])).toHaveLength(1);
+    expect(checkBlocks(500, [denial(100)], [at(1, 700)])).toEqual([]);
+    // A denial during the block (at 300) does not extend it: 700 is past the first one's end.
+    expect(checkBlocks(500, [denial(100), denial(300)], [at(1, 700)])).toEqual([]);
+  });
+
+  it("a block that may have started earlier (an unanswered decision), or been lifted, is not held to", () => {
+    expect(checkBlocks(500, [denial(0, 1000, false), denial(400)], [at(1, 700)])).toEqual([]);
+    expect(checkBlocks(500, [denial(100)], [at(1, 300)], [{ from: 200, to: 250 }])).toEqual([]);
   });
 });

@@ -3,7 +3,7 @@
  * limiters let through, together with what Redis and leases admitted, per (rule, identity) and period.
  */
 import { epochsOf, type Change } from "./epochs";
-import { type Admission, checkBucket, checkHistory, type Limits, type Violation } from "./model";
+import { type Admission, checkBucket, checkHistory, floorOf, type Limits, type Violation } from "./model";
 import type { Fault } from "./network";
 import type { Scenario, SimRule } from "./system";
 
@@ -43,8 +43,8 @@ export function widened(limits: Limits, extra: number): Limits {
  * failed outright in the run (N × what Redis last left, at most the limit each). Per algorithm, "per period" is
  * that algorithm's own: an epoch-aligned window (fixed-window), any period (sliding-log), the weighted estimate
  * (sliding-window), any interval up to one period against burst + refill (token-bucket, gcra), slots held at
- * once (concurrency). An isolate knows an override only from Redis's figures, so the share is of the larger of
- * the rule's limit and the override's. Epochs as in the exact checks.
+ * once (concurrency). An isolate knows an override only from Redis's figures, so the share is of the largest of
+ * the rule's limit, its tiers' and the override's. Epochs as in the exact checks.
  */
 export function checkFallbacks(
   scenario: Scenario,
@@ -61,13 +61,26 @@ export function checkFallbacks(
       if (epoch.limits === "unknown") continue;
       const isolates = new Set(epoch.history.flatMap((a) => ("isolate" in a ? [a.isolate as number] : [])));
       if (isolates.size === 0) continue;
-      const known = Math.max(rule.limit, epoch.limits.limit);
+      const known = Math.max(rule.limit, epoch.limits.limit, ...(rule.tiers ?? []).map((t) => t.limit));
       const share = down ? known : Math.ceil(known * STATED_SHARE);
-      const bound = widened(epoch.limits, isolates.size * share);
+      const extra = isolates.size * share;
+      const bound = widened(epoch.limits, extra);
+      // A tier's own limits widen alike; an override replaces them.
+      const own = epoch.limits === rule;
+      // What each admission certainly holds whatever its response did (test/sim/after-response.ts).
+      const history = epoch.history
+        .map(
+          ({ limits, ...a }): Admission => ({
+            ...a,
+            units: floorOf(a),
+            ...(own && limits && { limits: widened(limits, extra) }),
+          }),
+        )
+        .filter((a) => a.units > 0);
       const found =
         bound.algorithm === "token-bucket" || bound.algorithm === "gcra"
-          ? checkBucket(bound, epoch.history, bound.periodMs)
-          : checkHistory(bound, epoch.history);
+          ? checkBucket(bound, history, bound.periodMs)
+          : checkHistory(bound, history);
       for (const v of found) {
         out.push({
           ...v,

@@ -37,7 +37,36 @@ export interface Admission {
   decidedFrom?: number;
   /** Which operation of the run admitted it (for the report). */
   op: number;
+  /**
+   * The limits this request was decided under when they are not the rule's own: its tier's (a tier changes a
+   * window's or a log's limit, or a bucket's burst, per request, sharing the identity's state).
+   */
+  limits?: Limits;
+  /** What its response changed afterwards (a status not counted, a settled cost): test/sim/after-response.ts. */
+  adjust?: Adjustment;
+  /** Counted by the rule in `monitor` mode (it never denies, nor blocks). */
+  monitor?: boolean;
 }
+
+/**
+ * Units a response moved after the admission: given back (< 0: a status the rule does not count, a settled cost
+ * below the reservation) or charged (> 0: a settled cost above it), by a call sent and answered within `at`.
+ */
+export interface Adjustment {
+  units: number;
+  at: Instant;
+  /** What the call said it did (a charge's units; absent: no answer, it may or may not have landed). */
+  applied?: number;
+}
+
+/**
+ * The units an admission certainly holds in Redis from its admission on, whatever became of its response: its
+ * cost less what may have gone back (a charge may land after anything, so it never adds here).
+ */
+export const floorOf = (a: Admission): number => a.units + Math.min(0, a.adjust?.units ?? 0);
+
+/** The limit admission `a` was decided under: its tier's, else the rule's. */
+const limitOf = (l: Limits, a: Admission): number => a.limits?.limit ?? l.limit;
 
 /** A broken invariant: which, where, and the admissions that break it. */
 export interface Violation {
@@ -102,15 +131,18 @@ export function checkFixedWindow(l: Limits, history: readonly Admission[]): Viol
     last = k;
     const here = [...(definite.get(k) ?? []), ...carried];
     const load = here.reduce((n, a) => n + a.units, 0);
-    if (!fixedWindowAdmits(l, load - (here[0]?.units ?? 0), here[0]?.units ?? 0)) {
+    // Tiers of one window: the largest limit bounds the whole (the ledger checks each admission under its own).
+    const w = { ...l, limit: Math.max(l.limit, ...here.map((a) => limitOf(l, a))) };
+    if (!fixedWindowAdmits(w, load - (here[0]?.units ?? 0), here[0]?.units ?? 0)) {
       out.push({
         invariant: "fixed-window: units admitted in one window <= limit",
-        detail: `window ${k} (${k * l.periodMs}..${(k + 1) * l.periodMs} ms): ${load} units > limit ${l.limit}`,
+        detail: `window ${k} (${k * l.periodMs}..${(k + 1) * l.periodMs} ms): ${load} units > limit ${w.limit}`,
         ops: here.map((a) => a.op),
       });
     }
     const edge = straddling.get(k) ?? [];
-    const kept = bestFit(edge, Math.max(0, l.limit - load));
+    const room = Math.max(w.limit, ...edge.map((a) => limitOf(l, a))) - load;
+    const kept = bestFit(edge, Math.max(0, room));
     carried = edge.filter((a) => !kept.has(a));
   }
   return out;
@@ -151,10 +183,10 @@ export function checkSlidingWindow(l: Limits, history: readonly Admission[]): Vi
     const cur = before.reduce((n, b) => n + b.units, 0);
     const prev = prevOnes.reduce((n, b) => n + b.units, 0);
     const t = a.at.to;
-    if (!slidingWindowAdmits(l, prev, cur, t, a.units)) {
+    if (!slidingWindowAdmits({ ...l, limit: limitOf(l, a) }, prev, cur, t, a.units)) {
       out.push({
         invariant: "sliding-window: estimate (previous window weighted + this window) <= limit",
-        detail: `at ${t} ms: prev ${prev} weighted ${(1 - (t % l.periodMs) / l.periodMs).toFixed(4)} + cur ${cur} + ${a.units} > limit ${l.limit}`,
+        detail: `at ${t} ms: prev ${prev} weighted ${(1 - (t % l.periodMs) / l.periodMs).toFixed(4)} + cur ${cur} + ${a.units} > limit ${limitOf(l, a)}`,
         ops: [...prevOnes.map((b) => b.op), ...before.map((b) => b.op), a.op],
       });
     }
@@ -171,10 +203,10 @@ export function checkSlidingLog(l: Limits, history: readonly Admission[]): Viola
       (b) => b === a || (b.at.to <= a.at.from && b.at.from > a.at.to - l.periodMs),
     );
     const units = inside.reduce((n, b) => n + b.units, 0);
-    if (!slidingLogAdmits(l, units - a.units, a.units)) {
+    if (!slidingLogAdmits({ ...l, limit: limitOf(l, a) }, units - a.units, a.units)) {
       out.push({
         invariant: "sliding-log: units admitted in any period <= limit",
-        detail: `${units} units > limit ${l.limit} within ${l.periodMs} ms ending ${a.at.from}..${a.at.to}`,
+        detail: `${units} units > limit ${limitOf(l, a)} within ${l.periodMs} ms ending ${a.at.from}..${a.at.to}`,
         ops: inside.map((b) => b.op),
       });
     }
@@ -205,7 +237,7 @@ export function checkBucket(
       const inside = sorted.filter((b) => b.at.from >= first.at.from && b.at.to <= last.at.to);
       const units = inside.reduce((n, b) => n + b.units, 0);
       const spanUs = (last.at.to - first.at.from) * 1000;
-      const bound = l.burst + spanUs / iUs;
+      const bound = (last.limits?.burst ?? l.burst) + spanUs / iUs; // the last admission's capacity
       if (units > bound + 1e-9) {
         out.push({
           invariant: "bucket: units admitted in any interval L <= burst + L / interval",
@@ -233,10 +265,10 @@ export function checkConcurrency(l: Limits, history: readonly Admission[]): Viol
         (b.releasedFrom === undefined || b.releasedFrom > a.at.to) &&
         b.at.from + l.periodMs > a.at.to,
     );
-    if (!concurrencyAdmits(l, held.length)) {
+    if (!concurrencyAdmits({ ...l, limit: limitOf(l, a) }, held.length)) {
       out.push({
         invariant: "concurrency: slots held at once <= limit",
-        detail: `${held.length + 1} slots held > limit ${l.limit}`,
+        detail: `${held.length + 1} slots held > limit ${limitOf(l, a)}`,
         ops: [...held.map((b) => b.op), a.op],
       });
     }

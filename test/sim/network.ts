@@ -9,10 +9,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { RedisScript } from "../../src/engine/redis";
-import { DECIDE, DECIDE_WITH_OPTIONS, GIVE_BACK, LEASE, REFUND } from "../../src/engine/script";
+import { DECIDE, DECIDE_WITH_OPTIONS, GIVE_BACK, LEASE, REFUND, SETTLE } from "../../src/engine/script";
 
 /** What a command is, by the script it runs (one per call kind: docs/script.md); `other`: any other command. */
-export type CommandKind = "decision" | "lease" | "refund" | "give-back" | "other";
+export type CommandKind = "decision" | "lease" | "refund" | "give-back" | "settle" | "other";
 
 /** What happens to one command on its way; `on`: only to a command of that kind (absent: the next one). */
 export type Fault = (
@@ -28,6 +28,7 @@ const SCRIPT_KINDS: readonly (readonly [RedisScript, CommandKind])[] = [
   [LEASE, "lease"],
   [REFUND, "refund"],
   [GIVE_BACK, "give-back"],
+  [SETTLE, "settle"],
 ];
 
 /** Each script's kind by its SHA (what `EVALSHA` names) and by its source (what `EVAL` sends). */
@@ -79,7 +80,10 @@ export async function startNetwork(restUrl: string): Promise<Network> {
   const stats = {
     commands: 0,
     faults: 0,
-    byKind: { decision: 0, lease: 0, refund: 0, "give-back": 0, other: 0 } as Record<CommandKind, number>,
+    byKind: { decision: 0, lease: 0, refund: 0, "give-back": 0, settle: 0, other: 0 } as Record<
+      CommandKind,
+      number
+    >,
   };
   const open = new Set<ServerResponse>();
   const kinds = await scriptKinds();

@@ -4,6 +4,7 @@
  * and a long period beside them where a window's count must end up exactly what was admitted.
  */
 import fc from "fast-check";
+import { traitsOf } from "../../src/engine/algorithms";
 import type { Fault } from "./network";
 import type { Op, Scenario, SimCall, SimRule } from "./system";
 
@@ -36,20 +37,55 @@ const rule: fc.Arbitrary<SimRule> = fc
     // Mostly enforcing; sometimes watching only. Mostly failing closed; sometimes open (the fallback limiter).
     mode: fc.constantFrom("on", "on", "on", "on", "monitor") as fc.Arbitrary<"on" | "monitor">,
     failure: fc.constantFrom("closed", "closed", "open") as fc.Arbitrary<"closed" | "open">,
+    // What a response may do to the units (where the algorithm's traits allow it), the penalty box, tiers.
+    // (Each also takes the rule off leases, as the config does: rare enough to leave most rules leasable.)
+    count: fc.constantFrom(false, false, false, false, false, true),
+    settle: fc.constantFrom(false, false, false, false, false, true),
+    blockMs: fc.constantFrom(
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      300,
+      800,
+    ),
+    tiers: fc.option(fc.array(fc.double({ min: 0.3, max: 2, noNaN: true }), { minLength: 1, maxLength: 2 }), {
+      nil: undefined,
+      freq: 3,
+    }),
   })
-  .map(({ algorithm, limit, periodMs, burstShare, delayMs, mode, failure }) => {
-    const bucket = algorithm === "token-bucket" || algorithm === "gcra";
-    return {
-      algorithm,
-      limit,
-      // A bucket's long period would refill nothing within a run: a second instead.
-      periodMs: algorithm === "concurrency" ? 1000 : bucket && periodMs > 1000 ? 1000 : periodMs,
-      burst: bucket ? Math.max(1, Math.round(limit * burstShare)) : limit,
-      delayMs: bucket ? delayMs : 0,
-      mode,
-      failure,
-    };
-  });
+  .map(
+    ({ algorithm, limit, periodMs, burstShare, delayMs, mode, failure, count, settle, blockMs, tiers }) => {
+      const traits = traitsOf(algorithm);
+      const bucket = traits.shape === "bucket";
+      const burst = bucket ? Math.max(1, Math.round(limit * burstShare)) : limit;
+      return {
+        algorithm,
+        limit,
+        // A bucket's long period would refill nothing within a run: a second instead.
+        periodMs: algorithm === "concurrency" ? 1000 : bucket && periodMs > 1000 ? 1000 : periodMs,
+        burst,
+        delayMs: bucket ? delayMs : 0,
+        mode,
+        failure,
+        ...(count && !traits.holdsSlot && { count: true }),
+        ...(settle && traits.settles && { settle: true }),
+        ...(blockMs !== undefined && traits.takesBlock && { blockMs }),
+        // A tier changes a window's or a log's limit, a bucket's burst (the same rate: its TAT means the same).
+        ...(tiers && {
+          tiers: tiers.map((f) =>
+            bucket
+              ? { limit, burst: Math.max(1, Math.round(burst * f)) }
+              : { limit: Math.max(1, Math.round(limit * f)), burst },
+          ),
+        }),
+      };
+    },
+  );
 
 const fault: fc.Arbitrary<Fault> = fc.oneof(
   fc.record({ kind: fc.constant("slow-in" as const), ms: fc.integer({ min: 5, max: 150 }) }),
@@ -60,7 +96,10 @@ const fault: fc.Arbitrary<Fault> = fc.oneof(
 
 /** A fault on its own: for the next command of some kind (a refund or lease return, a give-back…). */
 const targetedFault: fc.Arbitrary<Fault> = fc
-  .tuple(fault, fc.constantFrom(undefined, "decision", "lease", "refund", "refund", "give-back", "other"))
+  .tuple(
+    fault,
+    fc.constantFrom(undefined, "decision", "lease", "refund", "refund", "give-back", "settle", "other"),
+  )
   .map(([f, on]) => (on === undefined ? f : { ...f, on: on as NonNullable<Fault["on"]> }));
 
 /**
@@ -141,18 +180,32 @@ function ops(
       .map(([k, d]) => k * edgeMs + d),
   );
   const isolate = fc.integer({ min: 0, max: isolates - 1 });
+  const maxCapacity = Math.max(
+    ...rules.map((r) => (traitsOf(r.algorithm).shape === "bucket" ? r.burst : r.limit)),
+  );
+  // A response: a status a counting rule counts or not, and the real cost a settled rule reads from it.
+  const answer = fc.record({
+    status: fc.constantFrom(200, 200, 401, 503),
+    spent: fc.oneof(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 2 * maxCapacity + 2 })),
+  });
   const call = (r: number): fc.Arbitrary<SimCall> => {
-    const { algorithm, limit, burst } = rules[r] as SimRule;
+    const { algorithm, limit, burst, tiers } = rules[r] as SimRule;
     const capacity = algorithm === "token-bucket" || algorithm === "gcra" ? burst : limit;
-    return fc.record({
-      rule: fc.constant(r),
-      identity: fc.constantFrom(0, 0, 0, 1),
-      // Mostly small, sometimes the whole capacity or one more (cost-exceeds-capacity).
-      cost: fc.oneof(
-        fc.integer({ min: 1, max: Math.min(3, capacity) }),
-        fc.integer({ min: 1, max: capacity + 1 }),
-      ),
-    });
+    return fc.record(
+      {
+        rule: fc.constant(r),
+        identity: fc.constantFrom(0, 0, 0, 1),
+        // Mostly small, sometimes the whole capacity or one more (cost-exceeds-capacity).
+        cost: fc.oneof(
+          fc.integer({ min: 1, max: Math.min(3, capacity) }),
+          fc.integer({ min: 1, max: capacity + 1 }),
+        ),
+        tier: tiers
+          ? fc.option(fc.nat({ max: tiers.length - 1 }), { nil: undefined })
+          : fc.constant(undefined),
+      },
+      { requiredKeys: ["rule", "identity", "cost"] },
+    );
   };
   const calls = fc
     .uniqueArray(fc.integer({ min: 0, max: rules.length - 1 }), { minLength: 1, maxLength: 2 })
@@ -169,6 +222,7 @@ function ops(
       { arbitrary: fc.constant(undefined), weight: 3 },
       { arbitrary: targetedFault, weight: 1 },
     ),
+    answer,
   });
   const burst: fc.Arbitrary<Op> = fc.record({
     kind: fc.constant("burst" as const),
@@ -180,6 +234,8 @@ function ops(
       .map((c) => ({ ...c, cost: 1 })),
     n: fc.integer({ min: 2, max: 40 }),
     abortAfterMs: fc.option(fc.integer({ min: 0, max: 250 }), { nil: undefined, freq: 2 }),
+    // Every client of the burst gets this response.
+    answer: fc.option(answer, { nil: undefined }),
     // Then, at once, one request of a larger cost: it may find a lease too short for it.
     after: fc.option(
       fc.record({

@@ -16,14 +16,17 @@ import type { RuleConfig } from "../../src/config/rules";
 import { traitsOf } from "../../src/engine/algorithms";
 import { resetFenceMs, stateKey } from "../../src/engine/keys";
 import type { Decider, Decision, RuleCall, WaitUntil } from "../../src/engine/types";
+import { giveBackUncounted, heldUntilStatus } from "../../src/middleware/count";
 import { delayOf, giveBack } from "../../src/middleware/delay";
 import { verdictOf } from "../../src/middleware/verdict";
 import type { ResilientDecider } from "../../src/resilience/decider";
 import { createEngine, type Engine } from "../../src/resilience/engine";
 import { type Change, epochsOf } from "./epochs";
 import { checkFallbacks, type FellBack } from "./fail-open";
-import { type Admission, checkHistory, type Limits, type Violation } from "./model";
+import { checkBlocks, checkLedger, type Denial } from "./after-response";
+import { type Admission, checkHistory, floorOf, type Limits, type Violation } from "./model";
 import type { Fault, Network } from "./network";
+import { type Answer, COUNTED, respond, SOURCE } from "./respond";
 
 export { type Change, type Epoch, epochsOf, inEffect } from "./epochs";
 
@@ -38,6 +41,14 @@ export interface SimRule extends Limits {
    * checked against the bound docs/fail-open.md states. @default "closed"
    */
   failure?: "open" | "closed" | undefined;
+  /** Counts by status (`count = { status = ["4xx"] }`): a request whose status it does not count gives back. */
+  count?: boolean | undefined;
+  /** Settles the real cost from the response (`settle = "sse:usage.total_tokens"`). */
+  settle?: boolean | undefined;
+  /** The penalty box (`block`), ms. */
+  blockMs?: number | undefined;
+  /** Tiers: a window's or a log's own limit, a bucket's own burst (a call's `tier` picks one). */
+  tiers?: { limit: number; burst: number }[] | undefined;
 }
 
 /** A rule's mode, as the live switch sets it: `off` skips the rule, `monitor` counts and never denies. */
@@ -48,6 +59,8 @@ export interface SimCall {
   rule: number;
   identity: number;
   cost: number;
+  /** The client's tier under the rule (an index into its `tiers`); absent = the rule's own limits. */
+  tier?: number | undefined;
 }
 
 /** An override's body (`PUT /overrides/:rule/:identity`): its period in whole seconds, as the API takes it. */
@@ -71,6 +84,8 @@ export type Op =
       holdMs: number;
       /** What happens to its own call to Redis, if it makes one. */
       fault?: Fault;
+      /** Its response (`holdMs` after its admission): the status, and the cost its body states. */
+      answer?: Answer | undefined;
     }
   | {
       kind: "burst";
@@ -80,6 +95,8 @@ export type Op =
       n: number;
       /** Each delayed client of the burst goes away this long after its answer (a give-back). */
       abortAfterMs?: number | undefined;
+      /** The response each of its requests gets (absent: 200, costing what it reserved). */
+      answer?: Answer | undefined;
       /** Right after the burst, one request of the same call at this cost, its call to Redis meeting `fault`. */
       after?: { cost: number; fault?: Fault | undefined } | undefined;
     }
@@ -157,26 +174,42 @@ export interface RunReport {
 }
 
 let runs = 0;
+/** The latest a call's script may run after its caller gave up: the network's longest slow way in, and more. */
+const LATEST_SCRIPT_MS = 1000;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** An identity's hash: 22 characters of base64url, as `hashIdentity` makes them (the admin API takes `hash:` it). */
 const identityOf = (identity: number) => `sim-identity-${identity}`.padEnd(22, "_");
 const ruleName = (rule: number) => `r${rule}`;
 
+/** The limits `c` is decided under: its tier's, else its rule's. */
+export function limitsOf(scenario: Scenario, c: SimCall): Limits {
+  const { algorithm, limit, periodMs, burst, tiers } = scenario.rules[c.rule] as SimRule;
+  const tier = c.tier === undefined ? undefined : tiers?.[c.tier];
+  return { algorithm, periodMs, limit: tier?.limit ?? limit, burst: tier?.burst ?? burst };
+}
+
 function ruleCall(scenario: Scenario, c: SimCall, mode: Exclude<Mode, "off"> = "on"): RuleCall {
   const rule = scenario.rules[c.rule] as SimRule;
-  return {
+  const { limit, burst } = limitsOf(scenario, c);
+  const call: RuleCall = {
     rule: ruleName(c.rule),
     algorithm: rule.algorithm,
-    limit: rule.limit,
+    limit,
     periodMs: rule.periodMs,
-    burst: rule.burst,
+    burst,
     cost: rule.algorithm === "concurrency" ? 1 : c.cost,
     delayMs: rule.delayMs,
     mode,
     failure: rule.failure ?? "closed",
     identityHash: identityOf(c.identity),
     override: true, // the script reads the identity's override (as the edge does for one it knows of)
+    // As the config parses it (src/config/rules.ts): a rule that counts by status, settles or blocks is
+    // decided by Redis, never from a lease.
+    lease: !(rule.count || rule.settle || rule.blockMs !== undefined),
   };
+  if (rule.count) call.givesBackAfterResponse = true;
+  if (rule.blockMs !== undefined) call.blockMs = rule.blockMs;
+  return call;
 }
 
 /** Background work of every isolate (`waitUntil`), awaited until none is left. */
@@ -253,13 +286,44 @@ export async function runScenario(
   const modes: Mode[][] = isolates.map(() => scenario.rules.map((r) => r.mode ?? "on"));
   /** Per (rule, identity): what fail-open rules let through on the fallback limiter's word, by isolate. */
   const fallbacks = new Map<string, FellBack[]>();
+  // The rules whose units may move after the response (counting by status, settling), as the limiter holds them.
+  const responseRules = {
+    counts: new Map(scenario.rules.flatMap((r, i) => (r.count ? [[ruleName(i), COUNTED] as const] : []))),
+    sources: new Map(scenario.rules.flatMap((r, i) => (r.settle ? [[ruleName(i), SOURCE] as const] : []))),
+    affected: new Set(scenario.rules.flatMap((r, i) => (r.count || r.settle ? [ruleName(i)] : []))),
+  };
+  const stampedRules = new Set(
+    scenario.rules.flatMap((r, i) =>
+      (r.count || r.settle) && traitsOf(r.algorithm).shape === "bucket" ? [ruleName(i)] : [],
+    ),
+  );
+  /** Per (rule, identity) of a rule with a `block`: its denials in mode `on`, and decisions that may have been. */
+  const denials = new Map<string, Denial[]>();
+  function noteDenials(decision: Decision, op: number, at: { from: number; to: number }) {
+    for (const r of decision.results) {
+      if (r.call.blockMs === undefined || r.call.mode !== "on") continue;
+      const certain = r.source === "redis" && r.outcome === "denied";
+      // Redis may still run a call that timed out (a slow way in), and may deny it then.
+      const maybe =
+        r.source === "undecided" || r.source === "fallback" || r.outcome === "cost-exceeds-capacity";
+      if (!certain && !maybe) continue;
+      const key = keyOf(r.call.rule, r.call.identityHash);
+      const denial = { at: certain ? at : { from: at.from, to: at.to + LATEST_SCRIPT_MS }, op, certain };
+      denials.set(key, [...(denials.get(key) ?? []), denial]);
+    }
+  }
 
   /** One request through isolate `k`, judged as the limiter judges it; records what it let through. */
   async function request(
     op: number,
     k: number,
     simCalls: SimCall[],
-    { abortAfterMs, holdMs = 0, fault }: { abortAfterMs?: number; holdMs?: number; fault?: Fault } = {},
+    {
+      abortAfterMs,
+      holdMs = 0,
+      fault,
+      answer,
+    }: { abortAfterMs?: number; holdMs?: number; fault?: Fault; answer?: Answer | undefined } = {},
   ) {
     operations++;
     const isolate = isolates[k] as Decider;
@@ -270,7 +334,11 @@ export async function runScenario(
       if (mode !== "off") calls.push(ruleCall(scenario, c, mode));
     }
     if (calls.length === 0) return true;
-    const id = calls.some((c) => traitsOf(c.algorithm).storesRequestId) ? `q${op}-${requestIds++}` : "-";
+    // As the limiter asks (src/middleware/limiter.ts): a bucket whose units may go back after the response
+    // names its request and asks for its stamps.
+    const stamped = calls.some((c) => stampedRules.has(c.rule));
+    const id =
+      calls.some((c) => traitsOf(c.algorithm).storesRequestId) || stamped ? `q${op}-${requestIds++}` : "-";
     const sentAt = Date.now();
     let decision: Decision | undefined = isolate.decideNow?.(calls, id, background.waitUntil);
     if (decision === undefined) {
@@ -278,9 +346,11 @@ export async function runScenario(
       decision = await isolate.decide(calls, id, {
         budgetMs: scenario.timeoutMs,
         waitUntil: background.waitUntil,
+        ...(stamped && { stamps: true }),
       });
     }
     const repliedAt = Date.now() + 1; // Date.now() is whole ms: the true instant may lie up to 1 ms past it
+    noteDenials(decision, op, { from: sentAt, to: repliedAt });
     // Redis did not answer in time (the call may still have counted: its lease grant is lost with it).
     if (decision.results.some((r) => r.source === "undecided" || r.source === "fallback")) degraded++;
     const slots = decision.results.filter(
@@ -304,6 +374,9 @@ export async function runScenario(
           givenBack++;
           await sleep(abortAfterMs);
           background.waitUntil(giveBack(isolate, decision, id));
+          // Nothing reached the origin: a rule counting by status gets its units back too (the limiter's way).
+          const held = heldUntilStatus(decision, responseRules.counts).filter((r) => !r.delayMs);
+          giveBackUncounted(isolate, held, responseRules.counts, 499, id, sentAt, background.waitUntil);
           if (slots.length > 0) release();
           return;
         }
@@ -318,6 +391,7 @@ export async function runScenario(
             ? { from: sentAt + waitMs - 1, to: repliedAt + waitMs }
             : { from: sentAt, to: repliedAt };
         const records: Admission[] = [];
+        const byRule = new Map<string, Admission>();
         for (const r of decision.results) {
           // What each rule counted: an `on` rule everything the request was let through with; a monitor rule
           // only what it allowed (one that would deny is not written), at its own slot if it reserved one.
@@ -326,12 +400,16 @@ export async function runScenario(
           // The result's call is what Redis took; the request's own cost is what the client got.
           const units = calls.find((c) => c.rule === r.call.rule)?.cost ?? r.call.cost;
           const ownMs = r.call.mode === "monitor" ? (r.delayMs ?? 0) : waitMs;
+          const simCall = simCalls.find((c) => ruleName(c.rule) === r.call.rule);
           const record: Admission = {
             units,
             at: ownMs > 0 ? { from: sentAt + ownMs - 1, to: repliedAt + ownMs } : at,
             op,
             ...(ownMs > 0 && { decidedFrom: sentAt }),
+            ...(simCall?.tier !== undefined && { limits: limitsOf(scenario, simCall) }),
+            ...(r.call.mode === "monitor" && { monitor: true }),
           };
+          byRule.set(r.call.rule, record);
           if (r.call.mode === "monitor") monitored += units;
           if (r.source === "fallback") {
             const fell = { ...record, isolate: k };
@@ -342,8 +420,20 @@ export async function runScenario(
             records.push(record);
           }
         }
+        const answered = decision.results.some((r) => responseRules.affected.has(r.call.rule));
+        if (slots.length > 0 || answered) await sleep(holdMs);
+        if (answered) {
+          const ids = {
+            requestId: id,
+            settleId: id === "-" ? `s${op}-${requestIds++}` : id,
+            decidedAtMs: sentAt,
+          };
+          const said = answer ?? { status: 200, spent: calls[0]?.cost ?? 1 };
+          await respond(isolate, decision, byRule, said, responseRules, ids, background.waitUntil).catch(
+            () => undefined,
+          );
+        }
         if (slots.length > 0) {
-          await sleep(holdMs);
           const releasedFrom = Date.now();
           for (const record of records) record.releasedFrom = releasedFrom;
           release();
@@ -451,7 +541,7 @@ export async function runScenario(
       case "burst":
         for (let i = 0; i < o.n; i++) {
           const abort = o.abortAfterMs !== undefined ? { abortAfterMs: o.abortAfterMs } : {};
-          await request(op, o.isolate, [o.call], abort);
+          await request(op, o.isolate, [o.call], { ...abort, answer: o.answer });
         }
         if (o.after) {
           const call = { ...o.call, cost: o.after.cost };
@@ -502,9 +592,24 @@ export async function runScenario(
     // side of a change is left out, and so is an epoch whose limits are unknown (a change a fault cut short).
     for (const epoch of epochsOf(limits, changes.get(key) ?? [], history)) {
       if (epoch.limits === "unknown") continue;
-      for (const v of checkHistory(epoch.limits, epoch.history)) {
+      // A tier's limits hold under the rule's own; an override replaces them (the script reads it).
+      const own = epoch.limits === limits;
+      const decided = epoch.history.map(
+        ({ limits: tier, ...a }): Admission => (own && tier ? { ...a, limits: tier } : a),
+      );
+      // What each admission certainly holds whatever its response did; and the ledger, with the charges.
+      const held = decided.map((a) => ({ ...a, units: floorOf(a) })).filter((a) => a.units > 0);
+      for (const v of [...checkHistory(epoch.limits, held), ...checkLedger(epoch.limits, decided)]) {
         violations.push({ ...v, detail: `${key}: ${v.detail}` });
       }
+    }
+  }
+  for (const [key, denied] of denials) {
+    const rule = scenario.rules[Number(key.split(" ")[0]?.slice(1))] as SimRule;
+    const enforced = (histories.get(key) ?? []).filter((a) => !a.monitor);
+    const lifted = (changes.get(key) ?? []).map((c) => ({ from: c.from, to: c.to }));
+    for (const v of checkBlocks(rule.blockMs as number, denied, enforced, lifted)) {
+      violations.push({ ...v, detail: `${key}: ${v.detail}` });
     }
   }
   violations.push(...checkFallbacks(scenario, histories, fallbacks, changes));
@@ -568,8 +673,13 @@ async function checkState(
     const [rule = "", identityHash = ""] = key.split(" ");
     const limits = scenario.rules[Number(rule.slice(1))] as SimRule;
     const state = stateKey(prefix, rule, identityHash);
-    const units = history.reduce((n, a) => n + a.units, 0);
-    const exact = !faulty && !changes.has(key) && limits.periodMs >= 60_000;
+    // Units admitted, and what their responses moved as each call said (a give-back's units, a charge's).
+    const units = history.reduce((n, a) => n + a.units + (a.adjust?.applied ?? 0), 0);
+    const exact =
+      !faulty &&
+      !changes.has(key) &&
+      limits.periodMs >= 60_000 &&
+      history.every((a) => a.adjust === undefined || a.adjust.applied !== undefined);
     if (limits.algorithm === "fixed-window") {
       const counted = Number((await redis.get(state)) ?? 0);
       if (counted < 0) {

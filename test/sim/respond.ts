@@ -1,0 +1,107 @@
+/**
+ * A simulated request's response, as the limiter handles it (src/middleware/limiter.ts): once its status is
+ * known, the units of every rule that does not count that status go back (`heldUntilStatus`,
+ * `giveBackUncounted`); then each settled rule's real cost is read from the body as it streams
+ * (`settlingOf`, `settleFrom`, the real SSE scanner) and charged or given back. The real functions run against
+ * the isolate's real decider; a wrapper only notes when each call went out and came back, and what it said it
+ * did, on the admission it moves (`Admission.adjust`), for the model (test/sim/after-response.ts).
+ */
+import type { SettleSource } from "../../src/config";
+import { type StatusCount, statusCount } from "../../src/config/count";
+import type { Decider, Decision, RefundCall, Settlement, WaitUntil } from "../../src/engine/types";
+import { giveBackUncounted, heldUntilStatus, type StatusCounts } from "../../src/middleware/count";
+import { settleFrom, settlingOf } from "../../src/middleware/settle";
+import type { Admission } from "./model";
+
+/** The statuses a counting rule of the simulation counts: a login's failures. */
+export const COUNTED: StatusCount = statusCount(["4xx"]);
+
+/** Where a settled rule of the simulation reads its real cost: an OpenAI-style usage event. */
+export const SOURCE: SettleSource = {
+  kind: "sse",
+  path: ["usage", "total_tokens"],
+  text: "sse:usage.total_tokens",
+};
+
+/** A body that streams `units` as its real cost in its last event, among others that carry none. */
+function bodyOf(units: number): string {
+  const chunk = (usage: unknown) =>
+    `data: ${JSON.stringify({ object: "chat.completion.chunk", choices: [{ delta: { content: "é" } }], usage })}\n\n`;
+  return `${chunk(null)}${chunk(null)}${chunk({ total_tokens: units })}data: [DONE]\n\n`;
+}
+
+/** What the response says: its status, and the real cost its body states. */
+export interface Answer {
+  status: number;
+  spent: number;
+}
+
+/**
+ * Handles `decision`'s response as the limiter does, noting on `records` (by rule) what each give-back and
+ * settlement did. Resolves once the body has been read to its end (the settlement then runs in `waitUntil`).
+ */
+export async function respond(
+  decider: Decider,
+  decision: Decision,
+  records: ReadonlyMap<string, Admission>,
+  answer: Answer,
+  rules: { counts: StatusCounts; sources: ReadonlyMap<string, SettleSource> },
+  ids: { requestId: string; settleId: string; decidedAtMs: number },
+  waitUntil: WaitUntil,
+): Promise<void> {
+  const { counts, sources } = rules;
+  const note = (rule: string, units: number, from: number, applied?: number) => {
+    const record = records.get(rule);
+    if (record)
+      record.adjust = { units, at: { from, to: Date.now() + 1 }, ...(applied !== undefined && { applied }) };
+  };
+  const noted: Decider = {
+    decide: (calls, id, options) => decider.decide(calls, id, options),
+    release: (call, id, reservation) => decider.release(call, id, reservation),
+    refund: async (calls: RefundCall[], id: string, whenUs: number) => {
+      const from = Date.now();
+      try {
+        const back = await (decider.refund as NonNullable<Decider["refund"]>)(calls, id, whenUs);
+        calls.forEach((c, i) => {
+          note(c.rule, -c.cost, from, -(back[i] ?? 0));
+        });
+        return back;
+      } catch (error) {
+        for (const c of calls) note(c.rule, -c.cost, from);
+        throw error;
+      }
+    },
+    settle: async (settlements: Settlement[], id: string, decidedAtMs: number) => {
+      const from = Date.now();
+      try {
+        const done = await (decider.settle as NonNullable<Decider["settle"]>)(settlements, id, decidedAtMs);
+        settlements.forEach((s, i) => {
+          note(s.result.call.rule, s.units, from, done[i]?.applied ?? 0);
+        });
+        return done;
+      } catch (error) {
+        for (const s of settlements) note(s.result.call.rule, s.units, from);
+        throw error;
+      }
+    },
+  };
+  const held = heldUntilStatus(decision, counts);
+  giveBackUncounted(noted, held, counts, answer.status, ids.requestId, ids.decidedAtMs, waitUntil);
+  const settling =
+    sources.size > 0
+      ? settlingOf(decision, sources, (rule) => counts.get(rule)?.counts(answer.status) ?? true)
+      : undefined;
+  if (!settling) return;
+  const response = new Response(bodyOf(answer.spent), {
+    status: answer.status,
+    headers: { "content-type": "text/event-stream" },
+  });
+  const context = {
+    decider: noted,
+    requestId: ids.settleId,
+    decidedAtMs: ids.decidedAtMs,
+    waitUntil,
+    log: () => undefined,
+  };
+  await settleFrom(response, settling, context, false).text();
+}
