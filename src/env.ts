@@ -25,6 +25,8 @@ export interface Env {
   RATE_LIMIT_LEASE_MS?: string | number;
   /** `on` | `off`: the Redis endpoints are Redis Clusters (docs/scaling-out.md). @default "off" */
   RATE_LIMIT_REDIS_CLUSTER?: string;
+  /** `on` | `off`: a masked hint beside each identity the dashboard lists (docs/operating.md). @default "off" */
+  RATE_LIMIT_DASHBOARD_HINTS?: string;
   /** How long to wait for the origin's response headers, in ms. @default 30000 */
   ORIGIN_TIMEOUT_MS?: string | number;
   /** Prefix of every Redis key. @default "rl" */

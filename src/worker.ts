@@ -13,6 +13,7 @@ import type { Env } from "./env";
 import { MisconfiguredError, onError, ProblemError, problemResponse } from "./http/problems";
 import { createProxy } from "./http/proxy";
 import { createJwtVerifier } from "./identity/jose";
+import { maskIdentity } from "./identity/show";
 import { createLiveModes, LiveLists } from "./live";
 import { createLimiter, type FloodgateVariables } from "./middleware";
 import {
@@ -110,6 +111,8 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
     config.rules.map((rule) => ({ rule })),
     {
       decider,
+      // Only where a dashboard shows them (the admin token set) and its operator opted in.
+      identityHint: config.dashboardHints && config.adminToken !== undefined ? maskIdentity : undefined,
       mode: config.mode,
       failure: config.failure,
       timeoutMs: config.timeoutMs,

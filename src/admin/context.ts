@@ -30,7 +30,7 @@ export interface AdminContext {
     FloodgateConfig,
     "rules" | "prefix" | "adminToken" | "metricsToken" | "mode" | "failure" | "timeoutMs" | "clientIpHeader"
   > &
-    Partial<Pick<FloodgateConfig, "actions">>;
+    Partial<Pick<FloodgateConfig, "actions" | "dashboardHints">>;
   /**
    * The port for admin reads and writes (not bound by the decision budget) on the FIRST endpoint, which holds
    * the keys shared by all identities: live modes, the change log, the override index, dashboard counts.

@@ -66,6 +66,8 @@ export interface FloodgateConfig {
   cluster: boolean;
   /** `RATE_LIMIT_REGIONS`, their databases and `RATE_LIMIT_REGION` (docs/regions.md). */
   regions: RegionSettings;
+  /** `RATE_LIMIT_DASHBOARD_HINTS`: a masked hint beside each listed identity (docs/operating.md, "Hints"). */
+  dashboardHints: boolean;
   originTimeoutMs: number;
   prefix: string;
   adminToken?: string;
@@ -103,6 +105,7 @@ const bindingsSchema = v.object({
     DEFAULTS.cluster ? "on" : "off",
   ),
   RATE_LIMIT_PREFIX: v.optional(keyPrefix("RATE_LIMIT_PREFIX"), DEFAULTS.prefix),
+  RATE_LIMIT_DASHBOARD_HINTS: v.optional(oneOf("RATE_LIMIT_DASHBOARD_HINTS", ON_OFF), "off"),
   // A secret: messages never echo its value.
   RATE_LIMIT_ADMIN_TOKEN: v.optional(bearerSecret("RATE_LIMIT_ADMIN_TOKEN")),
   RATE_LIMIT_METRICS_TOKEN: v.optional(
@@ -171,6 +174,7 @@ export function parseEnv(
     leases: b.RATE_LIMIT_LEASES,
     cluster: b.RATE_LIMIT_REDIS_CLUSTER === "on",
     regions,
+    dashboardHints: b.RATE_LIMIT_DASHBOARD_HINTS === "on",
     leaseMs: b.RATE_LIMIT_LEASE_MS,
     originTimeoutMs: b.ORIGIN_TIMEOUT_MS,
     prefix: b.RATE_LIMIT_PREFIX,

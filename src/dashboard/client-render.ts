@@ -30,8 +30,8 @@ export const CLIENT_RENDER = `
     return b;
   }
 
-  /** A listed identity: its hash (a link to its state as JSON), its label, a number, and its buttons. */
-  function identityItem(rule, identity, text, label) {
+  /** A listed identity: its hash (a link to its state as JSON), its hint, its label, a number, and its buttons. */
+  function identityItem(rule, identity, text, label, hint) {
     var li = document.createElement("li");
     var a = document.createElement("a");
     a.href = PREFIX + "/keys/" + encodeURIComponent(rule) + "/" + encodeURIComponent(identity);
@@ -40,6 +40,15 @@ export const CLIENT_RENDER = `
     a.textContent = identity;
     a.setAttribute("data-identity", identity);
     li.appendChild(a);
+    if (hint !== undefined) {
+      var masked = document.createElement("span");
+      masked.className = "masked";
+      masked.setAttribute("data-hint", "");
+      masked.title = "masked hint";
+      masked.textContent = hint;
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(masked);
+    }
     if (label !== undefined) {
       var tag = document.createElement("span");
       tag.className = "label";
@@ -64,7 +73,7 @@ export const CLIENT_RENDER = `
 
   function fillList(list, rule, items, text) {
     list.replaceChildren();
-    items.forEach(function (item) { list.appendChild(identityItem(rule, item.identity, text(item), item.label)); });
+    items.forEach(function (item) { list.appendChild(identityItem(rule, item.identity, text(item), item.label, item.hint)); });
   }
 
   function drawChart(svg, series) {

@@ -26,6 +26,7 @@ import { metricsKeys, minuteOf } from "../observability/metrics";
 import { type Deadline, withDeadline } from "../util/deadline";
 import { type Read, readSettled } from "./settled";
 import { CHART_MINUTES, LISTED, type MetricsReplies, RECENT_MINUTES, tally } from "./tally";
+import { readHints } from "./hints";
 import { readLabels } from "./labels";
 import type { DashboardData, RuleView } from "./view";
 
@@ -125,7 +126,10 @@ async function readMetrics(admin: AdminContext, deadline: Deadline): Promise<Met
   }
 }
 
-/** Puts each listed identity's label on it (one HMGET for the page; none when nothing is listed). */
+/**
+ * Puts each listed identity's label on it (one HMGET for the page; none when nothing is listed), and its masked
+ * hint with `RATE_LIMIT_DASHBOARD_HINTS` on (src/dashboard/hints.ts).
+ */
 async function labelListed(admin: AdminContext, rules: RuleView[], deadline: Deadline): Promise<void> {
   const items = rules.flatMap((rule) =>
     [...rule.topDenied, ...rule.nearest].map((item) => ({ rule: rule.name, item })),
@@ -135,11 +139,16 @@ async function labelListed(admin: AdminContext, rules: RuleView[], deadline: Dea
     rule,
     identityHash: item.identity.slice(HASH_PREFIX.length),
   }));
-  const labels = await deadline
-    .within(() => readLabels(admin, wanted))
-    .catch(() => new Map<string, string>());
+  const none = () => new Map<string, string>();
+  const [labels, hints] = await Promise.all([
+    deadline.within(() => readLabels(admin, wanted)).catch(none),
+    deadline.within(() => readHints(admin, wanted)).catch(none),
+  ]);
   for (const { rule, item } of items) {
-    const label = labels.get(`${rule}:${item.identity.slice(HASH_PREFIX.length)}`);
+    const field = `${rule}:${item.identity.slice(HASH_PREFIX.length)}`;
+    const label = labels.get(field);
     if (label !== undefined) item.label = label;
+    const hint = hints.get(field);
+    if (hint !== undefined) item.hint = hint;
   }
 }

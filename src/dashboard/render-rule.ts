@@ -28,6 +28,10 @@ const identityButtons = `<span class="row-actions"><button type="button" data-ro
 const labelSpan = (label: string | undefined) =>
   label === undefined ? "" : ` <span class="label" data-label>${escapeHtml(label)}</span>`;
 
+/** A listed identity's masked hint (`RATE_LIMIT_DASHBOARD_HINTS`), which the client sent: escaped as any text. */
+const hintSpan = (hint: string | undefined) =>
+  hint === undefined ? "" : ` <span class="masked" data-hint title="masked hint">${escapeHtml(hint)}</span>`;
+
 /** "3 % of burst 10 left": the share of what a full state holds. */
 export const remainingText = (percent: number, capacity: RuleView["capacity"]) =>
   `${percent}% of ${capacity.of} ${capacity.units} left`;
@@ -68,7 +72,7 @@ ${renderSettlement(rule.settlement)}<svg class="chart counted" data-chart viewBo
 <div><h3>Top denied (5 min)</h3><ol data-list="topDenied">${rule.topDenied
     .map(
       (item) =>
-        `<li>${keyLink(rule.name, item.identity)}${labelSpan(item.label)} <span class="n">${item.count}</span>${identityButtons}</li>`,
+        `<li>${keyLink(rule.name, item.identity)}${hintSpan(item.hint)}${labelSpan(item.label)} <span class="n">${item.count}</span>${identityButtons}</li>`,
     )
     .join("")}</ol></div>
 <div><h3>Denied most (5 min)</h3><ol data-list="topPaths">${rule.topPaths
@@ -77,7 +81,7 @@ ${renderSettlement(rule.settlement)}<svg class="chart counted" data-chart viewBo
 <div><h3>Closest to the limit (5 min)</h3><ol data-list="nearest">${rule.nearest
     .map(
       (item) =>
-        `<li>${keyLink(rule.name, item.identity)}${labelSpan(item.label)} <span class="n">${remainingText(item.remainingPercent, rule.capacity)}</span>${identityButtons}</li>`,
+        `<li>${keyLink(rule.name, item.identity)}${hintSpan(item.hint)}${labelSpan(item.label)} <span class="n">${remainingText(item.remainingPercent, rule.capacity)}</span>${identityButtons}</li>`,
     )
     .join("")}</ol></div>
 </div>

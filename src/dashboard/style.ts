@@ -41,6 +41,7 @@ form.inline { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: end; }
 .lists ol { margin: 0; padding-left: 1.2rem; font-family: ui-monospace, monospace; word-break: break-all; }
 .lists li { margin-bottom: 0.25rem; }
 .label { font-family: system-ui, sans-serif; background: #ebf8ff; color: #2a4365; border-radius: 4px; padding: 0 0.3rem; }
+.masked { color: #4a5568; background: #f7fafc; border: 1px dashed #cbd5e0; border-radius: 4px; padding: 0 0.3rem; }
 .row-actions { display: inline-flex; gap: 0.25rem; margin-left: 0.4rem; font-family: system-ui, sans-serif; }
 .row-actions button { font-size: 0.75rem; }
 .lookup { display: block; font-size: 0.8rem; font-family: ui-monospace, monospace; word-break: break-all; margin-top: 0.25rem; }

@@ -33,10 +33,13 @@ export interface RuleView {
   last1h: Counts;
   /** One point per minute, oldest first: [allowed, denied, would-deny]. */
   series: Array<[number, number, number]>;
-  /** `label`: the operator's label for the identity, when it has one (src/dashboard/labels.ts). */
-  topDenied: Array<{ identity: string; count: number; label?: string }>;
+  /**
+   * `label`: the operator's label for the identity, when it has one (src/dashboard/labels.ts); `hint`: its
+   * masked hint, with `RATE_LIMIT_DASHBOARD_HINTS` on (src/dashboard/hints.ts).
+   */
+  topDenied: Array<{ identity: string; count: number; label?: string; hint?: string }>;
   /** Lowest remaining quota seen, in % of the capacity (never above 100). */
-  nearest: Array<{ identity: string; remainingPercent: number; label?: string }>;
+  nearest: Array<{ identity: string; remainingPercent: number; label?: string; hint?: string }>;
   /** The requests denied most (incl. would-deny), as `<METHOD> <path>` with id-like segments as `:id`. */
   topPaths: Array<{ route: string; count: number }>;
   /** What a full state holds: a bucket's `burst` (token-bucket, gcra), otherwise the `limit`. */

@@ -57,6 +57,11 @@ export interface RuleCall {
   /** The identity, already hashed (never a raw API key, token or IP). */
   identityHash: string;
   /**
+   * A masked form of the identity (`mal…`, `203.0.113.x`, src/identity/show.ts) for the dashboard, only when
+   * `RATE_LIMIT_DASHBOARD_HINTS` is on: never the raw value, and never sent to the script.
+   */
+  hint?: string;
+  /**
    * Whether this identity may have an override under this rule: the script then reads the override key in
    * the same atomic call. `false` skips that read (one billed command less); absent = read it (safe).
    * @default true

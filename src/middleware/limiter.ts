@@ -42,6 +42,11 @@ export interface LimiterDeps
   extends Pick<MiddlewareSettings, "mode" | "failure" | "timeoutMs" | "clientIpHeader" | "overrides"> {
   /** The engine's whole decision stack (`createEngine(…).decider`, src/resilience/engine.ts). */
   decider: Decider;
+  /**
+   * Masks an identity into a hint for the dashboard (`RATE_LIMIT_DASHBOARD_HINTS`: the Worker passes
+   * `maskIdentity`, src/identity/show.ts); each call then carries its identity's. Absent = no hint.
+   */
+  identityHint?: ((identity: string) => string) | undefined;
   /** The address of the connection a request came on, read when no header is trusted (`clientIpHeader` absent). */
   connectionAddress?: ((c: Context) => string | undefined) | undefined;
   /** Verifies bearer tokens for `jwt:` keys; absent = such keys are always missing. */
@@ -112,6 +117,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
   const compiled = compileRules(rules.map((p) => p.rule));
   const planned = new Map(rules.map((p) => [p.rule, p]));
   const { decider, mode, failure, timeoutMs, overrides, lists } = deps;
+  const hint = deps.identityHint;
   // The rules that count by status (docs/counting.md) and those whose cost settles from the response
   // (docs/settle.md); whether a bucket's must ask for its stamps: what its give-back proves still owed.
   const statusCounts: StatusCounts = new Map(
@@ -191,7 +197,7 @@ export function createLimiter(rules: readonly PlannedRule[], deps: LimiterDeps):
   ): Outcome | Promise<Outcome> {
     if (matched.length === 0) return undefined;
     // A missing identity under `missing = "deny"` or a bad cost throws its 401 / 400 here.
-    const plan = planCalls(c, request, matched, { mode, failure, live, overrides });
+    const plan = planCalls(c, request, matched, { mode, failure, live, overrides, hint });
     const go = (calls: RuleCall[]) => decideCalls(c, request, calls, budgetMs, waitUntil);
     return plan instanceof Promise ? plan.then(go) : go(plan);
   }

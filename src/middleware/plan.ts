@@ -41,6 +41,8 @@ export interface PlanContext {
   live: LiveModes;
   /** Without an override index in `live`: whether every call reads its identity's override. */
   overrides: boolean;
+  /** Masks an identity into the hint each call carries (`RATE_LIMIT_DASHBOARD_HINTS`); absent = no hint. */
+  hint?: ((identity: string) => string) | undefined;
 }
 
 /**
@@ -101,8 +103,11 @@ function planCall(
   const tierName = plainTierOf(rule, request);
   const cost = traitsOf(rule.algorithm).takesCost ? headerCost(c, rule) : 1;
   const hash = recentHash(resolved.identity);
-  if (hash !== undefined) return callOf(rule, tierName, hash, cost, mode, context);
-  return hashIdentity(resolved.identity).then((h) => callOf(rule, tierName, h, cost, mode, context));
+  if (hash !== undefined)
+    return hinted(callOf(rule, tierName, hash, cost, mode, context), resolved.identity, context);
+  return hashIdentity(resolved.identity).then((h) =>
+    hinted(callOf(rule, tierName, h, cost, mode, context), resolved.identity, context),
+  );
 }
 
 /** A rule with a key, tier or cost function, or a `jwt:` part: its inputs are awaited. */
@@ -154,8 +159,14 @@ async function planCallWaiting(
   const identityHash = await hashIdentity(identity);
   // A rule that takes no cost (a concurrency or shed rule: one slot per request) counts one, whatever it is.
   const cost = traitsOf(rule.algorithm).takesCost ? await costOf(c, rule, costFn) : 1;
-  const call = callOf(rule, tierName, identityHash, cost, mode, context, share);
+  const call = hinted(callOf(rule, tierName, identityHash, cost, mode, context, share), identity, context);
   return unchecked ? uncheckedCall(call) : call;
+}
+
+/** `call` with its identity's masked hint when hints are on (computed here: the raw value goes no further). */
+function hinted(call: RuleCall, identity: string, context: PlanContext): RuleCall {
+  if (context.hint) call.hint = context.hint(identity);
+  return call;
 }
 
 /** A call whose rule's `jwt:` parts could not be checked: its results say so (`Server-Timing`, log line). */

@@ -16,8 +16,11 @@
  *                                           minute (a rule counting by status or settling: settled-counts.ts,
  *                                           which also adds `<rule>:~reserved` and the like to the counts hash)
  *
- * `<minute>` is Unix minutes by the isolate's clock: charts need no better, and no request waits for it.
- * Only hashed identities are kept (never a raw identity, IP or token).
+ *   <prefix>:metrics:hints:<hour>          hash: `<rule>:<hashed identity>` → its masked hint (`mal…`, `203.0.113.x`),
+ *                                           for the identities a flush lists; only with RATE_LIMIT_DASHBOARD_HINTS
+ *
+ * `<minute>` is Unix minutes by the isolate's clock (`<hour>` its hours): charts need no better, and no request
+ * waits for it. Only hashed identities are kept (never a raw identity, IP or token), and hints, which are masked.
  */
 
 /** Lifetime of a minute's keys, s: the dashboard's last hour plus a margin for clock skew between isolates. */
@@ -32,6 +35,12 @@ export const metricsKeys = (prefix: string, minute: number) => ({
   peak: (rule: string) => `${prefix}:metrics:${minute}:peak:${rule}`,
   settled: (rule: string) => `${prefix}:metrics:${minute}:settled:${rule}`,
 });
+
+/** The hash of the hints flushed in `hour` (Unix hours); the dashboard reads this hour's and the last one's. */
+export const hintsKey = (prefix: string, hour: number): string => `${prefix}:metrics:hints:${hour}`;
+
+/** The hint field of an identity under a rule. */
+export const hintField = (rule: string, identityHash: string): string => `${rule}:${identityHash}`;
 
 /** The minute (Unix minutes) `ms` falls in. */
 export const minuteOf = (ms: number): number => Math.floor(ms / 60_000);

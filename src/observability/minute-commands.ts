@@ -4,7 +4,7 @@
  * to their limit, and each key's EXPIRE the first time this isolate writes it.
  */
 import type { RedisCommand } from "../engine/redis";
-import { METRICS_TTL_SECONDS, metricsKeys } from "./metric-keys";
+import { hintField, hintsKey, METRICS_TTL_SECONDS, metricsKeys } from "./metric-keys";
 import type { MinuteCounts } from "./minute-counts";
 
 /** Identities per rule sent per flush (top denied, and closest to their limit). */
@@ -25,11 +25,18 @@ export function minuteCommands(
   const expiring = (key: string) => {
     if (expire(key)) pipeline.push(["expire", key, METRICS_TTL_SECONDS]);
   };
+  // The hints of the identities this flush lists (top denied, closest to their limit), never of the others.
+  const hints: string[] = [];
+  const hinting = (rule: string, identity: string) => {
+    const hint = counts.hints.get(rule)?.get(identity);
+    if (hint !== undefined) hints.push(hintField(rule, identity), hint);
+  };
   for (const [field, count] of counts.counts) pipeline.push(["hincrby", keys.counts, field, count]);
   expiring(keys.counts);
   for (const [rule, identities] of counts.denied) {
     for (const [identity, count] of top(identities, (a, b) => b - a)) {
       pipeline.push(["zincrby", keys.denied(rule), count, identity]);
+      hinting(rule, identity);
     }
     expiring(keys.denied(rule));
   }
@@ -52,11 +59,18 @@ export function minuteCommands(
     expiring(keys.settled(rule));
   }
   for (const [rule, identities] of counts.near) {
-    const members = top(identities, (a, b) => a - b).flatMap(([member, score]) => [score, member]);
+    const nearest = top(identities, (a, b) => a - b);
+    for (const [identity] of nearest) hinting(rule, identity);
+    const members = nearest.flatMap(([member, score]) => [score, member]);
     if (members.length === 0) continue;
     // LT keeps each identity's lowest remaining across isolates; one ZADD carries every member.
     pipeline.push(["zadd", keys.near(rule), "lt", ...members]);
     expiring(keys.near(rule));
+  }
+  if (hints.length > 0) {
+    const key = hintsKey(prefix, Math.floor(minute / 60));
+    pipeline.push(["hset", key, ...hints]);
+    expiring(key);
   }
 }
 

@@ -26,6 +26,8 @@ export interface MinuteCounts {
   peak: Map<string, Map<string, number>>;
   /** rule → hashed identity → its last settlement (settled-counts.ts), most recent last */
   settled: Map<string, Map<string, string>>;
+  /** rule → hashed identity → its masked hint (`RuleCall.hint`: only with `RATE_LIMIT_DASHBOARD_HINTS` on) */
+  hints: Map<string, Map<string, string>>;
 }
 
 /** What the request was, for the paths a rule denies most: its method and URL (only read on a denial). */
@@ -42,6 +44,7 @@ export const emptyMinute = (): MinuteCounts => ({
   paths: new Map(),
   peak: new Map(),
   settled: new Map(),
+  hints: new Map(),
 });
 
 /** A result Redis could not decide (a timeout, an error, the breaker; the fallback limiter), not a deny-cache answer. */
@@ -65,8 +68,9 @@ export function countDecision(minute: MinuteCounts, decision: Decision, request?
   for (const result of decision.results) {
     const verdict = ruleVerdictOf(result);
     if (verdict === "skipped") continue;
-    const { rule, identityHash } = result.call;
+    const { rule, identityHash, hint } = result.call;
     add(minute.counts, `${rule}:${verdict}`, 1);
+    if (hint !== undefined) keepHint(minute.hints, rule, identityHash, hint);
     if (verdict === "denied" || verdict === "would-deny") {
       add(tracked(minute.denied, rule), identityHash, 1);
       if (request) add(tracked(minute.paths, rule), `${request.method} ${routeOf(request.url)}`, 1);
@@ -116,6 +120,9 @@ export function mergeMinute(into: MinuteCounts, from: MinuteCounts): void {
       new Map([...identities].filter(([identity]) => !last.has(identity)).concat([...last])),
     );
   }
+  for (const [rule, hints] of from.hints) {
+    for (const [identity, hint] of hints) keepHint(into.hints, rule, identity, hint);
+  }
 }
 
 /**
@@ -142,6 +149,15 @@ const keepLowest = (map: Map<string, number>, key: string, value: number) => {
   const before = map.get(key);
   if (before === undefined ? map.size < MAX_TRACKED_IDENTITIES : value < before) map.set(key, value);
 };
+
+function keepHint(byRule: Map<string, Map<string, string>>, rule: string, identity: string, hint: string) {
+  let hints = byRule.get(rule);
+  if (!hints) {
+    hints = new Map();
+    byRule.set(rule, hints);
+  }
+  if (hints.has(identity) || hints.size < MAX_TRACKED_IDENTITIES) hints.set(identity, hint);
+}
 
 function tracked(byRule: Map<string, Map<string, number>>, rule: string): Map<string, number> {
   let identities = byRule.get(rule);

@@ -45,6 +45,8 @@ export async function startDashboardStack(rules: unknown[], bindings: Record<str
   return {
     worker,
     browser,
+    /** The stack's redis-server, read directly (what is stored, never through the Worker). */
+    redis: client,
     /** Every command Redis has run so far (INFO's own calls left out). */
     async commandsSoFar(): Promise<number> {
       const info = await client.info("commandstats");

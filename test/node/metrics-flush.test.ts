@@ -7,6 +7,7 @@ import { freePort, startRestServer } from "../../redis-rest/index.mjs";
 import { createRedisPort } from "../../src/engine/redis";
 import { ruleResult } from "../../src/engine/results";
 import type { Decision, RuleCall } from "../../src/engine/types";
+import { hintField, hintsKey } from "../../src/observability/metric-keys";
 import { MetricsAggregator, metricsKeys, minuteOf } from "../../src/observability/metrics";
 
 const TOKEN = "metrics-flush-token";
@@ -101,5 +102,40 @@ describe("an isolate's metrics flush", () => {
     await metrics.flush();
     expect(await allowedCount(prefix)).toBe(4);
     expect(metrics.pending().decisions).toBe(0);
+  });
+
+  it("writes the masked hint of an identity it lists only when the call carries one (RATE_LIMIT_DASHBOARD_HINTS)", async () => {
+    const prefix = prefixOf();
+    const metrics = new MetricsAggregator(redis, prefix);
+    const denial = (c: RuleCall): Decision => ({
+      allowed: false,
+      durationMs: 1,
+      results: [
+        ruleResult({
+          call: c,
+          outcome: "denied",
+          limit: 10,
+          remaining: 0,
+          resetAfterMs: 1000,
+          retryAfterMs: 1000,
+          source: "redis",
+        }),
+      ],
+    });
+    metrics.record(denial({ ...call, identityHash: "hinted", hint: "mal…" }));
+    metrics.record(denial({ ...call, identityHash: "plain" }));
+    await metrics.flush();
+    const hour = Math.floor(Date.now() / 3_600_000);
+    const stored = await redis.pipeline(
+      [hour - 1, hour].map((h) => [
+        "hmget",
+        hintsKey(prefix, h),
+        hintField("api", "hinted"),
+        hintField("api", "plain"),
+      ]),
+    );
+    expect(stored.flat().filter((v) => v !== null)).toEqual(["mal…"]);
+    const ttl = Number(await redis.send(["ttl", hintsKey(prefix, hour)]));
+    expect(ttl).toBeGreaterThan(0);
   });
 });
