@@ -87,11 +87,11 @@ export function createLiveModes(redis: RedisPort, prefix: string, options: LiveM
   return new LiveModeCache({
     load: async (): Promise<LiveModes> => {
       const modesRead = ["hmget", liveModeKey(prefix), ...fields];
-      if (overrides.loaded) return decodeLiveModes(fields, await redis.send(modesRead));
+      if (overrides.loaded) return decodeLiveModes(redis, fields, await redis.send(modesRead));
       // The epoch is read before the index: every change after it is replayed from the log (catchUp).
       const [modes, members] = await redis.pipeline([modesRead, ["smembers", overrideIndexKey(prefix)]]);
       overrides.replace(Array.isArray(members) ? members : []);
-      return decodeLiveModes(fields, modes);
+      return decodeLiveModes(redis, fields, modes);
     },
     catchUp: async (seenEpoch, epoch) => {
       // More changes than the log holds: some new override may be among those lost; read the index again.

@@ -8,6 +8,7 @@ import type { RedisPort } from "../engine/redis";
 import type { Mode } from "../engine/types";
 import { MODES } from "../engine/types";
 import type { OverrideIndex } from "./overrides";
+import { redisNowMs } from "./redis-clock";
 
 /** What live switches are in force; absent = no live switch, the configured mode applies. */
 export interface LiveModes {
@@ -35,8 +36,9 @@ export const NO_LIVE_MODES: LiveModes = Object.freeze({ rules: Object.freeze({})
 
 const GLOBAL_FIELD = "global";
 /**
- * When the live global mode lapses (ms since the epoch, by the writing isolate's clock; 0 = never): every
- * isolate ignores a `global` past it, so a switch with a TTL ends everywhere even if nobody clears it.
+ * When the live global mode lapses (ms since the epoch by Redis's clock, redis-clock.ts; 0 = never): every
+ * isolate ignores a `global` past it by Redis's clock, so a switch with a TTL ends everywhere at once even if
+ * nobody clears it, however far an isolate's own clock is off.
  */
 const GLOBAL_UNTIL_FIELD = "global_until";
 const RULE_FIELD_PREFIX = "rule:";
@@ -87,9 +89,9 @@ export async function readLiveModes(
 ): Promise<LiveModes> {
   if (ruleNames) {
     const names = liveModeFields(ruleNames);
-    return decodeLiveModes(names, await redis.send(["hmget", liveModeKey(prefix), ...names]));
+    return decodeLiveModes(redis, names, await redis.send(["hmget", liveModeKey(prefix), ...names]));
   }
-  return parseLiveModes(fieldMap(await redis.send(["hgetall", liveModeKey(prefix)])));
+  return judged(redis, fieldMap(await redis.send(["hgetall", liveModeKey(prefix)])));
 }
 
 /**
@@ -105,15 +107,31 @@ export const liveModeFields = (ruleNames: readonly string[], listNames: readonly
   ...listNames.map(listVersionField),
 ];
 
-/** The live modes in an HMGET reply of `names` (from {@link liveModeFields}). */
-export function decodeLiveModes(names: readonly string[], reply: unknown): LiveModes {
+/**
+ * The live modes in an HMGET reply of `names` (from {@link liveModeFields}); a global switch's end is judged by
+ * Redis's clock (one `TIME` per port every ten minutes, and only while a switch with an end is in the hash).
+ */
+export function decodeLiveModes(
+  redis: RedisPort,
+  names: readonly string[],
+  reply: unknown,
+): Promise<LiveModes> {
   const values = hashValues(reply, names);
-  return parseLiveModes(Object.fromEntries(names.map((name, i) => [name, values[i]])));
+  return judged(redis, Object.fromEntries(names.map((name, i) => [name, values[i]])));
 }
 
-function parseLiveModes(fields: Record<string, unknown>, nowMs = Date.now()): LiveModes {
+/** When the live global switch ends (Redis's clock, ms), 0 for never. */
+const untilOf = (fields: Record<string, unknown>): number => Number(fields[GLOBAL_UNTIL_FIELD] ?? 0) || 0;
+
+/** The live modes of these fields, with Redis's time now when a global switch has an end. */
+async function judged(redis: RedisPort, fields: Record<string, unknown>): Promise<LiveModes> {
+  return parseLiveModes(fields, untilOf(fields) > 0 ? await redisNowMs(redis) : 0);
+}
+
+/** @param nowMs Redis's time now (only read when a global switch has an end) */
+function parseLiveModes(fields: Record<string, unknown>, nowMs: number): LiveModes {
   const modes: LiveModes = { rules: {} };
-  const until = Number(fields[GLOBAL_UNTIL_FIELD] ?? 0) || 0; // 0: until cleared
+  const until = untilOf(fields); // 0: until cleared
   const globalLapsed = until > 0 && nowMs >= until;
   if (until > 0 && !globalLapsed) modes.globalUntilMs = until;
   for (const [field, value] of Object.entries(fields)) {
@@ -154,7 +172,8 @@ export async function writeLiveMode(
   }
   if (mode === null) await redis.send(["hdel", key, GLOBAL_FIELD, GLOBAL_UNTIL_FIELD]);
   else {
-    const until = ttlSeconds === undefined ? 0 : Date.now() + ttlSeconds * 1000;
+    // By Redis's clock, as every isolate judges it (redis-clock.ts).
+    const until = ttlSeconds === undefined ? 0 : (await redisNowMs(redis)) + ttlSeconds * 1000;
     await redis.send(["hset", key, GLOBAL_FIELD, mode, GLOBAL_UNTIL_FIELD, until]);
   }
 }
