@@ -177,4 +177,29 @@ describe("settlements an operator can see", () => {
     // The admin token was used; no other header of the client reached the answer.
     expect(JSON.stringify(state)).not.toContain(ADMIN_TOKEN);
   });
+
+  it("GET /keys says when a calendar period resets, as an instant: the next local midnight", async () => {
+    const env = makeEnv(uniquePrefix("settle-visible"), [
+      {
+        name: "daily",
+        key: "header:x-api-key",
+        algorithm: "fixed-window",
+        limit: 100,
+        period: "calendar:day",
+        timezone: "Asia/Kolkata",
+      },
+    ]);
+    const key = `key-${crypto.randomUUID()}`;
+    expect((await through(env, "/things", { headers: { "x-api-key": key } })).status).toBe(200);
+    const state = (await (await call(env, `/__floodgate/keys/daily/${key}`)).json()) as Record<
+      string,
+      unknown
+    >;
+    // Kolkata is UTC+05:30 all year: its midnight is 18:30 UTC, within the next day.
+    const resetAt = String(state.reset_at);
+    expect(resetAt).toMatch(/T18:30:00\.000Z$/);
+    expect(Date.parse(resetAt) - Date.now()).toBeGreaterThan(0);
+    expect(Date.parse(resetAt) - Date.now()).toBeLessThanOrEqual(86_400_000);
+    expect(state).not.toHaveProperty("settlement");
+  });
 });
