@@ -42,8 +42,9 @@ export interface RateLimitInfo {
   /** Its remaining quota. */
   remaining: number | undefined;
   /**
-   * Where its result came from: `redis`, `lease` (docs/leases.md), or a degraded source (`deny-cache`,
-   * `fallback`, `undecided`); without such a rule, where the decision came from.
+   * Where its result came from: `redis`, `lease` (docs/leases.md), `async` (an async rule decided in the
+   * isolate: docs/going-global.md), or a degraded source (`deny-cache`, `fallback`, `undecided`); without such
+   * a rule, where the decision came from.
    */
   source: Source;
 }
