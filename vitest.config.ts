@@ -35,8 +35,13 @@ const ALONE = {
     "test/node/redis-rest-rtt.test.ts",
     "test/node/request-path-rtt.test.ts",
     "test/node/async-rules.test.ts",
+    "test/node/failopen-burst.test.ts",
   ],
-  worker: ["test/worker/proxy-limits.test.ts", "test/worker/proxy-shed.test.ts"],
+  worker: [
+    "test/worker/proxy-limits.test.ts",
+    "test/worker/proxy-shed.test.ts",
+    "test/worker/dashboard-signout.test.ts",
+  ],
 };
 
 /** The Node-side projects' settings. */

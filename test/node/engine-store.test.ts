@@ -31,6 +31,8 @@ describe("the scripts", () => {
       "reaim",
       "fence",
       "list-write",
+      "region-spend",
+      "region-deposit",
     ]);
     for (const script of SCRIPTS) {
       expect(script.source.split("\n")[0]).toBe("#!lua flags=allow-key-locking");
