@@ -4,9 +4,9 @@ import { defineConfig } from "tsup";
 import { stripLua } from "./src/engine/lua-text";
 
 /**
- * Each Lua source inlined without its comments (src/engine/lua-text.ts): half the Lua's bytes. The scripts strip
- * what they assemble again at run time, which leaves stripped text as it is, so the package sends the same text
- * and SHA as the Worker does.
+ * Each Lua source inlined without its comments (src/engine/lua-text.ts): half the Lua's bytes. The package's
+ * scripts only assemble them (FLOODGATE_LUA_STRIPPED below), which gives the text the Worker strips out of what
+ * it assembles, so the package sends the same text and SHA as the Worker does (test/node/lua-text.test.ts).
  */
 const luaStripped: Plugin = {
   name: "lua-stripped",
@@ -39,4 +39,6 @@ export default defineConfig({
   // Dependencies stay imports; hono is the consumer's own (a peer dependency).
   external: ["hono", "jose", "structured-headers", "valibot"],
   esbuildPlugins: [luaStripped],
+  // The scripts are assembled from the stripped sources without stripping again (src/engine/scripts.ts).
+  define: { FLOODGATE_LUA_STRIPPED: "true" },
 });

@@ -32,6 +32,14 @@ import settle from "../../lua/settle.lua";
 import { stripLua } from "./lua-text";
 import type { RedisScript } from "./redis";
 
+/**
+ * `true` in the published package, whose sources are inlined already stripped (tsup.config.ts defines it): a
+ * script is then only assembled, which gives the same text, and `stripLua` stays out of an app's bundle.
+ * Undefined in the Worker and the tests, which strip what they assemble.
+ */
+declare const FLOODGATE_LUA_STRIPPED: boolean | undefined;
+const PRESTRIPPED = typeof FLOODGATE_LUA_STRIPPED !== "undefined" && FLOODGATE_LUA_STRIPPED;
+
 /** The sources an entry may include, by their path under `lua/` without the extension. */
 const PARTS: Readonly<Record<string, string>> = {
   "lib/constants": constants,
@@ -61,12 +69,20 @@ function section(text: string, name: string, path: string): string {
   return next < 0 ? body : body.slice(0, next + 1);
 }
 
-/** `text` with every include replaced, recursively, each included line indented as its include line. */
-export function assemble(text: string, parts: Readonly<Record<string, string>> = PARTS): string {
+/**
+ * `text` with every include replaced, recursively, each included line indented as its include line (or, with
+ * `indented: false`, as it is: what stripping would leave of it anyway).
+ */
+export function assemble(
+  text: string,
+  parts: Readonly<Record<string, string>> = PARTS,
+  indented = true,
+): string {
   return text.replace(INCLUDE, (_line, indent: string, path: string, name: string | undefined) => {
     const part = parts[path];
     if (part === undefined) throw new Error(`lua/${path}.lua: no such source to include`);
-    const included = assemble(name ? section(part, name, path) : part, parts).replace(/\n+$/, "");
+    const included = assemble(name ? section(part, name, path) : part, parts, indented).replace(/\n+$/, "");
+    if (!indented) return included;
     return included
       .split("\n")
       .map((line) => (line === "" ? line : indent + line))
@@ -82,7 +98,7 @@ export function assemble(text: string, parts: Readonly<Record<string, string>> =
 function script(name: string, entry: string): RedisScript {
   let source: string | undefined;
   const text = () => {
-    source ??= stripLua(assemble(entry));
+    source ??= PRESTRIPPED ? assemble(entry, PARTS, false) : stripLua(assemble(entry));
     return source;
   };
   let sha: Promise<string> | undefined;

@@ -176,6 +176,8 @@ describe("the scripts as sent", () => {
       // The Worker's sources as written, and the package's as inlined (tsup.config.ts): one text, one SHA.
       expect(stripLua(assemble(entry, raw))).toBe(script.source);
       expect(stripLua(assemble(stripLua(entry), stripped))).toBe(script.source);
+      // The package assembles its stripped sources without stripping again (FLOODGATE_LUA_STRIPPED).
+      expect(assemble(stripLua(entry), stripped, false)).toBe(script.source);
       const lines = script.source.replace(/\n$/, "").split("\n");
       expect(lines.filter((line) => /^[ \t]*(--|$)|[ \t]$/.test(line))).toEqual([]);
       // Every line of the assembled script that holds no comment is still there, unindented, in its order (lua/'s long
