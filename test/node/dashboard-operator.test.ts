@@ -59,20 +59,24 @@ afterAll(() => stack?.close());
 
 describe("what the open page costs", () => {
   it("costs no Redis command while its tab is hidden, and refreshes at once when shown again", async () => {
-    const { page } = await stack.openDashboard();
+    // The page's timers on Playwright's clock: its waits pass at once, its requests and Redis stay real.
+    const { page } = await stack.openDashboard(undefined, { clock: true });
     let refreshes = 0;
     page.on("request", (request) => {
       if (request.url().endsWith("/dashboard.json")) refreshes++;
     });
     // Visible: the page refreshes on its own within its first wait (5 s).
+    await page.clock.runFor(5000);
     await expect.poll(() => refreshes, { timeout: 10_000 }).toBeGreaterThan(0);
     await setHidden(page, true);
     await expect.poll(() => page.locator("#refresh").getAttribute("data-refresh")).toBe("paused");
     await sleep(1000); // a refresh already in flight lands
     const before = await stack.commandsSoFar();
     const refreshesBefore = refreshes;
-    // Longer than two of the waits a visible page would use here (10 s, then 20 s).
-    await sleep(32_000);
+    // Longer than two of the waits a visible page would use here (10 s, then 20 s), by the page's clock; then
+    // a real second for a request any timer of them would have started.
+    await page.clock.runFor(32_000);
+    await sleep(1000);
     expect(refreshes - refreshesBefore).toBe(0);
     expect(await stack.commandsSoFar()).toBe(before);
 
@@ -82,13 +86,17 @@ describe("what the open page costs", () => {
   }, 60_000);
 
   it("waits longer between refreshes while nothing changes, and goes back to 5 s when something does", async () => {
-    const { page, field } = await stack.openDashboard();
+    // The page's waits on Playwright's clock: each passes at once, and its refresh is real.
+    const { page, field } = await stack.openDashboard(undefined, { clock: true });
     const wait = () => page.locator("#refresh").getAttribute("data-refresh");
     expect(await wait()).toBe("5000");
+    await page.clock.runFor(5000);
     await expect.poll(wait, { timeout: 9000 }).toBe("10000");
-    await expect.poll(wait, { timeout: 14_000 }).toBe("20000");
+    await page.clock.runFor(10_000);
+    await expect.poll(wait, { timeout: 9000 }).toBe("20000");
     expect(await stack.proxied("/api/items", { "x-api-key": "backoff-key" })).toBe(200);
-    await expect.poll(wait, { timeout: 25_000 }).toBe("5000");
+    await page.clock.runFor(20_000);
+    await expect.poll(wait, { timeout: 9000 }).toBe("5000");
     expect(Number(await field("api", "last5m.allowed").textContent())).toBeGreaterThan(0);
   }, 60_000);
 

@@ -56,10 +56,14 @@ export async function startDashboardStack(rules: unknown[], bindings: Record<str
       }
       return total;
     },
-    /** A tab on the dashboard at this size, closed when the test ends. */
-    async openDashboard(viewport = { width: 1280, height: 900 }) {
+    /**
+     * A tab on the dashboard at this size, closed when the test ends. `clock`: the page's timers run on
+     * Playwright's clock (`page.clock.runFor`), so a test of its waits need not wait them out.
+     */
+    async openDashboard(viewport = { width: 1280, height: 900 }, { clock = false } = {}) {
       const page = await browser.context.newPage();
       onTestFinished(() => page.close());
+      if (clock) await page.clock.install();
       await page.setViewportSize(viewport);
       await page.goto(`${worker.url}/__floodgate/`);
       await page.locator("article[data-rule]").first().waitFor();
