@@ -22,11 +22,15 @@ import { leasable } from "../leases";
 import { LEASE_MARGIN_MS, stateLeftOf } from "../leases/lease";
 import type { DeciderHealth, ResilientDecider } from "../resilience/decider";
 import type { RegionalStage } from "../resilience/engine";
+import { BoundedMap } from "../util/bounded-map";
 import { type PoolFigures, RegionPools, type SpentPool } from "./pool";
 import { wantedOnMiss, wantedOnRenewal } from "./sizing";
 
 /** The longest life of a region's lease, ms: a window's end, a bucket's quarter and a log's horizon cut it shorter. */
 export const REGION_LEASE_MS = 30_000;
+
+/** How many (rule, identity) revocations an isolate remembers: each matters only while a lease call is out. */
+const REVOCATIONS = 10_000;
 
 /** The decider below: the engine's stack without regions (src/resilience/engine.ts). */
 type InnerDecider = ResilientDecider & {
@@ -58,6 +62,12 @@ export class RegionalDecider implements ResilientDecider {
   readonly #pools: Map<string, RegionPools>;
   readonly #timeoutMs: number;
   readonly #leaseMs: number;
+  /**
+   * When this isolate last heard of an admin change to each (rule, identity) (`forget`), edge ms: a grant sent
+   * to the primary before then was counted in the state the change reset, so it is never deposited (its pools
+   * were dropped before it landed and would live on with units the primary no longer counts).
+   */
+  readonly #revokedAt = new BoundedMap<string, number>(REVOCATIONS);
 
   constructor(inner: InnerDecider, primary: ResilientDecider, options: RegionOptions) {
     this.#inner = inner;
@@ -178,7 +188,7 @@ export class RegionalDecider implements ResilientDecider {
   /**
    * Deposits what `results` leased into the region's pools; `undefined` when nothing was leased. A lease's
    * life is counted from `regionNowMs`, the region's clock before the primary was asked, so a pool ends no
-   * later than its lease does on the primary (docs/regions.md).
+   * later than its lease does on the primary (docs/regions.md); `at` is when (edge ms) the lease call was sent.
    */
   #deposit(
     pools: RegionPools,
@@ -189,6 +199,8 @@ export class RegionalDecider implements ResilientDecider {
     const deposits = results.flatMap((r) => {
       const units = r.lease && r.source === "redis" ? r.lease.units - r.call.cost : 0;
       if (!r.lease || units <= 0) return [];
+      // Granted before an admin change this isolate has heard of (a reset, an override): lost, never deposited.
+      if (at <= (this.#revokedAt.get(revocationKey(r.call.rule, r.call.identityHash)) ?? -1)) return [];
       const figures: PoolFigures = {
         limit: r.limit,
         periodMs: r.periodMs,
@@ -212,6 +224,7 @@ export class RegionalDecider implements ResilientDecider {
 
   /** An admin reset or override change: the isolate's leases are revoked, and every region's pools dropped. */
   forget(rule: string, identityHash: string): void {
+    this.#revokedAt.set(revocationKey(rule, identityHash), Date.now());
     this.#inner.forget(rule, identityHash);
     for (const pools of this.#pools.values()) pools.drop(rule, identityHash).catch(() => undefined);
   }
@@ -252,6 +265,8 @@ export class RegionalDecider implements ResilientDecider {
     return this.#inner.cachedFigures(call);
   }
 }
+
+const revocationKey = (rule: string, identityHash: string): string => `${rule}\u0000${identityHash}`;
 
 /** Background work with no `waitUntil` to keep it: it runs on unawaited (and never rejects). */
 const noWait = (promise: Promise<unknown>): void => {

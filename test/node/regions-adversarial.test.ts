@@ -1,0 +1,114 @@
+/**
+ * Regions under attack (docs/regions.md, "Why a region never over-admits"): orderings of a region's lease calls,
+ * deposits and admin changes that could let a region spend units the primary no longer counts. Real
+ * redis-servers (a primary and a region `eu`) behind REST servers; the primary's REST server adds a round trip
+ * where a test needs a lease call in flight. Two engines over the same databases stand for two isolates.
+ */
+import { Redis as IORedis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type RedisHandle,
+  type RestServer,
+  startRedisServers,
+  startRestServer,
+} from "../../redis-rest/index.mjs";
+import { stateKey } from "../../src/engine/keys";
+import type { Decision, RuleCall } from "../../src/engine/types";
+import { regionalStage } from "../../src/regions/decider";
+import { createEngine, type Engine } from "../../src/resilience/engine";
+import { redisNowMs, requestId, ruleCall, sleep, uniquePrefix } from "./lua-support";
+
+const TOKEN = "regions-adversarial-token";
+/** The primary's round trip for the isolate whose lease call is caught in flight, ms (half each way). */
+const SLOW_RTT_MS = 1200;
+
+let servers: RedisHandle[];
+let primaryFast: RestServer;
+let primarySlow: RestServer;
+let eu: RestServer;
+let primaryRedis: IORedis;
+let euRedis: IORedis;
+
+beforeAll(async () => {
+  servers = await startRedisServers(2);
+  const [primary, region] = servers as [RedisHandle, RedisHandle];
+  [primaryFast, primarySlow, eu] = await Promise.all([
+    startRestServer({ redisUrl: primary.url, token: TOKEN }),
+    startRestServer({ redisUrl: primary.url, token: TOKEN, rttMs: SLOW_RTT_MS }),
+    startRestServer({ redisUrl: region.url, token: TOKEN }),
+  ]);
+  primaryRedis = new IORedis(primary.url, { maxRetriesPerRequest: 1 });
+  euRedis = new IORedis(region.url, { maxRetriesPerRequest: 1 });
+}, 60_000);
+
+afterAll(async () => {
+  primaryRedis?.disconnect();
+  euRedis?.disconnect();
+  await Promise.all([primaryFast, primarySlow, eu].map((r) => r?.close()));
+  await Promise.all((servers ?? []).map((s) => s.close()));
+});
+
+/** An isolate: the Worker's engine over the primary (through `primary`) and the region `eu`. */
+const isolate = (prefix: string, primary: RestServer): Engine =>
+  createEngine({
+    leases: "off", // a region-decided request takes no isolate lease (docs/regions.md)
+    endpoints: [{ url: primary.url, token: TOKEN }],
+    prefix,
+    timeoutMs: 5_000, // generous: this box is shared, and one isolate's primary is 1.2 s away on purpose
+    adminTimeoutMs: 5_000,
+    decider: { fallbackEntries: 0 },
+    regional: regionalStage([{ name: "eu", url: eu.url, token: TOKEN }]),
+  });
+
+/** Decides `call` in `eu` and waits for what the decision left for waitUntil (deposits, renewals). */
+async function decideInEu(engine: Engine, call: RuleCall): Promise<Decision> {
+  const background: Promise<unknown>[] = [];
+  const decision = await engine.decider.decide([call], requestId(), {
+    region: "eu",
+    waitUntil: (p) => void background.push(p),
+  });
+  await Promise.all(background);
+  return decision;
+}
+
+/** Makes `eu` look busy for `call`: a pace record of `units` spent in the last second, so a miss asks for many. */
+async function busyPace(prefix: string, call: RuleCall, units: number): Promise<void> {
+  const pace = `${stateKey(prefix, call.rule, call.identityHash)}:pace`;
+  await euRedis.set(pace, `${(await redisNowMs(euRedis)) - 1_000}:${units}`, "PX", 60_000);
+}
+
+async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error("timed out");
+    await sleep(5);
+  }
+}
+
+describe("an admin reset racing a region's lease call", () => {
+  it("lets no unit granted before the reset into a pool after it: a fresh bucket admits its burst, not more", async () => {
+    const prefix = uniquePrefix("reg-reset");
+    // 100 an hour: in the few seconds of this test the bucket refills nothing.
+    const call = ruleCall({ algorithm: "token-bucket", rule: "api", limit: 100, periodMs: 3_600_000 });
+    const a = isolate(prefix, primarySlow); // serves the admin reset while its own lease call is on its way
+    const b = isolate(prefix, primaryFast); // another isolate of the region
+    await busyPace(prefix, call, 50);
+
+    // A misses in eu and asks the primary (1.2 s away) for the request and a lease: 50 of the 100 (half).
+    const inFlight = decideInEu(a, call);
+    const key = stateKey(prefix, call.rule, call.identityHash);
+    await until(async () => (await primaryRedis.exists(key)) === 1, 5_000); // granted on the primary
+    // The reset, as DELETE /__floodgate/keys does it: the state goes, then this isolate forgets the identity
+    // (dropping its pools in every region), and every other isolate does when it reads the change.
+    await primaryRedis.del(key);
+    a.decider.forget(call.rule, call.identityHash);
+    b.decider.forget(call.rule, call.identityHash);
+    await sleep(100); // the drops have landed; the grant's answer is still on its way back to A
+    expect((await inFlight).allowed).toBe(true); // (counted before the reset)
+
+    // Every isolate has heard of the reset. The identity starts afresh: 100, the bucket's burst, and no more.
+    let allowed = 0;
+    for (let i = 0; i < 160; i++) if ((await decideInEu(b, call)).allowed) allowed++;
+    expect(allowed).toBeLessThanOrEqual(100);
+  }, 30_000);
+});
