@@ -3,6 +3,8 @@
 // a masked hint (`mal…`, `203.0.113.x`) beside its hash, on the server-rendered page and after a refresh.
 // The raw key and IP are nowhere: not in Redis (every key and value under the prefix), not in the page's
 // HTML or dashboard.json, not in a line the Worker logged.
+// FLOODGATE_SCREENSHOTS=1 also writes docs/dashboard-hints.png (the two cards, 1280 wide).
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DashboardStack, startDashboardStack } from "./dashboard-stack";
 
@@ -68,6 +70,11 @@ describe("masked hints beside the identities the dashboard lists", () => {
     await expect
       .poll(() => denied("per-ip").first().locator("[data-hint]").textContent(), { timeout: 30_000 })
       .toBe("203.0.113.x");
+    if (process.env.FLOODGATE_SCREENSHOTS) {
+      await page.locator("main").screenshot({
+        path: fileURLToPath(new URL("../../docs/dashboard-hints.png", import.meta.url)),
+      });
+    }
     // The first HTML the server renders carries them too.
     const rendered = await (await page.request.get(page.url())).text();
     expect(rendered).toContain("mal…");
