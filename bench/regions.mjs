@@ -83,6 +83,7 @@ function spentSince(after, before) {
 async function drive(workers, { rate, seconds, warmupS, cumulative, intervals, ipOf, agent }) {
   const latencies = Object.fromEntries(["all", ...CLASSES].map((c) => [c, []]));
   const statuses = {};
+  let sent = 0; // every request, the warm-up's too: the commands counted over the round are theirs
   const started = performance.now();
   const endAt = started + seconds * 1000;
   const measureFrom = started + warmupS * 1000;
@@ -121,9 +122,10 @@ async function drive(workers, { rate, seconds, warmupS, cumulative, intervals, i
     const wait = at - performance.now();
     if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
     send(pick(cumulative, Math.random()));
+    sent++;
   }
   await Promise.all(inFlight);
-  return { latencies, statuses };
+  return { latencies, statuses, sent };
 }
 
 export async function runRegions({
@@ -182,7 +184,8 @@ export async function runRegions({
     const spent = Object.fromEntries(
       targets.map((t) => [t.name, Object.fromEntries(Object.keys(rests).map((db) => [db, {}]))]),
     );
-    const requests = Object.fromEntries(targets.map((t) => [t.name, 0]));
+    const requests = Object.fromEntries(targets.map((t) => [t.name, 0])); // measured
+    const sentAll = Object.fromEntries(targets.map((t) => [t.name, 0])); // every request of the rounds
     const originSamples = [];
     for (let round = 0; round < rounds; round++) {
       for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
@@ -210,6 +213,7 @@ export async function runRegions({
         }
         for (const c of ["all", ...CLASSES]) samples[target.name][c].push(...run.latencies[c]);
         requests[target.name] += run.latencies.all.length;
+        sentAll[target.name] += run.sent;
         for (const [status, n] of Object.entries(run.statuses))
           statuses[target.name][status] = (statuses[target.name][status] ?? 0) + n;
         console.error(
@@ -248,7 +252,7 @@ export async function runRegions({
       const n = Object.entries(spent[t][db])
         .filter(([name]) => filter(name))
         .reduce((a, [, v]) => a + v, 0);
-      return fmt(n / Math.max(1, requests[t]), 3);
+      return fmt(n / Math.max(1, sentAll[t]), 3);
     };
     const calls = (name) => name === "evalsha" || name === "eval";
     const commandRows = targets.map((t) => [
@@ -266,7 +270,7 @@ export async function runRegions({
                 `${db} ${
                   Object.entries(spent[t.name][db])
                     .sort((a, b) => b[1] - a[1])
-                    .map(([name, n]) => `${name} ${fmt(n / Math.max(1, requests[t.name]), 3)}`)
+                    .map(([name, n]) => `${name} ${fmt(n / Math.max(1, sentAll[t.name]), 3)}`)
                     .join(", ") || "none"
                 }`,
             )
@@ -286,7 +290,7 @@ export async function runRegions({
       "",
       table(["target", "identities sending", "requests (share)", "p50", "p90", "p99"], latencyRows),
       "",
-      "Per request, by database: Redis calls (EVALSHA + EVAL) / billed commands (every command, INFO commandstats; the requests' background work included):",
+      "Per request (every request of the rounds, the warm-up's included, as the commands are), by database: Redis calls (EVALSHA + EVAL) / billed commands (every command, INFO commandstats; the requests' background work included):",
       "",
       table(["target", ...Object.keys(rests)], commandRows),
       "",
@@ -311,6 +315,7 @@ export async function runRegions({
           t.name,
           {
             requests: requests[t.name],
+            sent: sentAll[t.name],
             added: Object.fromEntries(
               ["all", ...CLASSES].map((c) => [
                 c,
