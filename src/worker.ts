@@ -121,7 +121,7 @@ function buildApp(config: FloodgateConfig, env: Env): Hono<AppEnv> {
       overrides: true,
       verifyJwt,
       liveModes: (_c, waitUntil) => liveModes.current(waitUntil),
-      // Its first read (live modes and override index) is never waited for: src/middleware/limiter.ts.
+      // Its first read (live modes and override index) is never waited for: src/middleware/first-read.ts.
       decideWhileModesLoad: true,
       onDecision: createDecisionObserver({ analytics: env.RATE_LIMIT_ANALYTICS, metrics }),
       onAction: metrics && ((rule, verdict) => metrics.recordAction(rule, verdict)),

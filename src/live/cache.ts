@@ -1,7 +1,7 @@
 /**
  * The isolate's copy of the live modes. A request never waits for Redis to learn the mode. A fresh isolate's
  * first read (with the override index) starts with its first limited request, which the Worker decides under
- * the configured modes while the read is on its way (src/middleware/limiter.ts): decided again only if the
+ * the configured modes while the read is on its way (src/middleware/first-read.ts): decided again only if the
  * read shows a switch of one of its rules, so a new isolate never ignores a switch made long ago, and pays
  * one round trip for it only while such a switch is in force. After that the copy is refreshed at most once
  * per `refreshIntervalMs`, in the background (`waitUntil`), so a switch is in effect everywhere within about

@@ -2,7 +2,7 @@
  * Which `concurrency` or `shed` slots a request holds (`heldSlots`), and when each is given back (docs/configuration.md,
  * "Rules"): once the Worker has finished writing the response body, or the client went away; at once for
  * bodiless responses. (A WebSocket upgrade, whose lifetime the Worker does not see, never gets here:
- * src/middleware/limiter.ts gives its slot back at once.)
+ * src/middleware/hand-off.ts gives its slot back at once.)
  * The release runs in the background (`waitUntil`), never before the client's response.
  */
 import { traitsOf } from "../engine/algorithms";

@@ -27,7 +27,7 @@ export function infoOf(decision: Decision): RateLimitInfo {
 }
 
 /**
- * Tells `onDecision` of a decided request (`LimiterDeps.onDecision` in src/middleware/limiter.ts): never
+ * Tells `onDecision` of a decided request (`LimiterDeps.onDecision` in src/middleware/limiter-deps.ts): never
  * awaited, and nothing it throws or rejects with reaches the request.
  */
 export function report(
