@@ -99,6 +99,12 @@ export async function startRestServer({
       res.end(JSON.stringify({ error: "ERR internal error in the local REST server" }));
     });
   });
+  // An idle keep-alive connection stays open a minute (Node's default is 5 s): a client busy past its own idle
+  // timer (fetch's, 5 s less its margin) then still finds it open, instead of sending a request on a socket
+  // this side is closing ("other side closed" in 500-request bursts on a loaded machine). Headers may take
+  // as long, as Node asks.
+  server.keepAliveTimeout = 60_000;
+  server.headersTimeout = 61_000;
 
   /**
    * One request, over the added round trip if any: the way there before its command runs (so it runs when

@@ -46,6 +46,7 @@ const middlewareOptionsSchema = v.object({
   liveModes: v.optional(v.unknown()),
   onDecision: v.optional(v.unknown()),
   onSettle: v.optional(v.unknown()),
+  onAction: v.optional(v.unknown()),
   mode: v.optional(oneOf("mode", MODES), DEFAULTS.mode),
   failure: v.optional(oneOf("failure", FAILURES), DEFAULTS.failure),
   timeoutMs: v.optional(wholeMs("timeoutMs", MAX_TIMEOUT_MS), DEFAULTS.timeoutMs),
@@ -89,7 +90,7 @@ const KNOWN_OPTIONS: ReadonlySet<string> = new Set(MIDDLEWARE_OPTIONS);
 /** The middleware's settings, validated, defaults applied (the options checked where they are used left out). */
 export type MiddlewareSettings = Omit<
   v.InferOutput<typeof middlewareOptionsSchema>,
-  "rules" | "redis" | "decider" | "liveModes" | "onDecision" | "onSettle"
+  "rules" | "redis" | "decider" | "liveModes" | "onDecision" | "onSettle" | "onAction"
 >;
 
 /**

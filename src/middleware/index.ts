@@ -21,6 +21,7 @@ import { connectionAddressOf, type GetConnInfo, onCloudflareWorkers } from "./co
 import { createLimiter, type Limiter, type LimiterMiddleware } from "./limiter";
 import type { RateLimitOptions, RuleOptions } from "./options";
 import type { PlannedRule } from "./plan";
+import { actionReport } from "./report";
 
 export * from "./errors";
 export { createLimiter, type Limiter, type LimiterDeps, type LimiterMiddleware } from "./limiter";
@@ -113,6 +114,7 @@ function limiterOf<E extends HonoEnv>(options: RateLimitOptions<E>): Limiter {
     overrides: settings.overrides,
     onDecision: options.onDecision,
     onSettle: options.onSettle,
+    onAction: actionReport(options.onAction),
   });
 }
 
@@ -135,11 +137,12 @@ function validateRules<E extends HonoEnv>(
     // Not an object (untyped code): as it is, for parseRules to name.
     typeof rule !== "object" || rule === null
       ? rule
-      : {
+      : // Only a function is replaced: a field set to `undefined` is a field an action rule may not have.
+        {
           ...rule,
-          key: fns[i]?.keyFn ? "global" : rule.key,
-          tier: fns[i]?.tierFn ? "global" : rule.tier,
-          cost: fns[i]?.costFn ? 1 : rule.cost,
+          ...(fns[i]?.keyFn && { key: "global" }),
+          ...(fns[i]?.tierFn && { tier: "global" }),
+          ...(fns[i]?.costFn && { cost: 1 }),
         },
   );
   const jwtVerifiable = Boolean(options.jwt?.secret || options.jwt?.jwksUrl);

@@ -294,6 +294,13 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    * Redis has answered; not awaited, and a throw or rejection is ignored, as `onDecision`'s.
    */
   onSettle?: (event: SettleEvent) => unknown;
+  /**
+   * Called when an `action = "deny"` rule (docs/lists.md) refuses a request, with the rule's name and
+   * `"denied"` (its 403), or in `monitor` mode `"would-deny"` (the request goes on): once per request and rule,
+   * before the response. Not awaited, and a throw or rejection is ignored, as `onDecision`'s. An `allow`
+   * rule's exemption is not reported. @default none
+   */
+  onAction?: (rule: string, verdict: "denied" | "would-deny") => unknown;
 }
 
 /** The middleware's `jwt` option: the key material and the verifier that reads tokens with it. */

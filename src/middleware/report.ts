@@ -1,6 +1,6 @@
 /**
  * What the limiter tells beside its response about a decided request: the handler's `c.get("rateLimit")`
- * (`infoOf`) and the app's `onDecision` observer (`report`).
+ * (`infoOf`), the app's `onDecision` observer (`report`) and its `onAction` observer (`actionReport`).
  */
 import type { Decision, RuleResult } from "../engine/types";
 import type { RequestFacts } from "../identity";
@@ -48,6 +48,27 @@ export function report(
 }
 
 function ignore(): void {}
+
+/** An action's verdict: a `deny` rule refused the request (its 403), or would have in `monitor` mode. */
+export type ActionVerdict = "denied" | "would-deny";
+
+/**
+ * The app's `onAction` as the limiter calls it (`LimiterDeps.onAction`): synchronously, and nothing it throws or
+ * rejects with reaches the request. `undefined`: none.
+ */
+export function actionReport(
+  onAction: ((rule: string, verdict: ActionVerdict) => unknown) | undefined,
+): ((rule: string, verdict: ActionVerdict) => void) | undefined {
+  if (!onAction) return undefined;
+  return (rule, verdict) => {
+    try {
+      const returned = onAction(rule, verdict);
+      if (returned instanceof Promise) returned.catch(ignore);
+    } catch {
+      // An observer must never fail the request.
+    }
+  };
+}
 
 /** A decided request as an observer sees it; its id is made only if the observer reads it. */
 class Reported implements DecisionEvent {
