@@ -7,6 +7,8 @@ KEYS:
   KEYS[1]  the rule's pool <prefix>:<rule>:{<hash>}:pool
   KEYS[2]  its next pool <prefix>:<rule>:{<hash>}:pool-next
   KEYS[3]  its pace <prefix>:<rule>:{<hash>}:pace
+  KEYS[4]  its drop mark <prefix>:<rule>:{<hash>}:pool-dropped: set (for ARGV[6] ms) when an admin change
+           dropped the pools; a grant asked for before it was counted in the state the change reset
 ARGV:
   ARGV[1]  units leased for the region (the granting request's cost not included)
   ARGV[2]  when the lease ends, ms on THIS database's clock: its clock before the primary was asked, plus the
@@ -14,14 +16,28 @@ ARGV:
   ARGV[3]  the pool's value after its units: ":<renewing 0>:<terms>:<figures>"
   ARGV[4]  the pace record "<ms>:<units>" (ms: this database's clock when the primary was asked); ARGV[5] its
            life, ms
-Reply: 1 into the pool, 2 into the next pool, 3 added to the next pool, 0 not added (its lease has ended)
+  ARGV[6]  how long a drop mark lives, ms (the longest life of a region's lease)
+Reply: 1 into the pool, 2 into the next pool, 3 added to the next pool, 0 not added (its lease has ended, or
+its pools were dropped since it was asked for)
 ]]
 
 local units = tonumber(ARGV[1]) -- units
 local ends_ms = tonumber(ARGV[2]) -- ms, this database's clock
 local rest = ARGV[3] -- ":<renewing>:<terms>:<figures>"
+local asked_ms = tonumber(string.match(ARGV[4], "^(%d+):")) -- ms, this database's clock
+local mark_ms = tonumber(ARGV[6]) -- ms
 
 redis.call("SET", KEYS[3], ARGV[4], "PX", ARGV[5])
+-- Dropped by an admin change (a reset, an override) after this grant was asked for: the primary no longer
+-- counts its units, whichever isolate dropped the pools and whether or not the asking one has heard of it.
+local mark_left = redis.call("PTTL", KEYS[4]) -- ms
+if mark_left > 0 then
+  local time = redis.call("TIME")
+  local dropped_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) - (mark_ms - mark_left)
+  if asked_ms <= dropped_ms + 1 then -- (PTTL is whole ms: a tie counts as before the drop)
+    return 0
+  end
+end
 -- (A lease already ended sets a key that is gone at once: Redis deletes a key whose PXAT has passed.)
 local value = units .. ":" .. units .. rest
 local terms = string.match(rest, "^:%d:([^:]*)") -- "<limit>/<period ms>/<burst>"

@@ -77,7 +77,7 @@ export class RegionalDecider implements ResilientDecider {
     this.#pools = new Map(
       options.regions.map((region) => [
         region.name,
-        new RegionPools(region, options.prefix, options.timeoutMs),
+        new RegionPools(region, options.prefix, options.timeoutMs, this.#leaseMs),
       ]),
     );
   }

@@ -92,17 +92,30 @@ export class RegionPools {
   readonly name: string;
   readonly #redis: RedisPort;
   readonly #prefix: string;
+  /** The longest life of the region's leases, ms: how long a drop mark must stand. */
+  readonly #leaseMs: number;
 
-  constructor(region: { name: string; url: string; token: string }, prefix: string, timeoutMs: number) {
+  constructor(
+    region: { name: string; url: string; token: string },
+    prefix: string,
+    timeoutMs: number,
+    leaseMs: number,
+  ) {
     this.name = region.name;
     this.#redis = createRedisPort({ url: region.url, token: region.token, timeoutMs });
     this.#prefix = prefix;
+    this.#leaseMs = leaseMs;
   }
 
   /** The pool, next pool and pace keys of a (rule, identity), in the scripts' order. */
   keysOf(rule: string, identityHash: string): [string, string, string] {
     const state = stateKey(this.#prefix, rule, identityHash);
     return [`${state}:pool`, `${state}:pool-next`, `${state}:pace`];
+  }
+
+  /** The drop mark of a (rule, identity): when an admin change last dropped its pools (lua/region-deposit.lua). */
+  #dropMarkOf(rule: string, identityHash: string): string {
+    return `${stateKey(this.#prefix, rule, identityHash)}:pool-dropped`;
   }
 
   /**
@@ -138,15 +151,26 @@ export class RegionPools {
     const pace = `${regionNowMs}:${units}`;
     await this.#redis.runScript(
       REGION_DEPOSIT,
-      this.keysOf(call.rule, call.identityHash),
-      [String(units), String(Math.floor(endsAtMs)), poolTail(call, figures), pace, String(PACE_MS)],
+      [...this.keysOf(call.rule, call.identityHash), this.#dropMarkOf(call.rule, call.identityHash)],
+      [
+        String(units),
+        String(Math.floor(endsAtMs)),
+        poolTail(call, figures),
+        pace,
+        String(PACE_MS),
+        String(this.#leaseMs),
+      ],
       {},
     );
   }
 
-  /** Drops a (rule, identity)'s pools (an admin reset or override change: docs/regions.md). */
+  /**
+   * Drops a (rule, identity)'s pools (an admin reset or override change: docs/regions.md), and marks the drop
+   * for a lease's life: a grant asked for before it, still on its way from the primary, is never deposited.
+   */
   async drop(rule: string, identityHash: string): Promise<void> {
     const [pool, next] = this.keysOf(rule, identityHash);
+    await this.#redis.send(["set", this.#dropMarkOf(rule, identityHash), "1", "PX", String(this.#leaseMs)]);
     await this.#redis.send(["del", pool, next]);
   }
 }

@@ -111,4 +111,24 @@ describe("an admin reset racing a region's lease call", () => {
     for (let i = 0; i < 160; i++) if ((await decideInEu(b, call)).allowed) allowed++;
     expect(allowed).toBeLessThanOrEqual(100);
   }, 30_000);
+
+  it("lets none in either when the reset is heard by another isolate before the grant lands, and not yet by the asking one", async () => {
+    const prefix = uniquePrefix("reg-reset-other");
+    const call = ruleCall({ algorithm: "token-bucket", rule: "api", limit: 100, periodMs: 3_600_000 });
+    const a = isolate(prefix, primarySlow); // its lease call is on its way; it hears of the reset later
+    const b = isolate(prefix, primaryFast); // serves the admin reset: drops the pools in every region at once
+    await busyPace(prefix, call, 50);
+
+    const inFlight = decideInEu(a, call);
+    const key = stateKey(prefix, call.rule, call.identityHash);
+    await until(async () => (await primaryRedis.exists(key)) === 1, 5_000);
+    await primaryRedis.del(key);
+    b.decider.forget(call.rule, call.identityHash);
+    await sleep(100);
+    expect((await inFlight).allowed).toBe(true);
+    // A's grant has landed in eu after B's drop; A goes quiet (an isolate reads the change on its next request).
+    let allowed = 0;
+    for (let i = 0; i < 160; i++) if ((await decideInEu(b, call)).allowed) allowed++;
+    expect(allowed).toBeLessThanOrEqual(100);
+  }, 30_000);
 });
