@@ -132,3 +132,49 @@ describe("an admin reset racing a region's lease call", () => {
     expect(allowed).toBeLessThanOrEqual(100);
   }, 30_000);
 });
+
+describe("a fixed window's lease at the window's edge", () => {
+  it("is never spent in the next window: the next window admits its limit, not what the last one left in the pool", async () => {
+    const prefix = uniquePrefix("reg-edge");
+    const periodMs = 2_000;
+    const call = ruleCall({ algorithm: "fixed-window", rule: "api", limit: 20, periodMs });
+    const a = isolate(prefix, primaryFast);
+    const b = isolate(prefix, primaryFast);
+    // 600 ms before a window's edge (windows are aligned to the epoch on the primary's clock).
+    const wait = async (intoWindowMs: number) => {
+      const now = await redisNowMs(primaryRedis);
+      const at = now - (now % periodMs) + intoWindowMs;
+      await sleep((at > now + 50 ? at : at + periodMs) - now);
+    };
+    await wait(1_400);
+    await busyPace(prefix, call, 50);
+    const first = await decideInEu(a, call); // a miss: the request and a lease of half the window (10)
+    expect(first.allowed).toBe(true);
+    expect((await decideInEu(a, call)).results[0]?.source).toBe("lease");
+    // Next window: whatever the pool still holds (8 units) must not be spent in it.
+    await wait(100);
+    let allowed = 0;
+    for (let i = 0; i < 40; i++) if ((await decideInEu(b, call)).allowed) allowed++;
+    expect(allowed).toBeLessThanOrEqual(20);
+  }, 30_000);
+});
+
+describe("a cost above one", () => {
+  it("spends the granting request's cost once: two isolates of a region admit at most the burst's worth of units", async () => {
+    const prefix = uniquePrefix("reg-cost");
+    const call = ruleCall({ algorithm: "gcra", rule: "api", limit: 60, periodMs: 3_600_000, cost: 3 });
+    const a = isolate(prefix, primaryFast);
+    const b = isolate(prefix, primaryFast);
+    await busyPace(prefix, call, 50);
+    const decisions = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const results: boolean[] = [];
+        for (let j = 0; j < 2; j++) results.push((await decideInEu(i % 2 ? a : b, call)).allowed);
+        return results;
+      }),
+    );
+    const allowed = decisions.flat().filter(Boolean).length;
+    expect(allowed).toBeLessThanOrEqual(20); // 60 units of cost 3
+    expect(allowed).toBeGreaterThan(0);
+  }, 30_000);
+});
