@@ -38,21 +38,12 @@ const rule: fc.Arbitrary<SimRule> = fc
     mode: fc.constantFrom("on", "on", "on", "on", "monitor") as fc.Arbitrary<"on" | "monitor">,
     failure: fc.constantFrom("closed", "closed", "open") as fc.Arbitrary<"closed" | "open">,
     // What a response may do to the units (where the algorithm's traits allow it), the penalty box, tiers.
-    // (Each also takes the rule off leases, as the config does: rare enough to leave most rules leasable.)
-    count: fc.constantFrom(false, false, false, false, false, true),
-    settle: fc.constantFrom(false, false, false, false, false, true),
-    blockMs: fc.constantFrom(
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      300,
-      800,
-    ),
+    // (Each also takes the rule off leases, as the config does: one in ten, to leave most rules leasable.)
+    count: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
+    settle: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
+    blockMs: fc
+      .tuple(fc.integer({ min: 0, max: 9 }), fc.constantFrom(300, 800))
+      .map(([n, ms]) => (n === 0 ? ms : undefined)),
     tiers: fc.option(fc.array(fc.double({ min: 0.3, max: 2, noNaN: true }), { minLength: 1, maxLength: 2 }), {
       nil: undefined,
       freq: 3,
