@@ -1,7 +1,7 @@
 // The simulator's model (test/sim/model.ts) on histories written by hand: it must flag every over-admission no
 // choice of instants explains, and never one that some choice does (docs/exactness.md, "The model").
 import { describe, expect, it } from "vitest";
-import { checkBlocks, checkLedger } from "../sim/after-response";
+import { checkBlocks, checkLedger, checkResponses } from "../sim/after-response";
 import { type Admission, checkHistory, floorOf, type Limits } from "../sim/model";
 import { checkFallbacks } from "../sim/fail-open";
 import { type Change, epochsOf, inEffect, type Scenario } from "../sim/system";
@@ -215,10 +215,14 @@ describe("the fail-open bound, under every algorithm (checkFallbacks)", () => {
 
 describe("after the response: give-backs, settlements and debt (checkLedger)", () => {
   const fw: Limits = { algorithm: "fixed-window", limit: 10, periodMs: 1000, burst: 10 };
-  /** An admission whose response moved `units` by a call between `from` and `to`, answered `applied`. */
+  /**
+   * An admission of a settled rule whose body said it cost `units` more (or fewer), settled by a call between
+   * `from` and `to` that said it applied `applied`.
+   */
   const moved = (a: Admission, units: number, from: number, to: number, applied?: number): Admission => ({
     ...a,
-    adjust: { units, at: { from, to }, ...(applied !== undefined && { applied }) },
+    response: { counted: true, spent: a.units + units },
+    adjust: { kind: "settle", units, at: { from, to }, ...(applied !== undefined && { applied }) },
   });
 
   it("a charge that certainly landed counts before the next admission: the debt denies until repaid", () => {
@@ -246,6 +250,20 @@ describe("after the response: give-backs, settlements and debt (checkLedger)", (
     const first = moved(at(1, 0), 4, 20, 50, 4);
     expect(checkLedger(b, [first, at(1, 100)])).toEqual([]);
     expect(checkLedger(b, [first, at(2, 100)])).toHaveLength(1);
+  });
+
+  it("the code gives back only what the response said: a counted status keeps its units, a settlement the body's cost", () => {
+    const login = { ...at(1, 100), response: { counted: true } };
+    const given = { kind: "status" as const, units: -1, at: { from: 200, to: 210 }, applied: -1 };
+    expect(checkResponses([{ ...login, adjust: given }])).toHaveLength(1);
+    expect(checkResponses([{ ...login, response: { counted: false }, adjust: given }])).toEqual([]);
+    expect(checkResponses([moved(at(5, 100), 3, 200, 210, 3)])).toEqual([]);
+    const misread = moved(at(5, 100), 3, 200, 210, 3);
+    expect(
+      checkResponses([
+        { ...misread, adjust: { ...(misread.adjust as NonNullable<Admission["adjust"]>), units: 2 } },
+      ]),
+    ).toHaveLength(1);
   });
 
   it("a tier's own limit bounds each admission decided under it", () => {

@@ -7,23 +7,54 @@
  * only what certainly happened before an admission: a give-back whenever it may have landed, a charge only once
  * it certainly had, so a violation is one no timing of the calls explains.
  */
-import { type Admission, floorOf, type Instant, type Limits, type Violation } from "./model";
+import { type Admission, finalOf, floorOf, type Instant, type Limits, type Violation } from "./model";
 
 const window = (t: number, periodMs: number): number => Math.floor(t / periodMs);
 
 /** Whether `x` certainly ended before `y` began. */
 const before = (x: Instant, y: Instant): boolean => x.to < y.from;
 
-/** A charge that certainly landed, with what it charged (0 when it was not answered: it may never have). */
+/**
+ * What a settlement certainly charged: the real cost beyond the reservation, as the body stated it, once the
+ * charge's call said it applied (0 while it was not answered: it may never have landed).
+ */
 const charged = (a: Admission): number =>
-  a.adjust !== undefined && a.adjust.units > 0 ? Math.max(0, a.adjust.applied ?? 0) : 0;
+  a.adjust?.kind === "settle" && a.adjust.units > 0
+    ? Math.max(0, Math.min(finalOf(a) - a.units, a.adjust.applied ?? 0))
+    : 0;
+
+/**
+ * What the code did about each response is what the response said: units go back for a status only when the
+ * rule does not count it, and a settlement moves the real cost the body stated less the reservation.
+ */
+export function checkResponses(history: readonly Admission[]): Violation[] {
+  const out: Violation[] = [];
+  for (const a of history) {
+    const { adjust, response } = a;
+    if (adjust === undefined) continue;
+    if (adjust.kind === "status" && response?.counted !== false) {
+      out.push({
+        invariant: "response: units go back only for a status the rule does not count",
+        detail: `${-adjust.units} units given back for a counted status`,
+        ops: [a.op],
+      });
+    } else if (adjust.kind === "settle" && adjust.units !== finalOf(a) - a.units) {
+      out.push({
+        invariant: "response: a settlement moves the real cost the body states less the reservation",
+        detail: `settled ${adjust.units}, the body said ${response?.spent} for a reservation of ${a.units}`,
+        ops: [a.op],
+      });
+    }
+  }
+  return out;
+}
 
 /**
  * The ledger at every admission: what Redis certainly held for the identity then (each earlier admission's
  * floor, and the charges that certainly landed before it) plus its own cost, within the limit it was decided
  * under. A fixed window counts what lies in its own window, a charge in the window it landed in (docs/settle.md,
- * "Debt"); a bucket, in any interval, at most its capacity and the refill (the last admission's capacity: the
- * limit it was decided under). The check that a debt denies until it is repaid.
+ * "Debt"); a bucket, in any interval, at most its capacity and the refill (of tiers, the largest capacity
+ * among the interval's admissions: a TAT written under it may stand that far ahead). The check that a debt denies until it is repaid.
  */
 export function checkLedger(l: Limits, history: readonly Admission[]): Violation[] {
   if (l.algorithm === "fixed-window") return fixedWindowLedger(l, history);
@@ -73,7 +104,7 @@ function bucketLedger(l: Limits, history: readonly Admission[]): Violation[] {
       });
       const units = inside.reduce((n, b) => n + floorOf(b), 0) + charges.reduce((n, b) => n + charged(b), 0);
       const spanUs = (span.to - span.from) * 1000;
-      const burst = last.limits?.burst ?? l.burst;
+      const burst = Math.max(...inside.map((b) => b.limits?.burst ?? l.burst)); // tiers: the largest
       const bound = burst + spanUs / iUs;
       if (units > bound + 1e-9) {
         return [

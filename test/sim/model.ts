@@ -42,7 +42,12 @@ export interface Admission {
    * window's or a log's limit, or a bucket's burst, per request, sharing the identity's state).
    */
   limits?: Limits;
-  /** What its response changed afterwards (a status not counted, a settled cost): test/sim/after-response.ts. */
+  /**
+   * What its response said, for a rule whose units it moves (test/sim/after-response.ts): whether the rule
+   * counts its status (`false`: every unit may go back), and the real cost its body states (a settled rule).
+   */
+  response?: { counted: boolean; spent?: number };
+  /** What the real code then did about it, and when: a give-back by status or a settlement. */
   adjust?: Adjustment;
   /** Counted by the rule in `monitor` mode (it never denies, nor blocks). */
   monitor?: boolean;
@@ -53,6 +58,8 @@ export interface Admission {
  * below the reservation) or charged (> 0: a settled cost above it), by a call sent and answered within `at`.
  */
 export interface Adjustment {
+  /** `status`: units given back for a status the rule does not count; `settle`: a settlement. */
+  kind: "status" | "settle";
   units: number;
   at: Instant;
   /** What the call said it did (a charge's units; absent: no answer, it may or may not have landed). */
@@ -60,10 +67,20 @@ export interface Adjustment {
 }
 
 /**
- * The units an admission certainly holds in Redis from its admission on, whatever became of its response: its
- * cost less what may have gone back (a charge may land after anything, so it never adds here).
+ * The units an admission certainly holds in Redis from its admission on, by what its response said (never by
+ * what the code did about it): none if its rule does not count its status, at most its real cost if it settles;
+ * its cost otherwise. A charge may land after anything, so it never adds here.
  */
-export const floorOf = (a: Admission): number => a.units + Math.min(0, a.adjust?.units ?? 0);
+export const floorOf = (a: Admission): number =>
+  a.response === undefined
+    ? a.units
+    : a.response.counted
+      ? Math.min(a.units, a.response.spent ?? a.units)
+      : 0;
+
+/** The units an admission holds once its response is settled, by what it said: its real cost, or none. */
+export const finalOf = (a: Admission): number =>
+  a.response === undefined ? a.units : a.response.counted ? (a.response.spent ?? a.units) : 0;
 
 /** The limit admission `a` was decided under: its tier's, else the rule's. */
 const limitOf = (l: Limits, a: Admission): number => a.limits?.limit ?? l.limit;
@@ -237,11 +254,14 @@ export function checkBucket(
       const inside = sorted.filter((b) => b.at.from >= first.at.from && b.at.to <= last.at.to);
       const units = inside.reduce((n, b) => n + b.units, 0);
       const spanUs = (last.at.to - first.at.from) * 1000;
-      const bound = (last.limits?.burst ?? l.burst) + spanUs / iUs; // the last admission's capacity
+      // Tiers of one bucket (the same rate, bursts of their own): a TAT written under the largest capacity among
+      // them may stand that far ahead of its admission's instant.
+      const burst = Math.max(...inside.map((b) => b.limits?.burst ?? l.burst));
+      const bound = burst + spanUs / iUs;
       if (units > bound + 1e-9) {
         out.push({
           invariant: "bucket: units admitted in any interval L <= burst + L / interval",
-          detail: `${units} units in ${(spanUs / 1000).toFixed(1)} ms > ${bound.toFixed(2)} (burst ${l.burst}, ${iUs} µs/unit)`,
+          detail: `${units} units in ${(spanUs / 1000).toFixed(1)} ms > ${bound.toFixed(2)} (burst ${burst}, ${iUs} µs/unit)`,
           ops: inside.map((b) => b.op),
         });
         return out; // one is enough: the shrinker does the rest

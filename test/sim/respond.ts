@@ -50,10 +50,10 @@ export async function respond(
   waitUntil: WaitUntil,
 ): Promise<void> {
   const { counts, sources } = rules;
-  const note = (rule: string, units: number, from: number, applied?: number) => {
+  const note = (kind: "status" | "settle", rule: string, units: number, from: number, applied?: number) => {
     const record = records.get(rule);
-    if (record)
-      record.adjust = { units, at: { from, to: Date.now() + 1 }, ...(applied !== undefined && { applied }) };
+    const at = { from, to: Date.now() + 1 };
+    if (record) record.adjust = { kind, units, at, ...(applied !== undefined && { applied }) };
   };
   const noted: Decider = {
     decide: (calls, id, options) => decider.decide(calls, id, options),
@@ -63,11 +63,11 @@ export async function respond(
       try {
         const back = await (decider.refund as NonNullable<Decider["refund"]>)(calls, id, whenUs);
         calls.forEach((c, i) => {
-          note(c.rule, -c.cost, from, -(back[i] ?? 0));
+          note("status", c.rule, -c.cost, from, -(back[i] ?? 0));
         });
         return back;
       } catch (error) {
-        for (const c of calls) note(c.rule, -c.cost, from);
+        for (const c of calls) note("status", c.rule, -c.cost, from);
         throw error;
       }
     },
@@ -76,11 +76,11 @@ export async function respond(
       try {
         const done = await (decider.settle as NonNullable<Decider["settle"]>)(settlements, id, decidedAtMs);
         settlements.forEach((s, i) => {
-          note(s.result.call.rule, s.units, from, done[i]?.applied ?? 0);
+          note("settle", s.result.call.rule, s.units, from, done[i]?.applied ?? 0);
         });
         return done;
       } catch (error) {
-        for (const s of settlements) note(s.result.call.rule, s.units, from);
+        for (const s of settlements) note("settle", s.result.call.rule, s.units, from);
         throw error;
       }
     },

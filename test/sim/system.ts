@@ -23,8 +23,8 @@ import type { ResilientDecider } from "../../src/resilience/decider";
 import { createEngine, type Engine } from "../../src/resilience/engine";
 import { type Change, epochsOf } from "./epochs";
 import { checkFallbacks, type FellBack } from "./fail-open";
-import { checkBlocks, checkLedger, type Denial } from "./after-response";
-import { type Admission, checkHistory, floorOf, type Limits, type Violation } from "./model";
+import { checkBlocks, checkLedger, checkResponses, type Denial } from "./after-response";
+import { type Admission, checkHistory, finalOf, floorOf, type Limits, type Violation } from "./model";
 import type { Fault, Network } from "./network";
 import { type Answer, COUNTED, respond, SOURCE } from "./respond";
 
@@ -292,6 +292,12 @@ export async function runScenario(
     sources: new Map(scenario.rules.flatMap((r, i) => (r.settle ? [[ruleName(i), SOURCE] as const] : []))),
     affected: new Set(scenario.rules.flatMap((r, i) => (r.count || r.settle ? [ruleName(i)] : []))),
   };
+  /** What a response said to rule `name`'s units (the model's view: test/sim/after-response.ts). */
+  const responseOf = (name: string, said: Answer) => {
+    const rule = scenario.rules[Number(name.slice(1))] as SimRule;
+    const counted = !rule.count || COUNTED.counts(said.status);
+    return { counted, ...(rule.settle && { spent: said.spent }) };
+  };
   const stampedRules = new Set(
     scenario.rules.flatMap((r, i) =>
       (r.count || r.settle) && traitsOf(r.algorithm).shape === "bucket" ? [ruleName(i)] : [],
@@ -334,6 +340,8 @@ export async function runScenario(
       if (mode !== "off") calls.push(ruleCall(scenario, c, mode));
     }
     if (calls.length === 0) return true;
+    // Its response, when it gets one (absent: 200, costing what it reserved).
+    const said = answer ?? { status: 200, spent: calls[0]?.cost ?? 1 };
     // As the limiter asks (src/middleware/limiter.ts): a bucket whose units may go back after the response
     // names its request and asks for its stamps.
     const stamped = calls.some((c) => stampedRules.has(c.rule));
@@ -408,6 +416,8 @@ export async function runScenario(
             ...(ownMs > 0 && { decidedFrom: sentAt }),
             ...(simCall?.tier !== undefined && { limits: limitsOf(scenario, simCall) }),
             ...(r.call.mode === "monitor" && { monitor: true }),
+            ...(responseRules.affected.has(r.call.rule) &&
+              r.source === "redis" && { response: responseOf(r.call.rule, said) }),
           };
           byRule.set(r.call.rule, record);
           if (r.call.mode === "monitor") monitored += units;
@@ -428,7 +438,6 @@ export async function runScenario(
             settleId: id === "-" ? `s${op}-${requestIds++}` : id,
             decidedAtMs: sentAt,
           };
-          const said = answer ?? { status: 200, spent: calls[0]?.cost ?? 1 };
           await respond(isolate, decision, byRule, said, responseRules, ids, background.waitUntil).catch(
             () => undefined,
           );
@@ -599,7 +608,8 @@ export async function runScenario(
       );
       // What each admission certainly holds whatever its response did; and the ledger, with the charges.
       const held = decided.map((a) => ({ ...a, units: floorOf(a) })).filter((a) => a.units > 0);
-      for (const v of [...checkHistory(epoch.limits, held), ...checkLedger(epoch.limits, decided)]) {
+      const found = [...checkHistory(epoch.limits, held), ...checkLedger(epoch.limits, decided)];
+      for (const v of [...found, ...checkResponses(epoch.history)]) {
         violations.push({ ...v, detail: `${key}: ${v.detail}` });
       }
     }
@@ -673,13 +683,9 @@ async function checkState(
     const [rule = "", identityHash = ""] = key.split(" ");
     const limits = scenario.rules[Number(rule.slice(1))] as SimRule;
     const state = stateKey(prefix, rule, identityHash);
-    // Units admitted, and what their responses moved as each call said (a give-back's units, a charge's).
-    const units = history.reduce((n, a) => n + a.units + (a.adjust?.applied ?? 0), 0);
-    const exact =
-      !faulty &&
-      !changes.has(key) &&
-      limits.periodMs >= 60_000 &&
-      history.every((a) => a.adjust === undefined || a.adjust.applied !== undefined);
+    // Units admitted, as their responses left them (what each said it cost, or none for a status not counted).
+    const units = history.reduce((n, a) => n + finalOf(a), 0);
+    const exact = !faulty && !changes.has(key) && limits.periodMs >= 60_000;
     if (limits.algorithm === "fixed-window") {
       const counted = Number((await redis.get(state)) ?? 0);
       if (counted < 0) {
