@@ -97,6 +97,7 @@ function bucketLedger(l: Limits, history: readonly Admission[]): Violation[] {
       if (last.at.to < first.at.from) continue;
       const span = { from: first.at.from, to: last.at.to };
       const inside = sorted.filter((b) => b.at.from >= span.from && b.at.to <= span.to);
+      if (inside.length === 0) continue;
       // Charges that certainly landed after the first admission and before the last: each moved the TAT.
       const charges = sorted.filter((b) => {
         const c = b.adjust?.at;

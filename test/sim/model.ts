@@ -252,6 +252,7 @@ export function checkBucket(
       if (last.at.to < first.at.from) continue;
       if (last.at.to - first.at.from > maxSpanMs) continue;
       const inside = sorted.filter((b) => b.at.from >= first.at.from && b.at.to <= last.at.to);
+      if (inside.length === 0) continue;
       const units = inside.reduce((n, b) => n + b.units, 0);
       const spanUs = (last.at.to - first.at.from) * 1000;
       // Tiers of one bucket (the same rate, bursts of their own): a TAT written under the largest capacity among
