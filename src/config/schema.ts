@@ -1,7 +1,7 @@
 /**
  * The shape of one rule (README: "Rules"), as a valibot schema. Each check carries its own message, so a
  * config error reads like `RATE_LIMIT_RULES[2].period: "1 fortnight" is not a duration`.
- * Semantic checks that need more than one field (unique names, jwt keys need a verifier) live in `rules.ts`.
+ * Semantic checks that need more than one field (unique names: `rules.ts`; a jwt key needs a verifier: `counting-rule.ts`) live there.
  */
 import * as v from "valibot";
 import { ALGORITHMS, FAILURES, MODES } from "../engine/types";

@@ -24,7 +24,7 @@ export const WEEKDAYS = [
   "sunday",
 ] as const;
 
-/** A calendar period's definition, checked (src/config/rules.ts). */
+/** A calendar period's definition, checked (src/config/calendar.ts). */
 export interface CalendarSpec {
   unit: CalendarUnit;
   /** IANA time zone. */
