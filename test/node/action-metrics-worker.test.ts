@@ -2,10 +2,8 @@
 // Redis: `GET /__floodgate/metrics` sums both isolates' 403s under `floodgate_decisions_total{outcome="denied",
 // source="deny_cache"}` and a monitor deny rule's under `would_deny`, and the dashboard's counts show them by
 // rule. An allow rule refuses nothing and is never counted.
-import { afterAll, beforeAll, expect, inject, it } from "vitest";
-import { startWorker } from "../support/miniflare-worker.mjs";
-
-type Worker = Awaited<ReturnType<typeof startWorker>>;
+import { expect, it } from "vitest";
+import { useWorkers, type Worker } from "../support/workers";
 
 const TOKEN = "action-metrics-admin-token";
 const RULES = [
@@ -15,24 +13,12 @@ const RULES = [
   { name: "per-ip", key: "ip", algorithm: "fixed-window", limit: 1000, period: "1h" },
 ];
 
-let a: Worker;
-let b: Worker;
-
-beforeAll(async () => {
-  const bindings = {
-    ORIGIN_URL: inject("originUrl"),
-    UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
-    UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
-    RATE_LIMIT_RULES: RULES,
-    RATE_LIMIT_PREFIX: `actionmetrics${Date.now()}`,
-    RATE_LIMIT_ADMIN_TOKEN: TOKEN,
-  };
-  [a, b] = await Promise.all([startWorker({ bindings }), startWorker({ bindings })]);
+const fleet = useWorkers({
+  name: "actionmetrics",
+  bindings: { RATE_LIMIT_RULES: RULES, RATE_LIMIT_ADMIN_TOKEN: TOKEN },
 });
-
-afterAll(async () => {
-  await Promise.all([a?.dispose(), b?.dispose()]);
-});
+const a = fleet.handle(0);
+const b = fleet.handle(1);
 
 const send = async (worker: Worker, userAgent: string, ip = "203.0.113.9") => {
   const response = await worker.fetch("/x", { headers: { "User-Agent": userAgent, "CF-Connecting-IP": ip } });

@@ -4,12 +4,9 @@
 // charged exactly its tokens (the reservation settled up or down), one answered 400 gives its whole
 // reservation back and settles nothing, so Redis holds exactly what the origin billed; not one unit more, not
 // one less. On a tight limit whose reservations are exact, the window never holds more than its limit.
-import { Redis as IORedis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startDemoOrigin } from "../../local/demo-origin.mjs";
-import { startWorker } from "../support/miniflare-worker.mjs";
-
-type Worker = Awaited<ReturnType<typeof startWorker>>;
+import { useWorkers, type Worker } from "../support/workers";
 
 const PATH = "/v1/chat/completions";
 const TIGHT = 300;
@@ -34,28 +31,17 @@ const RULES = [
 ];
 
 let origin: Awaited<ReturnType<typeof startDemoOrigin>>;
-let redis: IORedis;
-const workers: Worker[] = [];
-const prefix = `count-settle-${process.pid}-${Date.now().toString(36)}`;
-
-beforeAll(async () => {
-  origin = await startDemoOrigin();
-  redis = new IORedis(inject("redisUrl"));
-  const bindings = {
-    UPSTASH_REDIS_REST_URL: inject("redisRestUrl"),
-    UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
-    ORIGIN_URL: origin.url,
-    RATE_LIMIT_PREFIX: prefix,
-    RATE_LIMIT_RULES: RULES,
-    RATE_LIMIT_TIMEOUT_MS: "5000",
-  };
-  workers.push(await startWorker({ bindings }), await startWorker({ bindings }));
-}, 120_000);
-afterAll(async () => {
-  await Promise.all(workers.map((w) => w.dispose()));
-  redis?.disconnect();
-  await origin?.close();
+const fleet = useWorkers({
+  name: "count-settle",
+  before: async () => {
+    origin = await startDemoOrigin();
+  },
+  after: async () => {
+    await origin?.close();
+  },
+  bindings: () => ({ ORIGIN_URL: origin.url, RATE_LIMIT_RULES: RULES, RATE_LIMIT_TIMEOUT_MS: "5000" }),
 });
+const { workers, prefix } = fleet;
 
 /** The Redis key of a rule's state for an identity (the key layout of docs/scaling-out.md). */
 async function stateKey(rule: string, identity: string): Promise<string> {
@@ -67,14 +53,14 @@ async function stateKey(rule: string, identity: string): Promise<string> {
 /** The units a rule's state holds: a counter, a sliding window's current count, a bucket's TAT ahead of now. */
 async function held(rule: string, key: string): Promise<number> {
   if (rule === "tb") {
-    const [[, time], [, tat]] = (await redis.multi().time().get(key).exec()) as [
+    const [[, time], [, tat]] = (await fleet.direct.multi().time().get(key).exec()) as [
       [null, [string, string]],
       [null, string | null],
     ];
     const nowUs = Number(time[0]) * 1e6 + Number(time[1]);
     return Math.max(0, Number(tat ?? 0) - nowUs) / (BUCKET_INTERVAL_MS * 1000);
   }
-  const state = (await redis.get(key)) ?? "0";
+  const state = (await fleet.direct.get(key)) ?? "0";
   return Number(state.split(":").at(-1));
 }
 
@@ -174,7 +160,7 @@ describe("count by status and settle on one rule, across two Worker instances", 
     let watching = true;
     const watch = (async () => {
       while (watching) {
-        peak = Math.max(peak, Number((await redis.get(key)) ?? 0));
+        peak = Math.max(peak, Number((await fleet.direct.get(key)) ?? 0));
         await new Promise((r) => setTimeout(r, 2));
       }
     })();

@@ -6,15 +6,12 @@
 // Two Workers on the run's Redis: A (the operator's) reaches the REST server through a relay that fails every
 // REST request naming the identity after the first `pass` of them; B (the client's) reaches it directly.
 import { createServer, type Server } from "node:http";
-import { Redis as IORedis } from "ioredis";
-import { afterAll, beforeAll, expect, inject, it } from "vitest";
+import { expect, inject, it } from "vitest";
 import { blockKey, hashIdentity, stateKey } from "../../src/engine/keys";
 import { LOST_CHANGE_AFTER_MS } from "../../src/live";
 import { startWorker } from "../support/miniflare-worker.mjs";
+import { useWorkers, type Worker } from "../support/workers";
 
-type Worker = Awaited<ReturnType<typeof startWorker>>;
-
-const PREFIX = `lift${Date.now()}`;
 const TOKEN = "lift-admin-token";
 const RULES = [{ name: "login", key: "ip", algorithm: "fixed-window", limit: 2, period: "1h", block: "1h" }];
 
@@ -26,12 +23,10 @@ const fault: { hash: string | undefined; pass: number; failed: number } = {
 };
 let relay: Server;
 let a: Worker;
-let b: Worker;
-let direct: IORedis;
 let ipSeq = 0;
 
-beforeAll(async () => {
-  direct = new IORedis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
+/** The relay in front of the run's REST server, and A behind it. */
+async function startRelayAndA(): Promise<void> {
   const upstream = inject("redisRestUrl");
   relay = createServer(async (request, response) => {
     const chunks: Buffer[] = [];
@@ -56,25 +51,22 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
   const { port } = relay.address() as { port: number };
-  const bindings = {
-    ORIGIN_URL: inject("originUrl"),
-    UPSTASH_REDIS_REST_TOKEN: inject("redisRestToken"),
-    RATE_LIMIT_RULES: RULES,
-    RATE_LIMIT_PREFIX: PREFIX,
-    RATE_LIMIT_ADMIN_TOKEN: TOKEN,
-    RATE_LIMIT_TIMEOUT_MS: "1000",
-  };
-  [a, b] = await Promise.all([
-    startWorker({ bindings: { ...bindings, UPSTASH_REDIS_REST_URL: `http://127.0.0.1:${port}` } }),
-    startWorker({ bindings: { ...bindings, UPSTASH_REDIS_REST_URL: upstream } }),
-  ]);
-});
+  a = await startWorker({ bindings: fleet.bindings({ UPSTASH_REDIS_REST_URL: `http://127.0.0.1:${port}` }) });
+}
 
-afterAll(async () => {
-  await Promise.all([a?.dispose(), b?.dispose()]);
-  await new Promise((resolve) => relay?.close(resolve));
-  direct?.disconnect();
+// B, the client's, reaches the REST server directly; A, the operator's, is started beside it through the relay.
+const fleet = useWorkers({
+  name: "lift",
+  count: 1,
+  bindings: { RATE_LIMIT_RULES: RULES, RATE_LIMIT_ADMIN_TOKEN: TOKEN, RATE_LIMIT_TIMEOUT_MS: "1000" },
+  before: startRelayAndA,
+  after: async () => {
+    await a?.dispose();
+    await new Promise((resolve) => relay?.close(resolve));
+  },
 });
+const b = fleet.handle(0);
+const PREFIX = fleet.prefix;
 
 const send = async (worker: Worker, ip: string): Promise<number> => {
   const response = await worker.fetch("/login", { headers: { "CF-Connecting-IP": ip } });
@@ -90,7 +82,7 @@ const lift = (ip: string) =>
 
 /** The identity's counter and block, read in one step (a script: nothing runs between the two reads). */
 async function held(hash: string): Promise<{ counted: boolean; blocked: boolean }> {
-  const [counted, blocked] = (await direct.eval(
+  const [counted, blocked] = (await fleet.direct.eval(
     "return { redis.call('EXISTS', KEYS[1]), redis.call('EXISTS', KEYS[2]) }",
     2,
     stateKey(PREFIX, "login", hash),
