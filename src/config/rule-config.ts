@@ -6,7 +6,7 @@
 import type { Algorithm, FailurePolicy, Mode } from "../engine/types";
 import type { CalendarPeriod } from "../util/calendar";
 import type { StatusCount } from "./count";
-import type { CfField } from "./schema";
+import type { CfField } from "./source-fields";
 
 /** One part of a key (or tier) source. */
 export type KeyPart =

@@ -3,7 +3,7 @@
  * request headers all of them read. Parsed from strings the schema (./schema.ts) has already checked.
  */
 import type { KeyPart, RuleConfig, SettleSource } from "./rule-config";
-import type { CfField } from "./schema";
+import type { CfField } from "./source-fields";
 
 /** `"header:X-Api-Key"` → `{ kind: "header", name: "x-api-key" }`; arrays → composite parts. */
 export function parseKey(source: string | readonly string[]): KeyPart[] {
