@@ -118,6 +118,9 @@ describe("through the Worker", () => {
         UPSTASH_REDIS_REST_TOKEN: rest.token,
         RATE_LIMIT_RULES: JSON.stringify(RULES),
         RATE_LIMIT_PREFIX: `spelling${Date.now()}`,
+        // A roomy budget: a decision that timed out on a loaded machine would be answered by the fail-open
+        // fallback, uncounted in Redis, and the limit below would let one request more through.
+        RATE_LIMIT_TIMEOUT_MS: "5000",
         RATE_LIMIT_ADMIN_TOKEN: "spelling-test-admin-token-0123456789abcdef",
       },
     });
