@@ -20,15 +20,12 @@ import {
   capacityOf,
   type DecideOptions,
   type Decision,
-  type RefundCall,
-  type Reservation,
   type RuleCall,
   type RuleResult,
-  type Settlement,
-  type SettledUnits,
   type WaitUntil,
 } from "../engine/types";
-import type { DeciderHealth, ResilientDecider } from "../resilience/decider";
+import type { ResilientDecider } from "../resilience/decider";
+import { DeciderLayer, type InnerDecider } from "../resilience/layer";
 import { BoundedMap } from "../util/bounded-map";
 
 /** The part of a rule's capacity an isolate may admit without Redis having counted it. */
@@ -61,12 +58,6 @@ interface AsyncState {
   sending: number;
 }
 
-/** The decider below: the engine's stack, leases included or not. */
-type InnerDecider = ResilientDecider & {
-  endpointHealth?(): DeciderHealth[];
-  leasedUnits?(): number;
-};
-
 /** Whether a request is decided here: it has rules, and every one of them is async. */
 const allAsync = (calls: readonly RuleCall[]): boolean =>
   calls.length > 0 && calls[0]?.sync === "async" && calls.every((call) => call.sync === "async");
@@ -77,8 +68,7 @@ const allAsync = (calls: readonly RuleCall[]): boolean =>
  * @example
  * const decider = new AsyncDecider(new LeasingDecider(sharded, { maxMs: 1000 }), sharded);
  */
-export class AsyncDecider implements ResilientDecider {
-  readonly #inner: InnerDecider;
+export class AsyncDecider extends DeciderLayer {
   readonly #count: Pick<ResilientDecider, "decide" | "forget">;
   readonly #now: () => number;
   readonly #states = new BoundedMap<string, AsyncState>(TRACKED);
@@ -90,7 +80,7 @@ export class AsyncDecider implements ResilientDecider {
     count: Pick<ResilientDecider, "decide" | "forget">,
     now: () => number = Date.now,
   ) {
-    this.#inner = inner;
+    super(inner);
     this.#count = count;
     this.#now = now;
   }
@@ -98,12 +88,12 @@ export class AsyncDecider implements ResilientDecider {
   /** An async request decided here, at once; any other from the leases below, if they can. */
   decideNow(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined {
     if (allAsync(calls)) return this.#decideHere(calls, waitUntil);
-    return this.#inner.decideNow?.(calls, requestId, waitUntil);
+    return this.inner.decideNow?.(calls, requestId, waitUntil);
   }
 
   async decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
     if (allAsync(calls)) return this.#decideHere(calls, opts.waitUntil);
-    const decision = await this.#inner.decide(calls, requestId, opts);
+    const decision = await this.inner.decide(calls, requestId, opts);
     // An async rule decided in Redis with an exact one: what Redis said is this isolate's view from now on.
     for (const result of decision.results) {
       if (result.call.sync === "async" && result.source === "redis")
@@ -112,48 +102,9 @@ export class AsyncDecider implements ResilientDecider {
     return decision;
   }
 
-  forget(rule: string, identityHash: string): void {
+  override forget(rule: string, identityHash: string): void {
     this.#states.delete(`${rule}\u0000${identityHash}`);
-    this.#inner.forget(rule, identityHash);
-  }
-
-  forgetBlocks(): void {
-    this.#inner.forgetBlocks();
-  }
-
-  release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
-    return this.#inner.release(call, requestId, reservation);
-  }
-
-  refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]> {
-    return this.#inner.refund?.(calls, requestId, whenUs) ?? Promise.resolve(calls.map(() => 0));
-  }
-
-  settle(settlements: Settlement[], requestId: string, decidedAtMs: number): Promise<SettledUnits[]> {
-    return (
-      this.#inner.settle?.(settlements, requestId, decidedAtMs) ?? Promise.reject(new Error("no settle"))
-    );
-  }
-
-  health(): DeciderHealth {
-    return this.#inner.health();
-  }
-
-  endpointHealth(): DeciderHealth[] {
-    return this.#inner.endpointHealth?.() ?? [this.#inner.health()];
-  }
-
-  /** Units the leases below hold unspent (0 without leases). */
-  leasedUnits(): number {
-    return this.#inner.leasedUnits?.() ?? 0;
-  }
-
-  cachedDenial(call: RuleCall): RuleResult | undefined {
-    return this.#inner.cachedDenial(call);
-  }
-
-  cachedFigures(call: RuleCall): RuleResult | undefined {
-    return this.#inner.cachedFigures(call);
+    this.inner.forget(rule, identityHash);
   }
 
   #stateOf(call: RuleCall): AsyncState {

@@ -9,18 +9,9 @@
 
 import { traitsOf } from "../engine/algorithms";
 import { DEFAULTS } from "../engine/defaults";
-import type {
-  DecideOptions,
-  Decision,
-  RefundCall,
-  Reservation,
-  RuleCall,
-  RuleResult,
-  SettledUnits,
-  Settlement,
-  WaitUntil,
-} from "../engine/types";
-import { type DeciderHealth, GUARD_MS, type ResilientDecider } from "../resilience/decider";
+import type { DecideOptions, Decision, RuleCall, WaitUntil } from "../engine/types";
+import { GUARD_MS } from "../resilience/decider";
+import { DeciderLayer, type InnerDecider } from "../resilience/layer";
 import { within } from "../util/timer";
 import { answerOf, decideFromLeases, observed, spendShort, take } from "./decisions";
 import type { Flight, Lease } from "./lease";
@@ -34,9 +25,6 @@ export interface LeaseOptions {
   /** The longest life of a lease, ms (`RATE_LIMIT_LEASE_MS`). @default 1000 */
   maxMs?: number;
 }
-
-/** A decider that may also tell its endpoints' health apart (src/resilience/sharded.ts). */
-type InnerDecider = ResilientDecider & { endpointHealth?(): DeciderHealth[] };
 
 /**
  * How many lease calls in a row a request may wait for (each one Redis round trip, all within its budget)
@@ -62,15 +50,14 @@ export const leasable = (call: RuleCall): boolean =>
  * @example
  * const decider = new LeasingDecider(new EndpointDecider(store), { refund: store.refund, maxMs: 1000 });
  */
-export class LeasingDecider implements ResilientDecider {
-  readonly #inner: InnerDecider;
+export class LeasingDecider extends DeciderLayer {
   readonly #maxMs: number;
   readonly #table = new LeaseTable(TRACKED_PAIRS);
   /** Gives back what expired leases left unspent (src/leases/returns.ts). */
   readonly #sweep: ReturnType<typeof createSweep>;
 
   constructor(inner: InnerDecider, options: LeaseOptions = {}) {
-    this.#inner = inner;
+    super(inner);
     this.#maxMs = options.maxMs ?? DEFAULTS.leaseMs;
     // Units back in Redis may turn a cached denial wrong: this isolate asks Redis again next time.
     this.#sweep = createSweep(this.#table, options.refund, (rule, identityHash) =>
@@ -96,7 +83,7 @@ export class LeasingDecider implements ResilientDecider {
     // A request with a rule that is never leased (a concurrency slot) always goes to Redis, so leasing its
     // other rules would only park units where this request cannot spend them.
     if (calls.length === 0 || !calls.every(leasable))
-      return observed(table, await this.#inner.decide(calls, requestId, opts));
+      return observed(table, await this.inner.decide(calls, requestId, opts));
     let at = Date.now();
     let leases = calls.map((call) => table.usable(call, at));
     // Rules without room whose lease call is on its way (a burst, or a renewal not back yet): wait for it
@@ -155,14 +142,9 @@ export class LeasingDecider implements ResilientDecider {
     });
     const asking = cold ? [] : sent.filter((call, i) => (units[i] as number) > call.cost);
     if (asking.length === 0) {
-      return answerOf(
-        table,
-        observed(table, await this.#inner.decide(sent, requestId, budget)),
-        calls,
-        short,
-      );
+      return answerOf(table, observed(table, await this.inner.decide(sent, requestId, budget)), calls, short);
     }
-    const decided = this.#inner.decide(sent, requestId, { ...budget, lease: { units, maxMs } });
+    const decided = this.inner.decide(sent, requestId, { ...budget, lease: { units, maxMs } });
     const landed = decided.then((decision) => take(table, decision, requestId, at));
     for (const call of asking) table.ask(call, landed, at);
     // Others may be waiting for it: it lands even if this request is cancelled (its client gone).
@@ -240,7 +222,7 @@ export class LeasingDecider implements ResilientDecider {
       : requestId;
     const table = this.#table;
     const lease = { units: wanted, maxMs: this.#maxMs };
-    const landed = this.#inner.decide(renewing, leaseId, { lease }).then((decision) => {
+    const landed = this.inner.decide(renewing, leaseId, { lease }).then((decision) => {
       if (decision.allowed) return take(table, decision, leaseId, at);
       observed(table, decision); // nothing leased, but what Redis says is left still bounds the current lease
       return new Set<string>();
@@ -251,49 +233,12 @@ export class LeasingDecider implements ResilientDecider {
   }
 
   /** Units this isolate holds on lease and has not spent yet, over every rule (no Redis call). */
-  leasedUnits(): number {
+  override leasedUnits(): number {
     return this.#table.outstanding(Date.now());
   }
 
-  forget(rule: string, identityHash: string): void {
+  override forget(rule: string, identityHash: string): void {
     this.#table.revoke(rule, identityHash, Date.now());
-    this.#inner.forget(rule, identityHash);
-  }
-
-  forgetBlocks(): void {
-    this.#inner.forgetBlocks();
-  }
-
-  release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
-    return this.#inner.release(call, requestId, reservation);
-  }
-
-  /** Units consumed earlier given back by the decider below (`Decider.refund`). */
-  refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]> {
-    return this.#inner.refund?.(calls, requestId, whenUs) ?? Promise.resolve(calls.map(() => 0));
-  }
-
-  /** Costs settled after their responses by the decider below (docs/settle.md). */
-  settle(settlements: Settlement[], requestId: string, decidedAtMs: number): Promise<SettledUnits[]> {
-    return (
-      this.#inner.settle?.(settlements, requestId, decidedAtMs) ?? Promise.reject(new Error("no settle"))
-    );
-  }
-
-  health(): DeciderHealth {
-    return this.#inner.health();
-  }
-
-  /** Each endpoint's health, as the decider below tells them apart (one endpoint: its own). */
-  endpointHealth(): DeciderHealth[] {
-    return this.#inner.endpointHealth?.() ?? [this.#inner.health()];
-  }
-
-  cachedDenial(call: RuleCall): RuleResult | undefined {
-    return this.#inner.cachedDenial(call);
-  }
-
-  cachedFigures(call: RuleCall): RuleResult | undefined {
-    return this.#inner.cachedFigures(call);
+    this.inner.forget(rule, identityHash);
   }
 }

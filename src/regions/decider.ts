@@ -7,20 +7,11 @@
  */
 import { traitsOf } from "../engine/algorithms";
 import { decisionOf, ruleResult } from "../engine/results";
-import type {
-  DecideOptions,
-  Decision,
-  RefundCall,
-  Reservation,
-  RuleCall,
-  RuleResult,
-  SettledUnits,
-  Settlement,
-  WaitUntil,
-} from "../engine/types";
+import type { DecideOptions, Decision, RuleCall, RuleResult, WaitUntil } from "../engine/types";
 import { leasable } from "../leases";
 import { LEASE_MARGIN_MS, stateLeftOf } from "../leases/lease";
-import type { DeciderHealth, ResilientDecider } from "../resilience/decider";
+import type { ResilientDecider } from "../resilience/decider";
+import { DeciderLayer, type InnerDecider } from "../resilience/layer";
 import type { RegionalStage } from "../resilience/engine";
 import { BoundedMap } from "../util/bounded-map";
 import { type PoolFigures, RegionPools, type SpentPool } from "./pool";
@@ -31,12 +22,6 @@ export const REGION_LEASE_MS = 30_000;
 
 /** How many (rule, identity) revocations an isolate remembers: each matters only while a lease call is out. */
 const REVOCATIONS = 10_000;
-
-/** The decider below: the engine's stack without regions (src/resilience/engine.ts). */
-type InnerDecider = ResilientDecider & {
-  endpointHealth?(): DeciderHealth[];
-  leasedUnits?(): number;
-};
 
 /** Options of {@link RegionalDecider}. */
 export interface RegionOptions {
@@ -56,8 +41,7 @@ export interface RegionOptions {
  * @example
  * const decider = new RegionalDecider(leasing, sharded, { regions, prefix: "rl", timeoutMs: 200 });
  */
-export class RegionalDecider implements ResilientDecider {
-  readonly #inner: InnerDecider;
+export class RegionalDecider extends DeciderLayer {
   readonly #primary: ResilientDecider;
   readonly #pools: Map<string, RegionPools>;
   readonly #timeoutMs: number;
@@ -70,7 +54,7 @@ export class RegionalDecider implements ResilientDecider {
   readonly #revokedAt = new BoundedMap<string, number>(REVOCATIONS);
 
   constructor(inner: InnerDecider, primary: ResilientDecider, options: RegionOptions) {
-    this.#inner = inner;
+    super(inner);
     this.#primary = primary;
     this.#timeoutMs = options.timeoutMs;
     this.#leaseMs = options.leaseMs ?? REGION_LEASE_MS;
@@ -84,14 +68,14 @@ export class RegionalDecider implements ResilientDecider {
 
   /** An isolate's own leases still answer at once (they are the primary's leases too). */
   decideNow(calls: RuleCall[], requestId: string, waitUntil?: WaitUntil): Decision | undefined {
-    return this.#inner.decideNow?.(calls, requestId, waitUntil);
+    return this.inner.decideNow?.(calls, requestId, waitUntil);
   }
 
   async decide(calls: RuleCall[], requestId: string, opts: DecideOptions = {}): Promise<Decision> {
     const pools = opts.region === undefined ? undefined : this.#pools.get(opts.region);
     // Rules never leased (a held slot, a delay, a block, lease = false…) are the primary's alone.
     if (!pools || calls.length === 0 || !calls.every(leasable))
-      return this.#inner.decide(calls, requestId, opts);
+      return this.inner.decide(calls, requestId, opts);
     const startedAt = Date.now();
     const budgetMs = opts.budgetMs ?? this.#timeoutMs;
     let reply: Awaited<ReturnType<RegionPools["spend"]>> | undefined;
@@ -217,52 +201,11 @@ export class RegionalDecider implements ResilientDecider {
     return deposits.length === 0 ? undefined : Promise.all(deposits).catch(() => undefined);
   }
 
-  /** Units this isolate holds on lease (its own; a region's pools are not the isolate's). */
-  leasedUnits(): number {
-    return this.#inner.leasedUnits?.() ?? 0;
-  }
-
   /** An admin reset or override change: the isolate's leases are revoked, and every region's pools dropped. */
-  forget(rule: string, identityHash: string): void {
+  override forget(rule: string, identityHash: string): void {
     this.#revokedAt.set(revocationKey(rule, identityHash), Date.now());
-    this.#inner.forget(rule, identityHash);
+    this.inner.forget(rule, identityHash);
     for (const pools of this.#pools.values()) pools.drop(rule, identityHash).catch(() => undefined);
-  }
-
-  forgetBlocks(): void {
-    this.#inner.forgetBlocks();
-  }
-
-  release(call: RuleCall, requestId: string, reservation?: Reservation): Promise<void> {
-    return this.#inner.release(call, requestId, reservation);
-  }
-
-  /** Units given back by the decider below: only the primary's (a region's units are never refunded). */
-  refund(calls: RefundCall[], requestId: string, whenUs: number): Promise<number[]> {
-    return this.#inner.refund?.(calls, requestId, whenUs) ?? Promise.resolve(calls.map(() => 0));
-  }
-
-  /** Costs settled after their responses by the decider below (settled rules are never leased). */
-  settle(settlements: Settlement[], requestId: string, decidedAtMs: number): Promise<SettledUnits[]> {
-    return (
-      this.#inner.settle?.(settlements, requestId, decidedAtMs) ?? Promise.reject(new Error("no settle"))
-    );
-  }
-
-  health(): DeciderHealth {
-    return this.#inner.health();
-  }
-
-  endpointHealth(): DeciderHealth[] {
-    return this.#inner.endpointHealth?.() ?? [this.#inner.health()];
-  }
-
-  cachedDenial(call: RuleCall): RuleResult | undefined {
-    return this.#inner.cachedDenial(call);
-  }
-
-  cachedFigures(call: RuleCall): RuleResult | undefined {
-    return this.#inner.cachedFigures(call);
   }
 }
 
