@@ -33,7 +33,7 @@ import { extractBaseline } from "./lib/baseline.mjs";
 import { IP_HEADER, startFloodgate, startProxyingFloodgate } from "./lib/floodgate.mjs";
 import { stopAll } from "./lib/procs.mjs";
 import { fmt, machine, quantile, table, writeResults } from "./lib/report.mjs";
-import { restCommand, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
+import { commandCounts, commandsSince, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 
@@ -90,25 +90,6 @@ export async function openLoop(url, { clients, intervalMs, seconds, warmupS = 3,
   await Promise.all(inFlight);
   slow.sort((a, b) => b[0] - a[0]).splice(20);
   return { latencies, statuses, slow };
-}
-
-/** Calls per command name since the server started (INFO commandstats). */
-export async function commandCounts(rest) {
-  const info = String(await restCommand(rest, ["INFO", "commandstats"]));
-  const counts = {};
-  for (const match of info.matchAll(/^cmdstat_([a-z|_-]+):calls=(\d+)/gm))
-    counts[match[1]] = Number(match[2]);
-  return counts;
-}
-
-/** `after - before`, per command, without the bench's own INFO calls and zeros. */
-function difference(after, before) {
-  const diff = {};
-  for (const [name, calls] of Object.entries(after)) {
-    const d = calls - (before[name] ?? 0) - (name === "info" ? 1 : 0);
-    if (d > 0) diff[name] = d;
-  }
-  return diff;
 }
 
 /** wrangler.toml's rules, what `npm start` runs. */
@@ -203,7 +184,7 @@ export async function runLatency({
         const run = await openLoop(target.worker.url, { clients, intervalMs, seconds, ipOf, agent });
         // The background work the requests left (flushes, refreshes) is theirs too.
         await new Promise((resolve) => setTimeout(resolve, 2 * rttMs + 500));
-        const spent = difference(await commandCounts(rest), before);
+        const spent = commandsSince(await commandCounts(rest), before);
         samples[target.name].push(...run.latencies);
         requests[target.name] += run.latencies.length;
         for (const [status, n] of Object.entries(run.statuses))

@@ -23,7 +23,7 @@ import { parseArgs } from "node:util";
 import { IP_HEADER, startProxyingFloodgate } from "./lib/floodgate.mjs";
 import { stopAll } from "./lib/procs.mjs";
 import { fmt, machine, quantile, table, writeResults } from "./lib/report.mjs";
-import { restCommand, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
+import { commandCounts, commandsSince, startOrigin, startRedis, startRest } from "./lib/stack.mjs";
 
 const RULES = JSON.stringify([
   { name: "per-ip", key: "ip", algorithm: "sliding-window", limit: 1000, period: "1h" },
@@ -58,23 +58,6 @@ function pick(cumulative, u) {
 /** How often an identity sends, by its mean interval in seconds. */
 const classOf = (intervalS) => (intervalS <= 10 ? "≤ 10 s" : intervalS <= 60 ? "10-60 s" : "> 60 s");
 const CLASSES = ["≤ 10 s", "10-60 s", "> 60 s"];
-
-/** Calls per command since the server started (INFO commandstats). */
-async function commandCounts(rest) {
-  const info = String(await restCommand(rest, ["INFO", "commandstats"]));
-  const counts = {};
-  for (const m of info.matchAll(/^cmdstat_([a-z|_-]+):calls=(\d+)/gm)) counts[m[1]] = Number(m[2]);
-  return counts;
-}
-
-function spentSince(after, before) {
-  const diff = {};
-  for (const [name, calls] of Object.entries(after)) {
-    const d = calls - (before[name] ?? 0) - (name === "info" ? 1 : 0);
-    if (d > 0) diff[name] = d;
-  }
-  return diff;
-}
 
 /**
  * Open loop for `seconds`: Poisson arrivals at `rate` a second, each an identity drawn by Zipf, sent to its
@@ -207,7 +190,7 @@ export async function runRegions({
         // The requests' background work (deposits, renewals) is theirs too.
         await new Promise((resolve) => setTimeout(resolve, 2 * rttMs + 500));
         for (const [db, rest] of Object.entries(rests)) {
-          const diff = spentSince(await commandCounts(rest), before[db]);
+          const diff = commandsSince(await commandCounts(rest), before[db]);
           for (const [name, n] of Object.entries(diff))
             spent[target.name][db][name] = (spent[target.name][db][name] ?? 0) + n;
         }

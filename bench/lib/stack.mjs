@@ -69,3 +69,22 @@ export async function restCommand(rest, command) {
   if (body.error) throw new Error(`${command[0]}: ${body.error}`);
   return body.result;
 }
+
+/** Calls per command name since the server started (INFO commandstats: it counts commands run inside scripts). */
+export async function commandCounts(rest) {
+  const info = String(await restCommand(rest, ["INFO", "commandstats"]));
+  const counts = {};
+  for (const match of info.matchAll(/^cmdstat_([a-z|_-]+):calls=(\d+)/gm))
+    counts[match[1]] = Number(match[2]);
+  return counts;
+}
+
+/** `after - before`, per command, without the bench's own INFO call and zeros. */
+export function commandsSince(after, before) {
+  const diff = {};
+  for (const [name, calls] of Object.entries(after)) {
+    const d = calls - (before[name] ?? 0) - (name === "info" ? 1 : 0);
+    if (d > 0) diff[name] = d;
+  }
+  return diff;
+}
