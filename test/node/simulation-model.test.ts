@@ -252,6 +252,50 @@ describe("after the response: give-backs, settlements and debt (checkLedger)", (
     expect(checkLedger(b, [first, at(2, 100)])).toHaveLength(1);
   });
 
+  it("a held request's slot was reserved when it was decided: a charge landing after that is debt, not over-admission", () => {
+    // Replays SIM_SEED=283814960 (a gcra rule with a delay, settled): 22 per 250 ms (11,364 µs/unit), burst 4.
+    // Four at 0..16 ms, one decided at 11 ms and held to its slot at 22..31 ms: 5 units + 2 charges in 31 ms
+    // is more than 4 + 31 / 11.364 = 6.73, but the second charge landed at 17..21 ms, after the held request
+    // was decided, so no admission test saw the TAT it pushed: a debt, which the next decision denies.
+    const b: Limits = { algorithm: "gcra", limit: 22, periodMs: 250, burst: 4 };
+    const held = (from: number, to: number, decidedFrom: number): Admission => ({
+      ...at(1, from, to),
+      decidedFrom,
+    });
+    const replay = (charges: [number, number][], decidedFrom: number): Admission[] => [
+      moved(at(1, 0, 7), 1, ...(charges[0] as [number, number]), 1),
+      at(1, 2, 8),
+      moved(at(1, 6, 12), 1, ...(charges[1] as [number, number]), 1),
+      at(1, 7, 16),
+      held(22, 31, decidedFrom),
+    ];
+    expect(
+      checkLedger(
+        b,
+        replay(
+          [
+            [9, 17],
+            [17, 21],
+          ],
+          11,
+        ),
+      ),
+    ).toEqual([]);
+    // Both charges certainly landed before the held request was decided: it saw them, and 7 is one too many.
+    expect(
+      checkLedger(
+        b,
+        replay(
+          [
+            [8, 9],
+            [13, 14],
+          ],
+          15,
+        ),
+      ),
+    ).toHaveLength(1);
+  });
+
   it("the code gives back only what the response said: a counted status keeps its units, a settlement the body's cost", () => {
     const login = { ...at(1, 100), response: { counted: true } };
     const given = { kind: "status" as const, units: -1, at: { from: 200, to: 210 }, applied: -1 };

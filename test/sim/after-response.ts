@@ -98,10 +98,13 @@ function bucketLedger(l: Limits, history: readonly Admission[]): Violation[] {
       const span = { from: first.at.from, to: last.at.to };
       const inside = sorted.filter((b) => b.at.from >= span.from && b.at.to <= span.to);
       if (inside.length === 0) continue;
-      // Charges that certainly landed after the first admission and before the last: each moved the TAT.
+      // Charges that certainly landed after the first admission and before the last was decided: each moved
+      // the TAT the last was decided against. A held request's slot was reserved when it was decided; a charge
+      // landing between that and the slot pushes the TAT beyond the slot, which no admission test saw.
+      const decided = last.decidedFrom ?? last.at.from;
       const charges = sorted.filter((b) => {
         const c = b.adjust?.at;
-        return charged(b) > 0 && c !== undefined && c.from > first.at.to && before(c, last.at);
+        return charged(b) > 0 && c !== undefined && c.from > first.at.to && c.to < decided;
       });
       const units = inside.reduce((n, b) => n + floorOf(b), 0) + charges.reduce((n, b) => n + charged(b), 0);
       const spanUs = (span.to - span.from) * 1000;
