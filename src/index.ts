@@ -19,6 +19,7 @@
 // app can name it: `ResilientDecider` from `createDecider`, `DeciderHealth` from its `health()`, and so on.
 export type { StatusCount } from "./config/count";
 export { ConfigError } from "./config/errors";
+export type { FactMatch, RuleMatch } from "./config/rule-config";
 export type { KeyPart, RuleConfig, SettleSource, ShedConfig, TierLimits } from "./config/rules";
 export type { CfField } from "./config/schema";
 export type { CallBudget, RedisArg, RedisCommand, RedisPort, RedisScript } from "./engine/redis";
@@ -60,7 +61,6 @@ export {
   type DecisionEvent,
   type SettledRule,
   type SettleEvent,
-  type FactMatch,
   type FloodgateVariables,
   InvalidCostError,
   type KeyFunction,

@@ -29,6 +29,7 @@ export { type RedisEndpoint, restTokenProblem, restUrlProblem } from "./endpoint
 export { ConfigError, collecting } from "./errors";
 export { type RegionConfig, type RegionSettings, regionChooser } from "./regions";
 export { limitsFor } from "./limits";
+export type { FactMatch, RuleMatch } from "./rule-config";
 export { MIDDLEWARE_OPTIONS, type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
 export {
   type ActionRule,

@@ -50,28 +50,39 @@ export interface ShedConfig {
   shards: number;
 }
 
+/** The `match` fields on what is known of the request (docs/lists.md); each lists values, any of which matches. */
+export interface FactMatch {
+  /** Client addresses or CIDRs (IPv4, IPv6; an IPv4-mapped client matches its IPv4 form). */
+  ip?: string[];
+  /** `request.cf.country` codes (`"DE"`), upper case; on Cloudflare only. */
+  country?: string[];
+  /** `request.cf.asn` numbers; on Cloudflare only. */
+  asn?: number[];
+  /** Case-insensitive globs of the `User-Agent` header, `*` any characters (`"*curl*"`). */
+  user_agent?: string[];
+}
+
+/** Which requests a rule applies to (docs/matching.md); an absent field matches every request. */
+export interface RuleMatch extends FactMatch {
+  /** The request's method, or one it tunnels (`X-HTTP-Method-Override`, `_method`, …); GET covers HEAD. @default every method */
+  methods?: string[];
+  /** `*` spans `/`; `:name` is one segment; matched canonical and as sent. @default every path */
+  path?: string;
+  /** `api.example.com` or `*.example.com`, optionally with `:port`. @default every host */
+  host?: string;
+  /** `true`: `/login/` is another path than `/login`. @default false */
+  strict_slash?: boolean;
+  /** `true`: the path's ASCII letters match in either case. @default false */
+  case_insensitive?: boolean;
+  /** `false`: a request counts under its own method only, never one it tunnels (src/rules/method.ts). @default true */
+  method_override?: boolean;
+}
+
 /** A validated rule with every default applied. */
 export interface RuleConfig {
   name: string;
   /** As written: which requests the rule applies to, and how they are read (docs/matching.md). */
-  match: {
-    methods?: string[];
-    path?: string;
-    host?: string;
-    /** A trailing slash makes another path (by default `/login/` is `/login`). */
-    strict_slash?: boolean;
-    /** The path's ASCII letters match in either case. */
-    case_insensitive?: boolean;
-    /** `false`: a request counts under its own method only, never the method it tunnels (src/rules/method.ts). */
-    method_override?: boolean;
-    /** Client addresses and CIDRs (docs/lists.md); an IPv4-mapped IPv6 client matches its IPv4 form. */
-    ip?: string[];
-    /** `request.cf.country` codes, upper case. */
-    country?: string[];
-    /** `request.cf.asn` numbers. */
-    asn?: number[];
-    /** Case-insensitive globs of the `User-Agent` header (`*`: any characters). */
-    user_agent?: string[];
+  match: RuleMatch & {
     /** A live list (docs/lists.md): its IP entries hold the client IP, its identity entries the rule's key. */
     list?: string;
   };

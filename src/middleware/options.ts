@@ -4,7 +4,7 @@
  * `Decider`.
  */
 import type { Context, Env as HonoEnv } from "hono";
-import type { CfField } from "../config";
+import type { CfField, RuleMatch } from "../config";
 import type { Algorithm, Decider, Decision, FailurePolicy, Mode, RuleResult, Source } from "../engine/types";
 import type { JwtOptions, JwtVerifierFactory } from "../identity/jwt";
 import type { RequestFacts } from "../identity/request";
@@ -103,18 +103,6 @@ export type CostFunction<E extends HonoEnv = HonoEnv> = (c: Context<E>) => numbe
 /** A period: `"30s"`, `"1m"`, `"1h"`, `"1d"`, or whole seconds; 1s..30d. */
 export type Period = `${number}${"s" | "m" | "h" | "d"}` | number;
 
-/** The `match` fields on what is known of the request (docs/lists.md); each lists values, any of which matches. */
-export interface FactMatch {
-  /** Client addresses or CIDRs (IPv4, IPv6; an IPv4-mapped client matches its IPv4 form). */
-  ip?: string[];
-  /** `request.cf.country` codes (`"DE"`); on Cloudflare only. */
-  country?: string[];
-  /** `request.cf.asn` numbers; on Cloudflare only. */
-  asn?: number[];
-  /** Case-insensitive globs of the `User-Agent` header, `*` any characters (`"*curl*"`). */
-  user_agent?: string[];
-}
-
 /**
  * A rule that counts nothing (docs/lists.md): `deny` answers 403 naming it, `allow` exempts the request from
  * every rule listed after it. Rules are walked in the order given.
@@ -134,20 +122,7 @@ export interface RuleOptions<E extends HonoEnv = HonoEnv> {
   /** `[A-Za-z0-9_-]{1,64}`, unique; appears in headers and Redis keys. */
   name: string;
   /** Which requests the rule applies to; absent = every request (docs/matching.md). */
-  match?: {
-    /** The request's method, or one it tunnels (`X-HTTP-Method-Override`, `_method`, …); GET covers HEAD. @default every method */
-    methods?: string[];
-    /** `*` spans `/`; `:name` is one segment; matched canonical and as sent. @default every path */
-    path?: string;
-    /** `api.example.com` or `*.example.com`, optionally with `:port`. @default every host */
-    host?: string;
-    /** `true`: `/login/` is another path than `/login`. @default false */
-    strict_slash?: boolean;
-    /** `true`: the path's ASCII letters match in either case. @default false */
-    case_insensitive?: boolean;
-    /** `false`: a request counts under its own method only, never one it tunnels. @default true */
-    method_override?: boolean;
-  } & FactMatch;
+  match?: RuleMatch;
   /** Whose quota a request uses: a source, a composite (array), or a function. */
   key: KeySource | KeySource[] | KeyFunction<E>;
   algorithm: Algorithm;
