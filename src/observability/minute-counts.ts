@@ -70,7 +70,7 @@ export function countDecision(minute: MinuteCounts, decision: Decision, request?
     if (verdict === "skipped") continue;
     const { rule, identityHash, hint } = result.call;
     add(minute.counts, `${rule}:${verdict}`, 1);
-    if (hint !== undefined) keepHint(minute.hints, rule, identityHash, hint);
+    if (hint !== undefined) keepLatest(tracked(minute.hints, rule), identityHash, hint);
     if (verdict === "denied" || verdict === "would-deny") {
       add(tracked(minute.denied, rule), identityHash, 1);
       if (request) add(tracked(minute.paths, rule), `${request.method} ${routeOf(request.url)}`, 1);
@@ -96,22 +96,10 @@ export function countAction(minute: MinuteCounts, rule: string, verdict: ActionV
 /** Adds the counts of `from` (a flush that failed) to `into` (counted since). */
 export function mergeMinute(into: MinuteCounts, from: MinuteCounts): void {
   for (const [field, n] of from.counts) add(into.counts, field, n);
-  for (const [rule, identities] of from.denied) {
-    const seen = tracked(into.denied, rule);
-    for (const [identity, n] of identities) add(seen, identity, n);
-  }
-  for (const [rule, identities] of from.peak) {
-    const seen = tracked(into.peak, rule);
-    for (const [identity, demand] of identities) keepHighest(seen, identity, demand);
-  }
-  for (const [rule, routes] of from.paths) {
-    const seen = tracked(into.paths, rule);
-    for (const [route, n] of routes) add(seen, route, n);
-  }
-  for (const [rule, identities] of from.near) {
-    const seen = tracked(into.near, rule);
-    for (const [identity, permille] of identities) keepLowest(seen, identity, permille);
-  }
+  mergeByRule(into.denied, from.denied, add);
+  mergeByRule(into.peak, from.peak, keepHighest);
+  mergeByRule(into.paths, from.paths, add);
+  mergeByRule(into.near, from.near, keepLowest);
   for (const [rule, identities] of from.settled) {
     // Older than what was counted since: kept only where nothing newer is.
     const last = into.settled.get(rule) ?? new Map<string, string>();
@@ -120,9 +108,8 @@ export function mergeMinute(into: MinuteCounts, from: MinuteCounts): void {
       new Map([...identities].filter(([identity]) => !last.has(identity)).concat([...last])),
     );
   }
-  for (const [rule, hints] of from.hints) {
-    for (const [identity, hint] of hints) keepHint(into.hints, rule, identity, hint);
-  }
+  // A hint of the failed flush is older than one counted since: kept only where nothing newer is.
+  mergeByRule(into.hints, from.hints, keepIfAbsent);
 }
 
 /**
@@ -150,20 +137,32 @@ const keepLowest = (map: Map<string, number>, key: string, value: number) => {
   if (before === undefined ? map.size < MAX_TRACKED_IDENTITIES : value < before) map.set(key, value);
 };
 
-function keepHint(byRule: Map<string, Map<string, string>>, rule: string, identity: string, hint: string) {
-  let hints = byRule.get(rule);
-  if (!hints) {
-    hints = new Map();
-    byRule.set(rule, hints);
+const keepLatest = (map: Map<string, string>, key: string, value: string) => {
+  if (map.has(key) || map.size < MAX_TRACKED_IDENTITIES) map.set(key, value);
+};
+
+const keepIfAbsent = (map: Map<string, string>, key: string, value: string) => {
+  if (!map.has(key) && map.size < MAX_TRACKED_IDENTITIES) map.set(key, value);
+};
+
+/** Folds each rule's values of `from` into `into`'s, one key at a time, with `keep`. */
+function mergeByRule<V>(
+  into: Map<string, Map<string, V>>,
+  from: Map<string, Map<string, V>>,
+  keep: (map: Map<string, V>, key: string, value: V) => void,
+): void {
+  for (const [rule, values] of from) {
+    const seen = tracked(into, rule);
+    for (const [key, value] of values) keep(seen, key, value);
   }
-  if (hints.has(identity) || hints.size < MAX_TRACKED_IDENTITIES) hints.set(identity, hint);
 }
 
-function tracked(byRule: Map<string, Map<string, number>>, rule: string): Map<string, number> {
-  let identities = byRule.get(rule);
-  if (!identities) {
-    identities = new Map();
-    byRule.set(rule, identities);
+/** A rule's map of `byRule`, created empty on first use. */
+function tracked<V>(byRule: Map<string, Map<string, V>>, rule: string): Map<string, V> {
+  let values = byRule.get(rule);
+  if (!values) {
+    values = new Map();
+    byRule.set(rule, values);
   }
-  return identities;
+  return values;
 }
