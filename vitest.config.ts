@@ -44,11 +44,15 @@ const ALONE = {
   ],
 };
 
-/** The Node-side projects' settings. */
+/**
+ * The Node-side projects' settings. `expect.poll` waits up to 5 s by default (vitest's 1 s is one busy second of
+ * a loaded 2-core machine: a page's refresh, a flush in `waitUntil`); a poll that must be quicker says so.
+ */
 const nodeProject = {
   environment: "node",
   testTimeout: 30_000,
   hookTimeout: 60_000,
+  expect: { poll: { timeout: 5000 } },
 } as const;
 
 /** The Worker's tests run inside workerd, with the run's Redis and origin. */
