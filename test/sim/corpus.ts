@@ -3,7 +3,7 @@
  * random ones. Each reproduces a historical over-admission through the same operations a random scenario
  * uses, timed around a window edge or a refill; docs/exactness.md tells what each caught.
  */
-import type { Scenario } from "./system";
+import type { Scenario } from "./scenario";
 
 /**
  * A short lease spend at a window edge (b4bfc0d), shaped so that the lease's size does not depend on the

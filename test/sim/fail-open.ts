@@ -5,7 +5,7 @@
 import { epochsOf, type Change } from "./epochs";
 import { type Admission, checkBucket, checkHistory, floorOf, type Limits, type Violation } from "./model";
 import type { Fault } from "./network";
-import type { Scenario, SimRule } from "./system";
+import type { Scenario, SimRule } from "./scenario";
 
 /** An admission a fail-open rule's fallback limiter made, and in which isolate. */
 export type FellBack = Admission & { isolate: number };

@@ -8,7 +8,8 @@ import type { Redis as IORedis } from "ioredis";
 import { CORPUS, CORPUS_REPEATS, REPEATS, WARM_UP } from "./corpus";
 import { type CommandKind, type Network, startNetwork } from "./network";
 import { type Size, scenario } from "./scenarios";
-import { runScenario, type Scenario } from "./system";
+import type { Scenario } from "./scenario";
+import { runScenario } from "./system";
 
 /** Runs per fast-check batch in a timed profile (each batch has its own seed). */
 const BATCH_RUNS = 10;

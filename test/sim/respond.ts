@@ -11,7 +11,11 @@ import { type StatusCount, statusCount } from "../../src/config/count";
 import type { Decider, Decision, RefundCall, Settlement, WaitUntil } from "../../src/engine/types";
 import { giveBackUncounted, heldUntilStatus, type StatusCounts } from "../../src/middleware/count";
 import { settleFrom, settlingOf } from "../../src/middleware/settle";
+import { traitsOf } from "../../src/engine/algorithms";
 import type { Admission } from "./model";
+import { type Answer, ruleIndex, ruleName, type Scenario, type SimRule } from "./scenario";
+
+export type { Answer } from "./scenario";
 
 /** The statuses a counting rule of the simulation counts: a login's failures. */
 export const COUNTED: StatusCount = statusCount(["4xx"]);
@@ -30,10 +34,36 @@ function bodyOf(units: number): string {
   return `${chunk(null)}${chunk(null)}${chunk({ total_tokens: units })}data: [DONE]\n\n`;
 }
 
-/** What the response says: its status, and the real cost its body states. */
-export interface Answer {
-  status: number;
-  spent: number;
+/** A scenario's rules whose units may move after the response, as the limiter holds them. */
+export interface ResponseRules {
+  /** Rules counting by status, and what each counts. */
+  counts: StatusCounts;
+  /** Settled rules, and where each reads its real cost. */
+  sources: ReadonlyMap<string, SettleSource>;
+  /** Either. */
+  affected: ReadonlySet<string>;
+  /** Buckets among them: a request to one names itself and asks for its stamps (src/middleware/limiter.ts). */
+  stamped: ReadonlySet<string>;
+  /** What a response said to rule `name`'s units (the model's view: test/sim/after-response.ts). */
+  responseOf(name: string, said: Answer): { counted: boolean; spent?: number };
+}
+
+export function responseRulesOf(scenario: Scenario): ResponseRules {
+  const names = (pick: (r: SimRule) => boolean) =>
+    scenario.rules.flatMap((r, i) => (pick(r) ? [ruleName(i)] : []));
+  return {
+    counts: new Map(names((r) => r.count === true).map((name) => [name, COUNTED] as const)),
+    sources: new Map(names((r) => r.settle === true).map((name) => [name, SOURCE] as const)),
+    affected: new Set(names((r) => r.count === true || r.settle === true)),
+    stamped: new Set(
+      names((r) => (r.count === true || r.settle === true) && traitsOf(r.algorithm).shape === "bucket"),
+    ),
+    responseOf(name, said) {
+      const rule = scenario.rules[ruleIndex(name)] as SimRule;
+      const counted = !rule.count || COUNTED.counts(said.status);
+      return { counted, ...(rule.settle && { spent: said.spent }) };
+    },
+  };
 }
 
 /**

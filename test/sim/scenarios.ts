@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { traitsOf } from "../../src/engine/algorithms";
 import type { Fault } from "./network";
-import type { Op, Scenario, SimCall, SimRule } from "./system";
+import type { Op, Scenario, SimCall, SimRule } from "./scenario";
 
 /** How big a scenario gets: the fast profile's, or the long run's. */
 export interface Size {
