@@ -1,27 +1,35 @@
 /**
  * Settling a cost from the response (docs/settle.md), side by side under `workerd serve`: the same 10 MB
  * server-sent-event stream through a rule with `settle = "sse:usage.total_tokens"` and through the same rule
- * without it, interleaved round by round so drift on this shared machine hits both alike; medians reported.
- * - stream: time to first byte and throughput of the whole body, read by one client at a time;
+ * without it, every target once per round (the order rotated round by round), one client at a time.
+ * - stream: each round's settled / plain ratios of throughput and of time to first byte, taken within the
+ *   round (drift on this shared machine between rounds hits both alike), reported as the median and the spread
+ *   over rounds; and each target's workerd CPU per 10 MB (the process's own accounting, nanoseconds:
+ *   /proc/<pid>/task/<tid>/schedstat, summed over its threads, from before the request to its end);
  * - billed commands per request (INFO commandstats, every command a script runs included, the INFO calls
  *   themselves excluded), for a fixed-window and a token-bucket rule, plain and settled.
  * Both rules are decided by Redis (`lease = false` on the plain one: a settled rule is never leased).
+ * `--baseline REV` adds the settled rule at another revision (its src/ and lua/) to the same rounds.
  *
- *   node bench/settle.mjs [--rounds 10] [--mb 10] [--requests 200]
+ *   node bench/settle.mjs [--rounds 12] [--mb 10] [--requests 200] [--baseline main]
+ *   (--requests 0: the stream only)
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { extractBaseline } from "./lib/baseline.mjs";
 import { startFloodgate } from "./lib/floodgate.mjs";
-import { cpuSeconds, freePort, startProcess, stopAll } from "./lib/procs.mjs";
-import { fmt, median, table } from "./lib/report.mjs";
+import { freePort, startProcess, stopAll } from "./lib/procs.mjs";
+import { fmt, median, quantile, table } from "./lib/report.mjs";
 import { restCommand, startRedis, startRest } from "./lib/stack.mjs";
 
 const { values } = parseArgs({
   options: {
-    rounds: { type: "string", default: "10" },
+    rounds: { type: "string", default: "12" },
     mb: { type: "string", default: "10" },
     requests: { type: "string", default: "200" },
+    baseline: { type: "string" },
   },
 });
 const rounds = Number(values.rounds);
@@ -44,6 +52,22 @@ const rules = (settled) =>
     period: "1h",
     ...(settled ? { settle: SETTLE } : { lease: false }),
   }));
+
+/**
+ * Seconds of CPU `pid` has run, every thread summed, to the nanosecond (the scheduler's own account; utime and
+ * stime in /proc/<pid>/stat count 10 ms ticks, as coarse as a whole 10 MB stream's pass-through).
+ */
+function cpuSeconds(pid) {
+  let ns = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+    } catch {
+      // The thread ended between the listing and the read: its time is no longer counted in either reading.
+    }
+  }
+  return ns / 1e9;
+}
 
 /** Reads one response to its end: ms to the first body byte, ms in all, bytes. */
 async function timed(url, headers) {
@@ -75,6 +99,13 @@ async function commandCalls(rest) {
   return { total, each };
 }
 
+/** `values`' median and spread: `median (min–max)`, or with `quartiles` `median (q1–q3; min–max)`. */
+function spread(values, digits, quartiles = false) {
+  const q = (p) => fmt(quantile(values, p), digits);
+  const range = `${q(0)}–${q(1)}`;
+  return `${q(0.5)} (${quartiles ? `${q(0.25)}–${q(0.75)}; ${range}` : range})`;
+}
+
 async function main() {
   const redis = await startRedis();
   const rest = await startRest(redis.url);
@@ -87,29 +118,43 @@ async function main() {
   );
   const origin = { url: `http://127.0.0.1:${originPort}` };
   const targets = [
-    { id: "plain", label: "plain rule" },
-    { id: "settled", label: `rule with settle = "${SETTLE}"` },
+    { id: "plain", label: "plain rule", settled: false },
+    { id: "settled", label: `settle = "${SETTLE}"`, settled: true },
   ];
+  if (values.baseline) {
+    targets.push({
+      id: "baseline",
+      label: `settle = "${SETTLE}", @${values.baseline}`,
+      settled: true,
+      entry: `${extractBaseline(values.baseline)}/src/worker.ts`,
+    });
+  }
   for (const target of targets) {
     target.worker = await startFloodgate(`settle-${target.id}`, {
       rest,
       origin,
-      rules: rules(target.id === "settled"),
+      rules: rules(target.settled),
       prefix: `bench-settle-${target.id}`,
+      ...(target.entry ? { entry: target.entry } : {}),
     });
     target.ttfb = [];
     target.mbps = [];
     target.cpuMs = [];
   }
 
-  // Stream: one client at a time, the two targets alternating, a warm-up request each first.
+  // Stream: one client at a time, every target once per round, the order rotated; two warm-up requests each.
   const headers = { authorization: "Bearer bench" };
-  for (const target of targets) await timed(`${target.worker.url}/fw/warm?mb=1`, headers);
+  for (const target of targets) {
+    for (let i = 0; i < 2; i++) await timed(`${target.worker.url}/fw/warm?mb=1`, headers);
+  }
   for (let round = 0; round < rounds; round++) {
-    for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
+    const order = targets.map((_, i) => targets[(i + round) % targets.length]);
+    for (const target of round % 2 === 0 ? order : order.reverse()) {
       const cpuBefore = cpuSeconds(target.worker.pid);
       const { firstByteMs, totalMs, bytes } = await timed(`${target.worker.url}/fw/stream?mb=${mb}`, headers);
-      target.cpuMs.push((cpuSeconds(target.worker.pid) - cpuBefore) * 1000);
+      // The settlement runs after the body's end (waitUntil): a moment for it to land in this request's CPU.
+      await sleep(20);
+      target.cpuMs.push((cpuSeconds(target.worker.pid) - cpuBefore) * 1000 * (10 / mb));
       target.ttfb.push(firstByteMs);
       target.mbps.push(bytes / 1024 / 1024 / (totalMs / 1000));
     }
@@ -118,12 +163,14 @@ async function main() {
   // Commands: `requests` small streams per target and algorithm, one at a time, settlements landed before the
   // count is read (they run after the response).
   const commands = [];
-  for (const [path, algorithm] of [
-    ["fw", "fixed-window"],
-    ["tb", "token-bucket"],
-  ]) {
+  for (const [path, algorithm] of requests > 0
+    ? [
+        ["fw", "fixed-window"],
+        ["tb", "token-bucket"],
+      ]
+    : []) {
     const row = { algorithm };
-    for (const target of targets) {
+    for (const target of targets.slice(0, 2)) {
       const who = { authorization: `Bearer ${target.id}-${path}-${Date.now()}` };
       await timed(`${target.worker.url}/${path}/warm?mb=0.01`, who); // the identity's state exists
       await sleep(200);
@@ -141,31 +188,64 @@ async function main() {
     commands.push(row);
   }
 
-  const [plain, settled] = targets;
-  const ratio = (a, b) => fmt(a / b, 2);
+  const [plain, ...settled] = targets;
+  // Within each round: a settled target's throughput over the plain rule's, and the plain rule's time to first
+  // byte over the settled one's (so that for both, 1 is "as good as plain" and the goal is ≥ 0.95).
+  const perRound = (target, f) => target.mbps.map((_, round) => f(round));
   const lines = [
-    `Settle bench: ${rounds} interleaved rounds of a ${mb} MB SSE stream, one client; ${requests} requests per command count.`,
+    `Settle bench: ${rounds} rounds of a ${mb} MB SSE stream, one client, every target once a round; medians (min–max over rounds).`,
     "",
     table(
-      ["target", "TTFB ms (median)", "MB/s (median)", "workerd CPU ms per stream (median)"],
-      targets.map((t) => [t.label, fmt(median(t.ttfb), 1), fmt(median(t.mbps), 0), fmt(median(t.cpuMs), 0)]),
+      ["target", "time to first byte, ms", "throughput, MB/s", "workerd CPU per 10 MB, ms"],
+      targets.map((t) => [t.label, spread(t.ttfb, 1), spread(t.mbps, 0), spread(t.cpuMs, 1)]),
     ),
     "",
-    `settled / plain: throughput ${ratio(median(settled.mbps), median(plain.mbps))}×, time to first byte ${ratio(median(settled.ttfb), median(plain.ttfb))}× (lower is better)`,
-    "",
     table(
-      ["rule", "billed commands / request, plain", "settled", "× plain", "settled, per command"],
-      commands.map((row) => [
-        row.algorithm,
-        fmt(row.plain.total, 2),
-        fmt(row.settled.total, 2),
-        ratio(row.settled.total, row.plain.total),
-        Object.entries(row.settled.per)
-          .map(([name, n]) => `${name} ${fmt(n, 2)}`)
-          .join(", "),
+      [
+        "per round, vs the plain rule",
+        "throughput × plain (median; q1–q3; min–max)",
+        "time to first byte: plain ÷ settled",
+        "workerd CPU above plain per 10 MB, ms",
+      ],
+      settled.map((t) => [
+        t.label,
+        spread(
+          perRound(t, (i) => t.mbps[i] / plain.mbps[i]),
+          2,
+          true,
+        ),
+        spread(
+          perRound(t, (i) => plain.ttfb[i] / t.ttfb[i]),
+          2,
+          true,
+        ),
+        spread(
+          perRound(t, (i) => t.cpuMs[i] - plain.cpuMs[i]),
+          1,
+        ),
       ]),
     ),
+    `goal: throughput and time to first byte ≥ 0.95 × plain (docs/settle.md, "What it costs"); median throughput ${settled
+      .map((t) => `${t.id} ${fmt(median(t.mbps) / median(plain.mbps), 2)}×`)
+      .join(", ")}`,
   ];
+  if (commands.length > 0) {
+    lines.push(
+      "",
+      table(
+        ["rule", "billed commands / request, plain", "settled", "× plain", "settled, per command"],
+        commands.map((row) => [
+          row.algorithm,
+          fmt(row.plain.total, 2),
+          fmt(row.settled.total, 2),
+          fmt(row.settled.total / row.plain.total, 2),
+          Object.entries(row.settled.per)
+            .map(([name, n]) => `${name} ${fmt(n, 2)}`)
+            .join(", "),
+        ]),
+      ),
+    );
+  }
   console.log(lines.join("\n"));
 }
 
