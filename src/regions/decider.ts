@@ -10,11 +10,12 @@ import { decisionOf, ruleResult } from "../engine/results";
 import type { DecideOptions, Decision, RuleCall, RuleResult, WaitUntil } from "../engine/types";
 import { leasable } from "../leases";
 import { LEASE_MARGIN_MS, stateLeftOf } from "../leases/lease";
+import type { BreakerOptions } from "../resilience/breaker";
 import type { ResilientDecider } from "../resilience/decider";
-import { DeciderLayer, type InnerDecider } from "../resilience/layer";
 import type { RegionalStage } from "../resilience/engine";
+import { DeciderLayer, type InnerDecider } from "../resilience/layer";
 import { BoundedMap } from "../util/bounded-map";
-import { type PoolFigures, RegionPools, type SpentPool } from "./pool";
+import { type PoolFigures, RegionPools, type SpendReply, type SpentPool } from "./pool";
 import { wantedOnMiss, wantedOnRenewal } from "./sizing";
 
 /** The longest life of a region's lease, ms: a window's end, a bucket's quarter and a log's horizon cut it shorter. */
@@ -32,6 +33,10 @@ export interface RegionOptions {
   timeoutMs: number;
   /** The longest life of a region's lease, ms. @default REGION_LEASE_MS */
   leaseMs?: number;
+  /** Each region's database breaker (defaults: docs/failure-modes.md). */
+  breaker?: BreakerOptions;
+  /** Where a region's breaker opening and closing is logged. Never receives a secret. @default console.warn */
+  log?: (line: string) => void;
 }
 
 /**
@@ -46,6 +51,7 @@ export class RegionalDecider extends DeciderLayer {
   readonly #pools: Map<string, RegionPools>;
   readonly #timeoutMs: number;
   readonly #leaseMs: number;
+  readonly #log: (line: string) => void;
   /**
    * When this isolate last heard of an admin change to each (rule, identity) (`forget`), edge ms: a grant sent
    * to the primary before then was counted in the state the change reset, so it is never deposited (its pools
@@ -58,10 +64,11 @@ export class RegionalDecider extends DeciderLayer {
     this.#primary = primary;
     this.#timeoutMs = options.timeoutMs;
     this.#leaseMs = options.leaseMs ?? REGION_LEASE_MS;
+    this.#log = options.log ?? ((line: string) => console.warn(line));
     this.#pools = new Map(
       options.regions.map((region) => [
         region.name,
-        new RegionPools(region, options.prefix, options.timeoutMs, this.#leaseMs),
+        new RegionPools(region, options.prefix, options.timeoutMs, this.#leaseMs, options.breaker),
       ]),
     );
   }
@@ -78,13 +85,8 @@ export class RegionalDecider extends DeciderLayer {
       return this.inner.decide(calls, requestId, opts);
     const startedAt = Date.now();
     const budgetMs = opts.budgetMs ?? this.#timeoutMs;
-    let reply: Awaited<ReturnType<RegionPools["spend"]>> | undefined;
-    try {
-      // Half the budget at most: a region that does not answer leaves the primary time to decide.
-      reply = await pools.spend(calls, { deadline: startedAt + Math.max(1, Math.floor(budgetMs / 2)) });
-    } catch {
-      reply = undefined; // the region's database is down: the primary decides, and leases it nothing
-    }
+    // Half the budget at most: a region that does not answer leaves the primary time to decide.
+    const reply = await this.#spend(pools, calls, startedAt + Math.max(1, Math.floor(budgetMs / 2)));
     if (reply?.spent)
       return this.#fromPools(pools, calls, reply.pools, reply.nowMs, requestId, opts, startedAt);
     const { region: _, ...rest } = opts;
@@ -100,6 +102,33 @@ export class RegionalDecider extends DeciderLayer {
     const deposited = this.#deposit(pools, decision.results, reply.nowMs, now);
     if (deposited) (opts.waitUntil ?? noWait)(deposited);
     return decision;
+  }
+
+  /**
+   * Spends `calls` from the region's pools; `undefined` when its database cannot answer by `deadline` (the
+   * primary then decides, and leases the region nothing). Behind the region's breaker: once its database has
+   * failed several calls in a row, the region's requests go straight to the primary for a cool-down instead of
+   * each waiting out half its budget first (docs/regions.md, "When a region's database is down").
+   */
+  async #spend(pools: RegionPools, calls: RuleCall[], deadline: number): Promise<SpendReply | undefined> {
+    const admission = pools.breaker.admit();
+    if (admission === "skip") return undefined;
+    try {
+      const reply = await pools.spend(calls, { deadline });
+      if (pools.breaker.state !== "closed") {
+        this.#log(`floodgate: region ${pools.name}: its database answers again; its pools decide again`);
+      }
+      pools.breaker.success();
+      return reply;
+    } catch {
+      if (pools.breaker.failure(admission === "probe")) {
+        const ms = pools.breaker.remainingOpenMs();
+        this.#log(
+          `floodgate: region ${pools.name}: its database does not answer; the primary decides its requests for ${ms} ms`,
+        );
+      }
+      return undefined;
+    }
   }
 
   /** The request's answer from its pools, each already spent; a renewal asked for any pool half spent. */

@@ -7,6 +7,7 @@ import { type CallBudget, createRedisPort, type RedisPort } from "../engine/redi
 import { REGION_DEPOSIT, REGION_SPEND } from "../engine/scripts";
 import { stateKey } from "../engine/keys";
 import type { RuleCall } from "../engine/types";
+import { type BreakerOptions, CircuitBreaker } from "../resilience/breaker";
 
 /**
  * What a deposit's grant said of its rule, kept beside the units so that a request spent from them gets honest
@@ -94,14 +95,18 @@ export class RegionPools {
   readonly #prefix: string;
   /** The longest life of the region's leases, ms: how long a drop mark must stand. */
   readonly #leaseMs: number;
+  /** The database's circuit breaker: the decider asks it before a spend and tells it how the spend went. */
+  readonly breaker: CircuitBreaker;
 
   constructor(
     region: { name: string; url: string; token: string },
     prefix: string,
     timeoutMs: number,
     leaseMs: number,
+    breaker?: BreakerOptions,
   ) {
     this.name = region.name;
+    this.breaker = new CircuitBreaker(breaker);
     this.#redis = createRedisPort({ url: region.url, token: region.token, timeoutMs });
     this.#prefix = prefix;
     this.#leaseMs = leaseMs;
