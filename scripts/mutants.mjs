@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Proof that the simulator can fail (docs/exactness.md, "Proof that it can fail"): each mutant puts one
-// historical over-admission back into a scratch copy of this work tree (its tracked files as they are now,
-// node_modules linked), runs the fast profile of `npm test` there (test/node/simulation.test.ts, the corpus and
-// the random scenarios) and tells whether it reported a violation, and which. This tree is never changed.
+// historical over-admission (or a planted bug in a mechanism with no such history) back into a scratch copy of
+// this work tree (its tracked files as they are now, node_modules linked), runs the fast profile of `npm test`
+// there (test/node/simulation.test.ts, the corpus and the random scenarios) and tells whether it reported a
+// violation, and which. This tree is never changed.
 // Usage: npm run simulate -- --mutants [name,…] [--no-corpus]   (or: node scripts/mutants.mjs [name,…])
 import { spawn, spawnSync } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -40,6 +41,21 @@ const MUTANTS = [
     file: "src/resilience/fallback.ts",
     from: "export const FALLBACK_SHARE = 0.1;",
     to: "export const FALLBACK_SHARE = 1;",
+  },
+  // Planted, not historical: each breaks a mechanism the corpus now meets every run (test/sim/corpus.ts).
+  {
+    name: "count-every-status",
+    what: "a rule counting by status gives back the units of every response, the statuses it counts too",
+    file: "src/middleware/count.ts",
+    from: "const back = held.filter((r) => !counts.get(r.call.rule)?.counts(status));",
+    to: "const back = held.filter((r) => counts.has(r.call.rule));",
+  },
+  {
+    name: "block-unwritten",
+    what: "a denial by a rule with a `block` says it started one but never writes the block's key",
+    file: "lua/decide/rules.lua",
+    from: 'redis.call("SET", block_key, "1", "PX", block_ms)',
+    to: "-- (the block's key is not written)",
   },
 ];
 
@@ -109,7 +125,8 @@ for (const m of chosen) {
   const dir = scratchCopy();
   try {
     mutate(dir, m);
-    console.log(`mutant ${m.name} (${m.fixedBy} reverted: ${m.what}): running the fast profile…`);
+    const origin = m.fixedBy ? `${m.fixedBy} reverted` : "planted";
+    console.log(`mutant ${m.name} (${origin}: ${m.what}): running the fast profile…`);
     const { code, output, seconds } = await fastProfile(dir);
     // Printed as soon as found (test/sim/profile.ts), before shrinking: the violation and how to replay it.
     const found = /simulation: violation found \((.*?)\); replay: ([^;]*);/.exec(output);

@@ -5,6 +5,9 @@
  */
 import type { Scenario } from "./scenario";
 
+/** One unit of rule 0 for identity 0: the call of the scenarios below that need no other. */
+const call = { rule: 0, identity: 0, cost: 1 };
+
 /**
  * A short lease spend at a window edge (b4bfc0d), shaped so that the lease's size does not depend on the
  * machine's speed: isolate 0's burst of 5 at 500 ms makes the identity hot by the lease table's own count (a
@@ -120,14 +123,97 @@ export const SLOW_FAIL_OPEN: Scenario = {
   ],
 };
 
-/** The corpus, each scenario run `CORPUS_REPEATS` times (their bugs show at a timing each run hits most often). */
-export const CORPUS: readonly Scenario[] = [LEASE_AT_AN_EDGE, LATE_SPLIT_REFUND, SLOW_FAIL_OPEN];
-export const CORPUS_REPEATS = 2;
 /**
- * Runs of a scenario whose bug shows less often than the others' (none: each one's timing leaves room for a
- * loaded machine's late timers).
+ * Counting by status (docs/counting.md), met by every profile rather than by one random rule in ten: a login
+ * rule of 5 an hour that counts only 4xx, two isolates. A burst of successes gives each one's unit back once its
+ * status is known (so more than 5 pass, each given back after its response); a burst of failures is counted, 5
+ * at most; a fill takes what is left. No fault, one window: the counter must end at exactly the units counted.
  */
-export const REPEATS: ReadonlyMap<Scenario, number> = new Map();
+export const COUNT_BY_STATUS: Scenario = {
+  rules: [{ algorithm: "fixed-window", limit: 5, periodMs: 3_600_000, burst: 5, delayMs: 0, count: true }],
+  isolates: 2,
+  endpoints: 1,
+  cluster: false,
+  leaseMs: 200,
+  timeoutMs: 1000,
+  edgeMs: 1000,
+  ops: [
+    { kind: "burst", at: 0, isolate: 0, call, n: 8, answer: { status: 200, spent: 1 } },
+    { kind: "burst", at: 10, isolate: 1, call, n: 8, answer: { status: 401, spent: 1 } },
+    { kind: "request", at: 60, isolate: 0, calls: [call], holdMs: 50, answer: { status: 503, spent: 1 } },
+    { kind: "fill", at: 200, call },
+  ],
+};
+
+/**
+ * A settled bucket with a delay (docs/settle.md, "Debt"), as SIM_SEED=283814960 met it (a model error then,
+ * 7facff7): a GCRA of 22 per 250 ms (11.4 ms a unit), burst 4, holding up to 300 ms, whose responses state
+ * twice the reservation. The first four pass at once and each charges one more unit as it ends; the next are
+ * held for slots reserved when they were decided, and charges land between a held request's decision and its
+ * slot: debt the next decision sees. A second isolate's held clients go away (give-backs) or are answered
+ * with less than reserved (a settlement that gives back); a fill after the debt takes what is left.
+ */
+export const SETTLED_DELAY: Scenario = {
+  rules: [{ algorithm: "gcra", limit: 22, periodMs: 250, burst: 4, delayMs: 300, settle: true }],
+  isolates: 2,
+  endpoints: 1,
+  cluster: false,
+  leaseMs: 200,
+  timeoutMs: 1000,
+  edgeMs: 1000,
+  ops: [
+    { kind: "burst", at: 0, isolate: 0, call, n: 8, answer: { status: 200, spent: 2 } },
+    { kind: "burst", at: 5, isolate: 1, call, n: 6, abortAfterMs: 20, answer: { status: 200, spent: 0 } },
+    { kind: "burst", at: 150, isolate: 1, call, n: 4, answer: { status: 200, spent: 0 } },
+    { kind: "fill", at: 400, call },
+  ],
+};
+
+/**
+ * The penalty box (docs/protect.md, "Penalty box"): a token bucket of 10 a second, burst 3, that blocks for
+ * 800 ms. A burst of 5 is denied at its fourth, which starts the block; the bucket refills a unit every 100 ms,
+ * so each later request inside the block (on either isolate, and a fill through a third) would pass by the rate
+ * alone, and the block must deny it. After the block the rate decides again.
+ */
+export const PENALTY_BOX: Scenario = {
+  rules: [{ algorithm: "token-bucket", limit: 10, periodMs: 1000, burst: 3, delayMs: 0, blockMs: 800 }],
+  isolates: 2,
+  endpoints: 1,
+  cluster: false,
+  leaseMs: 200,
+  timeoutMs: 1000,
+  edgeMs: 1000,
+  ops: [
+    { kind: "burst", at: 0, isolate: 0, call, n: 5 },
+    ...[200, 350, 500, 650].map((at, i): Scenario["ops"][number] => ({
+      kind: "request",
+      at,
+      isolate: i % 2,
+      calls: [call],
+      holdMs: 0,
+    })),
+    { kind: "fill", at: 420, call },
+    { kind: "request", at: 1000, isolate: 1, calls: [call], holdMs: 0 },
+  ],
+};
+
+/** The corpus, each scenario run `CORPUS_REPEATS` times (their bugs show at a timing each run hits most often). */
+export const CORPUS: readonly Scenario[] = [
+  LEASE_AT_AN_EDGE,
+  LATE_SPLIT_REFUND,
+  SLOW_FAIL_OPEN,
+  COUNT_BY_STATUS,
+  SETTLED_DELAY,
+  PENALTY_BOX,
+];
+export const CORPUS_REPEATS = 2;
+/** Runs of a scenario, where not `CORPUS_REPEATS`. */
+export const REPEATS: ReadonlyMap<Scenario, number> = new Map([
+  // Mechanisms met every run rather than bugs at a timing: once each keeps the profile's time.
+  [COUNT_BY_STATUS, 1],
+  [SETTLED_DELAY, 1],
+  [PENALTY_BOX, 1],
+]);
 
 /**
  * Run once by every lane before anything else, unchecked: a lane's first run is a cold one (each script's

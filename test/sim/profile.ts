@@ -8,28 +8,34 @@ import type { Redis as IORedis } from "ioredis";
 import { CORPUS, CORPUS_REPEATS, REPEATS, WARM_UP } from "./corpus";
 import { type CommandKind, type Network, startNetwork } from "./network";
 import { type Size, scenario } from "./scenarios";
-import type { Scenario } from "./scenario";
+import type { Counts, Scenario } from "./scenario";
 import { runScenario } from "./system";
 
 /** Runs per fast-check batch in a timed profile (each batch has its own seed). */
 const BATCH_RUNS = 10;
 
 /** What a profile ran. */
-export interface ProfileStats {
+export interface ProfileStats extends Counts {
   runs: number;
-  operations: number;
-  admitted: number;
-  fromLeases: number;
-  shortSpends: number;
-  delayed: number;
-  givenBack: number;
-  /** Requests let through by a fail-open rule's fallback limiter; units a monitor rule counted. */
-  fellBack: number;
-  monitored: number;
   /** Calls that reached Redis, by kind (test/sim/network.ts): decisions, lease calls, refunds, give-backs. */
   calls?: Record<string, number>;
   elapsedMs: number;
 }
+
+const NO_COUNTS: Counts = {
+  operations: 0,
+  admitted: 0,
+  fromLeases: 0,
+  shortSpends: 0,
+  delayed: 0,
+  givenBack: 0,
+  fellBack: 0,
+  monitored: 0,
+  uncounted: 0,
+  settled: 0,
+  blocked: 0,
+};
+const COUNTED = Object.keys(NO_COUNTS) as (keyof Counts)[];
 
 /** Where the simulated system reaches Redis. */
 export interface Setup {
@@ -61,18 +67,7 @@ export async function simulate(
     lane?: string;
   },
 ): Promise<ProfileStats> {
-  const stats: ProfileStats = {
-    runs: 0,
-    operations: 0,
-    admitted: 0,
-    fromLeases: 0,
-    shortSpends: 0,
-    delayed: 0,
-    givenBack: 0,
-    fellBack: 0,
-    monitored: 0,
-    elapsedMs: 0,
-  };
+  const stats: ProfileStats = { runs: 0, ...NO_COUNTS, elapsedMs: 0 };
   // A lane's first run is cold (scripts loaded, code not yet warm): one unchecked run first.
   await runScenario(WARM_UP, setup.network, setup.token, setup.redis);
   const startedAt = Date.now();
@@ -96,14 +91,7 @@ export async function simulate(
       const report = await runScenario(s, setup.network, setup.token, setup.redis);
       const index = run++;
       stats.runs++;
-      stats.operations += report.operations;
-      stats.admitted += report.admitted;
-      stats.fromLeases += report.fromLeases;
-      stats.shortSpends += report.shortSpends;
-      stats.delayed += report.delayed;
-      stats.givenBack += report.givenBack;
-      stats.fellBack += report.fellBack;
-      stats.monitored += report.monitored;
+      for (const k of COUNTED) stats[k] += report[k];
       if (report.violations.length === 0) return;
       if (!failedOnce) {
         failedOnce = true;
@@ -205,14 +193,7 @@ export async function simulateLanes(
     const sum = (f: (s: ProfileStats) => number) => all.reduce((n, s) => n + f(s), 0);
     return {
       runs: sum((s) => s.runs),
-      operations: sum((s) => s.operations),
-      admitted: sum((s) => s.admitted),
-      fromLeases: sum((s) => s.fromLeases),
-      shortSpends: sum((s) => s.shortSpends),
-      delayed: sum((s) => s.delayed),
-      givenBack: sum((s) => s.givenBack),
-      fellBack: sum((s) => s.fellBack),
-      monitored: sum((s) => s.monitored),
+      ...(Object.fromEntries(COUNTED.map((k) => [k, sum((s) => s[k])])) as unknown as Counts),
       calls: Object.fromEntries(
         Object.keys(networks[0]?.stats.byKind ?? {}).map((kind) => [
           kind,

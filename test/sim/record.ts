@@ -39,6 +39,9 @@ export class RunRecord {
     givenBack: 0,
     fellBack: 0,
     monitored: 0,
+    uncounted: 0,
+    settled: 0,
+    blocked: 0,
   };
   /** Decisions Redis did not answer in time (the call may still have counted: its lease grant is lost with it). */
   degraded = 0;

@@ -96,6 +96,7 @@ export function requestsOf(
     }
     const repliedAt = Date.now() + 1; // Date.now() is whole ms: the true instant may lie up to 1 ms past it
     noteDenials(decision, op, { from: sentAt, to: repliedAt });
+    counts.blocked += decision.results.filter((r) => r.blocked !== undefined).length;
     // Redis did not answer in time (the call may still have counted: its lease grant is lost with it).
     if (decision.results.some((r) => r.source === "undecided" || r.source === "fallback")) record.degraded++;
     const slots = decision.results.filter(
@@ -172,6 +173,9 @@ export function requestsOf(
         const answered = decided.results.some((r) => responses.affected.has(r.call.rule));
         if (slots.length > 0 || answered) await sleep(holdMs);
         if (answered) {
+          const judged = [...byRule.values()].flatMap((a) => (a.response ? [a.response] : []));
+          if (judged.some((j) => !j.counted)) counts.uncounted++;
+          if (judged.some((j) => j.spent !== undefined && j.counted)) counts.settled++;
           const ids = {
             requestId: id,
             settleId: id === "-" ? `s${op}-${requestIds++}` : id,

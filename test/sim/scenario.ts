@@ -137,6 +137,11 @@ export interface Counts {
   /** Requests a fail-open rule's fallback limiter let through, and units a monitor rule counted. */
   fellBack: number;
   monitored: number;
+  /** Responses a rule counting by status did not count (its units given back), and bodies a settled rule read. */
+  uncounted: number;
+  settled: number;
+  /** Denials a penalty box answered (one that started a block, or one standing). */
+  blocked: number;
 }
 
 /** A rule's name in the simulation's config and keys. */
