@@ -19,9 +19,16 @@
 // app can name it: `ResilientDecider` from `createDecider`, `DeciderHealth` from its `health()`, and so on.
 export type { StatusCount } from "./config/count";
 export { ConfigError } from "./config/errors";
-export type { FactMatch, RuleMatch } from "./config/rule-config";
-export type { KeyPart, RuleConfig, SettleSource, ShedConfig, TierLimits } from "./config/rules";
-export type { CfField } from "./config/schema";
+export type {
+  FactMatch,
+  KeyPart,
+  RuleConfig,
+  RuleMatch,
+  SettleSource,
+  ShedConfig,
+  TierLimits,
+} from "./config/rule-config";
+export type { CfField } from "./config/source-fields";
 export type { CallBudget, RedisArg, RedisCommand, RedisPort, RedisScript } from "./engine/redis";
 export type { CallOptions } from "./engine/script";
 export { createStore, type Store, type StoreErrorKind, type StoreOptions } from "./engine/store";
@@ -57,10 +64,8 @@ export {
   type ActionRuleOptions,
   type CostAboveCapacity,
   type CostFunction,
-  DeniedByRuleError,
   type DecisionEvent,
-  type SettledRule,
-  type SettleEvent,
+  DeniedByRuleError,
   type FloodgateVariables,
   InvalidCostError,
   type KeyFunction,
@@ -75,6 +80,8 @@ export {
   ReducedCapacityError,
   type RuleOptions,
   rateLimit,
+  type SettledRule,
+  type SettleEvent,
 } from "./middleware";
 export type { BreakerOptions, BreakerState } from "./resilience/breaker";
 export {

@@ -5,7 +5,7 @@
 
 import type { Context } from "hono";
 import type { FloodgateConfig } from "../config";
-import type { RuleConfig } from "../config/rules";
+import type { RuleConfig } from "../config/rule-config";
 import { traitsOf } from "../engine/algorithms";
 import { DEFAULTS } from "../engine/defaults";
 import { stateKey } from "../engine/keys";

@@ -9,7 +9,7 @@
  * then (see `fenceReturns`).
  */
 import { limitsFor } from "../config/limits";
-import type { RuleConfig } from "../config/rules";
+import type { RuleConfig } from "../config/rule-config";
 import { type Algorithm, traitsOf } from "../engine/algorithms";
 import { type FenceLimits, overrideKey, RESET_FENCE_MAX_MS, resetFenceMs } from "../engine/keys";
 import type { RedisPort } from "../engine/redis";

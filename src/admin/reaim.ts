@@ -2,7 +2,7 @@
  * An identity's state carried into the limits in force when an override changes them (lua/reaim.lua): the
  * admin API's step after each override set or removal. What was counted is kept as units, never as time.
  */
-import type { RuleConfig } from "../config/rules";
+import type { RuleConfig } from "../config/rule-config";
 import { traitsOf } from "../engine/algorithms";
 import type { FenceLimits } from "../engine/keys";
 import type { RedisPort } from "../engine/redis";

@@ -8,9 +8,9 @@
  * possibly on another endpoint: both routes cover all of them (docs/operating.md, "Why is this client blocked? Reset it.").
  */
 import type { Hono } from "hono";
+import { MAX_UNITS } from "../config/fields";
 import { type EffectiveLimits, limitsFor } from "../config/limits";
-import type { RuleConfig, ShedConfig } from "../config/rules";
-import { MAX_UNITS } from "../config/schema";
+import type { RuleConfig, ShedConfig } from "../config/rule-config";
 import { traitsOf } from "../engine/algorithms";
 import { hashIdentity, overrideKey } from "../engine/keys";
 import type { RuleCall } from "../engine/types";

@@ -6,7 +6,7 @@
  */
 import type { Hono } from "hono";
 import type { FloodgateConfig } from "../config";
-import type { ActionRule, RuleConfig, ShedConfig } from "../config/rules";
+import type { ActionRule, RuleConfig, ShedConfig } from "../config/rule-config";
 import type { Mode } from "../engine/types";
 import { explainMode, type ModeSource } from "../live/effective";
 import { type LiveModes, readLiveModes, writeLiveMode } from "../live/modes";

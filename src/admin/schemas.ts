@@ -4,7 +4,7 @@
  */
 import * as v from "valibot";
 import { MAX_PERIOD_MS, MIN_PERIOD_MS, parseDurationMs } from "../config/duration";
-import { MAX_UNITS } from "../config/schema";
+import { MAX_UNITS } from "../config/fields";
 import { MODES } from "../engine/types";
 import { badRequest } from "./problem";
 

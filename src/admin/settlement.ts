@@ -6,7 +6,7 @@
  * Redis itself keeps no record of which units are reservations (that would cost every request a write): a
  * request in flight shows only in `remaining`.
  */
-import type { RuleConfig } from "../config/rules";
+import type { RuleConfig } from "../config/rule-config";
 import { metricsKeys, minuteOf, parseSettled } from "../observability/metrics";
 import type { AdminContext } from "./context";
 

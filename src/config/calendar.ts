@@ -8,7 +8,7 @@ import { namesWith, traitsOf } from "../engine/algorithms";
 import type { Algorithm } from "../engine/types";
 import { CalendarPeriod, type CalendarUnit, isTimeZone, WEEKDAYS } from "../util/calendar";
 import { ConfigError } from "./errors";
-import { show } from "./schema";
+import { show } from "./fields";
 
 /** The fields of a rule that make its calendar period, as the schema leaves them. */
 interface CalendarFields {

@@ -9,9 +9,10 @@ import { FAILURES, type FailurePolicy, MODES, type Mode } from "../engine/types"
 import type { Env } from "../env";
 import { type RedisEndpoint, redisEndpoints, restTokensSchema, restUrlsSchema } from "./endpoints";
 import { ConfigError, collecting, configErrorFrom } from "./errors";
+import { MAX_LEASE_MS, ON_OFF } from "./fields";
 import { parseRegions, type RegionSettings } from "./regions";
-import { type ActionRule, parseRuleSet, type RuleConfig, unreadFields } from "./rules";
-import { MAX_LEASE_MS, ON_OFF } from "./schema";
+import type { ActionRule, RuleConfig } from "./rule-config";
+import { parseRuleSet } from "./rules";
 import {
   bearerSecret,
   claimValues,
@@ -23,28 +24,31 @@ import {
   stripPath,
   wholeMs,
 } from "./settings";
+import { unreadFields } from "./warnings";
 
 export { DEFAULTS } from "../engine/defaults";
 export { type RedisEndpoint, restTokenProblem, restUrlProblem } from "./endpoints";
 export { ConfigError, collecting } from "./errors";
-export { type RegionConfig, type RegionSettings, regionChooser } from "./regions";
+export { MAX_LEASE_MS, MAX_UNITS } from "./fields";
 export { limitsFor } from "./limits";
-export type { FactMatch, RuleMatch } from "./rule-config";
+export { LIST_NAME } from "./match-schema";
 export { MIDDLEWARE_OPTIONS, type MiddlewareSettings, parseMiddlewareSettings } from "./middleware";
-export {
-  type ActionRule,
-  clientChosenSources,
-  headersRead,
-  type KeyPart,
-  parseRuleSet,
-  parseRules,
-  type RuleConfig,
-  type RuleSet,
-  type SettleSource,
-  type ShedConfig,
-  type TierLimits,
-} from "./rules";
-export { CF_FIELDS, type CfField, LIST_NAME, MAX_LEASE_MS, MAX_UNITS } from "./schema";
+export { type RegionConfig, type RegionSettings, regionChooser } from "./regions";
+export type {
+  ActionRule,
+  FactMatch,
+  KeyPart,
+  RuleConfig,
+  RuleMatch,
+  RuleSet,
+  SettleSource,
+  ShedConfig,
+  TierLimits,
+} from "./rule-config";
+export { parseRuleSet, parseRules } from "./rules";
+export { CF_FIELDS, type CfField } from "./source-fields";
+export { headersRead } from "./sources";
+export { clientChosenSources } from "./warnings";
 
 /** Everything the Worker needs, validated, with defaults applied. */
 export interface FloodgateConfig {

@@ -3,7 +3,7 @@
  * rule's config read per request, by the limiter's plan and the admin API alike.
  */
 import type { CalendarBounds } from "../util/calendar";
-import type { RuleConfig } from "./rules";
+import type { RuleConfig } from "./rule-config";
 
 /** The limits one request gets under a rule. */
 export interface EffectiveLimits {

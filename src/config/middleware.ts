@@ -6,7 +6,7 @@ import * as v from "valibot";
 import { DEFAULTS } from "../engine/defaults";
 import { FAILURES, MODES } from "../engine/types";
 import { ConfigError, configErrorFrom } from "./errors";
-import { MAX_LEASE_MS, ON_OFF } from "./schema";
+import { MAX_LEASE_MS, ON_OFF } from "./fields";
 import {
   claimValues,
   headerName,

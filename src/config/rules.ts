@@ -11,20 +11,6 @@ import { ConfigError, collecting, configErrorFrom } from "./errors";
 import type { ActionRule, ParseRulesOptions, RuleConfig, RuleSet } from "./rule-config";
 import { ruleSchema } from "./schema";
 
-export {
-  type ActionRule,
-  DEFAULT_SLOT_LEASE_MS,
-  type KeyPart,
-  type ParseRulesOptions,
-  type RuleConfig,
-  type RuleSet,
-  type SettleSource,
-  type ShedConfig,
-  type TierLimits,
-} from "./rule-config";
-export { headersRead, parseKey } from "./sources";
-export { clientChosenSources, unreadFields } from "./warnings";
-
 /**
  * Validates rules and applies defaults; throws a `ConfigError` naming what is wrong in every rule at once:
  * each rule's field errors, a name used twice, and, for a rule whose fields are each valid, what its fields

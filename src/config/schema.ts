@@ -12,10 +12,6 @@ import { matchSchema } from "./match-schema";
 import { delayMs, periodMs, rulePeriod } from "./period-fields";
 import { keyField, SETTLE_SOURCE } from "./source-fields";
 
-export { HEADER_NAME, MAX_LEASE_MS, MAX_UNITS, ON_OFF, show } from "./fields";
-export { LIST_NAME } from "./match-schema";
-export { CF_FIELDS, type CfField, KEY_SOURCE } from "./source-fields";
-
 /** Most sub-keys a `shed` rule's budget may be split over. */
 export const MAX_SHARDS = 64;
 

@@ -5,7 +5,7 @@
  */
 import * as v from "valibot";
 import { shownUrl } from "./errors";
-import { HEADER_NAME, show } from "./schema";
+import { HEADER_NAME, show } from "./fields";
 
 /** The longest decision budget (`RATE_LIMIT_TIMEOUT_MS`, the middleware's `timeoutMs`), ms. */
 export const MAX_TIMEOUT_MS = 60_000;

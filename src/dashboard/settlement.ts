@@ -4,7 +4,7 @@
  * reservation, and the units reserved at admission, charged after the response and given back. The counts are
  * the isolates' (src/observability/metrics.ts, `<rule>:~…` fields of each minute's hash).
  */
-import type { RuleConfig } from "../config/rules";
+import type { RuleConfig } from "../config/rule-config";
 
 /** A rule's settlements over the last hour. */
 export interface SettlementView {

@@ -3,7 +3,7 @@
  * and the small pieces that turn Redis's replies into it. Reading them is src/dashboard/data.ts.
  */
 import type { HealthReport } from "../admin/health";
-import type { RuleConfig } from "../config/rules";
+import type { RuleConfig } from "../config/rule-config";
 import type { Mode } from "../engine/types";
 import type { ModeSource } from "../live/effective";
 import { shedAbove } from "../middleware/shed";

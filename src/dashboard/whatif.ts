@@ -15,7 +15,7 @@ import type { Hono } from "hono";
 import type { AdminEnv } from "../admin/context";
 import { findRule } from "../admin/context";
 import { badRequest } from "../admin/problem";
-import { MAX_UNITS } from "../config/schema";
+import { MAX_UNITS } from "../config/fields";
 import { traitsOf } from "../engine/algorithms";
 import { metricsKeys, minuteOf } from "../observability/metrics";
 import { withDeadline } from "../util/deadline";

@@ -3,8 +3,8 @@
  * user's cost function, each checked to be a whole number of units from 1 to `MAX_UNITS` (else a 400).
  */
 import type { Context } from "hono";
-import type { RuleConfig } from "../config/rules";
-import { MAX_UNITS } from "../config/schema";
+import { MAX_UNITS } from "../config/fields";
+import type { RuleConfig } from "../config/rule-config";
 import { InvalidCostError } from "./errors";
 import type { CostFunction } from "./options";
 

@@ -5,7 +5,7 @@
  * `onError` (or Hono's default) answers with its problem+json. Types are the IANA ones of the RateLimit
  * draft for 429/503 and `about:blank` (title = the status phrase) otherwise.
  */
-import { MAX_UNITS } from "../config/schema";
+import { MAX_UNITS } from "../config/fields";
 import type { DegradedReason } from "../engine/types";
 import { ProblemError } from "../util/problem";
 

@@ -13,7 +13,8 @@ import {
   type MiddlewareSettings,
   parseMiddlewareSettings,
 } from "../config/middleware";
-import { type ActionRule, parseRuleSet } from "../config/rules";
+import type { ActionRule } from "../config/rule-config";
+import { parseRuleSet } from "../config/rules";
 import { DEFAULTS } from "../engine/defaults";
 import type { Decider } from "../engine/types";
 import { createEngine } from "../resilience/engine";

@@ -5,7 +5,7 @@
  */
 import type { Context, MiddlewareHandler } from "hono";
 import type { MiddlewareSettings } from "../config/middleware";
-import type { ActionRule, SettleSource } from "../config/rules";
+import type { ActionRule, SettleSource } from "../config/rule-config";
 import type { Decider, Mode, WaitUntil } from "../engine/types";
 import type { JwtVerifier } from "../identity";
 import type { LiveModes } from "../rules/modes";

@@ -7,7 +7,7 @@
  * 429/503 thrown, or on to the handler with headers added, and what the response decides handed off
  * (./hand-off.ts).
  */
-import { clientChosenSources } from "../config/rules";
+import { clientChosenSources } from "../config/warnings";
 import { traitsOf } from "../engine/algorithms";
 import { RequestFacts } from "../identity";
 import { compileRules } from "../rules/match";

@@ -8,7 +8,7 @@
  */
 import type { Context } from "hono";
 import { limitsFor } from "../config/limits";
-import type { RuleConfig } from "../config/rules";
+import type { RuleConfig } from "../config/rule-config";
 import { traitsOf } from "../engine/algorithms";
 import { hashIdentity, recentHash } from "../engine/keys";
 import type { FailurePolicy, Mode, RuleCall } from "../engine/types";

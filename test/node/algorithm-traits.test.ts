@@ -7,7 +7,9 @@
  */
 import type { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_SLOT_LEASE_MS, parseRules, unreadFields } from "../../src/config/rules";
+import { DEFAULT_SLOT_LEASE_MS } from "../../src/config/rule-config";
+import { parseRules } from "../../src/config/rules";
+import { unreadFields } from "../../src/config/warnings";
 import {
   ALGORITHM_TRAITS,
   ALGORITHMS,

@@ -6,7 +6,7 @@
 import { createAdminApp } from "../../src/admin/app";
 import { adminContextOf } from "../../src/admin/context";
 import { raiseFence } from "../../src/admin/fence";
-import type { RuleConfig } from "../../src/config/rules";
+import type { RuleConfig } from "../../src/config/rule-config";
 import { traitsOf } from "../../src/engine/algorithms";
 import { resetFenceMs, stateKey } from "../../src/engine/keys";
 import type { Engine } from "../../src/resilience/engine";
