@@ -20,8 +20,9 @@ local written = ARGV[1] -- µs, compared as the string GET returns
 local replaced = ARGV[2] -- µs
 local decided_us = tonumber(ARGV[3]) -- µs
 
--- Another write since, or a reset fence: the slot stays taken.
-if redis.call("GET", state) ~= written or redis.call("EXISTS", fence) == 1 then
+-- Another write since, or a reset fence: the slot stays taken. Both in one MGET (one billed command).
+local read = redis.call("MGET", state, fence) -- the TAT, and the fence's "1" (false: none)
+if read[1] ~= written or read[2] then
   return 0
 end
 local time = redis.call("TIME")

@@ -98,9 +98,15 @@ for i = 1, n do
   end
   local period_us = period * 1000 -- µs
   local given = 0 -- units actually given back
+  -- A sliding window's or a bucket's state, whether its fence stands, and a bucket's lease mark (when marked):
+  -- one MGET, billed as one command where GET, EXISTS and GET were three (each is a string, or false).
+  local state, fenced, mark
+  if limit > 0 and units > 0 and (algorithm == SLIDING or algorithm == BUCKET or algorithm == GCRA) then
+    local read = marked and redis.call("MGET", key, fence, leased) or redis.call("MGET", key, fence)
+    state, fenced, mark = read[1], read[2], read[3]
+  end
   if limit <= 0 or units <= 0 then -- nothing was consumed under a blocking override
-  elseif (algorithm == FIXED or algorithm == SLIDING or algorithm == BUCKET or algorithm == GCRA)
-    and redis.call("EXISTS", fence) == 1 then
+  elseif fenced or algorithm == FIXED and redis.call("EXISTS", fence) == 1 then
     -- Reset since: what was taken before belongs to the state the reset threw away. After the fence, the
     -- tests below refuse it (docs/script.md, "Why a reset's fence may be short"). (Sliding-log and
     -- concurrency refunds remove members by name, and a reset already removed those.)
@@ -125,9 +131,8 @@ for i = 1, n do
       given = give_back(key, units)
     end
   elseif algorithm == SLIDING then
-    local raw = redis.pcall("GET", key)
-    if type(raw) == "string" then
-      local head, w, c = string.match(raw, "^((%d+):%d+:)(%d+)$")
+    if state then
+      local head, w, c = string.match(state, "^((%d+):%d+:)(%d+)$")
       w, c = tonumber(w), tonumber(c)
       if w and w == floor(when_us / period_us) and w == floor(now_us / period_us) then
         given = math.min(units, c)
@@ -142,7 +147,7 @@ for i = 1, n do
     -- less what refunds of earlier split decisions gave back since d (its refund ledger), and enters what it
     -- gives in the ledger; nothing without a stamp, or after a lease since d. To a rule with a delay it is a
     -- compare-and-set instead: P again while W is still the TAT (docs/script.md, "Returned units").
-    local tat_us = tonumber(redis.pcall("GET", key))
+    local tat_us = tonumber(state)
     local expected_us = held and stamp_us or written_us -- compared with the TAT when > 0
     if expected_us > 0 and tat_us ~= expected_us or split_refund and stamp_us == 0 then
       tat_us = nil -- no longer the write the units' call made, or nothing known owed
@@ -156,15 +161,20 @@ for i = 1, n do
       elseif held then
         owed_us = math.min(owed_us, tat_us - replaced_us) -- back to P
       elseif split_refund then
-        local leased_us = marked and tonumber(redis.call("GET", leased)) or 0 -- the last lease grant or return
+        local leased_us = tonumber(mark) or 0 -- the last lease grant or return
         if leased_us >= decided_us or not marked then
           owed_us = 0 -- a lease may lie above its units (or the keys telling are missing): nothing known owed
         else
           local since_us = 0 -- µs that refunds of split decisions made at or before d gave back since d
-          for _, entry in ipairs(redis.call("ZRANGEBYSCORE", ledger, decided_arg, "+inf")) do
-            local moved_us, entry_decided_us = string.match(entry, "^(%d+):(%d+):")
-            if tonumber(entry_decided_us) <= decided_us then
-              since_us = since_us + tonumber(moved_us)
+          if replaced_us > decided_us then
+            -- Earlier units still lay above d (P > d): refunds of theirs since d may have moved this span down.
+            -- With P at d (the bucket full then) none can have: nothing to read (docs/script.md, "The refund
+            -- ledger").
+            for _, entry in ipairs(redis.call("ZRANGEBYSCORE", ledger, decided_arg, "+inf")) do
+              local moved_us, entry_decided_us = string.match(entry, "^(%d+):(%d+):")
+              if tonumber(entry_decided_us) <= decided_us then
+                since_us = since_us + tonumber(moved_us)
+              end
             end
           end
           owed_us = math.min(owed_us, stamp_us - now_us - since_us)
@@ -174,7 +184,11 @@ for i = 1, n do
         local back_us = math.max(tat_us - owed_us, now_us)
         given = math.min(units, ceil((tat_us - back_us) / interval_us))
         redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
-        if split_refund and not held then
+        if split_refund and not held and replaced_us <= decided_us and tat_us == stamp_us then
+          -- Nothing lay below this span at d and nothing lies above it now (the TAT is still W): every later
+          -- decision was given all its units back already, so no refund to come can read an entry (docs/script.md,
+          -- "The refund ledger").
+        elseif split_refund and not held then
           local entry = format("%d:%s:%s", tat_us - back_us, decided_arg, request_id)
           redis.call("ZADD", ledger, format("%d", now_us), entry)
           if now_us % 16 == 0 then
