@@ -24,6 +24,7 @@ const FILES_AT_ONCE = 2;
 const ALONE = {
   node: [
     "test/node/simulation.test.ts",
+    "test/node/simulation-regions.test.ts",
     "test/node/path-match.test.ts",
     "test/node/engine-groups.test.ts",
     "test/node/engine-refund-period.test.ts",

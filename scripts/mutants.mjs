@@ -42,6 +42,16 @@ const MUTANTS = [
     from: "export const FALLBACK_SHARE = 0.1;",
     to: "export const FALLBACK_SHARE = 1;",
   },
+  {
+    name: "region-drop-mark",
+    fixedBy: "4cb0786",
+    what: "a grant asked for before an admin change dropped a region's pools is deposited all the same",
+    file: "lua/region-deposit.lua",
+    from: "if asked_ms <= dropped_ms + 1 then",
+    to: "if false then",
+    // The regional simulation's fast profile (test/sim/regions.ts).
+    test: "test/node/simulation-regions.test.ts",
+  },
   // Planted, not historical: each breaks a mechanism the corpus now meets every run (test/sim/corpus.ts).
   {
     name: "count-every-status",
@@ -93,8 +103,8 @@ function mutate(dir, m) {
   writeFileSync(path, text.replace(m.from, m.to));
 }
 
-/** Runs the fast profile in `dir`; resolves to its exit code, its output and its seconds. */
-function fastProfile(dir) {
+/** Runs the fast profile of `test` in `dir`; resolves to its exit code, its output and its seconds. */
+function fastProfile(dir, test = "test/node/simulation.test.ts") {
   const started = Date.now();
   const env = {
     ...process.env,
@@ -105,7 +115,7 @@ function fastProfile(dir) {
   };
   for (const k of ["SIM_MINUTES", "SIM_SEED", "SIM_PATH", "SIM_RUNS"]) delete env[k];
   return new Promise((done) => {
-    const child = spawn("vitest", ["run", "--project", "node-alone", "test/node/simulation.test.ts"], {
+    const child = spawn("vitest", ["run", "--project", "node-alone", test], {
       cwd: dir,
       env,
     });
@@ -127,7 +137,7 @@ for (const m of chosen) {
     mutate(dir, m);
     const origin = m.fixedBy ? `${m.fixedBy} reverted` : "planted";
     console.log(`mutant ${m.name} (${origin}: ${m.what}): running the fast profile…`);
-    const { code, output, seconds } = await fastProfile(dir);
+    const { code, output, seconds } = await fastProfile(dir, m.test);
     // Printed as soon as found (test/sim/profile.ts), before shrinking: the violation and how to replay it.
     const found = /simulation: violation found \((.*?)\); replay: ([^;]*);/.exec(output);
     if (code !== 0 && found) {

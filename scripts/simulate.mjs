@@ -4,6 +4,8 @@
 // its own (vitest's global setup). Prints runs, operations, operations/s and violations; exits non-zero on
 // the first violation, with its shrunk scenario and the seed that replays it.
 // Usage: npm run simulate -- --minutes N [--lanes L] [--mix kind:weight,…] [--seed S --path P]
+//        npm run simulate -- --regions --minutes N [--lanes L] [--seed S --path P]   (regional databases:
+//        test/node/simulation-regions.test.ts, each lane with a primary and three regions of its own)
 //        npm run simulate -- --mutants [name,…] [--no-corpus]   (scripts/mutants.mjs)
 import { spawn } from "node:child_process";
 import { dirname, resolve } from "node:path";
@@ -45,10 +47,14 @@ function run() {
   if (seed !== undefined) env.SIM_SEED = seed;
   if (path !== undefined) env.SIM_PATH = path;
 
-  const child = spawn(
-    resolve(root, "node_modules/.bin/vitest"),
-    ["run", "--project", "node-alone", "test/node/simulation.test.ts"],
-    { cwd: root, env, stdio: "inherit" },
-  );
+  const test = args.includes("--regions")
+    ? "test/node/simulation-regions.test.ts"
+    : "test/node/simulation.test.ts";
+  if (args.includes("--regions") && option("lanes") === undefined) env.SIM_LANES = "3";
+  const child = spawn(resolve(root, "node_modules/.bin/vitest"), ["run", "--project", "node-alone", test], {
+    cwd: root,
+    env,
+    stdio: "inherit",
+  });
   child.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
 }

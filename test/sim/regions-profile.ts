@@ -1,0 +1,117 @@
+/**
+ * The regional simulation's profile: fast-check runs the corpus, then random scenarios
+ * (test/sim/regions-scenarios.ts), through the regional system (test/sim/regions.ts), and fails on the first
+ * violation, shrunk to a minimal scenario, with the seed and path that replay it
+ * (`SIM_SEED=… SIM_PATH=… npx vitest run test/node/simulation-regions.test.ts`).
+ */
+import fc from "fast-check";
+import { type RegionScenario, type RegionsSetup, runRegions } from "./regions";
+import { CORPUS, type RegionSize, regionScenario, WARM_UP } from "./regions-scenarios";
+
+/** Runs per fast-check batch in a timed profile (each batch has its own seed). */
+const BATCH_RUNS = 10;
+
+/** What a profile ran. */
+export interface RegionStats {
+  runs: number;
+  operations: number;
+  admitted: number;
+  fromPools: number;
+  /** Admin changes whose pools' drops did not all land (the epoch after each left unchecked). */
+  unchecked: number;
+  elapsedMs: number;
+}
+
+/** The scenario with its operations in time order, for a readable report. */
+export const printable = (s: RegionScenario): string =>
+  JSON.stringify({ ...s, ops: s.ops.map((o, i) => ({ i, ...o })).sort((a, b) => a.at - b.at) }, null, 1);
+
+/**
+ * Runs `numRuns` random scenarios of `size` (or batches of them until `untilMs`, the clock's, passes), after
+ * the corpus unless `corpus` is false or a replay is asked for; throws fast-check's report of the first
+ * violation (shrunk for at most `shrinkMs`). `seed`/`path` replay one.
+ */
+export async function simulateRegions(
+  setup: RegionsSetup,
+  size: RegionSize,
+  options: {
+    numRuns: number;
+    untilMs?: number;
+    shrinkMs?: number;
+    seed?: number;
+    path?: string;
+    corpus?: boolean;
+    lane?: string;
+  },
+): Promise<RegionStats> {
+  const stats: RegionStats = {
+    runs: 0,
+    operations: 0,
+    admitted: 0,
+    fromPools: 0,
+    unchecked: 0,
+    elapsedMs: 0,
+  };
+  await runRegions(WARM_UP, setup);
+  const startedAt = Date.now();
+  let failedOnce = false;
+  let examples: [RegionScenario][] =
+    options.corpus === false || options.path !== undefined ? [] : CORPUS.map((c) => [c]);
+  let left = options.numRuns;
+  do {
+    const batch = Math.min(left, options.untilMs === undefined ? left : BATCH_RUNS);
+    const seed = options.seed ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;
+    const corpus = examples;
+    let run = 0;
+    const property = fc.asyncProperty(regionScenario(size), async (s) => {
+      const report = await runRegions(s, setup);
+      const index = run++;
+      stats.runs++;
+      stats.operations += report.operations;
+      stats.admitted += report.admitted;
+      stats.fromPools += report.fromPools;
+      stats.unchecked += report.unchecked;
+      if (report.violations.length === 0) return;
+      if (!failedOnce) {
+        failedOnce = true;
+        const first = report.violations[0];
+        // Printed at once: replayable even if the shrinking below is cut short.
+        const replay =
+          index < corpus.length
+            ? `corpus scenario ${CORPUS.indexOf(s)} (test/sim/regions-scenarios.ts)`
+            : `SIM_SEED=${seed} SIM_PATH=${options.path ?? index - corpus.length}`;
+        console.log(
+          `simulation: violation found (${first?.invariant}: ${first?.detail}); replay: ${replay}; ` +
+            `shrinking…\n${printable(s)}`,
+        );
+      }
+      throw new Error(
+        `${report.violations.length} violation(s):\n${report.violations
+          .slice(0, 5)
+          .map((v) => `  ${v.invariant}: ${v.detail} (ops ${v.ops.join(", ")})`)
+          .join("\n")}\nscenario: ${printable(s)}`,
+      );
+    });
+    await fc.assert(property, {
+      numRuns: batch + corpus.length,
+      seed,
+      examples: corpus,
+      ...(options.path !== undefined && { path: options.path }),
+      // A guard against a hang: far beyond what the batch's runs take, plus the shrinking.
+      interruptAfterTimeLimit: (batch + corpus.length) * 30_000 + (options.shrinkMs ?? 60_000),
+      markInterruptAsFailure: true,
+      endOnFailure: false,
+    });
+    examples = [];
+    left -= batch;
+    if (options.untilMs !== undefined) {
+      const seconds = (Date.now() - startedAt) / 1000;
+      console.log(
+        `simulation (regions) lane ${options.lane ?? "0"}: ${stats.runs} runs, ${stats.operations} operations ` +
+          `in ${seconds.toFixed(0)} s (${(stats.operations / seconds).toFixed(0)}/s), 0 violations`,
+      );
+    }
+  } while (left > 0 && Date.now() < (options.untilMs ?? 0) && options.seed === undefined);
+  stats.elapsedMs = Date.now() - startedAt;
+  return stats;
+}

@@ -1,0 +1,424 @@
+/**
+ * The simulated regional system (docs/regions.md): one primary and two or three regional databases, each a real
+ * redis-server behind its own REST server and its own simulated network (test/sim/network.ts), and isolates
+ * pinned to the regions, each the Worker's own stack (`createEngine` with the real `RegionalDecider`). A scenario
+ * of timed operations runs concurrently: requests of random identities and costs (an identity moves between
+ * regions as its requests reach isolates of other regions), bursts that give a region a pace and so pools,
+ * admin resets and overrides through the real admin app (every other isolate hearing of each on its own, later),
+ * faults on any database's way, a regional database killed and restarted, the primary frozen for a spell. What
+ * clients were let through is checked against the reference model (test/sim/model.ts) per (rule, identity):
+ * never more than one database alone would have admitted, across all regions together.
+ */
+import type { Redis as IORedis } from "ioredis";
+import type { RedisHandle } from "../../redis-rest/index.mjs";
+import { createAdminApp } from "../../src/admin/app";
+import { adminContextOf } from "../../src/admin/context";
+import type { RuleConfig } from "../../src/config/rules";
+import type { RuleCall, WaitUntil } from "../../src/engine/types";
+import { RegionalDecider } from "../../src/regions/decider";
+import { createEngine, type Engine, type RegionalStage } from "../../src/resilience/engine";
+import { type Change, epochsOf } from "./epochs";
+import { type Admission, checkHistory, type Limits, type Violation } from "./model";
+import type { Fault, Network } from "./network";
+import { dropsOf, dropsSettled, forgetDrops } from "./regions-drops";
+
+/** One rule: a leasable algorithm's limits; `lease = false` keeps it the primary's alone. */
+export interface RegionRule extends Limits {
+  algorithm: "fixed-window" | "sliding-window" | "sliding-log" | "token-bucket" | "gcra";
+  lease?: boolean | undefined;
+}
+
+/** One call of a request: which rule, which identity, what cost. */
+export interface RegionCall {
+  rule: number;
+  identity: number;
+  cost: number;
+}
+
+/** An override's body (`PUT /overrides/:rule/:identity`). */
+export interface RegionOverride {
+  limit: number;
+  burst?: number | undefined;
+  ttlS?: number | undefined;
+}
+
+/** Where a fault strikes: the primary's way, or region `n`'s. */
+export type Way = "primary" | number;
+
+/** What a scenario does, each at `at` ms after its start. */
+export type RegionOp =
+  | {
+      kind: "request";
+      at: number;
+      isolate: number;
+      calls: RegionCall[];
+      /** Decided as a request of no region (the primary, as without regions). */
+      noRegion?: boolean | undefined;
+      /** Queued on the primary's way just before it: what happens to its lease call (or the next one). */
+      fault?: Fault | undefined;
+    }
+  | { kind: "burst"; at: number; isolate: number; call: RegionCall; n: number }
+  /**
+   * An admin reset (`DELETE /keys/…`) or an override set or removed (`set` absent: DELETE) through isolate
+   * `admin`'s admin app; every other isolate hears of it `lagMs[k]` later (the change log's read).
+   */
+  | { kind: "reset"; at: number; admin: number; rule: number; identity: number; lagMs: number[] }
+  | {
+      kind: "override";
+      at: number;
+      admin: number;
+      rule: number;
+      identity: number;
+      set?: RegionOverride | undefined;
+      lagMs: number[];
+    }
+  /** `fault` for the next `times` commands on `way` (any command: spends, deposits, drops, decisions). */
+  | { kind: "fault"; at: number; way: Way; fault: Fault; times?: number | undefined }
+  /** Region `region`'s redis-server killed (SIGKILL), and a fresh, empty one started `downMs` later. */
+  | { kind: "restart"; at: number; region: number; downMs: number }
+  /** The primary's redis-server frozen (SIGSTOP) for `downMs`: its data kept, nothing answered. */
+  | { kind: "freeze"; at: number; downMs: number };
+
+export interface RegionScenario {
+  rules: RegionRule[];
+  /** Regional databases used (2 or 3). */
+  regions: number;
+  /** Isolates; isolate k is pinned to region k % regions. */
+  isolates: number;
+  /** The longest life of a region's lease, ms (30 s in production: short here, so pools expire in a run). */
+  leaseMs: number;
+  timeoutMs: number;
+  /** Operations' `at` counts from the first edge of a window of this length after the run starts. */
+  edgeMs: number;
+  ops: RegionOp[];
+}
+
+/** A database of the setup: its server (to kill or freeze), its way in, and a direct client (reads only). */
+export interface Database {
+  server: RedisHandle;
+  network: Network;
+  redis: IORedis;
+}
+
+/** Where the regional system runs. */
+export interface RegionsSetup {
+  primary: Database;
+  regions: Database[];
+  token: string;
+}
+
+/** What one run found. */
+export interface RegionReport {
+  violations: Violation[];
+  /** Operations executed: every request (a burst's each), admin change, fault, restart and freeze. */
+  operations: number;
+  admitted: number;
+  /** Requests decided by their region's pools alone. */
+  fromPools: number;
+  /** Admin changes whose drops never all landed (their epoch after is not checked). */
+  unchecked: number;
+}
+
+const ADMIN_TOKEN = "simulation-regions-admin-token-0123456789";
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * An identity's hash in run `run`: 22 characters of base64url, as `hashIdentity` makes them (the admin API takes
+ * `hash:` it); each run's own, so that the drops noted for it (test/sim/regions-drops.ts) are its own.
+ */
+const identityOf = (run: number, identity: number): string => `i${identity}-run${run}`.padEnd(22, "_");
+const ruleName = (rule: number) => `r${rule}`;
+export const regionName = (region: number): string => `g${region}`;
+let runs = 0;
+
+const ruleConfig = (r: RegionRule, i: number): RuleConfig => ({
+  name: ruleName(i),
+  match: {},
+  key: [{ kind: "ip" }],
+  keyText: "ip",
+  algorithm: r.algorithm,
+  limit: r.limit,
+  periodMs: r.periodMs,
+  burst: r.burst,
+  delayMs: 0,
+  cost: { kind: "units", units: 1 },
+  tiers: {},
+  missing: "ip",
+  lease: r.lease !== false,
+});
+
+function ruleCall(s: RegionScenario, run: number, c: RegionCall): RuleCall {
+  const rule = s.rules[c.rule] as RegionRule;
+  return {
+    rule: ruleName(c.rule),
+    algorithm: rule.algorithm,
+    limit: rule.limit,
+    periodMs: rule.periodMs,
+    burst: rule.burst,
+    cost: c.cost,
+    delayMs: 0,
+    mode: "on",
+    failure: "closed",
+    identityHash: identityOf(run, c.identity),
+    override: true,
+    lease: rule.lease !== false,
+  };
+}
+
+/** Background work of every isolate (`waitUntil`: deposits, renewals), awaited until none is left. */
+class Background {
+  private readonly pending = new Set<Promise<unknown>>();
+  readonly waitUntil: WaitUntil = (promise) => {
+    const p = promise.catch(() => undefined);
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+  };
+  async settle(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all([...this.pending]);
+  }
+}
+
+/** An admin change as it was made: the change the model cuts epochs at is known once its drops have landed. */
+interface Made {
+  key: string;
+  from: number;
+  /** When the admin call answered. */
+  answeredAt: number;
+  ok: boolean;
+  limits: Change["limits"];
+  kind: "reset" | "override";
+  ttlMs?: number;
+}
+
+/** Runs `s` against the setup's databases. */
+export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promise<RegionReport> {
+  const run = runs++;
+  const prefix = `simreg-${process.pid}-${run}-${Date.now().toString(36)}`;
+  const regions = setup.regions.slice(0, s.regions).map((db, i) => ({
+    name: regionName(i),
+    url: db.network.endpoint(regionName(i)),
+    token: setup.token,
+  }));
+  const stage: RegionalStage = (inner, primary, context) =>
+    new RegionalDecider(inner, primary, { regions, ...context, leaseMs: s.leaseMs });
+  const engines: Engine[] = Array.from({ length: s.isolates }, () =>
+    createEngine({
+      endpoints: [{ url: setup.primary.network.endpoint("p"), token: setup.token }],
+      prefix,
+      timeoutMs: s.timeoutMs,
+      adminTimeoutMs: 1000,
+      decider: { log: () => undefined, fallbackEntries: 0 },
+      // A region-decided request takes no isolate lease (docs/regions.md); the primary's own leases are the
+      // existing simulator's (test/sim/system.ts).
+      leases: "off",
+      regional: stage,
+    }),
+  );
+  const admins = engines.map((engine) =>
+    createAdminApp(() =>
+      adminContextOf({
+        config: {
+          rules: s.rules.map(ruleConfig),
+          prefix,
+          adminToken: ADMIN_TOKEN,
+          mode: "on",
+          failure: "closed",
+          timeoutMs: s.timeoutMs,
+          clientIpHeader: "cf-connecting-ip",
+        },
+        stores: engine.stores,
+        shardOf: engine.shardOf,
+        decider: engine.decider,
+        adminTimeoutMs: 1000,
+      }),
+    ),
+  );
+  const background = new Background();
+  const executionContext = {
+    waitUntil: background.waitUntil,
+    passThroughOnException: () => undefined,
+    props: {},
+  } as unknown as Parameters<(typeof admins)[number]["fetch"]>[2];
+  const histories = new Map<string, Admission[]>();
+  const made: Made[] = [];
+  const keyOf = (rule: string, identityHash: string) => `${rule} ${identityHash}`;
+  let operations = 0;
+  let admitted = 0;
+  let fromPools = 0;
+  let ids = 0;
+
+  async function request(op: number, k: number, simCalls: RegionCall[], noRegion = false) {
+    operations++;
+    const calls = simCalls.map((c) => ruleCall(s, run, c));
+    const engine = engines[k] as Engine;
+    const sentAt = Date.now();
+    const decision = await engine.decider.decide(calls, `q${run}-${ids++}`, {
+      ...(!noRegion && { region: regionName(k % s.regions) }),
+      waitUntil: background.waitUntil,
+    });
+    const repliedAt = Date.now();
+    if (!decision.allowed) return false;
+    admitted++;
+    if (decision.results.every((r) => r.source === "lease")) fromPools++;
+    for (const r of decision.results) {
+      const key = keyOf(r.call.rule, r.call.identityHash);
+      const record: Admission = { units: r.call.cost, at: { from: sentAt, to: repliedAt }, op };
+      histories.set(key, [...(histories.get(key) ?? []), record]);
+    }
+    return true;
+  }
+
+  /** An admin change through isolate `o.admin`'s admin app; every other isolate forgets after its lag. */
+  async function change(o: Extract<RegionOp, { kind: "reset" | "override" }>) {
+    operations++;
+    const rule = s.rules[o.rule] as RegionRule;
+    const identityHash = identityOf(run, o.identity);
+    const name = ruleName(o.rule);
+    const set = o.kind === "override" ? o.set : undefined;
+    const path = o.kind === "reset" ? "keys" : "overrides";
+    const method = o.kind === "override" && set ? "PUT" : "DELETE";
+    const body = set && {
+      limit: set.limit,
+      ...(set.burst !== undefined && { burst: set.burst }),
+      ...(set.ttlS !== undefined && { ttl: set.ttlS }),
+    };
+    const from = Date.now();
+    const admin = o.admin % s.isolates;
+    const response = await Promise.resolve(
+      (admins[admin] as (typeof admins)[number]).fetch(
+        new Request(`http://sim.test/${path}/${name}/hash:${identityHash}`, {
+          method,
+          headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "Content-Type": "application/json" },
+          ...(body && { body: JSON.stringify(body) }),
+        }),
+        {},
+        executionContext,
+      ),
+    ).catch(() => undefined);
+    const answeredAt = Date.now();
+    const limits: Change["limits"] =
+      o.kind === "reset"
+        ? "same"
+        : set
+          ? {
+              algorithm: rule.algorithm,
+              limit: set.limit,
+              periodMs: rule.periodMs,
+              burst: set.burst ?? set.limit,
+            }
+          : "own";
+    made.push({
+      key: keyOf(name, identityHash),
+      from,
+      answeredAt,
+      ok: response?.ok === true,
+      limits,
+      kind: o.kind,
+      ...(set?.ttlS !== undefined && { ttlMs: set.ttlS * 1000 }),
+    });
+    // The other isolates read the change log on their own, each a while later.
+    await Promise.all(
+      engines.map(async (engine, k) => {
+        if (k === admin) return;
+        // (A scenario draws isolates modulo its count: isolate k's lag is the longest drawn for it.)
+        await sleep(Math.max(0, ...o.lagMs.filter((_, j) => j % s.isolates === k)));
+        engine.decider.forget(name, identityHash);
+      }),
+    );
+  }
+
+  const now = Date.now();
+  const firstEdge = now - (now % s.edgeMs) + s.edgeMs;
+  const wayOf = (way: Way): Network =>
+    (way === "primary" ? setup.primary : (setup.regions[way % s.regions] as Database)).network;
+  let frozen = false;
+  try {
+    const running = s.ops.map(async (o, op) => {
+      await sleep(Math.max(0, firstEdge + o.at - Date.now()));
+      switch (o.kind) {
+        case "request":
+          if (o.fault) setup.primary.network.inject({ ...o.fault, on: "lease" });
+          await request(op, o.isolate % s.isolates, o.calls, o.noRegion);
+          return;
+        case "burst":
+          for (let i = 0; i < o.n; i++) await request(op, o.isolate % s.isolates, [o.call]);
+          return;
+        case "reset":
+        case "override":
+          return change(o);
+        case "fault":
+          operations++;
+          for (let i = 0; i < (o.times ?? 1); i++) wayOf(o.way).inject(o.fault);
+          return;
+        case "restart": {
+          operations++;
+          const db = setup.regions[o.region % s.regions] as Database;
+          await db.server.kill();
+          await sleep(o.downMs);
+          await db.server.restart();
+          return;
+        }
+        case "freeze":
+          operations++;
+          if (frozen) return; // one spell at a time: the first one's end thaws it
+          frozen = true;
+          setup.primary.server.stop();
+          await sleep(o.downMs);
+          setup.primary.server.cont();
+          frozen = false;
+          return;
+      }
+    });
+    await Promise.all(running);
+  } finally {
+    if (frozen) setup.primary.server.cont();
+    for (const db of [setup.primary, ...setup.regions]) db.network.clear();
+  }
+  await background.settle();
+  const identities = [...new Set(s.ops.flatMap(identitiesOf))].map((i) => identityOf(run, i));
+  await dropsSettled(identities);
+
+  // The epochs: an admin change lies between its call's start and the landing, in every region, of the first
+  // drop of the identity's pools that followed it (docs/regions.md: what a region may still spend until then is
+  // the window the docs state). A change that failed may or may not have been made: its limits are unknown.
+  const changes = new Map<string, Change[]>();
+  let unchecked = 0;
+  for (const m of made) {
+    const [rule = "", identityHash = ""] = m.key.split(" ");
+    const landed = dropsOf(
+      regions.map((r) => r.name),
+      rule,
+      identityHash,
+      m.from,
+    );
+    if (landed === undefined) unchecked++;
+    const to = Math.max(m.answeredAt, landed ?? Number.POSITIVE_INFINITY) + 1;
+    const c: Change = { from: m.from, to, limits: m.ok ? m.limits : "unknown", kind: m.kind };
+    const list = [...(changes.get(m.key) ?? []), c];
+    if (m.ttlMs !== undefined && m.ok) {
+      list.push({ from: m.from + m.ttlMs, to: to + m.ttlMs, limits: "own", kind: "ttl", ends: c });
+    }
+    changes.set(m.key, list);
+  }
+  const violations: Violation[] = [];
+  for (const [key, history] of histories) {
+    const rule = s.rules[Number(key.split(" ")[0]?.slice(1))] as RegionRule;
+    for (const epoch of epochsOf(rule, changes.get(key) ?? [], history)) {
+      if (epoch.limits === "unknown") continue;
+      for (const v of checkHistory(epoch.limits, epoch.history)) {
+        violations.push({ ...v, detail: `${key}: ${v.detail}` });
+      }
+    }
+  }
+  forgetDrops(identities);
+  return { violations, operations, admitted, fromPools, unchecked };
+}
+
+/** The identities an operation names. */
+const identitiesOf = (o: RegionOp): number[] =>
+  o.kind === "request"
+    ? o.calls.map((c) => c.identity)
+    : o.kind === "burst"
+      ? [o.call.identity]
+      : o.kind === "reset" || o.kind === "override"
+        ? [o.identity]
+        : [];
