@@ -15,6 +15,7 @@ import { createAdminApp } from "../../src/admin/app";
 import { adminContextOf } from "../../src/admin/context";
 import type { RuleConfig } from "../../src/config/rules";
 import type { RuleCall, WaitUntil } from "../../src/engine/types";
+import { verdictOf } from "../../src/middleware/verdict";
 import { RegionalDecider } from "../../src/regions/decider";
 import { createEngine, type Engine, type RegionalStage } from "../../src/resilience/engine";
 import { type Change, epochsOf } from "./epochs";
@@ -120,6 +121,10 @@ export interface RegionReport {
 }
 
 const ADMIN_TOKEN = "simulation-regions-admin-token-0123456789";
+/** `SIM_TRACE=1`: every decision and admin change of a run, as it happens (for reading a replayed failure). */
+const trace = (line: string) => {
+  if (process.env.SIM_TRACE) console.log(`trace ${line}`);
+};
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /**
  * An identity's hash in run `run`: 22 characters of base64url, as `hashIdentity` makes them (the admin API takes
@@ -255,11 +260,24 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
       ...(!noRegion && { region: regionName(k % s.regions) }),
       waitUntil: background.waitUntil,
     });
-    const repliedAt = Date.now();
-    if (!decision.allowed) return false;
+    const repliedAt = Date.now() + 1; // Date.now() is whole ms: the true instant may lie up to 1 ms past it
+    trace(
+      `op ${op} isolate ${k} ${noRegion ? "no region" : regionName(k % s.regions)} ` +
+        `${sentAt - firstEdge}..${repliedAt - firstEdge} ms: ${verdictOf(decision).allowed ? "allowed" : "denied"} ` +
+        decision.results
+          .map(
+            (r) =>
+              `${r.call.rule}/${r.call.identityHash.slice(0, 3)} ${r.call.cost} ${r.source}${r.lease ? ` lease ${r.lease.units}/${r.lease.lifeMs}ms` : ""} left ${r.remaining}`,
+          )
+          .join(", "),
+    );
+    // Judged as the limiter judges it: a rule failing closed that Redis could not decide answers 503.
+    const allowed = verdictOf(decision).allowed;
+    if (!allowed) return false;
     admitted++;
     if (decision.results.every((r) => r.source === "lease")) fromPools++;
     for (const r of decision.results) {
+      if (r.source !== "redis" && r.source !== "lease") continue;
       const key = keyOf(r.call.rule, r.call.identityHash);
       const record: Admission = { units: r.call.cost, at: { from: sentAt, to: repliedAt }, op };
       histories.set(key, [...(histories.get(key) ?? []), record]);
@@ -295,6 +313,9 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
       ),
     ).catch(() => undefined);
     const answeredAt = Date.now();
+    trace(
+      `op ${o.kind} ${name}/i${o.identity} by isolate ${admin}: ${from - firstEdge}..${answeredAt - firstEdge} ms ${response?.status}`,
+    );
     const limits: Change["limits"] =
       o.kind === "reset"
         ? "same"
@@ -352,9 +373,11 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
         case "restart": {
           operations++;
           const db = setup.regions[o.region % s.regions] as Database;
+          trace(`region ${o.region % s.regions} killed at ${Date.now() - firstEdge} ms`);
           await db.server.kill();
           await sleep(o.downMs);
           await db.server.restart();
+          trace(`region ${o.region % s.regions} back at ${Date.now() - firstEdge} ms`);
           return;
         }
         case "freeze":
@@ -362,8 +385,10 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
           if (frozen) return; // one spell at a time: the first one's end thaws it
           frozen = true;
           setup.primary.server.stop();
+          trace(`primary frozen at ${Date.now() - firstEdge} ms`);
           await sleep(o.downMs);
           setup.primary.server.cont();
+          trace(`primary thawed at ${Date.now() - firstEdge} ms`);
           frozen = false;
           return;
       }
