@@ -13,7 +13,7 @@ import type { Redis as IORedis } from "ioredis";
 import type { RedisHandle } from "../../redis-rest/index.mjs";
 import { createAdminApp } from "../../src/admin/app";
 import { adminContextOf } from "../../src/admin/context";
-import type { RuleConfig } from "../../src/config/rules";
+import type { RuleConfig } from "../../src/config/rule-config";
 import type { RuleCall, WaitUntil } from "../../src/engine/types";
 import { verdictOf } from "../../src/middleware/verdict";
 import { RegionalDecider } from "../../src/regions/decider";
