@@ -166,10 +166,10 @@ for i = 1, n do
           owed_us = 0 -- a lease may lie above its units (or the keys telling are missing): nothing known owed
         else
           local since_us = 0 -- µs that refunds of split decisions made at or before d gave back since d
-          if replaced_us > decided_us then
-            -- Earlier units still lay above d (P > d): refunds of theirs since d may have moved this span down.
-            -- With P at d (the bucket full then) none can have: nothing to read (docs/script.md, "The refund
-            -- ledger").
+          if replaced_us ~= decided_us then
+            -- Earlier units still lay above d (P > d: the decision took P as at least d): refunds of theirs
+            -- since d may have moved this span down. With P = d (the bucket full then) none can have: nothing
+            -- to read (docs/script.md, "The refund ledger").
             for _, entry in ipairs(redis.call("ZRANGEBYSCORE", ledger, decided_arg, "+inf")) do
               local moved_us, entry_decided_us = string.match(entry, "^(%d+):(%d+):")
               if tonumber(entry_decided_us) <= decided_us then
@@ -184,7 +184,7 @@ for i = 1, n do
         local back_us = math.max(tat_us - owed_us, now_us)
         given = math.min(units, ceil((tat_us - back_us) / interval_us))
         redis.call("SET", key, format("%d", back_us), "PXAT", format("%d", ceil(back_us / 1000) + 1))
-        if split_refund and not held and replaced_us <= decided_us and tat_us == stamp_us then
+        if split_refund and not held and replaced_us == decided_us and tat_us == stamp_us then
           -- Nothing lay below this span at d and nothing lies above it now (the TAT is still W): every later
           -- decision was given all its units back already, so no refund to come can read an entry (docs/script.md,
           -- "The refund ledger").
