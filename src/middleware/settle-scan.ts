@@ -3,8 +3,8 @@
  * every chunk once, keeps what it needs in bounded memory, and answers when the body has ended.
  * - `sse`: the last server-sent event whose JSON data has a number at the path (OpenAI's `usage` chunk,
  *   Anthropic's `message_delta`), events split as the SSE spec says (`\n`, `\r\n` or `\r` line ends, `data:`
- *   fields, a blank line ends one). The bytes are searched for the path's last key (natively, for its rarest
- *   byte; no decoding); only an event that holds it is decoded and parsed.
+ *   fields, a blank line ends one). The bytes are searched for the path's last key (sampled pairs of bytes; no
+ *   decoding); only an event that holds it is decoded and parsed.
  * - `json`: a number at the path of the JSON body, read from at most `MAX_JSON_BYTES` of it.
  */
 import type { SettleSource } from "../config";
@@ -126,37 +126,60 @@ function eventStop(bytes: Uint8Array, at: number, limit: number): number {
 const afterEol = (bytes: Uint8Array, i: number): number =>
   bytes[i] === CR && bytes[i + 1] === LF ? i + 2 : i + 1;
 
-/** A needle: its bytes, and how far a search may shift past a window whose last byte is `b` (Horspool). */
+/**
+ * A needle: its bytes, and where each pair of adjacent bytes of its first `PROBE_BYTES` (the probe) begins in it,
+ * as a bit per offset under the pair's index (`bytes[k] << 8 | bytes[k + 1]`).
+ */
 interface Needle {
   bytes: Uint8Array;
-  shift: Uint8Array;
+  probe: number;
+  pairs: Uint16Array;
 }
 
+/** How much of a needle the search samples: offsets 0–14 fit a pair's 16 bits (most JSON keys are shorter). */
+const PROBE_BYTES = 16;
+
+/** Needles by their text: a rule's path is one of few, and its table of pairs is 128 KiB. */
+const needles = new Map<string, Needle>();
+
 function needleOf(text: string): Needle {
-  const bytes = new TextEncoder().encode(text);
-  const m = bytes.length; // a JSON key of at most 255 bytes (the config's paths are short)
-  const shift = new Uint8Array(256).fill(Math.min(m, 255));
-  for (let k = 0; k < m - 1; k++) shift[bytes[k] as number] = Math.min(m - 1 - k, 255);
-  return { bytes, shift };
+  const known = needles.get(text);
+  if (known) return known;
+  const bytes = new TextEncoder().encode(text); // a JSON key with its quotes: 2 bytes at least
+  const probe = Math.min(bytes.length, PROBE_BYTES);
+  const pairs = new Uint16Array(1 << 16);
+  for (let k = 0; k + 1 < probe; k++) {
+    const pair = ((bytes[k] as number) << 8) | (bytes[k + 1] as number);
+    pairs[pair] = (pairs[pair] as number) | (1 << k);
+  }
+  const needle = { bytes, probe, pairs };
+  needles.set(text, needle);
+  return needle;
 }
 
 /**
- * The first index of `needle` in `hay[from, limit)`, or -1 (Boyer-Moore-Horspool: a window's last byte says how
- * far the needle can move on, about its length for text that rarely holds its bytes, so a chunk without the key
- * is crossed in a fraction of a pass, and never copied or decoded).
+ * The first index of `needle` in `hay[from, limit)`, or -1. An occurrence spans `probe - 1` pairs of adjacent
+ * bytes, so sampling one pair every `probe - 1` bytes meets one of them: a sampled pair the probe does not hold
+ * (almost all of them) rules out every start it could belong to at once, and only a pair it holds is compared
+ * at the start(s) it implies. The samples' loads do not depend on each other (a Horspool search's shift does on
+ * the byte it read), so a chunk without the key is crossed in a fraction of a pass, never copied or decoded.
  */
 function indexOfBytes(hay: Uint8Array, needle: Needle, from: number, limit: number): number {
-  const { bytes, shift } = needle;
-  const last = bytes.length - 1;
-  const lastByte = bytes[last] as number;
-  for (let i = from; i + last < limit; ) {
-    const b = hay[i + last] as number;
-    if (b === lastByte) {
-      let k = 0;
-      while (k < last && hay[i + k] === bytes[k]) k++;
-      if (k === last) return i;
+  const { bytes, probe, pairs } = needle;
+  const m = bytes.length;
+  const stride = probe - 1;
+  for (let j = from + probe - 2; j + 1 < limit; j += stride) {
+    const offsets = pairs[((hay[j] as number) << 8) | (hay[j + 1] as number)] as number;
+    if (offsets === 0) continue;
+    // The starts this pair implies, earliest first (a later sample's starts all lie after this one's).
+    for (let k = probe - 2; k >= 0; k--) {
+      if ((offsets & (1 << k)) === 0) continue;
+      const at = j - k;
+      if (at < from || at + m > limit) continue;
+      let p = 0;
+      while (p < m && hay[at + p] === bytes[p]) p++;
+      if (p === m) return at;
     }
-    i += shift[b] as number;
   }
   return -1;
 }

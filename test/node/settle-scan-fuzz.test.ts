@@ -84,7 +84,17 @@ const cutsOf = (n: number) =>
     .uniqueArray(fc.integer({ min: 1, max: Math.max(1, n - 1) }), { maxLength: Math.min(n, 40) })
     .map((c) => c.filter((k) => k < n).sort((a, b) => a - b));
 
-const KEYS = ["usage", "total_tokens", "output_tokens", "0", "n", "data"];
+// Keys shorter and longer than the 16 bytes the search samples (quotes included), two sharing those 16.
+const KEYS = [
+  "usage",
+  "total_tokens",
+  "output_tokens",
+  "0",
+  "n",
+  "data",
+  "cache_read_input_tokens",
+  "cache_read_input_tokens_total",
+];
 const pathArb = fc.array(fc.constantFrom(...KEYS), { minLength: 1, maxLength: 3 });
 
 /** A value at the path: costs, fractions, out of range, not numbers at all. */

@@ -50,6 +50,27 @@ describe("sse: the last server-sent event carrying the path", () => {
     expect(scan(sse("message.usage.input_tokens"), stream, 5)).toEqual({ units: 25 });
   });
 
+  it("finds a key longer than the search samples, and not a longer one that begins the same", () => {
+    // The search samples the key's first 16 bytes (quote included); "cache_read_input_tokens" is 25. Events that
+    // hold keys sharing those 16 bytes but not the rest must not be read as carrying the path.
+    const event = (usage: unknown) => `data: ${JSON.stringify({ type: "message_delta", usage })}\n\n`;
+    const stream = [
+      event({ cache_read_input_tokens: 7 }),
+      event({ cache_read_input_tokens_total: 999 }),
+      event({ cache_read_input: 998, cache_read_input_tokenz: 997 }),
+      event({ output_tokens: 3 }),
+    ].join("");
+    for (let size = 1; size <= stream.length; size += size < 64 ? 1 : 97)
+      expect(scan(sse("usage.cache_read_input_tokens"), stream, size), `${size}-byte chunks`).toEqual({
+        units: 7,
+      });
+    expect(
+      scan(sse("usage.cache_read_input_tokens"), `${stream}${event({ cache_read_input_tokens: 8 })}`),
+    ).toEqual({
+      units: 8,
+    });
+  });
+
   it("splits lines on \\r\\n and \\r as well, even with the pair cut between chunks, and joins multi-line data", () => {
     const crlf = OPENAI.replaceAll("\n", "\r\n");
     for (const size of [1, 2, 5, 33])
