@@ -89,6 +89,12 @@ export function handOff(
   if (settling) {
     // A refund's ledger entry is named by the request (lua/refund.lua): a real id, not the shared "-".
     const settleId = requestId === NO_REQUEST_ID ? request.id() : requestId;
+    // A body passed through a scanner gives the slots back itself once written (it may be workerd's native pipe,
+    // which the release's own pipe cannot take as its source).
+    const written =
+      releaseSlots && c.error === undefined
+        ? () => waitUntil(releaseSlots().catch(() => undefined))
+        : undefined;
     const context = {
       decider,
       requestId: settleId,
@@ -96,8 +102,14 @@ export function handOff(
       waitUntil,
       log: (line: string) => console.warn(line),
       report: told,
+      written,
     };
-    response = settleFrom(response, settling, context, c.error !== undefined);
+    const settled = settleFrom(response, settling, context, c.error !== undefined);
+    response = settled.response;
+    if (settled.passed && written) {
+      replaceResponse(c, response);
+      return;
+    }
   }
   if (releaseSlots) {
     // A slot is held while the response body is written. A handler that threw (the proxy's 502/504)

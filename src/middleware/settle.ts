@@ -28,10 +28,32 @@ export interface SettleContext {
   log: (line: string) => void;
   /** Told what each rule was settled to, once Redis has answered (or what stood, and why). */
   report?: SettleReport;
+  /**
+   * Called once when a body that passes through a scanner has been written to its end, failed, or been left by
+   * the client (the hand-off gives concurrency slots back then: src/middleware/release.ts's pipe cannot take
+   * workerd's native pipe as its source).
+   */
+  written?: () => void;
+}
+
+/** What `settleFrom` answers with; `passed`: its body passes through a scanner, and `written` will be called. */
+export interface Settling {
+  response: Response;
+  passed: boolean;
 }
 
 /** Most bytes one read takes from the origin's body: fewer, larger reads than its own chunking. */
 const READ_BYTES = 64 * 1024;
+
+/** A byte pipe: workerd's IdentityTransformStream. */
+type BytePipe = { readable: ReadableStream<Uint8Array>; writable: WritableStream<Uint8Array> };
+
+/**
+ * On workerd, its native byte pipe: the client's response is pumped from it natively, and a chunk written into
+ * it from JavaScript costs less than one pulled from a JavaScript `ReadableStream` (docs/settle.md, "What it
+ * costs"). Elsewhere (the npm middleware on Node or Bun) absent: a JavaScript stream passes the body on.
+ */
+const NativePipe = (globalThis as { IdentityTransformStream?: new () => BytePipe }).IdentityTransformStream;
 
 /** The largest cost a response may state (a rule's largest `cost`). */
 const MAX_UNITS = 1_000_000_000;
@@ -66,7 +88,7 @@ export function settleFrom(
   pending: readonly Pending[],
   ctx: SettleContext,
   failed: boolean,
-): Response {
+): Settling {
   const found = new Map<string, ScanResult>();
   const scanners = new Map<string, Scanner>();
   for (const { source } of pending) {
@@ -82,39 +104,103 @@ export function settleFrom(
   const settle = () => settleNow(pending, found, ctx, response.status);
   if (scanners.size === 0 || response.body === null) {
     ctx.waitUntil(settle());
-    return response;
+    return { response, passed: false };
   }
   let ended: () => void = () => undefined;
   const end = new Promise<void>((resolve) => {
     ended = resolve;
   });
   ctx.waitUntil(end.then(settle));
-  const body = scanned(response.body, [...scanners.values()], (complete) => {
-    for (const [text, scanner] of scanners) {
-      found.set(text, complete ? scanner.end() : { missing: "the body did not finish" });
-    }
-    ended();
-  });
-  return new Response(body, response);
+  const body = scanned(
+    response.body,
+    [...scanners.values()],
+    (complete) => {
+      for (const [text, scanner] of scanners) {
+        found.set(text, complete ? scanner.end() : { missing: "the body did not finish" });
+      }
+      ended();
+      ctx.written?.();
+    },
+    ctx.waitUntil,
+  );
+  return { response: new Response(body, response), passed: true };
 }
 
 /**
- * `body` passed through chunk by chunk as the client reads it (no read ahead: `highWaterMark` 0), each chunk
- * shown to every scanner first; `done` is called once: `true` at its end, `false` if it failed or the client
- * went away.
+ * `body` passed through chunk by chunk, each chunk shown to every scanner first; `done` is called once: `true`
+ * at its end, `false` if it failed or the client went away.
  */
 function scanned(
   body: ReadableStream<Uint8Array>,
   scanners: readonly Scanner[],
   done: (complete: boolean) => void,
+  waitUntil: WaitUntil,
 ): ReadableStream<Uint8Array> {
-  const reader = readerOf(body);
   let finished = false;
   const finish = (complete: boolean) => {
     if (finished) return;
     finished = true;
     done(complete);
   };
+  const byob = NativePipe ? byobReaderOf(body) : undefined;
+  if (NativePipe && byob) return pumped(byob, new NativePipe(), scanners, finish, waitUntil);
+  return pulled(readerOf(body), scanners, finish);
+}
+
+/**
+ * On workerd: the body read into two buffers in turn and written into a native pipe the client's response is
+ * pumped from, one chunk read while the one before is being written (no other read ahead, nothing held back;
+ * memory: the two buffers). A write completes once the client's side has taken the chunk, so a buffer is read
+ * into again only after that.
+ */
+function pumped(
+  reader: ReadableStreamBYOBReader,
+  pipe: BytePipe,
+  scanners: readonly Scanner[],
+  finish: (complete: boolean) => void,
+  waitUntil: WaitUntil,
+): ReadableStream<Uint8Array> {
+  const writer = pipe.writable.getWriter();
+  const pump = async () => {
+    // Two buffers in turn: the next chunk is read into one while the chunk in the other is being written.
+    let next = new Uint8Array(READ_BYTES);
+    let other = new Uint8Array(READ_BYTES);
+    let writing: Promise<void> | undefined;
+    try {
+      for (;;) {
+        const { done, value } = await reader.read(next);
+        if (done || value === undefined) break;
+        for (const scanner of scanners) scanner.chunk(value);
+        if (writing) await writing; // the chunk before, in `other`, taken by the client: that buffer is free
+        writing = writer.write(value);
+        // Awaited above or below; meanwhile a client gone away must not leave a rejection unhandled.
+        writing.catch(() => undefined);
+        next = other;
+        other = new Uint8Array(value.buffer as ArrayBuffer, 0, READ_BYTES);
+      }
+      if (writing) await writing;
+      await writer.close();
+      finish(true);
+    } catch (error) {
+      // The origin's body failed (the client's response fails too), or the client went away (the origin's body
+      // is cancelled).
+      finish(false);
+      await Promise.allSettled([reader.cancel(error), writer.abort(error)]);
+    }
+  };
+  waitUntil(pump());
+  return pipe.readable;
+}
+
+/**
+ * Elsewhere: a JavaScript stream that reads a chunk when the client's side asks for one (no read ahead:
+ * `highWaterMark` 0), shown to every scanner first.
+ */
+function pulled(
+  reader: ReturnType<typeof readerOf>,
+  scanners: readonly Scanner[],
+  finish: (complete: boolean) => void,
+): ReadableStream<Uint8Array> {
   return new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
@@ -145,24 +231,32 @@ function scanned(
   );
 }
 
+/** A BYOB reader of `body`, or `undefined` when it is not a byte stream (a handler's JS `ReadableStream`). */
+function byobReaderOf(body: ReadableStream<Uint8Array>): ReadableStreamBYOBReader | undefined {
+  try {
+    return body.getReader({ mode: "byob" });
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * A reader of `body` in reads of up to `READ_BYTES` (BYOB: one JS hop per read, where the origin's own chunking
- * may be a few KiB), or of its own chunks when it is not a byte stream (a handler's JS `ReadableStream`).
+ * may be a few KiB), or of its own chunks when it is not a byte stream.
  */
 function readerOf(body: ReadableStream<Uint8Array>): {
   read(): Promise<{ done: boolean; value?: Uint8Array | undefined }>;
   cancel(reason: unknown): Promise<void>;
 } {
-  try {
-    const byob = body.getReader({ mode: "byob" });
+  const byob = byobReaderOf(body);
+  if (byob) {
     return {
       read: () => byob.read(new Uint8Array(READ_BYTES)),
       cancel: (reason) => byob.cancel(reason),
     };
-  } catch {
-    const reader = body.getReader();
-    return { read: () => reader.read(), cancel: (reason) => reader.cancel(reason) };
   }
+  const reader = body.getReader();
+  return { read: () => reader.read(), cancel: (reason) => reader.cancel(reason) };
 }
 
 /** The settlements `found` calls for, sent in one call; what could not be settled, logged in one line. */

@@ -133,5 +133,5 @@ export async function respond(
     waitUntil,
     log: () => undefined,
   };
-  await settleFrom(response, settling, context, false).text();
+  await settleFrom(response, settling, context, false).response.text();
 }
