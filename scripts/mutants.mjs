@@ -67,6 +67,13 @@ const MUTANTS = [
     from: 'redis.call("SET", block_key, "1", "PX", block_ms)',
     to: "-- (the block's key is not written)",
   },
+  {
+    name: "shed-one-more",
+    what: "a shed rule lets each priority class one request past its share of a sub-key",
+    file: "src/middleware/shed.ts",
+    from: "Math.floor(subCapacity * share + 1e-9);",
+    to: "Math.floor(subCapacity * share + 1e-9) + 1;",
+  },
 ];
 
 const args = process.argv.slice(2);

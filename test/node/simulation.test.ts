@@ -46,17 +46,18 @@ it(
         `${stats.fromLeases} from leases, ${stats.shortSpends} short spends, ${stats.delayed} delayed, ` +
         `${stats.givenBack} given back, ${stats.fellBack} let through by a fallback limiter, ` +
         `${stats.monitored} units counted by monitor rules, ${stats.uncounted} responses not counted by status, ` +
-        `${stats.settled} settled, ${stats.blocked} denials by a penalty box; ` +
+        `${stats.settled} settled, ${stats.blocked} denials by a penalty box, ${stats.shed} shed; ` +
         `calls to Redis: ${JSON.stringify(stats.calls)}) in ` +
         `${(stats.elapsedMs / 1000).toFixed(1)} s: ` +
         `${perSecond.toFixed(0)} operations/s, 0 violations`,
     );
     expect(stats.runs).toBeGreaterThan(0);
     if (process.env.SIM_CORPUS !== "0" && seed === undefined) {
-      // The corpus (test/sim/corpus.ts) meets counting by status, settlement and the penalty box every run.
+      // The corpus (test/sim/corpus.ts) meets counting by status, settlement, the penalty box and shedding.
       expect(stats.uncounted).toBeGreaterThan(0);
       expect(stats.settled).toBeGreaterThan(0);
       expect(stats.blocked).toBeGreaterThan(0);
+      expect(stats.shed).toBeGreaterThan(0);
     }
   },
   // Room for the runs and for shrinking a failure (both bounded above), then for the report.

@@ -15,6 +15,7 @@ import type { Isolates } from "./isolates";
 import type { Limits } from "./model";
 import { keyOf, type RunRecord } from "./record";
 import { identityOf, ruleName, type Scenario, type SimOverride, type SimRule } from "./scenario";
+import { shedConfigOf } from "./shed";
 
 const ADMIN_TOKEN = "simulation-admin-token-0123456789abcdef";
 
@@ -33,6 +34,7 @@ const ruleConfig = (r: SimRule, i: number): RuleConfig => ({
   tiers: {},
   missing: "ip",
   lease: true,
+  ...(r.algorithm === "shed" && { shed: shedConfigOf(r) }),
 });
 
 /** The admin operations of one run, through isolate 0's engine. */

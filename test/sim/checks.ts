@@ -1,8 +1,8 @@
 /**
  * The model's verdict on one run's record (docs/exactness.md, "The model"): per (rule, identity) and epoch,
  * what Redis and leases admitted against each algorithm's bound and the ledger of what responses charged
- * (test/sim/model.ts, test/sim/after-response.ts), the penalty box's blocks, and the fail-open bound
- * (test/sim/fail-open.ts).
+ * (test/sim/model.ts, test/sim/after-response.ts), the penalty box's blocks, the fail-open bound
+ * (test/sim/fail-open.ts), and what shed rules promise (test/sim/shed.ts).
  */
 import { checkBlocks, checkLedger, checkResponses } from "./after-response";
 import { epochsOf } from "./epochs";
@@ -10,6 +10,7 @@ import { checkFallbacks } from "./fail-open";
 import { type Admission, checkHistory, floorOf, type Violation } from "./model";
 import { partsOf, type RunRecord } from "./record";
 import { ruleIndex, type Scenario, type SimRule } from "./scenario";
+import { checkShed } from "./shed";
 
 /** Every violation of the model in `record`, each named by its (rule, identity). */
 export function checkRecord(scenario: Scenario, record: RunRecord): Violation[] {
@@ -45,5 +46,6 @@ export function checkRecord(scenario: Scenario, record: RunRecord): Violation[] 
     }
   }
   violations.push(...checkFallbacks(scenario, histories, fallbacks, changes));
+  violations.push(...checkShed(scenario, record, record.faulty(scenario)));
   return violations;
 }

@@ -3,7 +3,7 @@
  * random ones. Each reproduces a historical over-admission through the same operations a random scenario
  * uses, timed around a window edge or a refill; docs/exactness.md tells what each caught.
  */
-import type { Scenario } from "./scenario";
+import type { Op, Scenario, SimCall } from "./scenario";
 
 /** One unit of rule 0 for identity 0: the call of the scenarios below that need no other. */
 const call = { rule: 0, identity: 0, cost: 1 };
@@ -197,6 +197,49 @@ export const PENALTY_BOX: Scenario = {
   ],
 };
 
+/**
+ * Priority load shedding (docs/algorithms.md, "Priority load shedding"): a budget of 6 in flight on one
+ * sub-key, classes PUT (share 1) and POST (0.5, the lowest: an unlisted method gets it). Three low requests
+ * take slots held 600 ms and the next two are shed (3 of ⌊6 × 0.5⌋ in flight), as are two of no class; high
+ * ones still get the other 3 and the next two are shed (6 in flight); once the slots are released, low ones
+ * pass again. A shed rule that let a low class past its share, or shed a high one below the full budget, fails it.
+ */
+const low = { rule: 0, identity: 0, cost: 1, priority: 1 };
+const high = { ...low, priority: 0 };
+const shedRequest = (at: number, isolate: number, c: SimCall, holdMs: number): Op => ({
+  kind: "request",
+  at,
+  isolate,
+  calls: [c],
+  holdMs,
+});
+export const SHED_PRIORITIES: Scenario = {
+  rules: [
+    {
+      algorithm: "shed",
+      limit: 6,
+      periodMs: 1000,
+      burst: 6,
+      delayMs: 0,
+      shed: { shares: [1, 0.5], shards: 1 },
+    },
+  ],
+  isolates: 2,
+  endpoints: 1,
+  cluster: false,
+  leaseMs: 200,
+  timeoutMs: 1000,
+  edgeMs: 1000,
+  // Requests 40 ms apart rather than bursts: each is then certainly decided after the one before it (a burst's
+  // next request may go out in the millisecond its last reply came, which the model cannot order).
+  ops: [
+    ...[0, 40, 80, 120, 160].map((at) => shedRequest(at, 0, low, 600)),
+    ...[200, 240].map((at) => shedRequest(at, 1, { ...low, priority: undefined }, 500)),
+    ...[280, 320, 360, 400, 440].map((at) => shedRequest(at, 1, high, 300)),
+    { kind: "burst", at: 1000, isolate: 0, call: low, n: 4 },
+  ],
+};
+
 /** The corpus, each scenario run `CORPUS_REPEATS` times (their bugs show at a timing each run hits most often). */
 export const CORPUS: readonly Scenario[] = [
   LEASE_AT_AN_EDGE,
@@ -205,6 +248,7 @@ export const CORPUS: readonly Scenario[] = [
   COUNT_BY_STATUS,
   SETTLED_DELAY,
   PENALTY_BOX,
+  SHED_PRIORITIES,
 ];
 export const CORPUS_REPEATS = 2;
 /** Runs of a scenario, where not `CORPUS_REPEATS`. */
@@ -213,6 +257,7 @@ export const REPEATS: ReadonlyMap<Scenario, number> = new Map([
   [COUNT_BY_STATUS, 1],
   [SETTLED_DELAY, 1],
   [PENALTY_BOX, 1],
+  [SHED_PRIORITIES, 1],
 ]);
 
 /**

@@ -40,15 +40,11 @@ export async function checkState(
   scenario: Scenario,
   redis: IORedis,
   prefix: string,
-  { histories, changes, degraded }: RunRecord,
+  record: RunRecord,
 ): Promise<Violation[]> {
   const out: Violation[] = [];
-  const faulty =
-    degraded > 0 ||
-    scenario.ops.some(
-      (o) =>
-        o.kind === "fault" || (o.kind === "request" && o.fault) || (o.kind === "burst" && o.after?.fault),
-    );
+  const { histories, changes } = record;
+  const faulty = record.faulty(scenario);
   for (const [key, history] of histories) {
     const { rule, identityHash } = partsOf(key);
     const limits = scenario.rules[ruleIndex(rule)] as SimRule;

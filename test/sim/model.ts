@@ -18,7 +18,14 @@ export interface Instant {
 
 /** One (rule, identity)'s limits, as a rule call carries them. */
 export interface Limits {
-  algorithm: "fixed-window" | "sliding-window" | "sliding-log" | "token-bucket" | "gcra" | "concurrency";
+  algorithm:
+    | "fixed-window"
+    | "sliding-window"
+    | "sliding-log"
+    | "token-bucket"
+    | "gcra"
+    | "concurrency"
+    | "shed";
   limit: number;
   periodMs: number;
   burst: number;
@@ -30,6 +37,8 @@ export interface Admission {
   at: Instant;
   /** Concurrency: when the release call went out (absent: never released, held until its slot expires). */
   releasedFrom?: number;
+  /** When the release call came back (absent: not yet, or never sent). */
+  releasedTo?: number;
   /**
    * A held request (a delay): when its decision was sent, earlier than `at` (its slot). The slot was reserved
    * under the limits in force then; an admin change before the slot does not move it.
@@ -311,5 +320,10 @@ export function checkHistory(l: Limits, history: readonly Admission[]): Violatio
       return checkBucket(l, history);
     case "concurrency":
       return checkConcurrency(l, history);
+    case "shed": // each admission under its class's limit of its sub-key (test/sim/shed.ts)
+      return checkConcurrency(l, history).map((v) => ({
+        ...v,
+        invariant: "shed: a class is admitted only while fewer than its share of its sub-key are in flight",
+      }));
   }
 }

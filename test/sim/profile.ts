@@ -34,6 +34,7 @@ const NO_COUNTS: Counts = {
   uncounted: 0,
   settled: 0,
   blocked: 0,
+  shed: 0,
 };
 const COUNTED = Object.keys(NO_COUNTS) as (keyof Counts)[];
 

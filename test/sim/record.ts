@@ -7,7 +7,8 @@ import type { Denial } from "./after-response";
 import type { Change } from "./epochs";
 import type { FellBack } from "./fail-open";
 import type { Admission } from "./model";
-import type { Counts } from "./scenario";
+import type { Counts, Scenario } from "./scenario";
+import type { Holder, Shed } from "./shed";
 
 /** The key the record files a (rule, identity) under: `<rule name> <identity hash>`. */
 export const keyOf = (rule: string, identityHash: string): string => `${rule} ${identityHash}`;
@@ -30,6 +31,9 @@ export class RunRecord {
   readonly fallbacks = new Map<string, FellBack[]>();
   /** Per (rule, identity) of a rule with a `block`: its denials in mode `on`, and decisions that may have been. */
   readonly denials = new Map<string, Denial[]>();
+  /** Per (shed rule, sub-key): the requests it shed, and slots it gave requests another rule denied. */
+  readonly sheds = new Map<string, Shed[]>();
+  readonly holders = new Map<string, Holder[]>();
   readonly counts: Counts = {
     operations: 0,
     admitted: 0,
@@ -42,6 +46,7 @@ export class RunRecord {
     uncounted: 0,
     settled: 0,
     blocked: 0,
+    shed: 0,
   };
   /** Decisions Redis did not answer in time (the call may still have counted: its lease grant is lost with it). */
   degraded = 0;
@@ -57,5 +62,24 @@ export class RunRecord {
   }
   denial(key: string, d: Denial): void {
     push(this.denials, key, d);
+  }
+  shed(key: string, s: Shed): void {
+    push(this.sheds, key, s);
+  }
+  holder(key: string, h: Holder): void {
+    push(this.holders, key, h);
+  }
+  /**
+   * Whether units or slots may have been lost or kept on the way: a fault, or a decision Redis did not answer
+   * in time (a grant whose reply was lost, a release that never landed).
+   */
+  faulty(scenario: Scenario): boolean {
+    return (
+      this.degraded > 0 ||
+      scenario.ops.some(
+        (o) =>
+          o.kind === "fault" || (o.kind === "request" && o.fault) || (o.kind === "burst" && o.after?.fault),
+      )
+    );
   }
 }

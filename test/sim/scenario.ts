@@ -29,6 +29,11 @@ export interface SimRule extends Limits {
   settle?: boolean | undefined;
   /** The penalty box (`block`), ms. */
   blockMs?: number | undefined;
+  /**
+   * A `shed` rule's priority classes, each share in hundredths (index 0 the highest), and the sub-keys its
+   * budget is split over (test/sim/shed.ts).
+   */
+  shed?: { shares: number[]; shards: number } | undefined;
   /** Tiers: a window's or a log's own limit, a bucket's own burst (a call's `tier` picks one). */
   tiers?: { limit: number; burst: number }[] | undefined;
 }
@@ -43,6 +48,8 @@ export interface SimCall {
   cost: number;
   /** The client's tier under the rule (an index into its `tiers`); absent = the rule's own limits. */
   tier?: number | undefined;
+  /** A shed rule: the request's priority class (an index into its shares); absent or past them = unlisted. */
+  priority?: number | undefined;
 }
 
 /** An override's body (`PUT /overrides/:rule/:identity`): its period in whole seconds, as the API takes it. */
@@ -79,6 +86,8 @@ export type Op =
       abortAfterMs?: number | undefined;
       /** The response each of its requests gets (absent: 200, costing what it reserved). */
       answer?: Answer | undefined;
+      /** A concurrency or shed slot each of its requests holds this long (absent: released at once). */
+      holdMs?: number | undefined;
       /** Right after the burst, one request of the same call at this cost, its call to Redis meeting `fault`. */
       after?: { cost: number; fault?: Fault | undefined } | undefined;
     }
@@ -142,6 +151,8 @@ export interface Counts {
   settled: number;
   /** Denials a penalty box answered (one that started a block, or one standing). */
   blocked: number;
+  /** Requests a shed rule shed (or, in monitor, would have). */
+  shed: number;
 }
 
 /** A rule's name in the simulation's config and keys. */

@@ -29,6 +29,7 @@ const rule: fc.Arbitrary<SimRule> = fc
       "token-bucket",
       "gcra",
       "concurrency",
+      "shed",
     ) as fc.Arbitrary<SimRule["algorithm"]>,
     limit: fc.oneof(fc.integer({ min: 2, max: 12 }), fc.integer({ min: 20, max: 80 })),
     periodMs: fc.constantFrom(250, 400, 1000, 3_600_000),
@@ -48,32 +49,59 @@ const rule: fc.Arbitrary<SimRule> = fc
       nil: undefined,
       freq: 3,
     }),
+    // A shed rule's classes (shares in hundredths, the first the highest) and sub-keys.
+    shed: fc.record({
+      shares: fc.uniqueArray(fc.integer({ min: 30, max: 100 }), { minLength: 1, maxLength: 4 }),
+      shards: fc.integer({ min: 1, max: 3 }),
+    }),
   })
   .map(
-    ({ algorithm, limit, periodMs, burstShare, delayMs, mode, failure, count, settle, blockMs, tiers }) => {
+    ({
+      algorithm,
+      limit,
+      periodMs,
+      burstShare,
+      delayMs,
+      mode,
+      failure,
+      count,
+      settle,
+      blockMs,
+      tiers,
+      shed,
+    }) => {
       const traits = traitsOf(algorithm);
       const bucket = traits.shape === "bucket";
       const burst = bucket ? Math.max(1, Math.round(limit * burstShare)) : limit;
+      const shedding = algorithm === "shed";
       return {
         algorithm,
         limit,
         // A bucket's long period would refill nothing within a run: a second instead.
-        periodMs: algorithm === "concurrency" ? 1000 : bucket && periodMs > 1000 ? 1000 : periodMs,
+        periodMs: traits.holdsSlot ? 1000 : bucket && periodMs > 1000 ? 1000 : periodMs,
         burst,
         delayMs: bucket ? delayMs : 0,
         mode,
-        failure,
+        // A shed rule fails closed here: the fallback limiter's slots are not modelled per class.
+        failure: shedding ? "closed" : failure,
+        ...(shedding && {
+          shed: {
+            shares: [...shed.shares].sort((a, b) => b - a).map((s) => s / 100),
+            shards: Math.min(shed.shards, limit),
+          },
+        }),
         ...(count && !traits.holdsSlot && { count: true }),
         ...(settle && traits.settles && { settle: true }),
         ...(blockMs !== undefined && traits.takesBlock && { blockMs }),
         // A tier changes a window's or a log's limit, a bucket's burst (the same rate: its TAT means the same).
-        ...(tiers && {
-          tiers: tiers.map((f) =>
-            bucket
-              ? { limit, burst: Math.max(1, Math.round(burst * f)) }
-              : { limit: Math.max(1, Math.round(limit * f)), burst },
-          ),
-        }),
+        ...(tiers &&
+          !shedding && {
+            tiers: tiers.map((f) =>
+              bucket
+                ? { limit, burst: Math.max(1, Math.round(burst * f)) }
+                : { limit: Math.max(1, Math.round(limit * f)), burst },
+            ),
+          }),
       };
     },
   );
@@ -180,7 +208,7 @@ function ops(
     spent: fc.oneof(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 2 * maxCapacity + 2 })),
   });
   const call = (r: number): fc.Arbitrary<SimCall> => {
-    const { algorithm, limit, burst, tiers } = rules[r] as SimRule;
+    const { algorithm, limit, burst, tiers, shed } = rules[r] as SimRule;
     const capacity = algorithm === "token-bucket" || algorithm === "gcra" ? burst : limit;
     return fc.record(
       {
@@ -193,6 +221,10 @@ function ops(
         ),
         tier: tiers
           ? fc.option(fc.nat({ max: tiers.length - 1 }), { nil: undefined })
+          : fc.constant(undefined),
+        // A shed rule's class: one of its own, or (past them, or none) an unlisted one.
+        priority: shed
+          ? fc.option(fc.nat({ max: shed.shares.length }), { nil: undefined })
           : fc.constant(undefined),
       },
       { requiredKeys: ["rule", "identity", "cost"] },

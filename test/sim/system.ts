@@ -49,7 +49,7 @@ export async function runScenario(
       case "burst":
         for (let i = 0; i < o.n; i++) {
           const abort = o.abortAfterMs !== undefined ? { abortAfterMs: o.abortAfterMs } : {};
-          await request(op, o.isolate, [o.call], { ...abort, answer: o.answer });
+          await request(op, o.isolate, [o.call], { ...abort, answer: o.answer, holdMs: o.holdMs });
         }
         if (o.after) {
           const call = { ...o.call, cost: o.after.cost };
