@@ -11,7 +11,7 @@
  * Both rules are decided by Redis (`lease = false` on the plain one: a settled rule is never leased).
  * `--baseline REV` adds the settled rule at another revision (its src/ and lua/) to the same rounds.
  *
- *   node bench/settle.mjs [--rounds 12] [--mb 10] [--requests 200] [--baseline main]
+ *   node bench/settle.mjs [--rounds 12] [--mb 10] [--write 65536] [--requests 200] [--baseline main]
  *   (--requests 0: the stream only)
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -30,11 +30,14 @@ const { values } = parseArgs({
     mb: { type: "string", default: "10" },
     requests: { type: "string", default: "200" },
     baseline: { type: "string" },
+    write: { type: "string", default: String(64 * 1024) },
   },
 });
 const rounds = Number(values.rounds);
 const mb = Number(values.mb);
 const requests = Number(values.requests);
+/** Bytes per write of the origin: 64 KiB, or about one event (200) as a model streams its tokens. */
+const write = Number(values.write);
 
 const HUGE = 1_000_000_000;
 const SETTLE = "sse:usage.total_tokens";
@@ -151,7 +154,10 @@ async function main() {
     const order = targets.map((_, i) => targets[(i + round) % targets.length]);
     for (const target of round % 2 === 0 ? order : order.reverse()) {
       const cpuBefore = cpuSeconds(target.worker.pid);
-      const { firstByteMs, totalMs, bytes } = await timed(`${target.worker.url}/fw/stream?mb=${mb}`, headers);
+      const { firstByteMs, totalMs, bytes } = await timed(
+        `${target.worker.url}/fw/stream?mb=${mb}&write=${write}`,
+        headers,
+      );
       // The settlement runs after the body's end (waitUntil): a moment for it to land in this request's CPU.
       await sleep(20);
       target.cpuMs.push((cpuSeconds(target.worker.pid) - cpuBefore) * 1000 * (10 / mb));
@@ -193,7 +199,7 @@ async function main() {
   // byte over the settled one's (so that for both, 1 is "as good as plain" and the goal is ≥ 0.95).
   const perRound = (target, f) => target.mbps.map((_, round) => f(round));
   const lines = [
-    `Settle bench: ${rounds} rounds of a ${mb} MB SSE stream, one client, every target once a round; medians (min–max over rounds).`,
+    `Settle bench: ${rounds} rounds of a ${mb} MB SSE stream written ${write} bytes at a time, one client, every target once a round; medians (min–max over rounds).`,
     "",
     table(
       ["target", "time to first byte, ms", "throughput, MB/s", "workerd CPU per 10 MB, ms"],

@@ -1,7 +1,8 @@
 /**
  * An origin streaming an LLM-like response for bench/settle.mjs: `GET /<anything>?mb=<n>` answers
  * `text/event-stream`, `n` MB (default 10) of `chat.completion.chunk` events written in 64 KiB writes as fast
- * as the reader takes them, then one event with the `usage` and `data: [DONE]`. Run as
+ * as the reader takes them (`&write=<bytes>`: writes of that size instead, e.g. 200 for about one event each, as
+ * a model streams its tokens), then one event with the `usage` and `data: [DONE]`. Run as
  * `node bench/lib/sse-origin.mjs <port>`; prints `origin listening` once ready.
  */
 import { createServer } from "node:http";
@@ -37,11 +38,12 @@ const server = createServer((req, res) => {
   req.resume();
   const url = new URL(req.url ?? "/", "http://origin.invalid");
   const body = bodyOf(Number(url.searchParams.get("mb") ?? 10));
+  const writeBytes = Number(url.searchParams.get("write") ?? WRITE_BYTES);
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
   let at = 0;
   const pump = () => {
     while (at < body.length) {
-      const chunk = body.subarray(at, at + WRITE_BYTES);
+      const chunk = body.subarray(at, at + writeBytes);
       at += chunk.length;
       if (!res.write(chunk)) {
         res.once("drain", pump);
