@@ -19,6 +19,7 @@ export type ScanResult = { units: number } | { missing: string };
 
 /** Sees the body's chunks in order, then says what it found. */
 export interface Scanner {
+  /** One chunk; what it keeps of it, it copies: the caller reads the next chunk into the same buffer. */
   chunk(bytes: Uint8Array): void;
   end(): ScanResult;
 }
@@ -224,7 +225,7 @@ function sseScanner(path: readonly string[]): Scanner {
     // A last event that no blank line ends still counts: a stream cut right after its usage.
     const end = last ? bytes.length : lastEventEnd(bytes, bytes.length);
     if (end < 0) {
-      tail = bytes === chunk ? chunk.slice() : bytes; // a chunk's buffer is handed on after the scan: copied
+      tail = bytes === chunk ? chunk.slice() : bytes; // a chunk's buffer is read into again after the scan: copied
     } else {
       let from = 0;
       if (skipping) {

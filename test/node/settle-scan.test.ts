@@ -120,6 +120,39 @@ describe("sse: the last server-sent event carrying the path", () => {
   });
 });
 
+describe("a scanner keeps nothing of a chunk's buffer", () => {
+  // On Workers each chunk is read into one of two buffers that the next read but one overwrites
+  // (src/middleware/settle.ts): what a scanner keeps of a chunk it must copy.
+  /** What `scanner` finds in `text` fed through one buffer, overwritten with noise after each chunk. */
+  function scanReused(scanner: ReturnType<typeof sse>, text: string, size: number) {
+    const bytes = new TextEncoder().encode(text);
+    const buffer = new Uint8Array(size);
+    for (let at = 0; at < bytes.length; at += size) {
+      const part = bytes.subarray(at, at + size);
+      buffer.set(part);
+      scanner.chunk(buffer.subarray(0, part.length));
+      buffer.fill(0x22); // '"': what a stale view would then read
+    }
+    return scanner.end();
+  }
+
+  it.each([1, 5, 64, 300])("the same answer from %i-byte chunks through one reused buffer", (size) => {
+    const events = Array.from({ length: 12 }, (_, i) => chunk(i === 9 ? { total_tokens: 77 } : null));
+    const stream = `${events.join("")}data: [DONE]\n\n`;
+    expect(scanReused(sse("usage.total_tokens"), stream, size)).toEqual({ units: 77 });
+    expect(
+      scanReused(sse("usage.total_tokens"), `${stream}data: {"usage":{"total_tokens":78}}`, size),
+    ).toEqual({
+      units: 78,
+    });
+    expect(
+      scanReused(json("usage.total_tokens"), JSON.stringify({ usage: { total_tokens: 79 } }), size),
+    ).toEqual({
+      units: 79,
+    });
+  });
+});
+
 describe("json: the number at a path of the body", () => {
   it("reads it however the body is cut, arrays indexed by digits, fractions rounded up", () => {
     const body = JSON.stringify({ usage: { total_tokens: 42 }, items: [{ n: 1.2 }] });
