@@ -231,9 +231,12 @@ async function main() {
         ),
       ]),
     ),
-    `goal: throughput and time to first byte ≥ 0.95 × plain (docs/settle.md, "What it costs"); median throughput ${settled
-      .map((t) => `${t.id} ${fmt(median(t.mbps) / median(plain.mbps), 2)}×`)
-      .join(", ")}`,
+    `goal: throughput and time to first byte ≥ 0.95 × plain (docs/settle.md, "What it costs"); per-round medians: ${settled
+      .map(
+        (t) =>
+          `${t.id} throughput ${fmt(median(perRound(t, (i) => t.mbps[i] / plain.mbps[i])), 2)}×, first byte ${fmt(median(perRound(t, (i) => plain.ttfb[i] / t.ttfb[i])), 2)}×`,
+      )
+      .join("; ")}`,
   ];
   if (commands.length > 0) {
     lines.push(
