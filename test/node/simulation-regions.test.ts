@@ -10,12 +10,18 @@ import { type RestServer, startRedisServers, startRestServer } from "../../redis
 import { startNetwork } from "../sim/network";
 import type { Database, RegionsSetup } from "../sim/regions";
 import { type RegionStats, simulateRegions } from "../sim/regions-profile";
-import { FAST, LONG } from "../sim/regions-scenarios";
+import { FAST, LONG, NAMED } from "../sim/regions-scenarios";
 
 const TOKEN = "simulation-regions-token";
 const minutes = Number(process.env.SIM_MINUTES ?? 0);
 const seed = process.env.SIM_SEED === undefined ? undefined : Number(process.env.SIM_SEED);
 const path = process.env.SIM_PATH;
+/** `SIM_SCENARIO=<name>[,<name>…]`: these named scenarios (test/sim/regions-scenarios.ts), 3 times each, alone. */
+const named = process.env.SIM_SCENARIO?.split(",").map((name) => {
+  const scenario = NAMED[name];
+  if (!scenario) throw new Error(`SIM_SCENARIO: no scenario "${name}" (${Object.keys(NAMED).join(", ")})`);
+  return scenario;
+});
 /** Lanes side by side, each with databases of its own (a lane kills and freezes its own). */
 const lanes = seed !== undefined ? 1 : Number(process.env.SIM_LANES ?? (minutes > 0 ? 3 : 1));
 
@@ -60,7 +66,8 @@ it(
     const all = await Promise.allSettled(
       setups.map((setup, lane) =>
         simulateRegions(setup, minutes > 0 ? LONG : FAST, {
-          numRuns: Number(process.env.SIM_RUNS ?? (minutes > 0 ? 1_000_000 : 4)),
+          numRuns: named ? 0 : Number(process.env.SIM_RUNS ?? (minutes > 0 ? 1_000_000 : 4)),
+          ...(named && { scenarios: named.flatMap((n) => [n, n, n]) }),
           shrinkMs: minutes > 0 ? 600_000 : 60_000,
           corpus: lane === 0 && process.env.SIM_CORPUS !== "0",
           lane: String(lane),

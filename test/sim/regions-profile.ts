@@ -41,6 +41,8 @@ export async function simulateRegions(
     seed?: number;
     path?: string;
     corpus?: boolean;
+    /** Run these first instead of the corpus. */
+    scenarios?: readonly RegionScenario[];
     lane?: string;
   },
 ): Promise<RegionStats> {
@@ -56,7 +58,9 @@ export async function simulateRegions(
   const startedAt = Date.now();
   let failedOnce = false;
   let examples: [RegionScenario][] =
-    options.corpus === false || options.path !== undefined ? [] : CORPUS.map((c) => [c]);
+    options.corpus === false || options.path !== undefined
+      ? []
+      : (options.scenarios ?? CORPUS).map((c) => [c]);
   let left = options.numRuns;
   do {
     const batch = Math.min(left, options.untilMs === undefined ? left : BATCH_RUNS);
@@ -78,7 +82,7 @@ export async function simulateRegions(
         // Printed at once: replayable even if the shrinking below is cut short.
         const replay =
           index < corpus.length
-            ? `corpus scenario ${CORPUS.indexOf(s)} (test/sim/regions-scenarios.ts)`
+            ? `scenario ${index} of ${options.scenarios ? "SIM_SCENARIO" : "the corpus"} (test/sim/regions-scenarios.ts)`
             : `SIM_SEED=${seed} SIM_PATH=${options.path ?? index - corpus.length}`;
         console.log(
           `simulation: violation found (${first?.invariant}: ${first?.detail}); replay: ${replay}; ` +
