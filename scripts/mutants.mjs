@@ -52,6 +52,15 @@ const MUTANTS = [
     // The regional simulation's fast profile (test/sim/regions.ts).
     test: "test/node/simulation-regions.test.ts",
   },
+  {
+    name: "region-revoked-guard",
+    fixedBy: "ef8ec9a",
+    what: "an isolate deposits a grant it sent to the primary before an admin change it has heard of",
+    file: "src/regions/decider.ts",
+    from: "if (at <= (this.#revokedAt.get(revocationKey(r.call.rule, r.call.identityHash)) ?? -1)) return [];",
+    to: "// (deposited whatever the isolate has heard of)",
+    test: "test/node/simulation-regions.test.ts",
+  },
   // Planted, not historical: each breaks a mechanism the corpus now meets every run (test/sim/corpus.ts).
   {
     name: "count-every-status",

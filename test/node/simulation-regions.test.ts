@@ -66,7 +66,7 @@ it(
     const all = await Promise.allSettled(
       setups.map((setup, lane) =>
         simulateRegions(setup, minutes > 0 ? LONG : FAST, {
-          numRuns: named ? 0 : Number(process.env.SIM_RUNS ?? (minutes > 0 ? 1_000_000 : 4)),
+          numRuns: named ? 0 : Number(process.env.SIM_RUNS ?? (minutes > 0 ? 1_000_000 : 3)),
           ...(named && { scenarios: named.flatMap((n) => [n, n, n]) }),
           shrinkMs: minutes > 0 ? 600_000 : 60_000,
           corpus: lane === 0 && process.env.SIM_CORPUS !== "0",

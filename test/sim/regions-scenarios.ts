@@ -339,6 +339,29 @@ export const WARM_UP: RegionScenario = {
 };
 
 /**
+ * The same race with region g0's database killed and restarted empty after the reset's drop, and the asking
+ * isolate hearing of the reset at once (ef8ec9a): the fresh database has no drop mark, so only the isolate's own
+ * guard (a grant sent before a change it has heard of is never deposited) keeps the old grant's 18 units (a
+ * quarter of what 100 per 2 s allows over a 1.5 s lease) out of g0's pool: 118 in one window without it.
+ */
+export const GRANT_ACROSS_A_RESET_AND_A_RESTART: RegionScenario = {
+  ...GRANT_ACROSS_A_RESET,
+  leaseMs: 1500,
+  ops: [
+    {
+      kind: "request",
+      at: 50,
+      isolate: 0,
+      calls: [{ rule: 0, identity: 0, cost: 1 }],
+      fault: { kind: "slow-out", ms: 700 },
+    },
+    { kind: "reset", at: 150, admin: 1, rule: 0, identity: 0, lagMs: [0, 0, 0] },
+    { kind: "restart", at: 300, region: 0, downMs: 0 },
+    { kind: "burst", at: 900, isolate: 2, call: { rule: 0, identity: 0, cost: 1 }, n: 140 },
+  ],
+};
+
+/**
  * A hole the simulator found, left open (docs/exactness.md, "Regional pools"): the race above, with region g0's
  * database killed and restarted empty between the reset's drop (which marked it) and the grant's landing. The
  * fresh database has no drop mark, the asking isolate has not heard of the reset yet, and the old grant's 12
@@ -362,10 +385,11 @@ export const RESTART_AFTER_A_DROP: RegionScenario = {
 };
 
 /** Scenarios every profile runs first (a fuzzer's corpus). */
-export const CORPUS: readonly RegionScenario[] = [GRANT_ACROSS_A_RESET];
+export const CORPUS: readonly RegionScenario[] = [GRANT_ACROSS_A_RESET, GRANT_ACROSS_A_RESET_AND_A_RESTART];
 
 /** Scenarios by name, for `SIM_SCENARIO=<name>` (test/node/simulation-regions.test.ts). */
 export const NAMED: Readonly<Record<string, RegionScenario>> = {
   "grant-across-a-reset": GRANT_ACROSS_A_RESET,
+  "grant-across-a-reset-and-a-restart": GRANT_ACROSS_A_RESET_AND_A_RESTART,
   "restart-after-a-drop": RESTART_AFTER_A_DROP,
 };
