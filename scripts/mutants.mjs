@@ -83,6 +83,13 @@ const MUTANTS = [
     from: "Math.floor(subCapacity * share + 1e-9);",
     to: "Math.floor(subCapacity * share + 1e-9) + 1;",
   },
+  {
+    name: "list-removal-ignored",
+    what: "an isolate applying a live list's change log skips the addresses removed: a client taken off a deny list stays refused",
+    file: "src/live/lists.ts",
+    from: 'if ("removed" in edit) held.addresses.delete(prefix);',
+    to: 'if ("removed" in edit) continue;',
+  },
 ];
 
 const args = process.argv.slice(2);

@@ -46,18 +46,21 @@ it(
         `${stats.fromLeases} from leases, ${stats.shortSpends} short spends, ${stats.delayed} delayed, ` +
         `${stats.givenBack} given back, ${stats.fellBack} let through by a fallback limiter, ` +
         `${stats.monitored} units counted by monitor rules, ${stats.uncounted} responses not counted by status, ` +
-        `${stats.settled} settled, ${stats.blocked} denials by a penalty box, ${stats.shed} shed; ` +
+        `${stats.settled} settled, ${stats.blocked} denials by a penalty box, ${stats.shed} shed, ` +
+        `${stats.refused} refused and ${stats.exempted} exempted by live lists; ` +
         `calls to Redis: ${JSON.stringify(stats.calls)}) in ` +
         `${(stats.elapsedMs / 1000).toFixed(1)} s: ` +
         `${perSecond.toFixed(0)} operations/s, 0 violations`,
     );
     expect(stats.runs).toBeGreaterThan(0);
     if (process.env.SIM_CORPUS !== "0" && seed === undefined) {
-      // The corpus (test/sim/corpus.ts) meets counting by status, settlement, the penalty box and shedding.
+      // The corpus (test/sim/corpus.ts) meets counting by status, settlement, the penalty box, shedding and lists.
       expect(stats.uncounted).toBeGreaterThan(0);
       expect(stats.settled).toBeGreaterThan(0);
       expect(stats.blocked).toBeGreaterThan(0);
       expect(stats.shed).toBeGreaterThan(0);
+      expect(stats.refused).toBeGreaterThan(0);
+      expect(stats.exempted).toBeGreaterThan(0);
     }
   },
   // Room for the runs and for shrinking a failure (both bounded above), then for the report.

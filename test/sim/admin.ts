@@ -20,7 +20,7 @@ import { shedConfigOf } from "./shed";
 const ADMIN_TOKEN = "simulation-admin-token-0123456789abcdef";
 
 /** The rule as the admin API knows it (built directly: the config's schema refuses periods under a second). */
-const ruleConfig = (r: SimRule, i: number): RuleConfig => ({
+export const ruleConfig = (r: SimRule, i: number): RuleConfig => ({
   name: ruleName(i),
   match: {},
   key: [{ kind: "ip" }],

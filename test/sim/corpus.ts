@@ -240,6 +240,51 @@ export const SHED_PRIORITIES: Scenario = {
   ],
 };
 
+/**
+ * Live deny and allow lists (docs/lists.md): a `deny` rule on list l0 before every counting rule, an `allow`
+ * rule on list l1 before the second, two isolates reading the live modes every 200 ms. Identity 0's address is
+ * added to l0 through isolate 0 (refused everywhere once each copy has it), then a CIDR holding both
+ * identities to l1 through isolate 1 (the second rule no longer counts them), then identity 0 is removed from
+ * l0 (let through again, once each copy has the removal: applied from the list's change log). Requests from both
+ * identities through both isolates before, between and after the writes; at the end every copy has the last
+ * write.
+ */
+const both = (identity: number): SimCall[] => [
+  { rule: 0, identity, cost: 1 },
+  { rule: 1, identity, cost: 1 },
+];
+export const LIVE_LISTS: Scenario = {
+  rules: [
+    { algorithm: "fixed-window", limit: 50, periodMs: 3_600_000, burst: 50, delayMs: 0 },
+    { algorithm: "fixed-window", limit: 50, periodMs: 3_600_000, burst: 50, delayMs: 0 },
+  ],
+  actions: [
+    { action: "deny", list: 0, before: 0 },
+    { action: "allow", list: 1, before: 1 },
+  ],
+  liveRefreshMs: 200,
+  isolates: 2,
+  endpoints: 1,
+  cluster: false,
+  leaseMs: 200,
+  timeoutMs: 1000,
+  edgeMs: 1000,
+  ops: [
+    { kind: "list", at: 50, isolate: 0, list: 0, add: ["ip0"], remove: [] },
+    { kind: "list", at: 500, isolate: 1, list: 1, add: ["net"], remove: [] },
+    { kind: "list", at: 800, isolate: 0, list: 0, add: [], remove: ["ip0"] },
+    ...[0, 100, 200, 300, 400, 450, 550, 650, 750, 850, 950, 1050, 1150].flatMap((at, i): Op[] =>
+      [0, 1].map((identity) => ({
+        kind: "request",
+        at: at + identity * 20,
+        isolate: (i + identity) % 2,
+        calls: both(identity),
+        holdMs: 0,
+      })),
+    ),
+  ],
+};
+
 /** The corpus, each scenario run `CORPUS_REPEATS` times (their bugs show at a timing each run hits most often). */
 export const CORPUS: readonly Scenario[] = [
   LEASE_AT_AN_EDGE,
@@ -249,6 +294,7 @@ export const CORPUS: readonly Scenario[] = [
   SETTLED_DELAY,
   PENALTY_BOX,
   SHED_PRIORITIES,
+  LIVE_LISTS,
 ];
 export const CORPUS_REPEATS = 2;
 /** Runs of a scenario, where not `CORPUS_REPEATS`. */
@@ -258,6 +304,7 @@ export const REPEATS: ReadonlyMap<Scenario, number> = new Map([
   [SETTLED_DELAY, 1],
   [PENALTY_BOX, 1],
   [SHED_PRIORITIES, 1],
+  [LIVE_LISTS, 1],
 ]);
 
 /**

@@ -35,6 +35,8 @@ const NO_COUNTS: Counts = {
   settled: 0,
   blocked: 0,
   shed: 0,
+  refused: 0,
+  exempted: 0,
 };
 const COUNTED = Object.keys(NO_COUNTS) as (keyof Counts)[];
 

@@ -47,6 +47,8 @@ export class RunRecord {
     settled: 0,
     blocked: 0,
     shed: 0,
+    refused: 0,
+    exempted: 0,
   };
   /** Decisions Redis did not answer in time (the call may still have counted: its lease grant is lost with it). */
   degraded = 0;

@@ -16,6 +16,7 @@ import { keyOf, type RunRecord } from "./record";
 import { respond, responseRulesOf } from "./respond";
 import { type Answer, limitsOf, ruleName, type Scenario, type SimCall, type SimRule } from "./scenario";
 import { type Holder, modelLimit, shardOf, shedCall } from "./shed";
+import type { SimLists } from "./lists";
 
 /** The latest a call's script may run after its caller gave up: the network's longest slow way in, and more. */
 const LATEST_SCRIPT_MS = 1000;
@@ -43,6 +44,7 @@ export function requestsOf(
   network: Network,
   record: RunRecord,
   tails: Promise<void>[],
+  lists?: SimLists,
 ) {
   const { background, modes } = isolates;
   const counts = record.counts;
@@ -89,6 +91,16 @@ export function requestsOf(
     { abortAfterMs, holdMs = 0, fault, answer }: RequestOptions = {},
   ): Promise<boolean> {
     counts.operations++;
+    // Action rules first, before any Redis call: a `deny` refuses, an `allow` takes out the rules after it.
+    if (lists) {
+      const walked = await lists.walk(op, k, simCalls);
+      if (walked === "denied") {
+        counts.refused++;
+        return false;
+      }
+      if (walked.length < simCalls.length) counts.exempted++;
+      simCalls = walked;
+    }
     const isolate = isolates.deciders[k] as Decider;
     // A rule this isolate knows to be off is not asked at all; a request with no rule left just passes.
     const calls: RuleCall[] = [];

@@ -108,10 +108,27 @@ export type Op =
    * A live mode switch of one rule (docs/operating.md): each isolate hears of it `lagMs[k]` later (the
    * fills' isolate last), as the live modes reach each isolate on its next refresh.
    */
-  | { kind: "mode"; at: number; rule: number; mode: Mode; lagMs: number[] };
+  | { kind: "mode"; at: number; rule: number; mode: Mode; lagMs: number[] }
+  /** `PATCH /lists/l<list>` through isolate `isolate`'s admin app: `remove`, then `add`. */
+  | { kind: "list"; at: number; isolate: number; list: number; add: SimEntry[]; remove: SimEntry[] };
+
+/** An action rule of a scenario (docs/lists.md): it reads live list `list` and stands before counting rule `before`. */
+export interface SimAction {
+  action: "deny" | "allow";
+  list: number;
+  before: number;
+  mode?: "on" | "monitor" | undefined;
+}
+
+/** A live list's entry: identity 0's or 1's address, or a CIDR holding both (test/sim/lists.ts). */
+export type SimEntry = "ip0" | "ip1" | "net";
 
 export interface Scenario {
   rules: SimRule[];
+  /** Action rules reading live lists, walked before any Redis call (test/sim/lists.ts). */
+  actions?: SimAction[] | undefined;
+  /** How often an isolate reads the live modes (and so learns of a list's new version), ms. @default 1000 */
+  liveRefreshMs?: number | undefined;
   isolates: number;
   /** Simulated databases (several: split decisions across them). */
   endpoints: number;
@@ -153,6 +170,9 @@ export interface Counts {
   blocked: number;
   /** Requests a shed rule shed (or, in monitor, would have). */
   shed: number;
+  /** Requests a `deny` rule's live list refused, and those an `allow` rule's took out of later rules. */
+  refused: number;
+  exempted: number;
 }
 
 /** A rule's name in the simulation's config and keys. */

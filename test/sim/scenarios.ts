@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { traitsOf } from "../../src/engine/algorithms";
 import type { Fault } from "./network";
-import type { Op, Scenario, SimCall, SimRule } from "./scenario";
+import type { Op, Scenario, SimAction, SimCall, SimEntry, SimRule } from "./scenario";
 
 /** How big a scenario gets: the fast profile's, or the long run's. */
 export interface Size {
@@ -135,6 +135,8 @@ export interface Mix {
   mode: number;
   /** A lease at a window edge: a chain of a burst, a short spend on a slow way in, and a fill (`leaseEdge`). */
   edge: number;
+  /** A live list's edit (a scenario with action rules only). */
+  list: number;
 }
 
 const KINDS: readonly (keyof Mix)[] = [
@@ -146,6 +148,7 @@ const KINDS: readonly (keyof Mix)[] = [
   "fault",
   "mode",
   "edge",
+  "list",
 ];
 
 /**
@@ -174,6 +177,7 @@ const mix: fc.Arbitrary<Mix> = fc
     fault: fc.constantFrom(0, 1, 3),
     mode: fc.constantFrom(0, 0, 1),
     edge: fc.constantFrom(0, 0, 1),
+    list: fc.constantFrom(1, 2),
   })
   .map((m) => (m.request + m.burst === 0 ? { ...m, burst: 1 } : m))
   .map((m) => {
@@ -185,6 +189,7 @@ const mix: fc.Arbitrary<Mix> = fc
 
 function ops(
   rules: SimRule[],
+  actions: readonly SimAction[],
   isolates: number,
   size: Size,
   edgeMs: number,
@@ -316,6 +321,18 @@ function ops(
     },
     { requiredKeys: ["kind", "at", "fault"] },
   );
+  // An edit of a list an action rule reads: entries removed, then added (the admin API's PATCH).
+  const entries = fc.uniqueArray(fc.constantFrom("ip0", "ip1", "net") as fc.Arbitrary<SimEntry>, {
+    maxLength: 2,
+  });
+  const list: fc.Arbitrary<Op> = fc.record({
+    kind: fc.constant("list" as const),
+    at,
+    isolate: fc.integer({ min: 0, max: isolates }),
+    list: fc.constantFrom(...(actions.length > 0 ? actions.map((a) => a.list) : [0])),
+    add: entries,
+    remove: entries,
+  });
   const one = (op: fc.Arbitrary<Op>) => op.map((o) => [o]);
   const kinds = [
     { arbitrary: one(request), weight: weights.request },
@@ -326,6 +343,7 @@ function ops(
     { arbitrary: one(faultOp), weight: weights.fault },
     { arbitrary: one(mode), weight: weights.mode },
     { arbitrary: leaseEdge(rules, isolates, size, edgeMs), weight: weights.edge },
+    { arbitrary: one(list), weight: actions.length > 0 ? weights.list : 0 },
   ].filter((k) => k.weight > 0);
   return fc
     .array(fc.oneof(...kinds), { minLength: 1, maxLength: size.maxOps })
@@ -381,12 +399,39 @@ export function scenario(size: Size): fc.Arbitrary<Scenario> {
       cluster: fc.boolean(),
       leaseMs: fc.constantFrom(200, 500, 1000),
       mix,
+      // One scenario in four has action rules reading live lists (docs/lists.md), before or among its rules.
+      actions: fc.oneof(
+        { arbitrary: fc.constant(undefined), weight: 3 },
+        {
+          arbitrary: fc.array(
+            fc.record(
+              {
+                action: fc.constantFrom("deny", "allow") as fc.Arbitrary<"deny" | "allow">,
+                list: fc.constantFrom(0, 1),
+                before: fc.nat({ max: 3 }),
+                mode: fc.constantFrom("on", "on", "monitor") as fc.Arbitrary<"on" | "monitor">,
+              },
+              { requiredKeys: ["action", "list", "before"] },
+            ),
+            { minLength: 1, maxLength: 2 },
+          ),
+          weight: 1,
+        },
+      ),
+      liveRefreshMs: fc.constantFrom(200, 500, 1000),
     })
-    .chain(({ mix: weights, ...s }) => {
+    .chain(({ mix: weights, actions, liveRefreshMs, ...s }) => {
       // The edges the operations gather around: the first rule's window (a second for a long one).
       const edgeMs = Math.min((s.rules[0] as SimRule).periodMs, 1000);
-      return ops(s.rules, s.isolates, size, edgeMs, weights).map(
-        (o): Scenario => ({ ...s, timeoutMs: 200, edgeMs, ops: o }),
+      const acting = actions?.map((a) => ({ ...a, before: Math.min(a.before, s.rules.length) }));
+      return ops(s.rules, acting ?? [], s.isolates, size, edgeMs, weights).map(
+        (o): Scenario => ({
+          ...s,
+          ...(acting && { actions: acting, liveRefreshMs }),
+          timeoutMs: 200,
+          edgeMs,
+          ops: o,
+        }),
       );
     });
 }

@@ -8,10 +8,11 @@
  * the model checks it (test/sim/checks.ts), then what Redis holds at the end (test/sim/end-state.ts).
  */
 import type { Redis as IORedis } from "ioredis";
-import { adminOf } from "./admin";
+import { adminOf, ruleConfig } from "./admin";
 import { checkRecord } from "./checks";
 import { checkState } from "./end-state";
 import { ruleCall, startIsolates } from "./isolates";
+import { SimLists } from "./lists";
 import type { Network } from "./network";
 import { RunRecord } from "./record";
 import { requestsOf, sleep } from "./request";
@@ -36,7 +37,11 @@ export async function runScenario(
   const { background, deciders, modes } = isolates;
   const record = new RunRecord();
   const tails: Promise<void>[] = [];
-  const request = requestsOf(scenario, isolates, network, record, tails);
+  const lists =
+    (scenario.actions?.length ?? 0) > 0
+      ? new SimLists(scenario, isolates, scenario.rules.map(ruleConfig), prefix)
+      : undefined;
+  const request = requestsOf(scenario, isolates, network, record, tails, lists);
   const { reset, override } = adminOf(scenario, isolates, record, prefix);
 
   const now = Date.now();
@@ -69,6 +74,9 @@ export async function runScenario(
         record.counts.operations++;
         for (let i = 0; i < (o.times ?? 1); i++) network.inject(o.fault);
         return;
+      case "list":
+        record.counts.operations++;
+        return lists?.write(o.isolate, o.list, o.add, o.remove);
       case "mode":
         record.counts.operations++;
         await Promise.all(
@@ -84,6 +92,7 @@ export async function runScenario(
   await Promise.all(tails);
   network.clear();
   await background.settle();
+  await lists?.converge(() => background.settle());
 
   // Every lease expires; each isolate's next request sweeps it and returns what it did not spend.
   await sleep(scenario.leaseMs + 150);
@@ -93,6 +102,7 @@ export async function runScenario(
 
   const violations = [
     ...checkRecord(scenario, record),
+    ...(lists?.check(record.faulty(scenario)) ?? []),
     ...(await checkState(scenario, redis, prefix, record)),
   ];
   return { violations, ...record.counts };
