@@ -85,7 +85,9 @@ it(
     console.log(
       `simulation (regions): ${sum((s) => s.runs)} runs, ${sum((s) => s.operations)} operations ` +
         `(${sum((s) => s.admitted)} admitted, ${sum((s) => s.fromPools)} from regional pools; ` +
-        `${sum((s) => s.unchecked)} admin changes left unchecked after) in ${(elapsedMs / 1000).toFixed(1)} s: ` +
+        `${sum((s) => s.changes)} admin changes, ${sum((s) => s.unchecked)} of them left unchecked after; ` +
+        `${sum((s) => s.restarts)} regional databases restarted, the primary frozen ${sum((s) => s.freezes)} times) ` +
+        `in ${(elapsedMs / 1000).toFixed(1)} s: ` +
         `${((sum((s) => s.operations) / elapsedMs) * 1000).toFixed(0)} operations/s, 0 violations`,
     );
     expect(sum((s) => s.runs)).toBeGreaterThan(0);

@@ -17,8 +17,12 @@ export interface RegionStats {
   operations: number;
   admitted: number;
   fromPools: number;
-  /** Admin changes whose pools' drops did not all land (the epoch after each left unchecked). */
+  /** Admin changes made, and those whose pools' drops did not all land (the epoch after each left unchecked). */
+  changes: number;
   unchecked: number;
+  /** Regional databases killed and restarted; spells the primary was frozen. */
+  restarts: number;
+  freezes: number;
   elapsedMs: number;
 }
 
@@ -51,7 +55,10 @@ export async function simulateRegions(
     operations: 0,
     admitted: 0,
     fromPools: 0,
+    changes: 0,
     unchecked: 0,
+    restarts: 0,
+    freezes: 0,
     elapsedMs: 0,
   };
   await runRegions(WARM_UP, setup);
@@ -74,7 +81,10 @@ export async function simulateRegions(
       stats.operations += report.operations;
       stats.admitted += report.admitted;
       stats.fromPools += report.fromPools;
+      stats.changes += report.changes;
       stats.unchecked += report.unchecked;
+      stats.restarts += report.restarts;
+      stats.freezes += report.freezes;
       if (report.violations.length === 0) return;
       if (!failedOnce) {
         failedOnce = true;

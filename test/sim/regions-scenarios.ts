@@ -152,6 +152,7 @@ function ops(
         fc.record(
           {
             limit: fc.oneof(fc.integer({ min: 1, max: 8 }), fc.integer({ min: 20, max: 150 })),
+            periodS: fc.constantFrom(1, 2),
             burst: fc.integer({ min: 1, max: 40 }),
             ttlS: fc.constantFrom(1, 2),
           },

@@ -39,6 +39,8 @@ export interface RegionCall {
 /** An override's body (`PUT /overrides/:rule/:identity`). */
 export interface RegionOverride {
   limit: number;
+  /** A period of its own, whole seconds (absent: the rule's). */
+  periodS?: number | undefined;
   burst?: number | undefined;
   ttlS?: number | undefined;
 }
@@ -116,8 +118,13 @@ export interface RegionReport {
   admitted: number;
   /** Requests decided by their region's pools alone. */
   fromPools: number;
+  /** Admin changes made (resets, overrides set or removed). */
+  changes: number;
   /** Admin changes whose drops never all landed (their epoch after is not checked). */
   unchecked: number;
+  /** Regional databases killed and restarted; spells the primary was frozen. */
+  restarts: number;
+  freezes: number;
 }
 
 const ADMIN_TOKEN = "simulation-regions-admin-token-0123456789";
@@ -249,6 +256,8 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
   let operations = 0;
   let admitted = 0;
   let fromPools = 0;
+  let restarts = 0;
+  let freezes = 0;
   let ids = 0;
 
   async function request(op: number, k: number, simCalls: RegionCall[], noRegion = false) {
@@ -296,6 +305,7 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
     const method = o.kind === "override" && set ? "PUT" : "DELETE";
     const body = set && {
       limit: set.limit,
+      ...(set.periodS !== undefined && { period: set.periodS }),
       ...(set.burst !== undefined && { burst: set.burst }),
       ...(set.ttlS !== undefined && { ttl: set.ttlS }),
     };
@@ -323,7 +333,7 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
           ? {
               algorithm: rule.algorithm,
               limit: set.limit,
-              periodMs: rule.periodMs,
+              periodMs: set.periodS !== undefined ? set.periodS * 1000 : rule.periodMs,
               burst: set.burst ?? set.limit,
             }
           : "own";
@@ -374,6 +384,7 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
           operations++;
           const db = setup.regions[o.region % s.regions] as Database;
           trace(`region ${o.region % s.regions} killed at ${Date.now() - firstEdge} ms`);
+          restarts++;
           await db.server.kill();
           await sleep(o.downMs);
           await db.server.restart();
@@ -384,6 +395,7 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
           operations++;
           if (frozen) return; // one spell at a time: the first one's end thaws it
           frozen = true;
+          freezes++;
           setup.primary.server.stop();
           trace(`primary frozen at ${Date.now() - firstEdge} ms`);
           await sleep(o.downMs);
@@ -435,7 +447,7 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
     }
   }
   forgetDrops(identities);
-  return { violations, operations, admitted, fromPools, unchecked };
+  return { violations, operations, admitted, fromPools, changes: made.length, unchecked, restarts, freezes };
 }
 
 /** The identities an operation names. */
