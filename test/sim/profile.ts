@@ -5,7 +5,7 @@
  */
 import fc from "fast-check";
 import type { Redis as IORedis } from "ioredis";
-import { CORPUS, CORPUS_REPEATS, REPEATS, WARM_UP } from "./corpus";
+import { ALONGSIDE, CORPUS, CORPUS_REPEATS, REPEATS, WARM_UP } from "./corpus";
 import { type CommandKind, type Network, startNetwork } from "./network";
 import { type Size, scenario } from "./scenarios";
 import type { Counts, Scenario } from "./scenario";
@@ -64,8 +64,11 @@ export async function simulate(
     shrinkMs?: number;
     seed?: number;
     path?: string;
-    /** Which share of the corpus (test/sim/corpus.ts) this lane runs first; `false`: none. @default all */
-    corpus?: { lane: number; lanes: number } | false;
+    /**
+     * Which share of the corpus (test/sim/corpus.ts) this lane runs first: the scenarios that need the
+     * machine to themselves (`alone`) or the others, split over the lanes; `false`: none. @default all
+     */
+    corpus?: { lane: number; lanes: number; alone: boolean } | false;
     /** The lane's name in progress lines. @default "0" */
     lane?: string;
   },
@@ -79,9 +82,9 @@ export async function simulate(
   let examples: [Scenario][] =
     options.path !== undefined || options.corpus === false
       ? []
-      : CORPUS.flatMap((c) =>
-          Array.from({ length: REPEATS.get(c) ?? CORPUS_REPEATS }, (): [Scenario] => [c]),
-        ).filter((_, i) => !options.corpus || i % options.corpus.lanes === options.corpus.lane);
+      : CORPUS.filter((c) => !options.corpus || ALONGSIDE.has(c) !== options.corpus.alone)
+          .flatMap((c) => Array.from({ length: REPEATS.get(c) ?? CORPUS_REPEATS }, (): [Scenario] => [c]))
+          .filter((_, i) => !options.corpus || i % options.corpus.lanes === options.corpus.lane);
   // Batches of runs, each with a seed of its own, until `numRuns` or `untilMs`: a failure is shrunk for at most
   // `shrinkMs` (fast-check then reports the smallest failing scenario found so far).
   let left = options.numRuns;
@@ -172,22 +175,27 @@ export async function simulateLanes(
   const networks = await Promise.all(Array.from({ length: lanes }, () => startNetwork(restUrl)));
   try {
     const { lanes: _, corpus, ...each } = options;
-    // The corpus first, one scenario at a time with nothing else running: its bugs show at moments around a
-    // window edge or a refill, which other lanes' runs (same process, same event loop) would make late.
+    // The corpus's historical bugs first, one scenario at a time with nothing else running: they show at
+    // moments around a window edge or a refill, which other lanes' runs (same process, same event loop) would
+    // make late. Its scenarios that meet a mechanism every run go to the lanes, each lane some of them first.
     const first =
       corpus !== false && options.path === undefined
         ? [
             await simulate({ network: networks[0] as Network, token, redis }, size, {
               ...each,
               numRuns: 0,
-              corpus: { lane: 0, lanes: 1 },
+              corpus: { lane: 0, lanes: 1, alone: true },
               lane: "corpus",
             }),
           ]
         : [];
     const settled = await Promise.allSettled(
       networks.map((network, lane) =>
-        simulate({ network, token, redis }, size, { ...each, corpus: false, lane: String(lane) }),
+        simulate({ network, token, redis }, size, {
+          ...each,
+          corpus: corpus !== false && options.path === undefined && { lane, lanes, alone: false },
+          lane: String(lane),
+        }),
       ),
     );
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
