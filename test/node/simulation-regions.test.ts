@@ -8,7 +8,7 @@ import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { type RestServer, startRedisServers, startRestServer } from "../../redis-rest/index.mjs";
 import { startNetwork } from "../sim/network";
-import type { Database, RegionsSetup } from "../sim/regions";
+import type { Database, RegionsSetup } from "../sim/regions-types";
 import { type RegionStats, simulateRegions } from "../sim/regions-profile";
 import { FAST, LONG, NAMED } from "../sim/regions-scenarios";
 

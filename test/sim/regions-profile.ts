@@ -5,7 +5,8 @@
  * (`SIM_SEED=… SIM_PATH=… npx vitest run test/node/simulation-regions.test.ts`).
  */
 import fc from "fast-check";
-import { type RegionScenario, type RegionsSetup, runRegions } from "./regions";
+import { runRegions } from "./regions";
+import type { RegionScenario, RegionsSetup } from "./regions-types";
 import { CORPUS, type RegionSize, regionScenario, WARM_UP } from "./regions-scenarios";
 
 /** Runs per fast-check batch in a timed profile (each batch has its own seed). */

@@ -7,7 +7,7 @@
  */
 import fc from "fast-check";
 import type { Fault } from "./network";
-import type { RegionOp, RegionRule, RegionScenario } from "./regions";
+import type { RegionOp, RegionRule, RegionScenario } from "./regions-types";
 
 /** How big a scenario gets: the fast profile's, or the long run's. */
 export interface RegionSize {

@@ -9,8 +9,6 @@
  * clients were let through is checked against the reference model (test/sim/model.ts) per (rule, identity):
  * never more than one database alone would have admitted, across all regions together.
  */
-import type { Redis as IORedis } from "ioredis";
-import type { RedisHandle } from "../../redis-rest/index.mjs";
 import { createAdminApp } from "../../src/admin/app";
 import { adminContextOf } from "../../src/admin/context";
 import type { RuleConfig } from "../../src/config/rule-config";
@@ -18,114 +16,21 @@ import type { RuleCall, WaitUntil } from "../../src/engine/types";
 import { verdictOf } from "../../src/middleware/verdict";
 import { RegionalDecider } from "../../src/regions/decider";
 import { createEngine, type Engine, type RegionalStage } from "../../src/resilience/engine";
-import { type Change, epochsOf } from "./epochs";
-import { type Admission, checkHistory, type Limits, type Violation } from "./model";
-import type { Fault, Network } from "./network";
-import { dropsOf, dropsSettled, forgetDrops } from "./regions-drops";
-
-/** One rule: a leasable algorithm's limits; `lease = false` keeps it the primary's alone. */
-export interface RegionRule extends Limits {
-  algorithm: "fixed-window" | "sliding-window" | "sliding-log" | "token-bucket" | "gcra";
-  lease?: boolean | undefined;
-}
-
-/** One call of a request: which rule, which identity, what cost. */
-export interface RegionCall {
-  rule: number;
-  identity: number;
-  cost: number;
-}
-
-/** An override's body (`PUT /overrides/:rule/:identity`). */
-export interface RegionOverride {
-  limit: number;
-  /** A period of its own, whole seconds (absent: the rule's). */
-  periodS?: number | undefined;
-  burst?: number | undefined;
-  ttlS?: number | undefined;
-}
-
-/** Where a fault strikes: the primary's way, or region `n`'s. */
-export type Way = "primary" | number;
-
-/** What a scenario does, each at `at` ms after its start. */
-export type RegionOp =
-  | {
-      kind: "request";
-      at: number;
-      isolate: number;
-      calls: RegionCall[];
-      /** Decided as a request of no region (the primary, as without regions). */
-      noRegion?: boolean | undefined;
-      /** Queued on the primary's way just before it: what happens to its lease call (or the next one). */
-      fault?: Fault | undefined;
-    }
-  | { kind: "burst"; at: number; isolate: number; call: RegionCall; n: number }
-  /**
-   * An admin reset (`DELETE /keys/…`) or an override set or removed (`set` absent: DELETE) through isolate
-   * `admin`'s admin app; every other isolate hears of it `lagMs[k]` later (the change log's read).
-   */
-  | { kind: "reset"; at: number; admin: number; rule: number; identity: number; lagMs: number[] }
-  | {
-      kind: "override";
-      at: number;
-      admin: number;
-      rule: number;
-      identity: number;
-      set?: RegionOverride | undefined;
-      lagMs: number[];
-    }
-  /** `fault` for the next `times` commands on `way` (any command: spends, deposits, drops, decisions). */
-  | { kind: "fault"; at: number; way: Way; fault: Fault; times?: number | undefined }
-  /** Region `region`'s redis-server killed (SIGKILL), and a fresh, empty one started `downMs` later. */
-  | { kind: "restart"; at: number; region: number; downMs: number }
-  /** The primary's redis-server frozen (SIGSTOP) for `downMs`: its data kept, nothing answered. */
-  | { kind: "freeze"; at: number; downMs: number };
-
-export interface RegionScenario {
-  rules: RegionRule[];
-  /** Regional databases used (2 or 3). */
-  regions: number;
-  /** Isolates; isolate k is pinned to region k % regions. */
-  isolates: number;
-  /** The longest life of a region's lease, ms (30 s in production: short here, so pools expire in a run). */
-  leaseMs: number;
-  timeoutMs: number;
-  /** Operations' `at` counts from the first edge of a window of this length after the run starts. */
-  edgeMs: number;
-  ops: RegionOp[];
-}
-
-/** A database of the setup: its server (to kill or freeze), its way in, and a direct client (reads only). */
-export interface Database {
-  server: RedisHandle;
-  network: Network;
-  redis: IORedis;
-}
-
-/** Where the regional system runs. */
-export interface RegionsSetup {
-  primary: Database;
-  regions: Database[];
-  token: string;
-}
-
-/** What one run found. */
-export interface RegionReport {
-  violations: Violation[];
-  /** Operations executed: every request (a burst's each), admin change, fault, restart and freeze. */
-  operations: number;
-  admitted: number;
-  /** Requests decided by their region's pools alone. */
-  fromPools: number;
-  /** Admin changes made (resets, overrides set or removed). */
-  changes: number;
-  /** Admin changes whose drops never all landed (their epoch after is not checked). */
-  unchecked: number;
-  /** Regional databases killed and restarted; spells the primary was frozen. */
-  restarts: number;
-  freezes: number;
-}
+import type { Change } from "./epochs";
+import type { Admission } from "./model";
+import type { Network } from "./network";
+import { checkRegions, type Made } from "./regions-check";
+import { dropsSettled, forgetDrops } from "./regions-drops";
+import type {
+  Database,
+  RegionCall,
+  RegionOp,
+  RegionReport,
+  RegionRule,
+  RegionScenario,
+  RegionsSetup,
+  Way,
+} from "./regions-types";
 
 const ADMIN_TOKEN = "simulation-regions-admin-token-0123456789";
 /** `SIM_TRACE=1`: every decision and admin change of a run, as it happens (for reading a replayed failure). */
@@ -187,18 +92,6 @@ class Background {
   async settle(): Promise<void> {
     while (this.pending.size > 0) await Promise.all([...this.pending]);
   }
-}
-
-/** An admin change as it was made: the change the model cuts epochs at is known once its drops have landed. */
-interface Made {
-  key: string;
-  from: number;
-  /** When the admin call answered. */
-  answeredAt: number;
-  ok: boolean;
-  limits: Change["limits"];
-  kind: "reset" | "override";
-  ttlMs?: number;
 }
 
 /** Runs `s` against the setup's databases. */
@@ -414,38 +307,12 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
   const identities = [...new Set(s.ops.flatMap(identitiesOf))].map((i) => identityOf(run, i));
   await dropsSettled(identities);
 
-  // The epochs: an admin change lies between its call's start and the landing, in every region, of the first
-  // drop of the identity's pools that followed it (docs/regions.md: what a region may still spend until then is
-  // the window the docs state). A change that failed may or may not have been made: its limits are unknown.
-  const changes = new Map<string, Change[]>();
-  let unchecked = 0;
-  for (const m of made) {
-    const [rule = "", identityHash = ""] = m.key.split(" ");
-    const landed = dropsOf(
-      regions.map((r) => r.name),
-      rule,
-      identityHash,
-      m.from,
-    );
-    if (landed === undefined) unchecked++;
-    const to = Math.max(m.answeredAt, landed ?? Number.POSITIVE_INFINITY) + 1;
-    const c: Change = { from: m.from, to, limits: m.ok ? m.limits : "unknown", kind: m.kind };
-    const list = [...(changes.get(m.key) ?? []), c];
-    if (m.ttlMs !== undefined && m.ok) {
-      list.push({ from: m.from + m.ttlMs, to: to + m.ttlMs, limits: "own", kind: "ttl", ends: c });
-    }
-    changes.set(m.key, list);
-  }
-  const violations: Violation[] = [];
-  for (const [key, history] of histories) {
-    const rule = s.rules[Number(key.split(" ")[0]?.slice(1))] as RegionRule;
-    for (const epoch of epochsOf(rule, changes.get(key) ?? [], history)) {
-      if (epoch.limits === "unknown") continue;
-      for (const v of checkHistory(epoch.limits, epoch.history)) {
-        violations.push({ ...v, detail: `${key}: ${v.detail}` });
-      }
-    }
-  }
+  const { violations, unchecked } = checkRegions(
+    s.rules,
+    regions.map((r) => r.name),
+    made,
+    histories,
+  );
   forgetDrops(identities);
   return { violations, operations, admitted, fromPools, changes: made.length, unchecked, restarts, freezes };
 }
