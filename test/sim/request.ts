@@ -5,17 +5,17 @@
  * (test/sim/respond.ts). The record notes what it let through, when, and under which limits.
  */
 import { traitsOf } from "../../src/engine/algorithms";
-import type { Decider, Decision, RuleCall, RuleResult } from "../../src/engine/types";
+import type { Decider, Decision, RuleCall } from "../../src/engine/types";
 import { giveBackUncounted, heldUntilStatus } from "../../src/middleware/count";
 import { delayOf, giveBack } from "../../src/middleware/delay";
 import { verdictOf } from "../../src/middleware/verdict";
 import { type Isolates, ruleCall } from "./isolates";
-import type { Admission, Instant, Limits } from "./model";
+import type { Admission, Instant } from "./model";
 import type { Fault, Network } from "./network";
 import { keyOf, type RunRecord } from "./record";
 import { respond, responseRulesOf } from "./respond";
 import { type Answer, limitsOf, ruleName, type Scenario, type SimCall, type SimRule } from "./scenario";
-import { type Holder, modelLimit, shardOf, shedCall } from "./shed";
+import { noteHolders, noteSheds, shedCall, shedLimits } from "./shed";
 import type { SimLists } from "./lists";
 
 /** The latest a call's script may run after its caller gave up: the network's longest slow way in, and more. */
@@ -65,25 +65,6 @@ export function requestsOf(
     }
   }
 
-  /** The model's limits for a shed rule's result: its class's share of its sub-key (test/sim/shed.ts). */
-  function shedLimits(r: RuleResult, simCalls: SimCall[]): Limits | undefined {
-    const simCall = simCalls.find((c) => ruleName(c.rule) === r.call.rule);
-    const rule = simCall && (scenario.rules[simCall.rule] as SimRule);
-    if (rule?.algorithm !== "shed") return undefined;
-    const limit = modelLimit(rule, shardOf(r.call.identityHash), simCall?.priority);
-    return { algorithm: "shed", limit, periodMs: rule.periodMs, burst: limit };
-  }
-
-  /** A shed rule's denials Redis decided, each with its model's limit. */
-  function noteSheds(decision: Decision, op: number, simCalls: SimCall[], at: Instant) {
-    for (const r of decision.results) {
-      const limits = r.source === "redis" && r.outcome === "denied" ? shedLimits(r, simCalls) : undefined;
-      if (!limits) continue;
-      record.shed(keyOf(r.call.rule, r.call.identityHash), { at, op, limit: limits.limit });
-      counts.shed++;
-    }
-  }
-
   return async function request(
     op: number,
     k: number,
@@ -130,7 +111,7 @@ export function requestsOf(
     }
     const repliedAt = Date.now() + 1; // Date.now() is whole ms: the true instant may lie up to 1 ms past it
     noteDenials(decision, op, { from: sentAt, to: repliedAt });
-    noteSheds(decision, op, simCalls, { from: sentAt, to: repliedAt });
+    noteSheds(scenario, record, decision, simCalls, op, { from: sentAt, to: repliedAt });
     counts.blocked += decision.results.filter((r) => r.blocked !== undefined).length;
     // Redis did not answer in time (the call may still have counted: its lease grant is lost with it).
     if (decision.results.some((r) => r.source === "undecided" || r.source === "fallback")) record.degraded++;
@@ -147,12 +128,7 @@ export function requestsOf(
       );
     if (!verdictOf(decision).allowed) {
       // A slot Redis gave a request another rule denied may have been held until its release came back.
-      const held = slots.filter((r) => r.source === "redis" && shedLimits(r, simCalls));
-      const holders = held.map((r) => {
-        const holder: Holder = { at: { from: sentAt, to: repliedAt }, op };
-        record.holder(keyOf(r.call.rule, r.call.identityHash), holder);
-        return holder;
-      });
+      const holders = noteHolders(scenario, record, slots, simCalls, op, { from: sentAt, to: repliedAt });
       if (slots.length > 0) {
         release((at) => {
           for (const h of holders) h.releasedTo = at;
@@ -201,7 +177,7 @@ export function requestsOf(
           const simCall = simCalls.find((c) => ruleName(c.rule) === r.call.rule);
           // Its own limits: its tier's, or for a shed rule its class's share of its sub-key.
           const limits =
-            shedLimits(r, simCalls) ??
+            shedLimits(scenario, r, simCalls) ??
             (simCall?.tier !== undefined ? limitsOf(scenario, simCall) : undefined);
           const admission: Admission = {
             units,

@@ -14,13 +14,13 @@
  * The model computes the limits from the page's words, not from src/middleware/shed.ts.
  */
 import type { RuleConfig, ShedConfig } from "../../src/config";
-import type { RuleCall } from "../../src/engine/types";
+import type { Decision, RuleCall, RuleResult } from "../../src/engine/types";
 import type { RequestFacts } from "../../src/identity";
 import { shardIdentity, shedPlan } from "../../src/middleware/shed";
 import { ruleCall } from "./isolates";
 import { checkConcurrency, type Instant, type Limits, type Violation } from "./model";
-import { partsOf, type RunRecord } from "./record";
-import { type Mode, ruleIndex, ruleName, type Scenario, type SimCall, type SimRule } from "./scenario";
+import { keyOf, partsOf, type RunRecord } from "./record";
+import { type Mode, ruleName, type Scenario, type SimCall, type SimRule } from "./scenario";
 
 /** The methods that name a shed rule's classes, highest share first (`priority = "method"`). */
 const METHODS = ["PUT", "POST", "GET", "HEAD", "PATCH"] as const;
@@ -160,6 +160,50 @@ export function checkShed(scenario: Scenario, record: RunRecord, faulty: boolean
   return out;
 }
 
-/** Whether `name` is a shed rule of `scenario`. */
-export const isShed = (scenario: Scenario, name: string): boolean =>
-  scenario.rules[ruleIndex(name)]?.algorithm === "shed";
+/** The model's limits for a shed rule's result: its class's share of its sub-key; `undefined` for another rule. */
+export function shedLimits(scenario: Scenario, r: RuleResult, simCalls: SimCall[]): Limits | undefined {
+  const simCall = simCalls.find((c) => ruleName(c.rule) === r.call.rule);
+  const rule = simCall && (scenario.rules[simCall.rule] as SimRule);
+  if (rule?.algorithm !== "shed") return undefined;
+  const limit = modelLimit(rule, shardOf(r.call.identityHash), simCall?.priority);
+  return { algorithm: "shed", limit, periodMs: rule.periodMs, burst: limit };
+}
+
+/** Notes in `record` each request a shed rule's Redis decision shed, with its model's limit. */
+export function noteSheds(
+  scenario: Scenario,
+  record: RunRecord,
+  decision: Decision,
+  simCalls: SimCall[],
+  op: number,
+  at: Instant,
+): void {
+  for (const r of decision.results) {
+    const limits =
+      r.source === "redis" && r.outcome === "denied" ? shedLimits(scenario, r, simCalls) : undefined;
+    if (!limits) continue;
+    record.shed(keyOf(r.call.rule, r.call.identityHash), { at, op, limit: limits.limit });
+    record.counts.shed++;
+  }
+}
+
+/**
+ * Notes in `record` the shed slots Redis gave a request another rule denied: each may have been held until its
+ * release came back (the caller sets `releasedTo` on the holders returned).
+ */
+export function noteHolders(
+  scenario: Scenario,
+  record: RunRecord,
+  slots: readonly RuleResult[],
+  simCalls: SimCall[],
+  op: number,
+  at: Instant,
+): Holder[] {
+  return slots
+    .filter((r) => r.source === "redis" && shedLimits(scenario, r, simCalls))
+    .map((r) => {
+      const holder: Holder = { at, op };
+      record.holder(keyOf(r.call.rule, r.call.identityHash), holder);
+      return holder;
+    });
+}
