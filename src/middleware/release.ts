@@ -57,7 +57,7 @@ type BytePipe = { readable: ReadableStream<Uint8Array>; writable: WritableStream
  * the client's response with no unhandled rejection, where a JS `TransformStream` left two "Uncaught (in
  * promise)" errors per request in the log (test/node/release-worker.test.ts). Elsewhere (the npm middleware
  * on Node or Bun), a `TransformStream`. The copy into it costs a JS read and write per chunk: 18–20 ms of
- * workerd CPU per 10 MB against a native pipe's 7 (docs/benchmarks.md, "the pieces" of a settled stream).
+ * workerd CPU per 10 MB against a native pipe's 7 (docs/benchmarks.md, "Settling a cost from the response").
  */
 const NativePipe = (globalThis as { IdentityTransformStream?: new () => BytePipe }).IdentityTransformStream;
 
