@@ -1,5 +1,5 @@
 /**
- * A simulated request's response, as the limiter handles it (src/middleware/limiter.ts): once its status is
+ * A simulated request's response, as the limiter hands it off (src/middleware/hand-off.ts): once its status is
  * known, the units of every rule that does not count that status go back (`heldUntilStatus`,
  * `giveBackUncounted`); then each settled rule's real cost is read from the body as it streams
  * (`settlingOf`, `settleFrom`, the real SSE scanner) and charged or given back. The real functions run against
