@@ -254,58 +254,80 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
   const firstEdge = now - (now % s.edgeMs) + s.edgeMs;
   const wayOf = (way: Way): Network =>
     (way === "primary" ? setup.primary : (setup.regions[way % s.regions] as Database)).network;
-  let frozen = false;
-  try {
-    const running = s.ops.map(async (o, op) => {
-      await sleep(Math.max(0, firstEdge + o.at - Date.now()));
-      switch (o.kind) {
-        case "request":
-          if (o.fault) setup.primary.network.inject({ ...o.fault, on: "lease" });
-          await request(op, o.isolate % s.isolates, o.calls, o.noRegion);
-          return;
-        case "burst":
-          for (let i = 0; i < o.n; i++) await request(op, o.isolate % s.isolates, [o.call]);
-          return;
-        case "reset":
-        case "override":
-          return change(o);
-        case "fault":
-          operations++;
-          for (let i = 0; i < (o.times ?? 1); i++) wayOf(o.way).inject(o.fault);
-          return;
-        case "restart": {
-          operations++;
-          const db = setup.regions[o.region % s.regions] as Database;
-          trace(`region ${o.region % s.regions} killed at ${Date.now() - firstEdge} ms`);
-          restarts++;
-          await db.server.kill();
-          await sleep(o.downMs);
-          await db.server.restart();
-          trace(`region ${o.region % s.regions} back at ${Date.now() - firstEdge} ms`);
-          return;
-        }
-        case "freeze":
-          operations++;
-          if (frozen) return; // one spell at a time: the first one's end thaws it
-          frozen = true;
-          freezes++;
-          setup.primary.server.stop();
-          trace(`primary frozen at ${Date.now() - firstEdge} ms`);
-          await sleep(o.downMs);
-          setup.primary.server.cont();
-          trace(`primary thawed at ${Date.now() - firstEdge} ms`);
-          frozen = false;
-          return;
+  /** One operation of the scenario, at its time. */
+  async function perform(o: RegionOp, op: number): Promise<void> {
+    switch (o.kind) {
+      case "request":
+        if (o.fault) setup.primary.network.inject({ ...o.fault, on: "lease" });
+        await request(op, o.isolate % s.isolates, o.calls, o.noRegion);
+        return;
+      case "burst":
+        for (let i = 0; i < o.n; i++) await request(op, o.isolate % s.isolates, [o.call]);
+        return;
+      case "reset":
+      case "override":
+        return change(o);
+      case "fault":
+        operations++;
+        for (let i = 0; i < (o.times ?? 1); i++) wayOf(o.way).inject(o.fault);
+        return;
+      case "restart": {
+        operations++;
+        const db = setup.regions[o.region % s.regions] as Database;
+        trace(`region ${o.region % s.regions} killed at ${Date.now() - firstEdge} ms`);
+        restarts++;
+        await db.server.kill();
+        await sleep(o.downMs);
+        await db.server.restart();
+        trace(`region ${o.region % s.regions} back at ${Date.now() - firstEdge} ms`);
+        return;
       }
-    });
-    await Promise.all(running);
-  } finally {
-    if (frozen) setup.primary.server.cont();
-    for (const db of [setup.primary, ...setup.regions]) db.network.clear();
+      case "freeze":
+        operations++;
+        if (frozen) return; // one spell at a time: the first one's end thaws it
+        frozen = true;
+        freezes++;
+        setup.primary.server.stop();
+        trace(`primary frozen at ${Date.now() - firstEdge} ms`);
+        await sleep(o.downMs);
+        setup.primary.server.cont();
+        trace(`primary thawed at ${Date.now() - firstEdge} ms`);
+        frozen = false;
+        return;
+    }
   }
-  await background.settle();
+
+  // A run takes seconds: one still going after a minute is stuck, and says where (operations still running).
+  const pending = new Set<number>();
+  let at = "operations";
+  const watchdog = setTimeout(() => {
+    console.log(
+      `simulation (regions): run ${run} still going after 60 s, at ${at}; operations not done: ` +
+        JSON.stringify([...pending].map((op) => ({ op, ...s.ops[op] }))),
+    );
+  }, 60_000);
+  let frozen = false;
   const identities = [...new Set(s.ops.flatMap(identitiesOf))].map((i) => identityOf(run, i));
-  await dropsSettled(identities);
+  try {
+    try {
+      const running = s.ops.map(async (o, op) => {
+        await sleep(Math.max(0, firstEdge + o.at - Date.now()));
+        pending.add(op);
+        await perform(o, op);
+        pending.delete(op);
+      });
+      await Promise.all(running);
+    } finally {
+      if (frozen) setup.primary.server.cont();
+      for (const db of [setup.primary, ...setup.regions]) db.network.clear();
+    }
+    at = "background work";
+    await background.settle();
+    at = "drops";
+    await dropsSettled(identities);
+  } finally {
+    clearTimeout(watchdog);
+  }
 
   const { violations, unchecked } = checkRegions(
     s.rules,
