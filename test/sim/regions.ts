@@ -9,6 +9,7 @@
  * clients were let through is checked against the reference model (test/sim/model.ts) per (rule, identity):
  * never more than one database alone would have admitted, across all regions together.
  */
+import type { RedisHandle } from "../../redis-rest/index.mjs";
 import { createAdminApp } from "../../src/admin/app";
 import { adminContextOf } from "../../src/admin/context";
 import type { RuleConfig } from "../../src/config/rule-config";
@@ -276,9 +277,7 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
         const db = setup.regions[o.region % s.regions] as Database;
         trace(`region ${o.region % s.regions} killed at ${Date.now() - firstEdge} ms`);
         restarts++;
-        await db.server.kill();
-        await sleep(o.downMs);
-        await db.server.restart();
+        await restartOf(db.server, o.downMs);
         trace(`region ${o.region % s.regions} back at ${Date.now() - firstEdge} ms`);
         return;
       }
@@ -337,6 +336,23 @@ export async function runRegions(s: RegionScenario, setup: RegionsSetup): Promis
   );
   forgetDrops(identities);
   return { violations, operations, admitted, fromPools, changes: made.length, unchecked, restarts, freezes };
+}
+
+/** Each server's restart in progress: two restarts of one server at once would kill each other's new process. */
+const restarting = new WeakMap<RedisHandle, Promise<void>>();
+
+/** Kills `server`, and starts a fresh, empty one on its port `downMs` later, once any restart before it is done. */
+function restartOf(server: RedisHandle, downMs: number): Promise<void> {
+  const mine = (restarting.get(server) ?? Promise.resolve()).then(async () => {
+    await server.kill();
+    await sleep(downMs);
+    await server.restart();
+  });
+  restarting.set(
+    server,
+    mine.catch(() => undefined),
+  );
+  return mine;
 }
 
 /** The identities an operation names. */
