@@ -76,8 +76,15 @@ export async function simulateRegions(
     const corpus = examples;
     let run = 0;
     const property = fc.asyncProperty(regionScenario(size), async (s) => {
-      const report = await runRegions(s, setup);
       const index = run++;
+      const report = await runRegions(s, setup).catch((error: unknown) => {
+        // Not a violation: the simulation itself broke (a server that would not start). Said at once, as fast-check
+        // shrinks it before it reports.
+        if (!failedOnce)
+          console.log(`simulation: a run failed (${String(error)}); shrinking…\n${printable(s)}`);
+        failedOnce = true;
+        throw error;
+      });
       stats.runs++;
       stats.operations += report.operations;
       stats.admitted += report.admitted;
