@@ -6,7 +6,7 @@ outlives the lease of any unit it holds: two grants share a key only under the e
 KEYS:
   KEYS[1]  the rule's pool <prefix>:<rule>:{<hash>}:pool
   KEYS[2]  its next pool <prefix>:<rule>:{<hash>}:pool-next
-  KEYS[3]  its pace <prefix>:<rule>:{<hash>}:pace
+  KEYS[3]  its pace <prefix>:<rule>:{<hash>}:pace, "<ms>:<units>:<since>" (lua/region-spend.lua)
   KEYS[4]  its drop mark <prefix>:<rule>:{<hash>}:pool-dropped: set (for ARGV[6] ms) when an admin change
            dropped the pools; a grant asked for before it was counted in the state the change reset
 ARGV:
@@ -15,10 +15,10 @@ ARGV:
            lease's life
   ARGV[3]  the pool's value after its units: ":<renewing 0>:<terms>:<figures>"
   ARGV[4]  the pace record "<ms>:<units>" (ms: this database's clock when the primary was asked); ARGV[5] its
-           life, ms
+           life, ms; the script adds the record's since
   ARGV[6]  how long a drop mark lives, ms (the longest life of a region's lease)
-Reply: 1 into the pool, 2 into the next pool, 3 added to the next pool, 0 not added (its lease has ended, or
-its pools were dropped since it was asked for)
+Reply: 1 into the pool, 2 into the next pool, 3 added to the next pool, 0 not added (its lease has ended, its
+pools were dropped since it was asked for, or this database may have lost a drop since: see below)
 ]]
 
 local units = tonumber(ARGV[1]) -- units
@@ -27,7 +27,19 @@ local rest = ARGV[3] -- ":<renewing>:<terms>:<figures>"
 local asked_ms = tonumber(string.match(ARGV[4], "^(%d+):")) -- ms, this database's clock
 local mark_ms = tonumber(ARGV[6]) -- ms
 
-redis.call("SET", KEYS[3], ARGV[4], "PX", ARGV[5])
+-- The pace record is rewritten by every miss and deposit and keeps its since; it is gone, or younger than the
+-- ask, only when this database lost its data (a restart) or the identity was quiet for the record's life. A
+-- drop mark set before such a loss is lost with it: the grant may be one a reset since made void, and is refused.
+local pace = redis.call("GET", KEYS[3])
+local since = pace and string.match(pace, "^%d+:%d+:(%d+)$")
+local since_ms = since and tonumber(since) -- ms, this database's clock
+if not since_ms or since_ms > asked_ms then
+  local time = redis.call("TIME")
+  local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  redis.call("SET", KEYS[3], ARGV[4] .. ":" .. (since_ms or now_ms), "PX", ARGV[5])
+  return 0
+end
+redis.call("SET", KEYS[3], ARGV[4] .. ":" .. since_ms, "PX", ARGV[5])
 -- Dropped by an admin change (a reset, an override) after this grant was asked for: the primary no longer
 -- counts its units, whichever isolate dropped the pools and whether or not the asking one has heard of it.
 local mark_left = redis.call("PTTL", KEYS[4]) -- ms

@@ -8,8 +8,9 @@ KEYS (n rules, 3 each):
   KEYS[3i-2]  rule i's pool <prefix>:<rule>:{<hash>}:pool, "<left>:<granted>:<renewing 0|1>:<terms>:<figures>"
   KEYS[3i-1]  rule i's next pool <prefix>:<rule>:{<hash>}:pool-next, the same shape: a renewal's units, which
               take the pool's place once it runs short
-  KEYS[3i]    rule i's pace <prefix>:<rule>:{<hash>}:pace, "<ms>:<units>": when (this database's clock) the
-              region last missed or was granted units, and how many (0: none), for sizing the next ask
+  KEYS[3i]    rule i's pace <prefix>:<rule>:{<hash>}:pace, "<ms>:<units>:<since>": when (this database's clock)
+              the region last missed or was granted units, and how many (0: none), for sizing the next ask;
+              since when this database has held the record without a break (lua/region-deposit.lua)
 ARGV:
   ARGV[2i-1]  rule i's cost, units
   ARGV[2i]    rule i's terms "<limit>/<period ms>/<burst>": a pool leased under other terms is not spent
@@ -18,7 +19,7 @@ Reply:
   spent:  { 1, now_ms (Redis's clock; 0 unless a renewal is asked), pool_1 … pool_n (each value after the
           spend), renew_1 … renew_n (1: this spend took the pool to half of its grant or below: renew it) }
   missed: { 0, now_ms (Redis's clock), pace_1 … pace_n (as it was; "" where none) }; each pace now records
-          this miss ("<now_ms>:0", until a deposit replaces it)
+          this miss ("<now_ms>:0:<since>", until a deposit replaces it; since kept, or now_ms if none)
 ]]
 
 local n = (#ARGV - 1) / 2 -- rules
@@ -57,8 +58,10 @@ if not spendable then
   local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   local reply = { 0, now_ms }
   for i = 1, n do
-    reply[#reply + 1] = redis.call("GET", KEYS[3 * i]) or ""
-    redis.call("SET", KEYS[3 * i], now_ms .. ":0", "PX", pace_ms)
+    local pace = redis.call("GET", KEYS[3 * i]) or ""
+    local since = string.match(pace, "^%d+:%d+:(%d+)$") or now_ms -- a record's first write, kept
+    reply[#reply + 1] = pace
+    redis.call("SET", KEYS[3 * i], now_ms .. ":0:" .. since, "PX", pace_ms)
   end
   return reply
 end

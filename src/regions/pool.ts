@@ -81,7 +81,7 @@ function spentPool(value: unknown, renew: unknown): SpentPool | undefined {
 }
 
 function paceOf(value: unknown): Pace | undefined {
-  const m = typeof value === "string" ? /^(\d+):(\d+)$/.exec(value) : null;
+  const m = typeof value === "string" ? /^(\d+):(\d+)(?::\d+)?$/.exec(value) : null;
   return m ? { atMs: Number(m[1]), units: Number(m[2]) } : undefined;
 }
 

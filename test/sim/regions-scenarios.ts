@@ -363,11 +363,11 @@ export const GRANT_ACROSS_A_RESET_AND_A_RESTART: RegionScenario = {
 };
 
 /**
- * A hole the simulator found, left open (docs/exactness.md, "Regional pools"): the race above, with region g0's
- * database killed and restarted empty between the reset's drop (which marked it) and the grant's landing. The
- * fresh database has no drop mark, the asking isolate has not heard of the reset yet, and the old grant's 12
- * units go into g0's pool: 112 in one window of 100, until the asking isolate hears of the reset and drops the
- * pool again, or the pool's lease ends. Not in the corpus: `SIM_SCENARIO=restart-after-a-drop` runs it.
+ * A hole the simulator found (docs/exactness.md, "Regional pools"): the race above, with region g0's database
+ * killed and restarted empty between the reset's drop (which marked it) and the grant's landing. The fresh
+ * database has no drop mark and the asking isolate has not heard of the reset yet: the old grant's 12 units went
+ * into g0's pool, 112 in one window of 100. Closed by the pace record's since (lua/region-deposit.lua): the
+ * fresh database holds no record from before the ask, so the grant is refused.
  */
 export const RESTART_AFTER_A_DROP: RegionScenario = {
   ...GRANT_ACROSS_A_RESET,
@@ -386,7 +386,11 @@ export const RESTART_AFTER_A_DROP: RegionScenario = {
 };
 
 /** Scenarios every profile runs first (a fuzzer's corpus). */
-export const CORPUS: readonly RegionScenario[] = [GRANT_ACROSS_A_RESET, GRANT_ACROSS_A_RESET_AND_A_RESTART];
+export const CORPUS: readonly RegionScenario[] = [
+  GRANT_ACROSS_A_RESET,
+  GRANT_ACROSS_A_RESET_AND_A_RESTART,
+  RESTART_AFTER_A_DROP,
+];
 
 /** Scenarios by name, for `SIM_SCENARIO=<name>` (test/node/simulation-regions.test.ts). */
 export const NAMED: Readonly<Record<string, RegionScenario>> = {
