@@ -6,9 +6,10 @@
 import fc from "fast-check";
 import type { Redis as IORedis } from "ioredis";
 import { ALONGSIDE, CORPUS, CORPUS_REPEATS, REPEATS, WARM_UP } from "./corpus";
+import { failRun } from "./failure";
 import { type CommandKind, type Network, startNetwork } from "./network";
-import { type Size, scenario } from "./scenarios";
 import type { Counts, Scenario } from "./scenario";
+import { type Size, scenario } from "./scenarios";
 import { runScenario } from "./system";
 
 /** Runs per fast-check batch in a timed profile (each batch has its own seed). */
@@ -99,25 +100,14 @@ export async function simulate(
       stats.runs++;
       for (const k of COUNTED) stats[k] += report[k];
       if (report.violations.length === 0) return;
-      if (!failedOnce) {
-        failedOnce = true;
-        const first = report.violations[0];
-        // Printed at once: replayable even if the shrinking below is cut short.
-        const replay =
-          index < corpus.length
-            ? `corpus scenario ${CORPUS.indexOf(s)} (test/sim/corpus.ts)`
-            : `SIM_SEED=${seed} SIM_PATH=${options.path ?? index - corpus.length}`;
-        console.log(
-          `simulation: violation found (${first?.invariant}: ${first?.detail}); replay: ${replay}; ` +
-            `shrinking…\n${printable(s)}`,
-        );
-      }
-      throw new Error(
-        `${report.violations.length} violation(s):\n${report.violations
-          .slice(0, 5)
-          .map((v) => `  ${v.invariant}: ${v.detail} (ops ${v.ops.join(", ")})`)
-          .join("\n")}\nscenario: ${printable(s)}`,
-      );
+      // Printed at once, the first time: replayable even if the shrinking is cut short.
+      const replay = failedOnce
+        ? undefined
+        : index < corpus.length
+          ? `corpus scenario ${CORPUS.indexOf(s)} (test/sim/corpus.ts)`
+          : `SIM_SEED=${seed} SIM_PATH=${options.path ?? index - corpus.length}`;
+      failedOnce = true;
+      failRun(report.violations, printable(s), replay);
     });
     await fc.assert(property, {
       numRuns: batch + corpus.length,

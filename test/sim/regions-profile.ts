@@ -5,9 +5,10 @@
  * (`SIM_SEED=… SIM_PATH=… npx vitest run test/node/simulation-regions.test.ts`).
  */
 import fc from "fast-check";
+import { failRun } from "./failure";
 import { runRegions } from "./regions";
-import type { RegionScenario, RegionsSetup } from "./regions-types";
 import { CORPUS, type RegionSize, regionScenario, WARM_UP } from "./regions-scenarios";
+import type { RegionScenario, RegionsSetup } from "./regions-types";
 
 /** Runs per fast-check batch in a timed profile (each batch has its own seed). */
 const BATCH_RUNS = 10;
@@ -94,25 +95,14 @@ export async function simulateRegions(
       stats.restarts += report.restarts;
       stats.freezes += report.freezes;
       if (report.violations.length === 0) return;
-      if (!failedOnce) {
-        failedOnce = true;
-        const first = report.violations[0];
-        // Printed at once: replayable even if the shrinking below is cut short.
-        const replay =
-          index < corpus.length
-            ? `scenario ${index} of ${options.scenarios ? "SIM_SCENARIO" : "the corpus"} (test/sim/regions-scenarios.ts)`
-            : `SIM_SEED=${seed} SIM_PATH=${options.path ?? index - corpus.length}`;
-        console.log(
-          `simulation: violation found (${first?.invariant}: ${first?.detail}); replay: ${replay}; ` +
-            `shrinking…\n${printable(s)}`,
-        );
-      }
-      throw new Error(
-        `${report.violations.length} violation(s):\n${report.violations
-          .slice(0, 5)
-          .map((v) => `  ${v.invariant}: ${v.detail} (ops ${v.ops.join(", ")})`)
-          .join("\n")}\nscenario: ${printable(s)}`,
-      );
+      // Printed at once, the first time: replayable even if the shrinking is cut short.
+      const replay = failedOnce
+        ? undefined
+        : index < corpus.length
+          ? `scenario ${index} of ${options.scenarios ? "SIM_SCENARIO" : "the corpus"} (test/sim/regions-scenarios.ts)`
+          : `SIM_SEED=${seed} SIM_PATH=${options.path ?? index - corpus.length}`;
+      failedOnce = true;
+      failRun(report.violations, printable(s), replay);
     });
     await fc.assert(property, {
       numRuns: batch + corpus.length,
