@@ -5,6 +5,7 @@
  */
 import fc from "fast-check";
 import type { Redis as IORedis } from "ioredis";
+import { assertBatch, laneLine } from "./batch";
 import { ALONGSIDE, CORPUS, CORPUS_REPEATS, REPEATS, WARM_UP } from "./corpus";
 import { failRun } from "./failure";
 import { type CommandKind, type Network, startNetwork } from "./network";
@@ -109,25 +110,17 @@ export async function simulate(
       failedOnce = true;
       failRun(report.violations, printable(s), replay);
     });
-    await fc.assert(property, {
-      numRuns: batch + corpus.length,
+    await assertBatch(property, {
+      runs: batch,
+      corpus,
       seed,
-      examples: corpus,
-      ...(options.path !== undefined && { path: options.path }),
-      // A guard against a hang: far beyond what the batch's runs take, plus the shrinking.
-      interruptAfterTimeLimit: (batch + corpus.length) * 20_000 + (options.shrinkMs ?? 60_000),
-      markInterruptAsFailure: true,
-      endOnFailure: false,
+      path: options.path,
+      runMs: 20_000,
+      shrinkMs: options.shrinkMs,
     });
     examples = [];
     left -= batch;
-    if (options.untilMs !== undefined) {
-      const seconds = (Date.now() - startedAt) / 1000;
-      console.log(
-        `simulation lane ${options.lane ?? "0"}: ${stats.runs} runs, ${stats.operations} operations ` +
-          `in ${seconds.toFixed(0)} s (${(stats.operations / seconds).toFixed(0)}/s), 0 violations`,
-      );
-    }
+    if (options.untilMs !== undefined) console.log(laneLine("simulation", options.lane, stats, startedAt));
   } while (left > 0 && Date.now() < untilMs && options.seed === undefined);
   stats.elapsedMs = Date.now() - startedAt;
   return stats;

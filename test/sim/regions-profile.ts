@@ -5,6 +5,7 @@
  * (`SIM_SEED=… SIM_PATH=… npx vitest run test/node/simulation-regions.test.ts`).
  */
 import fc from "fast-check";
+import { assertBatch, laneLine } from "./batch";
 import { failRun } from "./failure";
 import { runRegions } from "./regions";
 import { CORPUS, type RegionSize, regionScenario, WARM_UP } from "./regions-scenarios";
@@ -104,25 +105,18 @@ export async function simulateRegions(
       failedOnce = true;
       failRun(report.violations, printable(s), replay);
     });
-    await fc.assert(property, {
-      numRuns: batch + corpus.length,
+    await assertBatch(property, {
+      runs: batch,
+      corpus,
       seed,
-      examples: corpus,
-      ...(options.path !== undefined && { path: options.path }),
-      // A guard against a hang: far beyond what the batch's runs take, plus the shrinking.
-      interruptAfterTimeLimit: (batch + corpus.length) * 30_000 + (options.shrinkMs ?? 60_000),
-      markInterruptAsFailure: true,
-      endOnFailure: false,
+      path: options.path,
+      runMs: 30_000,
+      shrinkMs: options.shrinkMs,
     });
     examples = [];
     left -= batch;
-    if (options.untilMs !== undefined) {
-      const seconds = (Date.now() - startedAt) / 1000;
-      console.log(
-        `simulation (regions) lane ${options.lane ?? "0"}: ${stats.runs} runs, ${stats.operations} operations ` +
-          `in ${seconds.toFixed(0)} s (${(stats.operations / seconds).toFixed(0)}/s), 0 violations`,
-      );
-    }
+    if (options.untilMs !== undefined)
+      console.log(laneLine("simulation (regions)", options.lane, stats, startedAt));
   } while (left > 0 && Date.now() < (options.untilMs ?? 0) && options.seed === undefined);
   stats.elapsedMs = Date.now() - startedAt;
   return stats;
